@@ -1,0 +1,7 @@
+//go:build !linux
+
+package sshdtest
+
+import "syscall"
+
+func sysProcAttr() *syscall.SysProcAttr { return nil }

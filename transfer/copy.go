@@ -1,0 +1,423 @@
+// Package transfer plans and runs copies: it decides what goes where with
+// scp's rules for files, trees and existing or missing targets, and makes
+// every file appear under its final name only once all of it has arrived.
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/hpncp/hpncp/pipeline"
+)
+
+// Endpoint is a path on one end of a copy.
+type Endpoint struct {
+	FS   FS
+	Path string
+}
+
+func (e Endpoint) String() string { return e.FS.Label() + e.Path }
+
+// Progress follows the bytes of a run. Its methods are called from the
+// goroutine running the copy.
+type Progress interface {
+	StartFile(name string, size int64)
+	Add(n int)
+	EndFile()
+}
+
+// Options say how to copy.
+type Options struct {
+	Recursive bool // -r: copy directories and their contents
+	Preserve  bool // -p: keep modes, access and modification times
+	// Limiter caps the run's total bytes per second; nil for no limit.
+	Limiter *rate.Limiter
+	// BufferSize is the size of each pipeline buffer; 0 for the default.
+	BufferSize int
+	// Progress, when not nil, is told of every file and byte.
+	Progress Progress
+	// Logf, when not nil, receives one line per file copied (-v).
+	Logf func(format string, args ...any)
+}
+
+// Result counts what a run did.
+type Result struct {
+	Files  int   // regular files copied
+	Dirs   int   // directories created
+	Bytes  int64 // file bytes written
+	Errors []error
+}
+
+// maxDepth bounds recursion: scp follows symbolic links to directories, so
+// a link to an ancestor would otherwise recurse until memory runs out.
+const maxDepth = 255
+
+// ErrNotDirectory is returned when several sources are copied to a target
+// that is not an existing directory.
+var ErrNotDirectory = errors.New("not a directory")
+
+// Copy copies every source to target with scp's rules: into target when it
+// is an existing directory, otherwise as target (then only one source is
+// allowed). A failing source is recorded in the result and the others are
+// still copied. The returned error is non-nil only when the run could not
+// go on: the target is unusable, or ctx was cancelled.
+func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (*Result, error) {
+	c := &copier{opts: o, res: &Result{}}
+	var expanded []Endpoint
+	for _, s := range srcs {
+		names, err := expand(s)
+		if err != nil {
+			c.fail(err)
+			continue
+		}
+		for _, n := range names {
+			expanded = append(expanded, Endpoint{s.FS, n})
+		}
+	}
+
+	targetIsDir := false
+	ti, err := target.FS.Stat(target.Path)
+	switch {
+	case err == nil:
+		targetIsDir = ti.IsDir()
+	case !errors.Is(err, fs.ErrNotExist):
+		return c.res, &Error{Op: "stat target", Path: target.String(), Err: err}
+	}
+	if (len(srcs) > 1 || len(expanded) > 1) && !targetIsDir {
+		return c.res, &Error{Op: "copy to", Path: target.String(), Err: ErrNotDirectory,
+			Hint: "with several sources the target must be an existing directory"}
+	}
+	if !targetIsDir && strings.HasSuffix(target.Path, "/") && len(expanded) > 0 {
+		return c.res, &Error{Op: "copy to", Path: target.String(), Err: ErrNotDirectory,
+			Hint: "a target ending in / must be an existing directory; create it first"}
+	}
+
+	for _, s := range expanded {
+		if err := ctx.Err(); err != nil {
+			return c.res, err
+		}
+		si, err := s.FS.Stat(s.Path)
+		if err != nil {
+			c.fail(&Error{Op: "read", Path: s.String(), Err: err})
+			continue
+		}
+		dst := target.Path
+		if targetIsDir {
+			base, err := sourceBase(s)
+			if err != nil {
+				c.fail(err)
+				continue
+			}
+			dst = target.FS.Join(target.Path, base)
+		}
+		c.copyAny(ctx, s, Endpoint{target.FS, dst}, si, 0)
+	}
+	if err := ctx.Err(); err != nil {
+		return c.res, err
+	}
+	return c.res, nil
+}
+
+type copier struct {
+	opts Options
+	res  *Result
+}
+
+func (c *copier) fail(err error) { c.res.Errors = append(c.res.Errors, err) }
+
+func (c *copier) logf(format string, args ...any) {
+	if c.opts.Logf != nil {
+		c.opts.Logf(format, args...)
+	}
+}
+
+// copyAny copies a file or, with -r, a directory whose info (links
+// followed) is si.
+func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo, depth int) {
+	switch {
+	case si.IsDir():
+		if !c.opts.Recursive {
+			c.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("is a directory"),
+				Hint: "use -r to copy directories"})
+			return
+		}
+		c.copyDir(ctx, src, dst, si, depth)
+	case si.Mode().IsRegular():
+		if err := c.copyFile(ctx, src, dst, si); err != nil {
+			c.fail(err)
+		}
+	default:
+		c.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("not a regular file")})
+	}
+}
+
+func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, depth int) {
+	if depth >= maxDepth {
+		c.fail(&Error{Op: "copy", Path: src.String(),
+			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
+			Hint: "a symbolic link may point to one of its own parent directories"})
+		return
+	}
+	created := false
+	di, err := dst.FS.Stat(dst.Path)
+	switch {
+	case err == nil && !di.IsDir():
+		c.fail(&Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: ErrNotDirectory})
+		return
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist):
+		if err := dst.FS.Mkdir(dst.Path); err != nil {
+			c.fail(&Error{Op: "create directory", Path: dst.String(), Err: err})
+			return
+		}
+		created = true
+		c.res.Dirs++
+		c.logf("created directory %s", dst)
+	default:
+		c.fail(&Error{Op: "stat", Path: dst.String(), Err: err})
+		return
+	}
+	if created && !c.opts.Preserve {
+		// Like scp: the new directory gets the source's permissions as the
+		// receiving end's umask allows, and stays writable for the copy.
+		if err := c.setMode(dst, si.Mode().Perm()|0o700); err != nil {
+			c.fail(err)
+		}
+	}
+
+	entries, err := src.FS.ReadDir(src.Path)
+	if err != nil {
+		c.fail(&Error{Op: "read directory", Path: src.String(), Err: err})
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	for _, e := range entries {
+		if ctx.Err() != nil {
+			return
+		}
+		name := e.Name()
+		if err := ValidName(name); err != nil {
+			c.fail(&Error{Op: "read directory", Path: src.String(), Err: err,
+				Hint: "the server sent a name that could escape the target; it was skipped"})
+			continue
+		}
+		child := Endpoint{src.FS, src.FS.Join(src.Path, name)}
+		info := e
+		if e.Mode()&fs.ModeSymlink != 0 {
+			// scp follows links: copy what they point to.
+			if info, err = src.FS.Stat(child.Path); err != nil {
+				c.fail(&Error{Op: "read", Path: child.String(), Err: err})
+				continue
+			}
+		}
+		c.copyAny(ctx, child, Endpoint{dst.FS, dst.FS.Join(dst.Path, name)}, info, depth+1)
+	}
+
+	if c.opts.Preserve && ctx.Err() == nil {
+		if err := dst.FS.Chmod(dst.Path, si.Mode()&modeBits); err != nil {
+			c.fail(&Error{Op: "set mode of", Path: dst.String(), Err: err})
+		}
+		if err := dst.FS.Chtimes(dst.Path, atimeOf(si), si.ModTime()); err != nil {
+			c.fail(&Error{Op: "set times of", Path: dst.String(), Err: err})
+		}
+	}
+}
+
+// modeBits are the mode bits -p carries over.
+const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// setMode gives a newly created file or directory the permissions perm as
+// masked by the receiving end's umask, which it learns from the mode that
+// end gave the new entry (SFTP offers no other way to ask).
+func (c *copier) setMode(dst Endpoint, perm fs.FileMode) error {
+	fi, err := dst.FS.Stat(dst.Path)
+	if err != nil {
+		return &Error{Op: "stat", Path: dst.String(), Err: err}
+	}
+	created := fi.Mode().Perm()
+	base := fs.FileMode(0o666)
+	if fi.IsDir() {
+		base = 0o777
+	}
+	mask := base &^ created
+	mask |= (mask & 0o444) >> 2 // no exec where read is denied
+	want := perm &^ mask
+	if want == created {
+		return nil
+	}
+	if err := dst.FS.Chmod(dst.Path, want); err != nil {
+		return &Error{Op: "set mode of", Path: dst.String(), Err: err}
+	}
+	return nil
+}
+
+// copyFile copies one regular file. The bytes go to a temporary file beside
+// dst, which is renamed to dst only when every byte arrived; on any failure
+// the temporary file is removed and an existing dst is left as it was.
+func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo) (err error) {
+	op := "copy " + src.String() + " to"
+	var existing fs.FileInfo
+	switch di, err := dst.FS.Stat(dst.Path); {
+	case err == nil && di.IsDir():
+		return &Error{Op: op, Path: dst.String(), Err: errors.New("is a directory")}
+	case err == nil:
+		existing = di
+	case !errors.Is(err, fs.ErrNotExist):
+		return &Error{Op: op, Path: dst.String(), Err: err}
+	}
+
+	in, err := src.FS.Open(src.Path)
+	if err != nil {
+		return &Error{Op: "read", Path: src.String(), Err: err}
+	}
+	defer in.Close()
+
+	dir := dst.FS.Dir(dst.Path)
+	out, tmp, err := createTemp(dst.FS, dir, dst.FS.Base(dst.Path))
+	if err != nil {
+		return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
+	}
+	tmpEnd := Endpoint{dst.FS, tmp}
+	closed := false
+	defer func() {
+		if err == nil {
+			return
+		}
+		if !closed {
+			_ = out.Close()
+		}
+		// The removal must happen even when ctx was cancelled: that is when
+		// a half-written temporary file is most likely.
+		_ = dst.FS.Remove(tmp)
+	}()
+
+	if c.opts.Progress != nil {
+		c.opts.Progress.StartFile(src.FS.Base(src.Path), si.Size())
+		defer c.opts.Progress.EndFile()
+	}
+	po := pipeline.Options{BufferSize: c.opts.BufferSize, Limiter: c.opts.Limiter}
+	if c.opts.Progress != nil {
+		po.Progress = c.opts.Progress.Add
+	}
+	start := time.Now()
+	n, err := pipeline.Copy(ctx, out, in, po)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
+	}
+	closed = true
+	if err := out.Close(); err != nil {
+		return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
+	}
+	if n != si.Size() {
+		return &Error{Op: "read", Path: src.String(),
+			Err: fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), n)}
+	}
+	// Trust no writer's count alone: the size on the receiving end must be
+	// what was sent before the file may take its final name.
+	ti, err := dst.FS.Stat(tmp)
+	if err != nil {
+		return &Error{Op: op, Path: dst.String(), Err: err}
+	}
+	if ti.Size() != n {
+		return &Error{Op: op, Path: dst.String(),
+			Err: fmt.Errorf("%w: %d bytes arrived of %d sent", pipeline.ErrShortWrite, ti.Size(), n)}
+	}
+
+	switch {
+	case c.opts.Preserve:
+		if err := dst.FS.Chmod(tmp, si.Mode()&modeBits); err != nil {
+			return &Error{Op: "set mode of", Path: dst.String(), Err: err}
+		}
+		if err := dst.FS.Chtimes(tmp, atimeOf(si), si.ModTime()); err != nil {
+			return &Error{Op: "set times of", Path: dst.String(), Err: err}
+		}
+	case existing != nil:
+		// Overwriting keeps the target's mode, as scp's truncate-in-place
+		// does; the rename must not change what the user set.
+		if existing.Mode()&modeBits != ti.Mode()&modeBits {
+			if err := dst.FS.Chmod(tmp, existing.Mode()&modeBits); err != nil {
+				return &Error{Op: "set mode of", Path: dst.String(), Err: err}
+			}
+		}
+	default:
+		if err := c.setMode(tmpEnd, si.Mode().Perm()); err != nil {
+			return err
+		}
+	}
+
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := dst.FS.Rename(tmp, dst.Path); err != nil {
+		return &Error{Op: op, Path: dst.String(), Err: err}
+	}
+	c.res.Files++
+	c.res.Bytes += n
+	c.logf("copied %s to %s: %d bytes in %s", src, dst, n, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// ValidName reports whether name, as listed by the far end, is a single
+// path element that cannot lead outside the directory it is joined to.
+func ValidName(name string) error {
+	switch {
+	case name == "", name == ".", name == "..":
+		return fmt.Errorf("invalid name %q", name)
+	case strings.ContainsAny(name, "/\x00"):
+		return fmt.Errorf("invalid name %q: contains a separator", name)
+	case strings.ContainsRune(name, '\\') && isWindowsLocal:
+		return fmt.Errorf("invalid name %q: contains a separator", name)
+	}
+	return nil
+}
+
+// sourceBase returns the name a source takes inside a target directory.
+func sourceBase(s Endpoint) (string, error) {
+	base := s.FS.Base(s.Path)
+	if err := ValidName(base); err != nil {
+		abs, aerr := s.FS.Abs(s.Path)
+		if aerr != nil {
+			return "", &Error{Op: "resolve", Path: s.String(), Err: aerr}
+		}
+		base = s.FS.Base(abs)
+		if err := ValidName(base); err != nil {
+			return "", &Error{Op: "copy", Path: s.String(), Err: errors.New("has no name to copy it under"),
+				Hint: "name a directory below it, or give the target's full name"}
+		}
+	}
+	return base, nil
+}
+
+// expand turns a source into the paths it names: a remote pattern is
+// globbed on the server, as scp does; local patterns were the shell's job.
+func expand(s Endpoint) ([]string, error) {
+	if s.FS.Label() == "" || !strings.ContainsAny(s.Path, "*?[") {
+		return []string{s.Path}, nil
+	}
+	matches, err := s.FS.Glob(s.Path)
+	if err != nil {
+		return nil, &Error{Op: "expand", Path: s.String(), Err: err}
+	}
+	if len(matches) == 0 {
+		// A name with brackets may be literal; Stat will tell.
+		return []string{s.Path}, nil
+	}
+	sort.Strings(matches)
+	for _, m := range matches {
+		// The names come from the server: one that is not a plain name
+		// would decide where the copy lands.
+		if err := ValidName(s.FS.Base(m)); err != nil {
+			return nil, &Error{Op: "expand", Path: s.String(), Err: err}
+		}
+	}
+	return matches, nil
+}

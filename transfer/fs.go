@@ -1,0 +1,51 @@
+package transfer
+
+import (
+	"io"
+	"io/fs"
+	"time"
+)
+
+// FS is one end of a copy: the local file system or a remote one reached
+// over SFTP. Paths are in the FS's own syntax; Join, Dir and Base know it.
+type FS interface {
+	// Label names the end in messages: "" for local, "host:" for a remote.
+	Label() string
+
+	// Stat follows symbolic links, as scp does for sources and targets.
+	Stat(name string) (fs.FileInfo, error)
+	// ReadDir lists a directory without following links.
+	ReadDir(name string) ([]fs.FileInfo, error)
+	// Glob expands shell patterns; only remote ends need it, since the local
+	// shell has already expanded local operands.
+	Glob(pattern string) ([]string, error)
+
+	Open(name string) (io.ReadCloser, error)
+	// CreateExclusive creates a new file, failing with fs.ErrExist when
+	// name exists.
+	CreateExclusive(name string) (io.WriteCloser, error)
+	Mkdir(name string) error
+	// Rename replaces newname atomically where the end allows it.
+	Rename(oldname, newname string) error
+	Remove(name string) error
+	Chmod(name string, mode fs.FileMode) error
+	Chtimes(name string, atime, mtime time.Time) error
+
+	// Abs returns an absolute form of name: for a remote end, the server's.
+	Abs(name string) (string, error)
+	Join(elem ...string) string
+	Dir(name string) string
+	Base(name string) string
+}
+
+// atimeOf returns the access time an FS put in a FileInfo's Sys, or the
+// modification time when the FS has none.
+func atimeOf(fi fs.FileInfo) time.Time {
+	if a, ok := fi.Sys().(interface{ AccessTime() time.Time }); ok {
+		return a.AccessTime()
+	}
+	if t, ok := accessTime(fi); ok {
+		return t
+	}
+	return fi.ModTime()
+}

@@ -1,0 +1,98 @@
+package transfer
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+)
+
+// Local is the local file system as an FS.
+type Local struct{}
+
+func (Local) Label() string { return "" }
+
+func (Local) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
+
+func (Local) ReadDir(name string) ([]fs.FileInfo, error) {
+	entries, err := os.ReadDir(name)
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]fs.FileInfo, 0, len(entries))
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue // removed since the listing: nothing to copy
+			}
+			return nil, err
+		}
+		infos = append(infos, fi)
+	}
+	return infos, nil
+}
+
+func (Local) Glob(pattern string) ([]string, error) { return filepath.Glob(pattern) }
+
+func (Local) Open(name string) (io.ReadCloser, error) { return os.Open(name) }
+
+func (Local) CreateExclusive(name string) (io.WriteCloser, error) {
+	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+}
+
+func (Local) Mkdir(name string) error { return os.Mkdir(name, 0o777) }
+
+func (Local) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+func (Local) Remove(name string) error { return os.Remove(name) }
+
+func (Local) Chmod(name string, mode fs.FileMode) error { return os.Chmod(name, mode) }
+
+func (Local) Chtimes(name string, atime, mtime time.Time) error {
+	return os.Chtimes(name, atime, mtime)
+}
+
+func (Local) Abs(name string) (string, error) { return filepath.Abs(name) }
+func (Local) Join(elem ...string) string      { return filepath.Join(elem...) }
+func (Local) Dir(name string) string          { return filepath.Dir(name) }
+func (Local) Base(name string) string         { return filepath.Base(name) }
+
+// tempPrefix marks hpncp's temporary files, so that a user who finds one
+// after a crash knows where it came from and that it is safe to delete.
+const tempPrefix = ".hpncp."
+
+// createTemp creates a fresh temporary file in dir for a file that will be
+// renamed to base, and returns it with its path.
+func createTemp(fsys FS, dir, base string) (io.WriteCloser, string, error) {
+	for range 10 {
+		name := fsys.Join(dir, TempName(base))
+		f, err := fsys.CreateExclusive(name)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, name, err
+	}
+	return nil, "", &fs.PathError{Op: "create", Path: dir, Err: fs.ErrExist}
+}
+
+// TempName returns a fresh temporary name for a file that will be renamed
+// to base. It stays within the 255-byte name limit of common file systems.
+func TempName(base string) string {
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	const maxBase = 200
+	if len(base) > maxBase {
+		base = base[:maxBase]
+	}
+	return tempPrefix + base + "." + hex.EncodeToString(r[:]) + ".part"
+}
+
+// isWindowsLocal is set where a backslash separates local path elements, so
+// that a remote name holding one is refused before it reaches the disk.
+const isWindowsLocal = runtime.GOOS == "windows"
