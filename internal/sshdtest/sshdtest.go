@@ -42,6 +42,12 @@ type Options struct {
 	// value it reads); lines from the first Match on go last. ListenAddress,
 	// Port and HostKey are always the harness's own.
 	ExtraConfig []string
+
+	// Unprivileged, when set (e.g. "nobody"), lets that account log in with
+	// the client key too, as host "e2e-unprivileged" in ConfigFile, so that
+	// tests running as root can meet real permission errors on the server.
+	// Dir and the authorized keys become readable by it.
+	Unprivileged string
 }
 
 // Server is a running sshd.
@@ -128,7 +134,13 @@ func Start(t testing.TB, o Options) *Server {
 	s.ClientKeyFile = filepath.Join(s.Dir, "id_ed25519")
 	clientPub := generateKey(t, s.ClientKeyFile, "sshdtest client")
 	authorizedKeys := filepath.Join(s.Dir, "authorized_keys")
-	writeFile(t, authorizedKeys, string(ssh.MarshalAuthorizedKey(clientPub)), 0o600)
+	authorizedMode := os.FileMode(0o600)
+	if o.Unprivileged != "" {
+		// sshd reads authorized keys as the user logging in.
+		authorizedMode = 0o644
+		openToAll(t, s.Dir)
+	}
+	writeFile(t, authorizedKeys, string(ssh.MarshalAuthorizedKey(clientPub)), authorizedMode)
 
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -167,7 +179,35 @@ func Start(t testing.TB, o Options) *Server {
 		"\tLogLevel ERROR",
 		"",
 	}, "\n"), 0o644)
+	if o.Unprivileged != "" {
+		f, err := os.OpenFile(s.ConfigFile, os.O_APPEND|os.O_WRONLY, 0)
+		if err == nil {
+			_, err = fmt.Fprintf(f, "Host e2e-unprivileged\n\tUser %s\n\tHostName %s\n\tPort %d\n\tIdentityFile %s\n"+
+				"\tIdentitiesOnly yes\n\tUserKnownHostsFile %s\n\tGlobalKnownHostsFile /dev/null\n"+
+				"\tStrictHostKeyChecking yes\n\tBatchMode yes\n\tLogLevel ERROR\n",
+				configValue(t, o.Unprivileged), s.Host, s.Port, configValue(t, s.ClientKeyFile),
+				configValue(t, s.KnownHostsFile))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			t.Fatalf("sshdtest: write %s: %v", s.ConfigFile, err)
+		}
+	}
 	return s
+}
+
+// openToAll makes dir and the temporary directories above it searchable
+// by every user, so that another account can reach files below dir.
+func openToAll(t testing.TB, dir string) {
+	t.Helper()
+	tmp := filepath.Clean(os.TempDir())
+	for d := filepath.Clean(dir); strings.HasPrefix(d, tmp+string(filepath.Separator)); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatalf("sshdtest: open %s to other users: %v", d, err)
+		}
+	}
 }
 
 // Stop stops sshd: SIGTERM, then SIGKILL if it has not exited within five

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+	"golang.org/x/term"
+
+	"github.com/hpncp/hpncp/pipeline"
+	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/sshconn"
+	"github.com/hpncp/hpncp/transfer"
+)
+
+// copyOptions are the settings of a copy, scp's flags among them.
+type copyOptions struct {
+	Recursive  bool
+	Preserve   bool
+	Quiet      bool
+	Verbose    bool
+	Batch      bool
+	IPv4       bool
+	IPv6       bool
+	Port       int64
+	Identities []string
+	ConfigFile string
+	SSHOptions []string
+	Jump       string
+	LimitKbit  int64
+	Cipher     string
+	// unsupported holds scp flags hpncp knows but does not implement, so
+	// that using one is an error that names it rather than a surprise.
+	unsupported map[string]*bool
+
+	Operands []string
+}
+
+// unsupportedFlags are scp's flags hpncp does not offer, with what they do.
+var unsupportedFlags = []struct{ name, what string }{
+	{"3", "remote-to-remote copies through this host (hpncp relays such copies already)"},
+	{"A", "agent forwarding"},
+	{"C", "SSH compression"},
+	{"O", "the legacy SCP protocol"},
+	{"R", "copies between two remotes run on the source host"},
+	{"T", "relaxed file name checks of the legacy SCP protocol"},
+	{"X", "SFTP protocol options"},
+}
+
+func (o *copyOptions) flags() []cli.Flag {
+	flags := []cli.Flag{
+		&cli.BoolFlag{Name: "r", Usage: "copy directories recursively", Destination: &o.Recursive},
+		&cli.BoolFlag{Name: "p", Usage: "preserve modes and access and modification times", Destination: &o.Preserve},
+		&cli.BoolFlag{Name: "q", Usage: "quiet: no progress, no warnings", Destination: &o.Quiet},
+		&cli.BoolFlag{Name: "v", Usage: "verbose: log connection steps and each file", Destination: &o.Verbose},
+		&cli.BoolFlag{Name: "B", Usage: "batch mode: never prompt", Destination: &o.Batch},
+		&cli.BoolFlag{Name: "4", Usage: "use IPv4 only", Destination: &o.IPv4},
+		&cli.BoolFlag{Name: "6", Usage: "use IPv6 only", Destination: &o.IPv6},
+		&cli.Int64Flag{Name: "P", Usage: "port to connect to", Destination: &o.Port},
+		&cli.StringSliceFlag{Name: "i", Usage: "identity file", Destination: &o.Identities},
+		&cli.StringFlag{Name: "F", Usage: "ssh_config file", Destination: &o.ConfigFile},
+		&cli.StringSliceFlag{Name: "o", Usage: "ssh_config option Key=Value", Destination: &o.SSHOptions},
+		&cli.StringFlag{Name: "J", Usage: "jump host(s)", Destination: &o.Jump},
+		&cli.Int64Flag{Name: "l", Usage: "bandwidth limit in Kbit/s", Destination: &o.LimitKbit},
+		&cli.StringFlag{Name: "c", Usage: "cipher(s)", Destination: &o.Cipher},
+	}
+	o.unsupported = map[string]*bool{}
+	for _, u := range unsupportedFlags {
+		v := new(bool)
+		o.unsupported[u.name] = v
+		flags = append(flags, &cli.BoolFlag{Name: u.name, Hidden: true, Destination: v})
+	}
+	return flags
+}
+
+// check refuses flag combinations hpncp cannot honour.
+func (o *copyOptions) check() error {
+	for _, u := range unsupportedFlags {
+		if *o.unsupported[u.name] {
+			return usagef("hpncp copies over SFTP; leave the flag out", "scp flag -%s (%s) is not supported", u.name, u.what)
+		}
+	}
+	if o.IPv4 && o.IPv6 {
+		return usagef("", "-4 and -6 exclude each other")
+	}
+	if o.Port < 0 || o.Port > 65535 {
+		return usagef("", "-P %d: not a port number", o.Port)
+	}
+	if o.LimitKbit < 0 {
+		return usagef("", "-l %d: the limit must be a positive number of Kbit/s", o.LimitKbit)
+	}
+	if len(o.Operands) < 2 {
+		return usagef("give one or more sources and a target, e.g. hpncp file host:dir/", "missing target")
+	}
+	return nil
+}
+
+func (o *copyOptions) connOptions(stderr io.Writer) sshconn.Options {
+	co := sshconn.Options{
+		ConfigFile: o.ConfigFile,
+		Options:    o.SSHOptions,
+		Port:       int(o.Port),
+		Identities: o.Identities,
+		JumpHosts:  o.Jump,
+		Ciphers:    o.Cipher,
+		BatchMode:  o.Batch,
+	}
+	switch {
+	case o.IPv4:
+		co.AddressFamily = "inet"
+	case o.IPv6:
+		co.AddressFamily = "inet6"
+	}
+	if o.Verbose {
+		co.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "hpncp: "+format+"\n", args...) }
+	}
+	if !o.Quiet {
+		co.Warnf = func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+	}
+	if !o.Batch {
+		co.Prompter = sshconn.TerminalPrompter()
+	}
+	return co
+}
+
+// runCopy copies the operands' sources to their target.
+func runCopy(ctx context.Context, o *copyOptions, _ io.Reader, stderr io.Writer) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	locs := make([]transfer.Location, len(o.Operands))
+	for i, s := range o.Operands {
+		l, err := transfer.ParseLocation(s)
+		if err != nil {
+			return usagef("", "%v", err)
+		}
+		locs[i] = l
+	}
+
+	hosts := newRemotes(o.connOptions(stderr))
+	defer hosts.Close()
+	ends := make([]transfer.Endpoint, len(locs))
+	for i, l := range locs {
+		e, err := hosts.endpoint(ctx, l)
+		if err != nil {
+			return err
+		}
+		ends[i] = e
+	}
+
+	to := transfer.Options{
+		Recursive: o.Recursive,
+		Preserve:  o.Preserve,
+		Limiter:   pipeline.NewLimiter(o.LimitKbit * 1024 / 8),
+	}
+	logf := func(string, ...any) {}
+	if o.Verbose {
+		logf = func(format string, args ...any) { fmt.Fprintf(stderr, "hpncp: "+format+"\n", args...) }
+		to.Logf = logf
+	}
+	showProgress := !o.Quiet && isTerminal(stderr)
+	if showProgress {
+		to.Progress = newBarProgress(stderr)
+	}
+
+	start := time.Now()
+	res, err := transfer.Copy(ctx, ends[:len(ends)-1], ends[len(ends)-1], to)
+	for _, e := range res.Errors {
+		printError(stderr, e.Error(), hintOf(e))
+	}
+	if err != nil {
+		return err
+	}
+	if o.Verbose || showProgress {
+		secs := time.Since(start).Seconds()
+		fmt.Fprintf(stderr, "hpncp: %d file(s), %d bytes in %.2fs (%.1f MB/s)\n",
+			res.Files, res.Bytes, secs, float64(res.Bytes)/secs/1e6)
+	}
+	if len(res.Errors) > 0 {
+		return &partialError{failed: len(res.Errors)}
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// remotes holds one SSH connection and SFTP session per distinct
+// destination of a run.
+type remotes struct {
+	base     sshconn.Options
+	sessions map[string]*protocol.SFTP
+	clients  []*sshconn.Client
+}
+
+func newRemotes(base sshconn.Options) *remotes {
+	return &remotes{base: base, sessions: map[string]*protocol.SFTP{}}
+}
+
+// endpoint returns l as an Endpoint, connecting to its host on first use.
+func (r *remotes) endpoint(ctx context.Context, l transfer.Location) (transfer.Endpoint, error) {
+	if !l.Remote() {
+		return transfer.Endpoint{FS: transfer.Local{}, Path: l.Path}, nil
+	}
+	key := fmt.Sprintf("%s@%s:%d", l.User, l.Host, l.Port)
+	s, ok := r.sessions[key]
+	if !ok {
+		o := r.base
+		if l.User != "" {
+			o.User = l.User
+		}
+		if l.Port != 0 {
+			o.Port = l.Port
+		}
+		c, err := sshconn.NewDialer(o).Dial(ctx, l.Host)
+		if err != nil {
+			return transfer.Endpoint{}, err
+		}
+		r.clients = append(r.clients, c)
+		s, err = protocol.OpenSFTP(c.Client, l.HostLabel())
+		if err != nil {
+			return transfer.Endpoint{}, &sshconn.Error{Op: "start SFTP on", Host: l.Host, Err: err,
+				Hint: "the server may have no sftp subsystem; ask its admin to enable Subsystem sftp"}
+		}
+		r.sessions[key] = s
+	}
+	return transfer.Endpoint{FS: s, Path: remotePath(l.Path)}, nil
+}
+
+func (r *remotes) Close() {
+	for _, s := range r.sessions {
+		_ = s.Close()
+	}
+	for _, c := range r.clients {
+		_ = c.Close()
+	}
+}
+
+// remotePath turns "~" and "~/x" into paths relative to the remote home,
+// where SFTP servers start, as scp does.
+func remotePath(p string) string {
+	switch {
+	case p == "~":
+		return "."
+	case strings.HasPrefix(p, "~/"):
+		if rel := strings.TrimLeft(p[2:], "/"); rel != "" {
+			return rel
+		}
+		return "."
+	}
+	return p
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/hpncp/hpncp/sshconn"
+	"github.com/hpncp/hpncp/transfer"
+)
+
+// Exit codes, documented in the help text and the README.
+const (
+	exitOK          = 0
+	exitFailed      = 1 // some or all files could not be copied
+	exitUsage       = 2
+	exitInterrupted = 130
+	exitConnection  = 255 // connection, host key or authentication failure, as ssh
+)
+
+// usageError is a command line hpncp cannot run.
+type usageError struct{ msg, hint string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(hint, format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), hint: hint}
+}
+
+// partialError reports that a run went to the end but some files failed;
+// each failure has been printed already.
+type partialError struct{ failed int }
+
+func (e *partialError) Error() string {
+	return fmt.Sprintf("%d file(s) or directories could not be copied", e.failed)
+}
+
+// report prints err as hpncp's error and hint lines and returns the exit
+// code it maps to.
+func report(stderr io.Writer, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ue *usageError
+	var pe *partialError
+	var ce *sshconn.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(stderr, "hpncp: interrupted")
+		return exitInterrupted
+	case errors.As(err, &ue):
+		printError(stderr, ue.msg, ue.hint)
+		if ue.hint == "" {
+			fmt.Fprintln(stderr, "hpncp: hint: run hpncp --help for usage")
+		}
+		return exitUsage
+	case errors.As(err, &pe):
+		return exitFailed
+	case errors.As(err, &ce):
+		printError(stderr, ce.Error(), ce.Hint)
+		return exitConnection
+	}
+	printError(stderr, err.Error(), hintOf(err))
+	return exitFailed
+}
+
+func printError(w io.Writer, msg, hint string) {
+	fmt.Fprintf(w, "hpncp: error: %s\n", msg)
+	if hint != "" {
+		fmt.Fprintf(w, "hpncp: hint: %s\n", hint)
+	}
+}
+
+func hintOf(err error) string {
+	var te *transfer.Error
+	if errors.As(err, &te) {
+		return te.Hint
+	}
+	return ""
+}

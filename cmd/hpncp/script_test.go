@@ -1,0 +1,318 @@
+package main
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/hpncp/hpncp/internal/sshtest"
+)
+
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"hpncp": func() { os.Exit(mainExit()) },
+	})
+}
+
+// TestScript runs the CLI behaviour scripts in testdata/script against an
+// in-process SSH/SFTP server: $SSHCONFIG names it as host "testhost".
+func TestScript(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("SSHCONFIG", srv.ConfigFile)
+			env.Setenv("KNOWNHOSTS", srv.KnownHostsFile)
+			env.Setenv("SSHPORT", strconv.Itoa(srv.Port))
+			env.Setenv("IDENTITY", srv.ClientKeyFile)
+			return nil
+		},
+		Cmds:                scriptCmds,
+		Condition:           scriptCondition,
+		RequireExplicitExec: true,
+	})
+}
+
+// scriptCondition adds [root]: the test runs as root (tmpfs mounts).
+func scriptCondition(cond string) (bool, error) {
+	if cond == "root" {
+		return os.Geteuid() == 0, nil
+	}
+	return false, fmt.Errorf("unknown condition %q", cond)
+}
+
+// scriptCmds are the commands scripts get beyond testscript's own.
+var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
+	"mkfile":   cmdMkfile,
+	"mktree":   cmdMktree,
+	"treeeq":   cmdTreeeq,
+	"status":   cmdStatus,
+	"waitfile": cmdWaitfile,
+	"tmpfs":    cmdTmpfs,
+	"mtime":    cmdMtime,
+	"noglob":   cmdNoglob,
+}
+
+// noglob PATTERN fails if any file matches PATTERN: no temporary file may
+// survive a failed copy.
+func cmdNoglob(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: noglob pattern")
+	}
+	matches, err := filepath.Glob(ts.MkAbs(args[0]))
+	ts.Check(err)
+	if len(matches) > 0 {
+		ts.Fatalf("files left behind: %q", matches)
+	}
+}
+
+// mkfile PATH SIZE writes SIZE bytes of deterministic noise to PATH.
+func cmdMkfile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: mkfile path size")
+	}
+	size, err := parseSize(args[1])
+	ts.Check(err)
+	ts.Check(writeNoise(ts.MkAbs(args[0]), size))
+}
+
+func parseSize(s string) (int64, error) {
+	mult := int64(1)
+	for suffix, m := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if strings.HasSuffix(s, suffix) {
+			s, mult = strings.TrimSuffix(s, suffix), m
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n * mult, err
+}
+
+func writeNoise(path string, size int64) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	r := rand.New(rand.NewSource(size))
+	buf := make([]byte, 1<<20)
+	for left := size; left > 0; {
+		n := min(left, int64(len(buf)))
+		r.Read(buf[:n])
+		if _, err := f.Write(buf[:n]); err != nil {
+			f.Close()
+			return err
+		}
+		left -= n
+	}
+	return f.Close()
+}
+
+// mktree DIR builds the tree the acceptance criteria name: sizes around
+// SFTP's 32 KiB packets, awkward names and an empty directory.
+func cmdMktree(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: mktree dir")
+	}
+	ts.Check(makeTree(ts.MkAbs(args[0])))
+}
+
+func makeTree(root string) error {
+	files := map[string]int64{
+		"zero":                0,
+		"one":                 1,
+		"k32-1":               32767,
+		"k32":                 32768,
+		"k32+1":               32769,
+		"name with spaces":    10,
+		"ünïcödé-名前.txt":      20,
+		"-leading-dash":       30,
+		"sub/deeper/file.bin": 100000,
+		"sub/x":               5,
+	}
+	for name, size := range files {
+		if err := writeNoise(filepath.Join(root, name), size); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(root, "empty"), 0o755); err != nil {
+		return err
+	}
+	if err := os.Chmod(filepath.Join(root, "sub/x"), 0o751); err != nil {
+		return err
+	}
+	return os.Chtimes(filepath.Join(root, "one"), time.Unix(1e9, 0), time.Unix(1e9, 0))
+}
+
+// treeeq [-modes] [-times] A B compares two trees: names, types and
+// contents always; permission bits and modification times on request.
+func cmdTreeeq(ts *testscript.TestScript, neg bool, args []string) {
+	modes, times := false, false
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch args[0] {
+		case "-modes":
+			modes = true
+		case "-times":
+			times = true
+		default:
+			ts.Fatalf("treeeq: unknown flag %s", args[0])
+		}
+		args = args[1:]
+	}
+	if len(args) != 2 {
+		ts.Fatalf("usage: treeeq [-modes] [-times] dirA dirB")
+	}
+	a, err := describeTree(ts.MkAbs(args[0]), modes, times)
+	ts.Check(err)
+	b, err := describeTree(ts.MkAbs(args[1]), modes, times)
+	ts.Check(err)
+	diff := diffLines(a, b)
+	switch {
+	case neg && diff == "":
+		ts.Fatalf("trees %s and %s are equal", args[0], args[1])
+	case !neg && diff != "":
+		ts.Fatalf("trees %s and %s differ:\n%s", args[0], args[1], diff)
+	}
+}
+
+func describeTree(root string, modes, times bool) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		line := rel
+		switch {
+		case d.IsDir():
+			line += "/"
+		case fi.Mode().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			line += fmt.Sprintf(" %d %x", len(b), sha256.Sum256(b))
+		default:
+			line += " " + fi.Mode().Type().String()
+		}
+		if modes {
+			line += fmt.Sprintf(" %04o", fi.Mode().Perm())
+		}
+		if times && rel != "." {
+			line += " " + fi.ModTime().UTC().Format(time.RFC3339)
+		}
+		out = append(out, line)
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}
+
+func diffLines(a, b []string) string {
+	inA := map[string]bool{}
+	for _, l := range a {
+		inA[l] = true
+	}
+	inB := map[string]bool{}
+	for _, l := range b {
+		inB[l] = true
+	}
+	var d strings.Builder
+	for _, l := range a {
+		if !inB[l] {
+			fmt.Fprintf(&d, "- %s\n", l)
+		}
+	}
+	for _, l := range b {
+		if !inA[l] {
+			fmt.Fprintf(&d, "+ %s\n", l)
+		}
+	}
+	return d.String()
+}
+
+// status CODE CMD ARGS... runs CMD and checks its exit status; its output
+// is then available to stdout and stderr like exec's.
+func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: status code command [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		got = ee.ExitCode()
+	case err != nil:
+		ts.Fatalf("%s: %v", args[1], err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited with %d, want %d", args[1], got, want)
+	}
+}
+
+// waitfile GLOB SIZE waits up to 30 s for a file matching GLOB with at
+// least SIZE bytes.
+func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitfile glob size")
+	}
+	size, err := parseSize(args[1])
+	ts.Check(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		matches, _ := filepath.Glob(ts.MkAbs(args[0]))
+		for _, m := range matches {
+			if fi, err := os.Stat(m); err == nil && fi.Size() >= size {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("no file matching %s reached %d bytes", args[0], size)
+}
+
+// tmpfs DIR SIZE mounts a tmpfs of SIZE bytes on DIR for the rest of the
+// script (root only), to test a full disk.
+func cmdTmpfs(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: tmpfs dir size")
+	}
+	if os.Geteuid() != 0 {
+		ts.Fatalf("tmpfs needs root; guard the script with [root]")
+	}
+	dir := ts.MkAbs(args[0])
+	ts.Check(os.MkdirAll(dir, 0o755))
+	ts.Check(syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+args[1]))
+	ts.Defer(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+}
+
+// mtime PATH UNIXSECONDS sets a file's access and modification times.
+func cmdMtime(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: mtime path unixseconds")
+	}
+	sec, err := strconv.ParseInt(args[1], 10, 64)
+	ts.Check(err)
+	ts.Check(os.Chtimes(ts.MkAbs(args[0]), time.Unix(sec, 0), time.Unix(sec, 0)))
+}

@@ -1,0 +1,289 @@
+package sshconn
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// authEnv is a server whose host key is known and a client environment
+// for it; blocks are extra lines for the "target" Host block.
+func authEnv(t *testing.T, srv *testServer, lines ...string) *env {
+	t.Helper()
+	e := newEnv(t)
+	e.writeKnownHosts(knownLine(fmt.Sprintf("[127.0.0.1]:%d", srv.port), srv.hostKey.PublicKey()))
+	e.writeConfig(targetBlock("target", srv, append([]string{"StrictHostKeyChecking yes"}, lines...)...))
+	return e
+}
+
+func dialTwice(t *testing.T, d *Dialer) {
+	t.Helper()
+	for i := 0; i < 2; i++ {
+		c, err := d.Dial(context.Background(), "target")
+		if err != nil {
+			t.Fatalf("dial %d: %v", i+1, err)
+		}
+		c.Close()
+	}
+}
+
+func TestAuthIdentityFiles(t *testing.T) {
+	for _, kind := range []string{"ed25519", "rsa"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			pub := writeKey(t, dir, "id_"+kind, kind, false)
+			srv := newTestServer(t, withKeys(pub))
+			e := authEnv(t, srv, "IdentityFile "+filepath.Join(dir, "id_"+kind))
+			c, err := NewDialer(e.options(nil)).Dial(context.Background(), "target")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, e.logs.String())
+			}
+			defer c.Close()
+			if c.User() != "tester" {
+				t.Errorf("user = %q", c.User())
+			}
+			if !strings.Contains(e.logs.String(), "authenticated to tester@127.0.0.1 using publickey "+filepath.Join(dir, "id_"+kind)) {
+				t.Errorf("log does not say which key worked:\n%s", e.logs.String())
+			}
+		})
+	}
+}
+
+// TestAuthSkipsKeysInOrder: a key the server refuses is offered first, a
+// missing -i is warned about, and the next key is used.
+func TestAuthSkipsKeysInOrder(t *testing.T) {
+	dir := t.TempDir()
+	writeKey(t, dir, "refused", "ed25519", false)
+	good := writeKey(t, dir, "good", "ed25519", false)
+	srv := newTestServer(t, withKeys(good))
+	e := authEnv(t, srv, "IdentityFile "+filepath.Join(dir, "good"))
+	o := e.options(nil)
+	o.Identities = []string{filepath.Join(dir, "refused"), filepath.Join(dir, "missing")}
+	c, err := NewDialer(o).Dial(context.Background(), "target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if srv.pubkeyOffers.Load() < 2 {
+		t.Errorf("server saw %d offers, want the refused key first", srv.pubkeyOffers.Load())
+	}
+	if !strings.Contains(e.warnings.String(), "missing not accessible") {
+		t.Errorf("warnings = %q", e.warnings.String())
+	}
+	log := e.logs.String()
+	if strings.Index(log, "refused") > strings.Index(log, "good ED25519") {
+		t.Errorf("-i key not offered before the config one:\n%s", log)
+	}
+}
+
+func TestAuthEncryptedKey(t *testing.T) {
+	tests := []struct {
+		name string
+		// write writes dir/id_enc and returns its public key.
+		write   func(t *testing.T, dir string) ssh.PublicKey
+		answers []string
+		prompts []string
+	}{
+		{"openssh format", func(t *testing.T, dir string) ssh.PublicKey {
+			return writeEncryptedKey(t, dir, "id_enc")
+		}, []string{"hunter2"}, []string{"Enter passphrase for key"}},
+		{"pem with .pub, wrong passphrase first", func(t *testing.T, dir string) ssh.PublicKey {
+			return writePEMKey(t, dir, "id_enc", true)
+		}, []string{"wrong", "hunter2"}, []string{"Enter passphrase for key", "Bad passphrase, try again"}},
+		{"pem without .pub", func(t *testing.T, dir string) ssh.PublicKey {
+			return writePEMKey(t, dir, "id_enc", false)
+		}, []string{"hunter2"}, []string{"Enter passphrase for key"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			srv := newTestServer(t, withKeys(tt.write(t, dir)))
+			e := authEnv(t, srv, "IdentityFile "+filepath.Join(dir, "id_enc"))
+			p := &fakePrompter{passwords: tt.answers}
+			dialTwice(t, NewDialer(e.options(p)))
+			asked := p.prompts()
+			if len(asked) != len(tt.prompts) {
+				t.Fatalf("prompts over two dials = %q, want %q", asked, tt.prompts)
+			}
+			for i, want := range tt.prompts {
+				if !strings.HasPrefix(asked[i], want) || !strings.Contains(asked[i], filepath.Join(dir, "id_enc")) {
+					t.Errorf("prompt %d = %q, want %q... naming the key", i, asked[i], want)
+				}
+			}
+			if strings.Contains(e.logs.String(), "hunter2") {
+				t.Error("passphrase in the log")
+			}
+		})
+	}
+}
+
+// TestAuthEncryptedKeyNotAcceptedIsNotDecrypted: the public half is offered
+// first, so a key the server refuses costs no passphrase prompt.
+func TestAuthEncryptedKeyNotAcceptedIsNotDecrypted(t *testing.T) {
+	dir := t.TempDir()
+	writePEMKey(t, dir, "id_enc", true)
+	good := writeKey(t, dir, "id_good", "ed25519", false)
+	srv := newTestServer(t, withKeys(good))
+	e := authEnv(t, srv, "IdentityFile "+filepath.Join(dir, "id_enc"), "IdentityFile "+filepath.Join(dir, "id_good"))
+	p := &fakePrompter{passwords: []string{"hunter2"}}
+	c, err := NewDialer(e.options(p)).Dial(context.Background(), "target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if len(p.prompts()) != 0 {
+		t.Errorf("asked %q for a key the server refused", p.prompts())
+	}
+}
+
+func TestAuthPassword(t *testing.T) {
+	srv := newTestServer(t, withPassword("s3cret"))
+	e := authEnv(t, srv)
+	p := &fakePrompter{passwords: []string{"nope", "s3cret"}}
+	dialTwice(t, NewDialer(e.options(p)))
+	asked := p.prompts()
+	if len(asked) != 2 || asked[0] != "tester@127.0.0.1's password: " ||
+		!strings.HasPrefix(asked[1], "Permission denied, please try again.") {
+		t.Errorf("prompts = %q", asked)
+	}
+	if got := srv.passwordTries.Load(); got != 3 {
+		t.Errorf("server saw %d passwords, want 3 (wrong, right, remembered)", got)
+	}
+	if strings.Contains(e.logs.String(), "s3cret") || strings.Contains(e.warnings.String(), "s3cret") {
+		t.Error("password in the log")
+	}
+}
+
+func TestAuthPasswordGivesUpAfterNumberOfPasswordPrompts(t *testing.T) {
+	srv := newTestServer(t, withPassword("s3cret"))
+	e := authEnv(t, srv, "NumberOfPasswordPrompts 2")
+	p := &fakePrompter{passwords: []string{"a", "b", "c"}}
+	_, err := NewDialer(e.options(p)).Dial(context.Background(), "target")
+	if err == nil || err.Error() != "authenticate to tester@127.0.0.1: permission denied (password)" {
+		t.Fatalf("err = %v", err)
+	}
+	if len(p.prompts()) != 2 {
+		t.Errorf("asked %d times, want 2", len(p.prompts()))
+	}
+}
+
+func TestAuthKeyboardInteractive(t *testing.T) {
+	srv := newTestServer(t, withKbd("424242"))
+	e := authEnv(t, srv)
+	p := &fakePrompter{passwords: []string{"424242"}}
+	dialTwice(t, NewDialer(e.options(p)))
+	asked := p.prompts()
+	if len(asked) != 1 || asked[0] != "Answer the question.\nVerification code: " {
+		t.Errorf("prompts = %q", asked)
+	}
+	if srv.kbdTries.Load() != 2 {
+		t.Errorf("server saw %d keyboard-interactive tries, want 2", srv.kbdTries.Load())
+	}
+}
+
+// TestAuthNoPrompt: with -B, or with no terminal, nothing is asked and the
+// dial fails cleanly.
+func TestAuthNoPrompt(t *testing.T) {
+	dir := t.TempDir()
+	pub := writePEMKey(t, dir, "id_enc", true)
+	srv := newTestServer(t, withPassword("s3cret"), withKbd("x"), withKeys(pub))
+	e := authEnv(t, srv, "IdentityFile "+filepath.Join(dir, "id_enc"))
+	for _, batch := range []bool{true, false} {
+		p := &fakePrompter{passwords: []string{"hunter2", "s3cret"}}
+		o := e.options(p)
+		if batch {
+			o.BatchMode = true
+		} else {
+			o.Prompter = nil
+		}
+		_, err := NewDialer(o).Dial(context.Background(), "target")
+		e, ok := asError(err)
+		if !ok || e.Op != "authenticate to" || !strings.HasPrefix(e.Error(), "authenticate to tester@127.0.0.1: permission denied (") {
+			t.Fatalf("batch=%v: err = %v", batch, err)
+		}
+		for _, m := range []string{"publickey", "password", "keyboard-interactive"} {
+			if !strings.Contains(e.Error(), m) {
+				t.Errorf("error %q does not list %s", e, m)
+			}
+		}
+		if !strings.Contains(e.Hint, "need a terminal") {
+			t.Errorf("hint = %q", e.Hint)
+		}
+		if len(p.prompts()) != 0 {
+			t.Errorf("batch=%v: asked %q", batch, p.prompts())
+		}
+	}
+	if srv.passwordTries.Load() != 0 {
+		t.Errorf("server saw %d passwords", srv.passwordTries.Load())
+	}
+}
+
+func TestAuthAgent(t *testing.T) {
+	dir := t.TempDir()
+	_, agentKey, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentSigner, err := ssh.NewSignerFromKey(agentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := serveAgent(t, dir, agentKey)
+	unrelated := filepath.Join(dir, "id_other")
+	writeKey(t, dir, "id_other", "ed25519", false)
+	srv := newTestServer(t, withKeys(agentSigner.PublicKey()))
+	e := authEnv(t, srv)
+
+	c, err := NewDialer(e.options(nil, "IdentityAgent="+sock, "IdentityFile="+unrelated)).Dial(context.Background(), "target")
+	if err != nil {
+		t.Fatalf("agent key: %v\n%s", err, e.logs.String())
+	}
+	c.Close()
+	if !strings.Contains(e.logs.String(), "using publickey agent key") {
+		t.Errorf("log:\n%s", e.logs.String())
+	}
+
+	_, err = NewDialer(e.options(nil, "IdentityAgent="+sock, "IdentityFile="+unrelated, "IdentitiesOnly=yes")).Dial(context.Background(), "target")
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Errorf("IdentitiesOnly=yes used an agent key not in IdentityFile: %v", err)
+	}
+}
+
+// TestConcurrentDialsAskOnce: a pool dialing in parallel asks for the
+// password once.
+func TestConcurrentDialsAskOnce(t *testing.T) {
+	srv := newTestServer(t, withPassword("s3cret"))
+	e := authEnv(t, srv)
+	p := &fakePrompter{passwords: []string{"s3cret", "s3cret", "s3cret", "s3cret"}}
+	d := NewDialer(e.options(p))
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := d.Dial(context.Background(), "target")
+			if err == nil {
+				c.Close()
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := len(p.prompts()); n != 1 {
+		t.Errorf("asked %d times, want 1", n)
+	}
+}

@@ -1,0 +1,106 @@
+// Package sshconn turns a host name from the command line into an
+// authenticated SSH connection with OpenSSH's semantics: ssh_config
+// resolution (through `ssh -G` when ssh is installed), known_hosts checking
+// with StrictHostKeyChecking, ssh-agent and identity files,
+// keyboard-interactive and password authentication, jump hosts,
+// ProxyCommand and keepalives.
+//
+// A Dialer remembers what worked (decrypted keys, typed passwords, accepted
+// host keys) so that a pool can open many connections to one host while the
+// user is asked at most once.
+package sshconn
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Options are the command-line settings that affect connection set-up
+// (scp/ssh flags).
+type Options struct {
+	// ConfigFile is -F: "" reads ~/.ssh/config and /etc/ssh/ssh_config,
+	// "none" reads no configuration file.
+	ConfigFile string
+	// Options are -o Key=Value (or "Key Value") in command-line order; the
+	// first value of a key wins, as in ssh.
+	Options []string
+	// Port is -P / -p; 0 takes the port from the configuration.
+	Port int
+	// User comes from user@host or -l; "" takes it from the configuration.
+	User string
+	// Identities are -i files, in order; they are tried before the
+	// configuration's IdentityFile entries.
+	Identities []string
+	// JumpHosts is -J host[,host...]; "" takes ProxyJump from the configuration.
+	JumpHosts string
+	// Ciphers is -c; "" takes Ciphers from the configuration, or hpncp's
+	// preference when the configuration does not set it.
+	Ciphers string
+	// AddressFamily is "" (any), "inet" (-4) or "inet6" (-6).
+	AddressFamily string
+	// BatchMode is -B: never prompt.
+	BatchMode bool
+	// Logf receives the -v connection-step log; nil is silent. It never
+	// receives secrets.
+	Logf func(format string, args ...any)
+	// Warnf receives warnings that OpenSSH prints without -v (changed host
+	// keys, keys added to known_hosts, missing -i files); nil discards them.
+	Warnf func(format string, args ...any)
+	// Banner receives the server's pre-authentication banner; nil discards it.
+	Banner func(message string)
+	// Prompter asks the user; nil means there is no terminal and nothing is
+	// asked at all.
+	Prompter Prompter
+}
+
+// Prompter asks the user on the terminal.
+type Prompter interface {
+	// ReadPassword reads without echo: passwords, passphrases,
+	// keyboard-interactive answers with echo off.
+	ReadPassword(prompt string) (string, error)
+	// ReadLine reads with echo: host key confirmation, keyboard-interactive
+	// answers with echo on.
+	ReadLine(prompt string) (string, error)
+}
+
+// Error is the error type of Resolve and Dial: the CLI maps it to exit
+// code 255, like ssh.
+type Error struct {
+	// Op is the failed step, for example "connect to host".
+	Op string
+	// Host names the destination as the step saw it: "host:port",
+	// "user@host" or the command-line alias.
+	Host string
+	// Err is the cause.
+	Err error
+	// Hint tells the user what to do about it, or is empty.
+	Hint string
+}
+
+func (e *Error) Error() string {
+	if e.Host == "" {
+		return fmt.Sprintf("%s: %v", e.Op, e.Err)
+	}
+	return fmt.Sprintf("%s %s: %v", e.Op, e.Host, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// asError returns err's *Error if it has one.
+func asError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Logf != nil {
+		o.Logf(format, args...)
+	}
+}
+
+func (o *Options) warnf(format string, args ...any) {
+	if o.Warnf != nil {
+		o.Warnf(format, args...)
+	}
+}
