@@ -22,6 +22,8 @@ func (p *barProgress) StartFile(name string, size int64) {
 		progressbar.OptionSetDescription(name),
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionShowCount(),
+		progressbar.OptionUseIECUnits(true),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionThrottle(100*time.Millisecond),
 		progressbar.OptionSetWidth(30),

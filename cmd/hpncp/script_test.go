@@ -28,9 +28,11 @@ func TestMain(m *testing.M) {
 }
 
 // TestScript runs the CLI behaviour scripts in testdata/script against an
-// in-process SSH/SFTP server: $SSHCONFIG names it as host "testhost".
+// in-process SSH/SFTP server: $SSHCONFIG names it as host "testhost";
+// $PWCONFIG names another one, which also takes a password.
 func TestScript(t *testing.T) {
 	srv := sshtest.Start(t, sshtest.Options{})
+	pwsrv := sshtest.Start(t, sshtest.Options{Password: "s3cret pass"})
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
@@ -38,6 +40,8 @@ func TestScript(t *testing.T) {
 			env.Setenv("KNOWNHOSTS", srv.KnownHostsFile)
 			env.Setenv("SSHPORT", strconv.Itoa(srv.Port))
 			env.Setenv("IDENTITY", srv.ClientKeyFile)
+			env.Setenv("REMOTEHOME", srv.Root)
+			env.Setenv("PWCONFIG", pwsrv.ConfigFile)
 			return nil
 		},
 		Cmds:                scriptCmds,
