@@ -1,0 +1,51 @@
+package window
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+)
+
+// ParseSize parses a byte count for size flags (--tcp-rcvbuf, --chunk,
+// --window): a decimal number, fractions allowed, with an optional unit,
+// case-insensitive. K, M, G, T and KiB, MiB, GiB, TiB are powers of 1024;
+// KB, MB, GB, TB are powers of 1000, as in dd; B is bytes. "4M", "256k",
+// "1.5g", "16MiB" and "1048576" are all valid. Fractional bytes are
+// rounded down.
+func ParseSize(s string) (int64, error) {
+	in := strings.TrimSpace(s)
+	end := strings.IndexFunc(in, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if end < 0 {
+		end = len(in)
+	}
+	num, unit := in[:end], strings.ToLower(strings.TrimSpace(in[end:]))
+	if num == "" || num == "." || strings.Count(num, ".") > 1 {
+		return 0, fmt.Errorf("parse size %q: %w", s, errNotNumber)
+	}
+	mult, ok := sizeUnits[unit]
+	if !ok {
+		return 0, fmt.Errorf("parse size %q: unknown unit %q (use K, M, G, T, KiB…, KB… or B)", s, in[end:])
+	}
+	// Exact rational arithmetic: "0.1G" must not pick up float rounding.
+	v, ok := new(big.Rat).SetString(num)
+	if !ok {
+		return 0, fmt.Errorf("parse size %q: %w", s, errNotNumber)
+	}
+	v.Mul(v, new(big.Rat).SetInt64(mult))
+	n := new(big.Int).Quo(v.Num(), v.Denom())
+	if !n.IsInt64() {
+		return 0, fmt.Errorf("parse size %q: too large", s)
+	}
+	return n.Int64(), nil
+}
+
+var errNotNumber = errors.New("not a number of bytes")
+
+var sizeUnits = map[string]int64{
+	"": 1, "b": 1,
+	"k": 1 << 10, "kib": 1 << 10, "kb": 1e3,
+	"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+	"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
+	"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
+}

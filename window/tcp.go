@@ -1,0 +1,68 @@
+package window
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+)
+
+// ErrCapped reports that the kernel granted a smaller socket buffer than
+// asked for. A capped explicit buffer is usually worse than autotuning,
+// whose limit (tcp_rmem) is often well above the SO_RCVBUF limit (rmem_max).
+var ErrCapped = errors.New("kernel capped the socket buffer")
+
+// SetBuffers sets the TCP receive and send buffers of c to rcv and snd
+// bytes (--tcp-rcvbuf, --tcp-sndbuf). A zero size leaves that buffer alone:
+// setting one turns off the kernel's autotuning of it, which is the better
+// default. Call it before the SSH handshake. Where the kernel reports what
+// it granted (Linux), a smaller grant is an error wrapping ErrCapped, which
+// a caller may treat as a warning: the smaller buffer is in force.
+func SetBuffers(c net.Conn, rcv, snd int) error {
+	if rcv == 0 && snd == 0 {
+		return nil
+	}
+	peer := "connection"
+	if a := c.RemoteAddr(); a != nil {
+		peer = a.String()
+	}
+	sc, ok := c.(interface {
+		SetReadBuffer(int) error
+		SetWriteBuffer(int) error
+	})
+	if !ok {
+		return fmt.Errorf("set socket buffers of %s: %w", peer, errors.ErrUnsupported)
+	}
+	for _, b := range []struct {
+		size  int
+		name  string
+		set   func(int) error
+		which bufferKind
+		limit string
+	}{
+		{rcv, "receive", sc.SetReadBuffer, receiveBuffer, "net.core.rmem_max"},
+		{snd, "send", sc.SetWriteBuffer, sendBuffer, "net.core.wmem_max"},
+	} {
+		if b.size == 0 {
+			continue
+		}
+		if b.size < 0 || b.size > math.MaxInt32 {
+			return fmt.Errorf("set TCP %s buffer of %s to %d bytes: size out of range", b.name, peer, b.size)
+		}
+		if err := b.set(b.size); err != nil {
+			return fmt.Errorf("set TCP %s buffer of %s to %s: %w", b.name, peer, formatBytes(int64(b.size)), err)
+		}
+		if got, ok := granted(c, b.which); ok && got < b.size {
+			return fmt.Errorf("set TCP %s buffer of %s to %s: %w to %s (raise %s)",
+				b.name, peer, formatBytes(int64(b.size)), ErrCapped, formatBytes(int64(got)), b.limit)
+		}
+	}
+	return nil
+}
+
+type bufferKind int
+
+const (
+	receiveBuffer bufferKind = iota
+	sendBuffer
+)

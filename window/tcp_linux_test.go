@@ -1,0 +1,150 @@
+package window
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func sockopt(t *testing.T, c *net.TCPConn, opt int) int {
+	t.Helper()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var serr error
+	if err := raw.Control(func(fd uintptr) { n, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, opt) }); err != nil {
+		t.Fatal(err)
+	}
+	if serr != nil {
+		t.Fatal(serr)
+	}
+	return n
+}
+
+func sysctl(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/net/core/" + name)
+	if err != nil {
+		t.Skipf("cannot read the kernel's buffer limit: %v", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return n
+}
+
+func TestSetBuffersLoopback(t *testing.T) {
+	const rcv, snd = 96 << 10, 80 << 10 // below any rmem_max/wmem_max default
+	t.Run("both", func(t *testing.T) {
+		c, _ := tcpPair(t)
+		if err := SetBuffers(c, rcv, snd); err != nil {
+			t.Fatal(err)
+		}
+		// Linux reports twice what was set (socket(7)).
+		if got := sockopt(t, c, unix.SO_RCVBUF); got != 2*rcv {
+			t.Errorf("SO_RCVBUF = %d, want %d", got, 2*rcv)
+		}
+		if got := sockopt(t, c, unix.SO_SNDBUF); got != 2*snd {
+			t.Errorf("SO_SNDBUF = %d, want %d", got, 2*snd)
+		}
+	})
+	t.Run("only what is set", func(t *testing.T) {
+		c, _ := tcpPair(t)
+		rcv0, snd0 := sockopt(t, c, unix.SO_RCVBUF), sockopt(t, c, unix.SO_SNDBUF)
+		if err := SetBuffers(c, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if got := sockopt(t, c, unix.SO_RCVBUF); got != rcv0 {
+			t.Errorf("SO_RCVBUF %d changed to %d with no size set", rcv0, got)
+		}
+		if err := SetBuffers(c, 0, snd); err != nil {
+			t.Fatal(err)
+		}
+		if got := sockopt(t, c, unix.SO_RCVBUF); got != rcv0 {
+			t.Errorf("SO_RCVBUF %d changed to %d when only the send buffer was set", rcv0, got)
+		}
+		if got := sockopt(t, c, unix.SO_SNDBUF); got != 2*snd || got == snd0 {
+			t.Errorf("SO_SNDBUF = %d (was %d), want %d", got, snd0, 2*snd)
+		}
+	})
+	t.Run("capped", func(t *testing.T) {
+		limit := sysctl(t, "rmem_max")
+		if limit > 1<<29 {
+			t.Skipf("rmem_max %d: no size above it fits an int32", limit)
+		}
+		c, _ := tcpPair(t)
+		err := SetBuffers(c, 2*limit, 0)
+		if !errors.Is(err, ErrCapped) || !strings.Contains(err.Error(), "rmem_max") ||
+			!strings.Contains(err.Error(), c.RemoteAddr().String()) {
+			t.Errorf("asking for twice rmem_max: %v, want ErrCapped naming the peer and rmem_max", err)
+		}
+		if got := sockopt(t, c, unix.SO_RCVBUF); got != 2*limit {
+			t.Errorf("SO_RCVBUF = %d, want the capped %d in force", got, 2*limit)
+		}
+	})
+}
+
+func TestTCPRTTLoopback(t *testing.T) {
+	c, s := tcpPair(t)
+	// A few round trips give the kernel RTT samples on both ends.
+	buf := make([]byte, 4)
+	for range 5 {
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(s, buf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, conn := range map[string]net.Conn{"client": c, "server": s} {
+		rtt, ok := TCPRTT(conn)
+		if !ok || rtt <= 0 || rtt > 50*time.Millisecond {
+			t.Errorf("%s: TCPRTT = %v, %v; want a small loopback RTT", name, rtt, ok)
+		}
+	}
+}
+
+func TestTCPRTTNotTCP(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if rtt, ok := TCPRTT(a); ok {
+		t.Errorf("TCPRTT on a pipe = %v, true; want not ok", rtt)
+	}
+
+	dir := t.TempDir()
+	ln, err := net.Listen("unix", dir+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+		}
+	}()
+	u, err := net.Dial("unix", dir+"/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	if rtt, ok := TCPRTT(u); ok {
+		t.Errorf("TCPRTT on a unix socket = %v, true; want not ok", rtt)
+	}
+}

@@ -1,0 +1,17 @@
+//go:build !linux
+
+package window
+
+import (
+	"net"
+	"time"
+)
+
+// TCPRTT returns the kernel's smoothed round-trip time of c. Only Linux
+// (TCP_INFO) is supported; elsewhere ok is false and the pipeline times
+// request round trips instead.
+func TCPRTT(c net.Conn) (rtt time.Duration, ok bool) { return 0, false }
+
+// granted reports nothing: BSD and macOS fail a setsockopt above their
+// limit (kern.ipc.maxsockbuf), so SetBuffers reports that as an error.
+func granted(c net.Conn, which bufferKind) (int, bool) { return 0, false }

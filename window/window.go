@@ -1,0 +1,567 @@
+// Package window is hpncp's dynamic window controller and TCP socket tuning.
+//
+// A stock sshd gives every SSH channel a fixed 2 MiB flow-control window, so
+// one stream (an SFTP session on its own channel) moves at most
+// ChannelWindow / RTT: about 21 MiB/s at 100 ms whatever the link. hpncp
+// fills long fat paths by running several streams, spread over one or more
+// SSH connections (each connection's crypto runs on one core at both ends).
+// The Controller decides how many, from what the pipeline measures; it does
+// no I/O and reads no clock, so it is tested against a simulated link.
+//
+// # Control law
+//
+// The pipeline calls Start with the first RTT it knows (TCP_INFO via TCPRTT,
+// or a request round trip), then Observe once per interval with the bytes it
+// completed. Each call returns the Plan to run until the next one.
+//
+//   - Start. The link rate is unknown, so the first plan sizes the streams
+//     for the bandwidth-delay product of an assumed 1 Gbit/s path,
+//     ceil(rate × RTT / ChannelWindow), and never more than one connection's
+//     worth (StreamsPerConn). Below about 16 ms RTT that is one stream, which
+//     is where a LAN belongs: there the CPU, not the window, is the limit.
+//   - Measure. After any change the first interval is discarded: new
+//     channels ramp up within it, as intervals last 4 RTTs (at least 250 ms,
+//     at most 2 s). After new connections, so is any interval that starts
+//     within 12 RTTs of the change (TCP and SSH handshakes, auth, slow
+//     start). Goodput is the median of the next 3 intervals, so one noisy
+//     interval cannot flip a decision. Intervals the pipeline marks
+//     AppLimited say nothing about the path and are skipped.
+//   - Probe upward. Two probes, both doubling the streams: a channel probe
+//     adds channels to the connections (opening another connection only
+//     every StreamsPerConn streams), a connection probe doubles the
+//     connections too, for when each connection is CPU-bound (and it is how
+//     a LAN gets a second core's worth). The channel
+//     probe is skipped when the streams are not window-limited (goodput below
+//     half of Streams × ChannelWindow / RTT, with the smallest RTT seen, the
+//     path's own without queues), since more windows cannot help then; that
+//     is the LAN case. A probe is kept when it raises goodput by more than
+//     10 %, and the next probe starts from it.
+//   - Hold. When no probe gains (or every candidate is no larger than one
+//     that already failed, goodput being monotonic in streams and
+//     connections), the controller settles on the best plan. If that plan
+//     has more streams than the bandwidth-delay product needs (goodput ×
+//     smallest RTT / ChannelWindow, plus 15 %: the start was a guess and
+//     probes double), it tries that many, keeping the connections, and
+//     keeps them unless goodput drops by the margin; surplus windows would
+//     only queue at the bottleneck. Then it holds. It does not re-probe
+//     on a timer: a plateau never oscillates. It re-probes only when the
+//     held plan's goodput moves by more than 20 % for a whole measurement
+//     (competing traffic left or arrived, the route changed): probes find
+//     what a faster path takes, and a slower one ends in a trim to its
+//     smaller bandwidth-delay product.
+//   - Back off. Transport errors halve the streams (and the connections)
+//     at once, and cap further growth below the count that failed. Errors
+//     reported while the back-off settles are counted against the old plan,
+//     not again. The cap lifts after 30 s without errors (doubling with
+//     every back-off, up to 8 min), and a held plan then re-probes.
+//
+// Bytes in flight: each stream should keep ChannelWindow bytes of SFTP
+// requests outstanding, the most its channel can carry per round trip, so
+// the plan's total in flight is Streams × ChannelWindow.
+//
+// # TCP sockets
+//
+// SetBuffers applies --tcp-rcvbuf and --tcp-sndbuf and leaves the kernel's
+// autotuning alone otherwise; TCPRTT reads the kernel's RTT estimate
+// (Linux); ParseSize parses the size flags.
+package window
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// DefaultChannelWindow is the channel window of stock OpenSSH
+// (CHAN_SES_WINDOW_DEFAULT) and of golang.org/x/crypto/ssh.
+const DefaultChannelWindow = 2 << 20
+
+const (
+	defaultMaxStreams     = 32
+	defaultStreamsPerConn = 4
+	defaultMaxConns       = 8
+
+	// guessRate is the link rate assumed before any measurement (1 Gbit/s):
+	// it picks the first plan only, probing finds the real one.
+	guessRate = 125e6
+
+	margin         = 0.10 // a probe must raise goodput by more than this
+	headroom       = 0.15 // added to the bandwidth-delay product when trimming
+	windowShare    = 0.5  // goodput / (streams × window / RTT) above which streams are window-limited
+	changeTrigger  = 2 * margin
+	measureSamples = 3
+
+	// New connections need TCP, key exchange, auth, channel and SFTP set-up
+	// and TCP slow start before they carry their share.
+	settleRTTsConns = 12
+
+	minInterval  = 250 * time.Millisecond
+	maxInterval  = 2 * time.Second
+	intervalRTTs = 4
+
+	capHoldInitial = 30 * time.Second
+	capHoldMax     = 8 * time.Minute
+)
+
+// Config bounds the controller. Zero fields take their defaults.
+type Config struct {
+	// MinStreams and MaxStreams bound the stream count (defaults 1 and 32).
+	// MaxStreams is lowered to MaxConns × StreamsPerConn, and MinStreams to
+	// MaxStreams.
+	MinStreams, MaxStreams int
+	// StreamsPerConn is how many channels one connection carries before
+	// another connection is opened (default 4). Keep it at or below the
+	// server's MaxSessions (10 by default in sshd).
+	StreamsPerConn int
+	// MaxConns bounds the SSH connections (default 8); 1 where a connection
+	// cannot be opened again without asking the user (password auth).
+	MaxConns int
+	// ChannelWindow is the flow-control window of one channel in bytes
+	// (default DefaultChannelWindow).
+	ChannelWindow int64
+	// Fixed, when above zero, fixes the stream count (--streams N): the
+	// controller then only reports goodput and RTT, ignoring the bounds
+	// and errors, and spreads the streams StreamsPerConn to a connection.
+	Fixed int
+}
+
+// Sample is what the pipeline measured over one interval.
+type Sample struct {
+	// Elapsed is the length of the interval.
+	Elapsed time.Duration
+	// Bytes is the payload completed (acknowledged by the far side or
+	// received) in the interval.
+	Bytes int64
+	// RTT is the current round-trip estimate: the smallest tcpi_rtt of the
+	// connections (TCPRTT), else the smallest SFTP request round trip of
+	// the interval; 0 if unknown.
+	RTT time.Duration
+	// Errors counts streams that failed for transport reasons: channel or
+	// connection refused or closed, timeouts. Not per-file errors such as
+	// permission denied.
+	Errors int
+	// AppLimited reports that the pipeline could not keep every stream
+	// busy during the interval (small files, a slow source disk, the tail
+	// of the transfer), so the interval says nothing about the path.
+	AppLimited bool
+}
+
+// Plan is what the pipeline should run until the next Observe.
+type Plan struct {
+	// Streams is the number of SFTP sessions (channels) to keep busy.
+	Streams int
+	// Conns is the number of SSH connections to spread them over, as evenly
+	// as possible; never more than Streams.
+	Conns int
+	// InFlight is the bytes of requests to keep outstanding per stream.
+	InFlight int64
+	// Interval is when to call Observe again.
+	Interval time.Duration
+	// Goodput is the median goodput of the last intervals in bytes per
+	// second, 0 before the first one.
+	Goodput int64
+	// RTT is the latest round-trip estimate, 0 if unknown.
+	RTT time.Duration
+	// Reason says why the plan is what it is, for verbose output.
+	Reason string
+}
+
+// String formats p for verbose output.
+func (p Plan) String() string {
+	rtt := "unknown"
+	if p.RTT > 0 {
+		rtt = p.RTT.Round(10 * time.Microsecond).String()
+	}
+	return fmt.Sprintf("%s on %s, %s in flight each, %s, rtt %s: %s",
+		plural(p.Streams, "stream"), plural(p.Conns, "connection"), formatBytes(p.InFlight),
+		formatRate(float64(p.Goodput)), rtt, p.Reason)
+}
+
+type phase int
+
+const (
+	phaseBaseline phase = iota // measuring the plan in force before probing from it
+	phaseProbe                 // measuring a candidate
+	phaseTrim                  // measuring the plan trimmed to the bandwidth-delay product
+	phaseHold                  // plateau: watching for the path to change
+)
+
+// shape is a stream count and the connections carrying it.
+type shape struct{ streams, conns int }
+
+// Controller turns measurements into plans. It is driven by one goroutine
+// and is not safe for concurrent use.
+type Controller struct {
+	cfg Config
+
+	cur   shape
+	phase phase
+
+	base     shape   // best plan measured, the one probes start from
+	baseRate float64 // its goodput
+	failed   []shape // probes from base that did not gain
+	holdRate float64 // phaseHold: goodput the plateau was decided on
+
+	sinceChange time.Duration
+	sampleCount int           // samples since the last change
+	connsAdded  bool          // the last change opened connections
+	samples     []float64     // measurement of the current phase
+	recent      []float64     // last samples, for Plan.Goodput
+	rtt         time.Duration // latest estimate: what new streams take to ramp up
+	minRTT      time.Duration // the path's own round trip, without queues
+	backingOff  bool          // the last change was a back-off
+	errCap      int           // 0, or the most streams allowed after errors
+	capHold     time.Duration
+	sinceErrors time.Duration
+	reason      string
+	startedOnce bool
+}
+
+// New returns a controller for cfg; call Start before Observe.
+func New(cfg Config) *Controller {
+	if cfg.StreamsPerConn <= 0 {
+		cfg.StreamsPerConn = defaultStreamsPerConn
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = defaultMaxConns
+	}
+	if cfg.ChannelWindow <= 0 {
+		cfg.ChannelWindow = DefaultChannelWindow
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = defaultMaxStreams
+	}
+	cfg.MaxStreams = min(cfg.MaxStreams, cfg.MaxConns*cfg.StreamsPerConn)
+	cfg.MinStreams = min(max(cfg.MinStreams, 1), cfg.MaxStreams)
+	cfg.Fixed = max(cfg.Fixed, 0)
+	return &Controller{cfg: cfg}
+}
+
+// Start begins a transfer with rtt, the first round-trip time known (the
+// SSH handshake's or the first request's; 0 if unknown), and returns the
+// first plan. Calling it again starts over.
+func (c *Controller) Start(rtt time.Duration) Plan {
+	*c = Controller{cfg: c.cfg, startedOnce: true, rtt: max(rtt, 0)}
+	c.minRTT = c.rtt
+	if c.cfg.Fixed > 0 {
+		c.cur = shape{c.cfg.Fixed, ceilDiv(c.cfg.Fixed, c.cfg.StreamsPerConn)}
+		c.reason = "fixed stream count"
+		return c.plan()
+	}
+	streams := 1
+	if c.rtt > 0 {
+		bdp := guessRate * c.rtt.Seconds()
+		streams = int(math.Ceil(bdp / float64(c.cfg.ChannelWindow)))
+	}
+	streams = min(streams, c.cfg.StreamsPerConn)
+	c.change(c.normalize(shape{streams, 1}), phaseBaseline)
+	if c.rtt > 0 {
+		c.reason = fmt.Sprintf("start: rtt %s, sized for an assumed 1 Gbit/s", c.rtt)
+	} else {
+		c.reason = "start: rtt unknown"
+	}
+	return c.plan()
+}
+
+// Observe takes the measurement of the interval that just ended and returns
+// the plan for the next one. Called before Start, it starts with s.RTT.
+func (c *Controller) Observe(s Sample) Plan {
+	if !c.startedOnce {
+		c.Start(s.RTT)
+	}
+	if s.RTT > 0 {
+		c.rtt = s.RTT
+		if c.minRTT == 0 || s.RTT < c.minRTT {
+			c.minRTT = s.RTT
+		}
+	}
+	if s.Elapsed <= 0 || s.Bytes < 0 {
+		return c.plan()
+	}
+	rate := float64(s.Bytes) / s.Elapsed.Seconds()
+	if !s.AppLimited {
+		c.recent = appendLast(c.recent, rate, measureSamples)
+	}
+	if c.cfg.Fixed > 0 {
+		return c.plan()
+	}
+
+	c.sinceChange += s.Elapsed
+	c.sampleCount++
+	settling := c.sampleCount == 1 ||
+		(c.connsAdded && c.sinceChange-s.Elapsed < settleRTTsConns*c.rtt)
+	if s.Errors > 0 {
+		if !(c.backingOff && settling) {
+			c.backOff(s.Errors)
+		}
+		return c.plan()
+	}
+	c.sinceErrors += s.Elapsed
+	if c.errCap > 0 && c.sinceErrors >= c.capHold {
+		c.errCap = 0
+		if c.phase == phaseHold {
+			c.reprobe(c.holdRate, "no errors for "+c.capHold.String())
+			return c.plan()
+		}
+	}
+	if settling || s.AppLimited {
+		return c.plan()
+	}
+
+	if c.phase == phaseHold {
+		c.samples = appendLast(c.samples, rate, measureSamples)
+		if len(c.samples) == measureSamples {
+			med := median(c.samples)
+			if r := ratio(med, c.holdRate); r >= 1+changeTrigger || r <= 1/(1+changeTrigger) {
+				c.reprobe(med, fmt.Sprintf("goodput moved from %s to %s",
+					formatRate(c.holdRate), formatRate(med)))
+			}
+		}
+		return c.plan()
+	}
+	c.samples = append(c.samples, rate)
+	if len(c.samples) < measureSamples {
+		return c.plan()
+	}
+	med := median(c.samples)
+	switch c.phase {
+	case phaseBaseline:
+		c.accept(c.cur, med)
+	case phaseProbe:
+		if ratio(med, c.baseRate) >= 1+margin {
+			c.accept(c.cur, med)
+		} else {
+			c.failed = append(c.failed, c.cur)
+		}
+	case phaseTrim:
+		if med >= c.baseRate/(1+margin) {
+			c.accept(c.cur, med)
+		}
+		c.hold()
+		return c.plan()
+	}
+	c.probeNext()
+	return c.plan()
+}
+
+// accept makes sh, measured at rate, the plan probes start from.
+func (c *Controller) accept(sh shape, rate float64) {
+	c.base, c.baseRate = sh, rate
+	c.failed = c.failed[:0]
+}
+
+// reprobe probes again from the plan in force, measured at rate, for the
+// reason why.
+func (c *Controller) reprobe(rate float64, why string) {
+	c.accept(c.cur, rate)
+	c.probeNext()
+	c.reason = why + "; " + c.reason
+}
+
+// probeNext switches to the next candidate from base, or holds base.
+func (c *Controller) probeNext() {
+	for _, cand := range c.candidates() {
+		if c.dominated(cand) {
+			continue
+		}
+		c.change(cand, phaseProbe)
+		c.reason = fmt.Sprintf("probing %s on %s from %s",
+			plural(cand.streams, "stream"), plural(cand.conns, "connection"), formatRate(c.baseRate))
+		return
+	}
+	// The first plan was sized for a guessed rate, and probes double: the
+	// plateau may hold more windows than the path's bandwidth-delay product
+	// needs, which only queue at the bottleneck. Try the plan the BDP asks
+	// for, keeping the connections, whose CPU may be what the goodput needs.
+	if need := c.bdpStreams(c.baseRate); need < c.base.streams {
+		t := c.normalize(shape{max(need, c.base.conns), c.base.conns})
+		if t.streams < c.base.streams {
+			c.change(t, phaseTrim)
+			c.reason = fmt.Sprintf("trying %s, enough for the %s bandwidth-delay product",
+				plural(t.streams, "stream"), formatBytes(int64(c.baseRate*c.minRTT.Seconds())))
+			return
+		}
+	}
+	c.hold()
+}
+
+// bdpStreams is how many windows carry rate over the path's round trip,
+// with headroom; MaxInt when the round trip or the rate is unknown.
+func (c *Controller) bdpStreams(rate float64) int {
+	if c.minRTT <= 0 || rate <= 0 {
+		return math.MaxInt
+	}
+	return int(math.Ceil(rate * c.minRTT.Seconds() * (1 + headroom) / float64(c.cfg.ChannelWindow)))
+}
+
+// hold settles on base until the path changes.
+func (c *Controller) hold() {
+	c.change(c.base, phaseHold)
+	c.holdRate = c.baseRate
+	c.reason = "plateau at " + formatRate(c.baseRate)
+	if c.errCap > 0 && c.base.streams >= c.errCap {
+		c.reason += ", capped after errors"
+	}
+}
+
+// candidates lists the probes worth trying from base, best first.
+func (c *Controller) candidates() []shape {
+	limit := c.cfg.MaxStreams
+	if c.errCap > 0 {
+		limit = min(limit, c.errCap)
+	}
+	b := c.base
+	streams := min(2*b.streams, limit)
+	var out []shape
+	if streams > b.streams && c.windowLimited(b, c.baseRate) {
+		out = append(out, c.normalize(shape{streams, b.conns}))
+	}
+	conns := min(2*b.conns, c.cfg.MaxConns, max(streams, b.streams))
+	if conns > b.conns {
+		out = append(out, c.normalize(shape{max(streams, b.streams), conns}))
+	}
+	return out
+}
+
+// windowLimited reports whether sh's streams carry close to a full window
+// per round trip at rate, so that more windows could carry more. Without an
+// RTT the answer is yes: let the probe decide.
+func (c *Controller) windowLimited(sh shape, rate float64) bool {
+	if c.minRTT <= 0 {
+		return true
+	}
+	ceiling := float64(sh.streams) * float64(c.cfg.ChannelWindow) / c.minRTT.Seconds()
+	return rate >= windowShare*ceiling
+}
+
+// dominated reports whether a probe at least as large as sh already failed
+// from base: goodput does not fall when streams or connections are added.
+func (c *Controller) dominated(sh shape) bool {
+	for _, f := range c.failed {
+		if sh.streams <= f.streams && sh.conns <= f.conns {
+			return true
+		}
+	}
+	return false
+}
+
+// backOff halves the plan after errors and caps growth below the count
+// that failed.
+func (c *Controller) backOff(n int) {
+	old := c.cur
+	next := c.normalize(shape{old.streams / 2, (old.conns + 1) / 2})
+	c.errCap = max(c.cfg.MinStreams, old.streams-1)
+	if c.capHold == 0 {
+		c.capHold = capHoldInitial
+	} else {
+		c.capHold = min(2*c.capHold, capHoldMax)
+	}
+	c.sinceErrors = 0
+	c.failed = c.failed[:0]
+	c.change(next, phaseBaseline)
+	c.backingOff = true
+	c.reason = fmt.Sprintf("backing off after %s: %d to %s",
+		plural(n, "stream error"), old.streams, plural(next.streams, "stream"))
+}
+
+// change puts sh in force and starts measuring it in phase p.
+func (c *Controller) change(sh shape, p phase) {
+	old := c.cur
+	c.cur, c.phase = sh, p
+	c.sinceChange, c.sampleCount = 0, 0
+	c.samples = c.samples[:0]
+	c.backingOff = false
+	c.connsAdded = sh.conns > old.conns
+}
+
+// normalize clamps sh to the configured bounds: streams within Min and Max
+// (and the error cap), enough connections for StreamsPerConn, no more
+// connections than streams.
+func (c *Controller) normalize(sh shape) shape {
+	limit := c.cfg.MaxStreams
+	if c.errCap > 0 {
+		limit = min(limit, c.errCap)
+	}
+	s := min(max(sh.streams, c.cfg.MinStreams), max(limit, c.cfg.MinStreams))
+	k := max(sh.conns, ceilDiv(s, c.cfg.StreamsPerConn))
+	k = max(min(k, s, c.cfg.MaxConns), 1)
+	return shape{s, k}
+}
+
+func (c *Controller) plan() Plan {
+	interval := min(max(intervalRTTs*c.rtt, minInterval), maxInterval)
+	var goodput int64
+	if len(c.recent) > 0 {
+		goodput = int64(median(c.recent))
+	}
+	return Plan{
+		Streams:  c.cur.streams,
+		Conns:    c.cur.conns,
+		InFlight: c.cfg.ChannelWindow,
+		Interval: interval,
+		Goodput:  goodput,
+		RTT:      c.rtt,
+		Reason:   c.reason,
+	}
+}
+
+// ratio is a/b where a zero b means no gain unless a moved.
+func ratio(a, b float64) float64 {
+	if b <= 0 {
+		if a > 0 {
+			return math.Inf(1)
+		}
+		return 1
+	}
+	return a / b
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// appendLast appends x to xs, keeping only the last n values.
+func appendLast(xs []float64, x float64, n int) []float64 {
+	xs = append(xs, x)
+	if len(xs) > n {
+		xs = append(xs[:0], xs[len(xs)-n:]...)
+	}
+	return xs
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+func formatRate(bytesPerSec float64) string {
+	return fmt.Sprintf("%.1f MiB/s", bytesPerSec/(1<<20))
+}
+
+func formatBytes(n int64) string {
+	if n < 1<<10 {
+		return fmt.Sprintf("%d B", n)
+	}
+	unit, div := "KiB", int64(1<<10)
+	if n >= 1<<30 {
+		unit, div = "GiB", 1<<30
+	} else if n >= 1<<20 {
+		unit, div = "MiB", 1<<20
+	}
+	if n%div == 0 {
+		return fmt.Sprintf("%d %s", n/div, unit)
+	}
+	return fmt.Sprintf("%.1f %s", float64(n)/float64(div), unit)
+}
+
+// plural formats n things, for reasons read by people.
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}

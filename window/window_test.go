@@ -1,0 +1,535 @@
+package window
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	mbit = 1e6 / 8 // bytes per second
+	gbit = 1e9 / 8
+	w    = DefaultChannelWindow
+)
+
+// link is a simulated path: goodput is the smallest of the link rate, the
+// streams' windows per round trip, the connections' crypto and the host's
+// CPU. Deterministic: noise comes from a fixed-seed generator.
+type link struct {
+	rate float64       // bottleneck rate, bytes/s
+	rtt  time.Duration // base round trip
+	// streamCap is each stream's limit below window / RTT, bytes/s; 0:
+	// none. A server whose disk adds latency to every request has one.
+	streamCap float64
+	connCap   float64 // per-connection crypto limit, bytes/s; 0: none
+	cpuCap    float64 // whole-host limit, bytes/s; 0: none
+	noise     float64 // each interval's goodput is scaled by 1 ± noise
+	state     uint64
+	stall     int // every stall-th interval delivers half (a GC pause, a disk hiccup); 0: never
+	n         int // intervals delivered
+
+	prev Plan          // the plan of the last interval
+	old  float64       // goodput before the last change
+	ramp time.Duration // until added capacity arrives
+}
+
+func (l *link) goodput(p Plan) float64 {
+	perStream := float64(p.InFlight) / l.rtt.Seconds()
+	if l.streamCap > 0 {
+		perStream = min(perStream, l.streamCap)
+	}
+	g := min(l.rate, float64(p.Streams)*perStream)
+	if l.connCap > 0 {
+		g = min(g, float64(p.Conns)*l.connCap)
+	}
+	if l.cpuCap > 0 {
+		g = min(g, l.cpuCap)
+	}
+	return g
+}
+
+// achievable is the best goodput any plan within cfg's bounds can reach.
+func (l *link) achievable(c *Controller) float64 {
+	return l.goodput(Plan{Streams: c.cfg.MaxStreams, Conns: c.cfg.MaxConns, InFlight: c.cfg.ChannelWindow})
+}
+
+// rttUnder is the round trip TCP would report: windows beyond the
+// bandwidth-delay product queue at the bottleneck when the link is the limit.
+func (l *link) rttUnder(p Plan) time.Duration {
+	inFlight := float64(p.Streams) * float64(p.InFlight)
+	if l.streamCap > 0 {
+		inFlight = min(inFlight, float64(p.Streams)*l.streamCap*l.rtt.Seconds())
+	}
+	if l.goodput(p) < l.rate {
+		return l.rtt
+	}
+	return max(l.rtt, time.Duration(inFlight/l.rate*float64(time.Second)))
+}
+
+// deliver returns the goodput of one interval of p, ramping up after a
+// change that adds streams or connections.
+func (l *link) deliver(p Plan) float64 {
+	g := l.goodput(p)
+	if p.Streams != l.prev.Streams || p.Conns != l.prev.Conns {
+		l.old = l.goodput(l.prev)
+		switch {
+		case p.Conns > l.prev.Conns:
+			l.ramp = rampRTTsConns * l.rtt
+		case p.Streams > l.prev.Streams:
+			l.ramp = rampRTTsChannels * l.rtt
+		default:
+			l.ramp = 0
+		}
+		l.prev = p
+	}
+	l.n++
+	if l.stall > 0 && l.n%l.stall == 0 {
+		g /= 2
+	}
+	if l.ramp <= 0 || g <= l.old {
+		return g
+	}
+	waited := min(l.ramp, p.Interval)
+	l.ramp -= waited
+	return (l.old*waited.Seconds() + g*(p.Interval-waited).Seconds()) / p.Interval.Seconds()
+}
+
+func (l *link) jitter() float64 {
+	if l.noise == 0 {
+		return 1
+	}
+	l.state = l.state*6364136223846793005 + 1442695040888963407
+	u := float64(l.state>>11) / (1 << 53)
+	return 1 + l.noise*(2*u-1)
+}
+
+// step is one simulated interval: the plan that ran and its true goodput.
+type step struct {
+	plan    Plan
+	goodput float64
+}
+
+// Added capacity arrives this many round trips after a change: a new
+// channel needs its open, the sftp subsystem request, SFTP init, a file
+// open and its first reads; a new connection also TCP, key exchange, auth
+// and slow start. Until then the old plan's goodput is what gets delivered.
+const (
+	rampRTTsChannels = 5
+	rampRTTsConns    = 10
+)
+
+// sim drives c over l for n intervals after Start, with errs[i] transport
+// errors reported in interval i.
+func sim(t *testing.T, c *Controller, l *link, n int, errs map[int]int) []step {
+	t.Helper()
+	p := c.Start(l.rtt)
+	return simFrom(t, c, l, p, n, errs)
+}
+
+func simFrom(t *testing.T, c *Controller, l *link, p Plan, n int, errs map[int]int) []step {
+	t.Helper()
+	var steps []step
+	for i := range n {
+		checkPlan(t, c, p)
+		steps = append(steps, step{p, l.goodput(p)})
+		s := Sample{
+			Elapsed: p.Interval,
+			Bytes:   int64(l.deliver(p) * l.jitter() * p.Interval.Seconds()),
+			RTT:     l.rttUnder(p),
+			Errors:  errs[i],
+		}
+		p = c.Observe(s)
+	}
+	return steps
+}
+
+// checkPlan asserts what must hold for every plan.
+func checkPlan(t *testing.T, c *Controller, p Plan) {
+	t.Helper()
+	cfg := c.cfg
+	if cfg.Fixed > 0 {
+		if p.Streams != cfg.Fixed {
+			t.Fatalf("plan %v: want the fixed %d streams", p, cfg.Fixed)
+		}
+	} else if p.Streams < cfg.MinStreams || p.Streams > cfg.MaxStreams {
+		t.Fatalf("plan %v: streams outside [%d, %d]", p, cfg.MinStreams, cfg.MaxStreams)
+	}
+	if p.Conns < ceilDiv(p.Streams, cfg.StreamsPerConn) || p.Conns > p.Streams ||
+		(cfg.Fixed == 0 && p.Conns > cfg.MaxConns) {
+		t.Fatalf("plan %v: connections do not fit %d streams at %d per connection, at most %d",
+			p, p.Streams, cfg.StreamsPerConn, cfg.MaxConns)
+	}
+	if p.InFlight != cfg.ChannelWindow {
+		t.Fatalf("plan %v: in flight %d, want a window of %d", p, p.InFlight, cfg.ChannelWindow)
+	}
+	if p.Interval < minInterval || p.Interval > maxInterval || p.Reason == "" {
+		t.Fatalf("plan %v: interval %v or reason missing", p, p.Interval)
+	}
+}
+
+// converged returns the first interval from which goodput stays at or above
+// frac of want to the end, or -1.
+func converged(steps []step, want, frac float64) int {
+	at := -1
+	for i, s := range steps {
+		if s.goodput >= frac*want {
+			if at < 0 {
+				at = i
+			}
+		} else {
+			at = -1
+		}
+	}
+	return at
+}
+
+// changes counts the plan changes in steps.
+func changes(steps []step) int {
+	n := 0
+	for i := 1; i < len(steps); i++ {
+		if steps[i].plan.Streams != steps[i-1].plan.Streams || steps[i].plan.Conns != steps[i-1].plan.Conns {
+			n++
+		}
+	}
+	return n
+}
+
+func maxStreams(steps []step) int {
+	m := 0
+	for _, s := range steps {
+		m = max(m, s.plan.Streams)
+	}
+	return m
+}
+
+func TestGrowsToBandwidthDelayProduct(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		link   link
+		within int // intervals to reach 90 % of the achievable goodput
+		// Streams held, at least and at most: the bandwidth-delay
+		// product's with headroom, which noise moves by one.
+		hold [2]int
+	}{
+		// Three windows fill 1 Gbit/s at 50 ms, and the start guesses so.
+		{"50ms 1Gbit", link{rate: 1 * gbit, rtt: 50 * time.Millisecond}, 10, [2]int{3, 3}},
+		{"100ms 1Gbit", link{rate: 1 * gbit, rtt: 100 * time.Millisecond}, 15, [2]int{7, 7}},
+		{"200ms 1Gbit", link{rate: 1 * gbit, rtt: 200 * time.Millisecond}, 25, [2]int{14, 14}},
+		{"50ms 10Gbit", link{rate: 10 * gbit, rtt: 50 * time.Millisecond}, 30, [2]int{32, 32}},
+		{"100ms 1Gbit noisy", link{rate: 1 * gbit, rtt: 100 * time.Millisecond, noise: 0.05, state: 1}, 15, [2]int{7, 8}},
+		{"200ms 1Gbit noisy", link{rate: 1 * gbit, rtt: 200 * time.Millisecond, noise: 0.05, state: 7}, 25, [2]int{14, 15}},
+		// One interval in five stalls to half: the median of three
+		// ignores it.
+		{"100ms 1Gbit stalls", link{rate: 1 * gbit, rtt: 100 * time.Millisecond, stall: 5}, 15, [2]int{7, 7}},
+		{"50ms 1Gbit stalls", link{rate: 1 * gbit, rtt: 50 * time.Millisecond, stall: 4}, 10, [2]int{3, 3}},
+		// The start's 1 Gbit/s guess overshoots; the plateau is trimmed.
+		{"100ms 300Mbit", link{rate: 300 * mbit, rtt: 100 * time.Millisecond}, 10, [2]int{3, 3}},
+		// Each stream does 10 MB/s, not 21: trimming to the windows the
+		// path needs loses goodput, so the untrimmed plan stays.
+		{"100ms 1Gbit slow server", link{rate: 1 * gbit, rtt: 100 * time.Millisecond, streamCap: 10e6}, 35, [2]int{16, 16}},
+		// Intervals stop at 2 s, two round trips: new channels take more
+		// than one interval to ramp up.
+		{"1s 100Mbit", link{rate: 100 * mbit, rtt: time.Second}, 25, [2]int{7, 7}},
+		// Each connection's crypto tops out at 200 MB/s and the host at
+		// 800 MB/s: only more connections, not more channels, get there.
+		{"20ms 10Gbit CPU-bound connections", link{rate: 10 * gbit, rtt: 20 * time.Millisecond, connCap: 200e6, cpuCap: 800e6}, 30, [2]int{8, 8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(Config{})
+			want := tc.link.achievable(c)
+			steps := sim(t, c, &tc.link, 300, nil)
+			at := converged(steps, want, 0.9)
+			if at < 0 || at > tc.within {
+				t.Fatalf("reached 90%% of %.0f MB/s at interval %d, want by %d; last plan %v",
+					want/1e6, at, tc.within, steps[len(steps)-1].plan)
+			}
+			// Holding: the plan of the last 200 intervals never changes.
+			if n := changes(steps[100:]); n != 0 {
+				t.Errorf("%d plan changes on the plateau, want none; last plan %v", n, steps[len(steps)-1].plan)
+			}
+			if last := steps[len(steps)-1].plan; last.Streams < tc.hold[0] || last.Streams > tc.hold[1] {
+				need := want * tc.link.rtt.Seconds() / w
+				t.Errorf("holding %v, want %d to %d streams (%.1f windows carry %.0f MB/s)",
+					last, tc.hold[0], tc.hold[1], need, want/1e6)
+			}
+		})
+	}
+}
+
+func TestStaysSmallOnLAN(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		link        link
+		wantStreams int
+	}{
+		// One connection is all the CPU there is: nothing helps.
+		{"CPU-bound", link{rate: 10 * gbit, rtt: 100 * time.Microsecond, connCap: 300e6, cpuCap: 300e6}, 1},
+		{"CPU-bound noisy", link{rate: 10 * gbit, rtt: 100 * time.Microsecond, connCap: 300e6, cpuCap: 300e6, noise: 0.05, state: 3}, 1},
+		{"CPU-bound stalls", link{rate: 10 * gbit, rtt: 100 * time.Microsecond, connCap: 300e6, cpuCap: 300e6, stall: 4}, 1},
+		// One stream fills the link.
+		{"link-bound", link{rate: 1 * gbit, rtt: 200 * time.Microsecond}, 1},
+		// A second connection adds a second core's worth: a probe proves
+		// it, so it is kept.
+		{"two cores", link{rate: 10 * gbit, rtt: 100 * time.Microsecond, connCap: 300e6, cpuCap: 600e6}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := New(Config{})
+			if p := c.Start(tc.link.rtt); p.Streams != 1 || p.Conns != 1 {
+				t.Fatalf("start on a LAN: %v, want 1 stream", p)
+			}
+			steps := sim(t, c, &tc.link, 300, nil)
+			// A probe past the plateau is how the plateau is found; where
+			// one stream is the answer, one probe and back is all it costs.
+			if m := maxStreams(steps); m > 2*tc.wantStreams {
+				t.Errorf("tried %d streams on a LAN, want at most %d", m, 2*tc.wantStreams)
+			}
+			if n := changes(steps); tc.wantStreams == 1 && n > 2 {
+				t.Errorf("%d plan changes on a LAN where one stream is best, want one probe and back", n)
+			}
+			last := steps[len(steps)-1].plan
+			if last.Streams != tc.wantStreams {
+				t.Errorf("holding %v, want %d streams", last, tc.wantStreams)
+			}
+			if n := changes(steps[50:]); n != 0 {
+				t.Errorf("%d plan changes on the plateau, want none", n)
+			}
+		})
+	}
+}
+
+func TestBacksOffOnErrors(t *testing.T) {
+	l := &link{rate: 1 * gbit, rtt: 100 * time.Millisecond}
+	c := New(Config{})
+	steps := sim(t, c, l, 60, nil)
+	held := steps[len(steps)-1].plan
+	if held.Streams < 6 {
+		t.Fatalf("precondition: plateau at %v, want at least 6 streams", held)
+	}
+
+	p := c.Observe(Sample{Elapsed: held.Interval, Bytes: 1 << 20, RTT: l.rtt, Errors: 2})
+	if p.Streams != held.Streams/2 || !strings.Contains(p.Reason, "error") {
+		t.Fatalf("after errors: %v, want %d streams and the errors as reason", p, held.Streams/2)
+	}
+	// The next interval still reports failures of the old plan: not
+	// counted twice.
+	p2 := c.Observe(Sample{Elapsed: p.Interval, Bytes: 1 << 20, RTT: l.rtt, Errors: 1})
+	if p2.Streams != p.Streams {
+		t.Fatalf("errors while settling halved again: %v", p2)
+	}
+
+	// Growth resumes but stays below the count that failed until the cap
+	// lifts after 30 s without errors (75 intervals of 400 ms).
+	steps = simFrom(t, c, l, p2, 70, nil)
+	if m := maxStreams(steps); m >= held.Streams {
+		t.Errorf("grew to %d streams within 28 s of errors at %d", m, held.Streams)
+	}
+	last := steps[len(steps)-1].plan
+	if float64(last.Streams)*w/l.rtt.Seconds() < 0.8*l.rate {
+		t.Errorf("recovered only to %v under the cap", last)
+	}
+	// Then the held plan probes past the cap again.
+	steps = simFrom(t, c, l, last, 30, nil)
+	if m := maxStreams(steps); m < held.Streams {
+		t.Errorf("no probe past the cap of %d streams once lifted: at most %d", held.Streams-1, m)
+	}
+	last = steps[len(steps)-1].plan
+	if g := steps[len(steps)-1].goodput; g < 0.9*l.rate {
+		t.Errorf("after the cap lifted: %v, %.0f MB/s of %.0f", last, g/1e6, l.rate/1e6)
+	}
+
+	// A second back-off holds its cap twice as long: 60 s.
+	p = c.Observe(Sample{Elapsed: last.Interval, Bytes: 1 << 20, RTT: l.rtt, Errors: 1})
+	capped := last.Streams - 1
+	steps = simFrom(t, c, l, p, 140, nil)
+	if m := maxStreams(steps); m > capped {
+		t.Errorf("grew to %d streams within 56 s of a second back-off at %d", m, last.Streams)
+	}
+	steps = simFrom(t, c, l, steps[len(steps)-1].plan, 20, nil)
+	if m := maxStreams(steps); m <= capped {
+		t.Errorf("no probe past the cap of %d streams 64 s after a second back-off", capped)
+	}
+}
+
+func TestErrorsBackOffToMin(t *testing.T) {
+	l := &link{rate: 1 * gbit, rtt: 100 * time.Millisecond}
+	errs := map[int]int{}
+	for i := 40; i < 100; i += 2 {
+		errs[i] = 1
+	}
+	c := New(Config{MinStreams: 2})
+	steps := sim(t, c, l, 100, errs)
+	if last := steps[len(steps)-1].plan; last.Streams != 2 {
+		t.Errorf("after persistent errors: %v, want the minimum of 2 streams", last)
+	}
+}
+
+func TestFixed(t *testing.T) {
+	c := New(Config{Fixed: 5, StreamsPerConn: 4})
+	l := &link{rate: 10 * gbit, rtt: 100 * time.Millisecond}
+	steps := sim(t, c, l, 100, map[int]int{10: 3, 50: 1})
+	for _, s := range steps {
+		if s.plan.Streams != 5 || s.plan.Conns != 2 {
+			t.Fatalf("fixed at 5 streams: got %v", s.plan)
+		}
+	}
+	last := steps[len(steps)-1].plan
+	if want := int64(l.goodput(last)); last.Goodput != want || last.RTT != l.rtt {
+		t.Errorf("fixed plan reports %d B/s at rtt %v, want %d at %v", last.Goodput, last.RTT, want, l.rtt)
+	}
+}
+
+func TestBounds(t *testing.T) {
+	t.Run("max", func(t *testing.T) {
+		c := New(Config{MaxStreams: 4})
+		steps := sim(t, c, &link{rate: 10 * gbit, rtt: 100 * time.Millisecond}, 100, nil)
+		if last := steps[len(steps)-1].plan; last.Streams != 4 {
+			t.Errorf("bounded by 4 on a path that wants 60: holding %v", last)
+		}
+	})
+	t.Run("min", func(t *testing.T) {
+		c := New(Config{MinStreams: 3})
+		steps := sim(t, c, &link{rate: 10 * gbit, rtt: 100 * time.Microsecond, connCap: 300e6, cpuCap: 300e6}, 100, map[int]int{60: 1})
+		if last := steps[len(steps)-1].plan; last.Streams != 3 {
+			t.Errorf("at least 3 streams on a CPU-bound LAN: holding %v", last)
+		}
+	})
+	t.Run("single connection", func(t *testing.T) {
+		c := New(Config{MaxConns: 1})
+		if c.cfg.MaxStreams != defaultStreamsPerConn {
+			t.Errorf("one connection of %d channels allows %d streams", defaultStreamsPerConn, c.cfg.MaxStreams)
+		}
+		sim(t, c, &link{rate: 10 * gbit, rtt: 100 * time.Millisecond}, 100, nil)
+	})
+	t.Run("min above max", func(t *testing.T) {
+		c := New(Config{MinStreams: 50, MaxStreams: 10})
+		if p := c.Start(time.Millisecond); p.Streams != 10 {
+			t.Errorf("min 50 max 10: start at %v, want 10", p)
+		}
+	})
+}
+
+func TestStart(t *testing.T) {
+	for _, tc := range []struct {
+		rtt         time.Duration
+		cfg         Config
+		streams     int
+		conns       int
+		interval    time.Duration
+		reasonMatch string
+	}{
+		{0, Config{}, 1, 1, minInterval, "unknown"},
+		{100 * time.Microsecond, Config{}, 1, 1, minInterval, "rtt"},
+		{10 * time.Millisecond, Config{}, 1, 1, minInterval, "rtt"},
+		{50 * time.Millisecond, Config{}, 3, 1, 250 * time.Millisecond, "rtt"},
+		{100 * time.Millisecond, Config{}, 4, 1, 400 * time.Millisecond, "rtt"},
+		{300 * time.Millisecond, Config{StreamsPerConn: 8}, 8, 1, 1200 * time.Millisecond, "rtt"},
+		{time.Second, Config{}, 4, 1, maxInterval, "rtt"},
+	} {
+		p := New(tc.cfg).Start(tc.rtt)
+		if p.Streams != tc.streams || p.Conns != tc.conns || p.Interval != tc.interval ||
+			!strings.Contains(p.Reason, tc.reasonMatch) {
+			t.Errorf("Start(%v) with %+v = %v every %v, want %d streams on %d every %v",
+				tc.rtt, tc.cfg, p, p.Interval, tc.streams, tc.conns, tc.interval)
+		}
+	}
+}
+
+func TestObserveBeforeStart(t *testing.T) {
+	c := New(Config{})
+	p := c.Observe(Sample{Elapsed: time.Second, Bytes: 1 << 20, RTT: 100 * time.Millisecond})
+	if p.Streams != 4 || p.RTT != 100*time.Millisecond {
+		t.Errorf("Observe before Start: %v, want the start plan for 100ms", p)
+	}
+}
+
+func TestAppLimitedSamplesDecideNothing(t *testing.T) {
+	c := New(Config{})
+	start := c.Start(100 * time.Millisecond)
+	for i := range 100 {
+		// Wildly varying goodput while the pipeline is short of work.
+		p := c.Observe(Sample{Elapsed: start.Interval, Bytes: int64(i%7) << 20, RTT: 100 * time.Millisecond, AppLimited: true})
+		if p.Streams != start.Streams || p.Conns != start.Conns {
+			t.Fatalf("interval %d: app-limited samples changed the plan to %v", i, p)
+		}
+	}
+}
+
+func TestReprobesWhenThePathChanges(t *testing.T) {
+	// A path shared with other traffic: 100 Mbit/s at first, the whole
+	// 1 Gbit/s once the competition leaves.
+	l := &link{rate: 100 * mbit, rtt: 100 * time.Millisecond}
+	c := New(Config{})
+	steps := sim(t, c, l, 60, nil)
+	before := steps[len(steps)-1].plan
+	if n := changes(steps[30:]); n != 0 {
+		t.Fatalf("precondition: %d changes on the 100 Mbit/s plateau", n)
+	}
+	l.rate = 1 * gbit
+	steps = simFrom(t, c, l, before, 100, nil)
+	if at := converged(steps, l.rate, 0.9); at < 0 || at > 30 {
+		t.Errorf("after the path sped up: 90%% of the link from interval %d; holding %v", at, steps[len(steps)-1].plan)
+	}
+}
+
+func TestTrimsWhenThePathSlows(t *testing.T) {
+	// Competing traffic takes half the link: the held windows would only
+	// queue, so the plan shrinks to the new bandwidth-delay product, and
+	// grows back when the competition leaves.
+	l := &link{rate: 1 * gbit, rtt: 100 * time.Millisecond}
+	c := New(Config{})
+	steps := sim(t, c, l, 60, nil)
+	full := steps[len(steps)-1].plan
+	l.rate = 500 * mbit
+	steps = simFrom(t, c, l, full, 60, nil)
+	half := steps[len(steps)-1].plan
+	if need := int(l.rate * l.rtt.Seconds() * (1 + headroom) / w); half.Streams > need+1 || half.Streams >= full.Streams {
+		t.Errorf("at half the rate: holding %v, was %d streams, want about %d", half, full.Streams, need+1)
+	}
+	if n := changes(steps[40:]); n != 0 {
+		t.Errorf("%d plan changes after settling at half the rate", n)
+	}
+	l.rate = 1 * gbit
+	steps = simFrom(t, c, l, half, 60, nil)
+	if last := steps[len(steps)-1]; last.plan.Streams != full.Streams || last.goodput < 0.9*l.rate {
+		t.Errorf("back at the full rate: holding %v, want %d streams again", last.plan, full.Streams)
+	}
+}
+
+func TestParkedWhenNothingMoves(t *testing.T) {
+	// A stalled transfer reports zero bytes: no probe can gain, so the
+	// controller holds rather than growing without evidence.
+	c := New(Config{})
+	start := c.Start(50 * time.Millisecond)
+	p := start
+	grown := 0
+	for range 200 {
+		p = c.Observe(Sample{Elapsed: p.Interval, RTT: 50 * time.Millisecond})
+		grown = max(grown, p.Streams)
+	}
+	if p.Streams != start.Streams || grown > 2*start.Streams {
+		t.Errorf("with no goodput: holding %v after trying %d streams, want the start's %d", p, grown, start.Streams)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{3}, 3},
+		{[]float64{9, 1, 5}, 5},
+		{[]float64{4, 1, 3, 2}, 2.5},
+	} {
+		if got := median(tc.in); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestPlanString(t *testing.T) {
+	p := Plan{Streams: 7, Conns: 2, InFlight: w, Goodput: 120 << 20, RTT: 100 * time.Millisecond, Reason: "plateau"}
+	want := "7 streams on 2 connections, 2 MiB in flight each, 120.0 MiB/s, rtt 100ms: plateau"
+	if got := p.String(); got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
