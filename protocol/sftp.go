@@ -3,6 +3,7 @@
 package protocol
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,31 +20,166 @@ import (
 // atomically; plain SFTP rename refuses an existing target.
 const posixRename = "posix-rename@openssh.com"
 
-// SFTP is a remote file system reached over one SFTP session. Its methods
-// have the shape transfer.FS asks for.
+// SFTP is a remote file system reached over SFTP. Its methods have the
+// shape transfer.FS asks for; metadata goes over one main session, and
+// OpenReaderAt and OpenWriterAt open files on sessions of their own, over
+// as many connections as asked, for parallel transfers.
 type SFTP struct {
 	c     *sftp.Client
 	label string
 	// atomicRename is set when the server offers posix-rename.
 	atomicRename bool
+	packet       int
+	pool         *pool
+	rtt          func() time.Duration
 }
 
-// OpenSFTP starts an SFTP session on conn. label prefixes paths in
-// messages ("host:").
-func OpenSFTP(conn *ssh.Client, label string) (*SFTP, error) {
-	c, err := sftp.NewClient(conn,
+// Options say how to open an SFTP end.
+type Options struct {
+	// Label prefixes paths in messages ("host:").
+	Label string
+	// Dial opens another connection to the same host, authenticated as
+	// the first; nil keeps every session on the first connection.
+	Dial func(context.Context) (*ssh.Client, error)
+	// Logf, when not nil, is told of connections opened and refused.
+	Logf func(format string, args ...any)
+	// RTT, when not nil, measures the path's round-trip time.
+	RTT func() time.Duration
+}
+
+// OpenSFTP starts an SFTP session on conn, after asking the server for
+// the largest requests it accepts.
+func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	limits, err := QueryLimits(conn)
+	if err != nil {
+		return nil, fmt.Errorf("start sftp session on %s %w", o.Label, err)
+	}
+	packet := limits.Packet()
+	logf("sftp requests of up to %d bytes (server limits read %d, write %d)", packet, limits.MaxRead, limits.MaxWrite)
+	opts := []sftp.ClientOption{
+		sftp.MaxPacketUnchecked(packet),
 		sftp.UseConcurrentWrites(true),
 		sftp.UseConcurrentReads(true),
-	)
+		// Enough requests in flight to cover a 2 MiB channel window and
+		// the next one: the window, not the request count, is the limit.
+		sftp.MaxConcurrentRequestsPerFile(max(64, 2*(2<<20)/packet)),
+	}
+	c, err := sftp.NewClient(conn, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("start sftp session on %s %w", label, err)
+		return nil, fmt.Errorf("start sftp session on %s %w", o.Label, err)
 	}
 	_, ok := c.HasExtension(posixRename)
-	return &SFTP{c: c, label: label, atomicRename: ok}, nil
+	return &SFTP{
+		c: c, label: o.Label, atomicRename: ok, packet: packet,
+		pool: newPool(conn, 1, o.Dial, opts, logf),
+		rtt:  o.RTT,
+	}, nil
 }
 
-// Close ends the session; the SSH connection stays open.
-func (s *SFTP) Close() error { return s.c.Close() }
+// Close ends every session and the connections the SFTP end opened; the
+// first connection stays open.
+func (s *SFTP) Close() error {
+	s.pool.close()
+	return s.c.Close()
+}
+
+// Packet is the request payload size in use.
+func (s *SFTP) Packet() int { return s.packet }
+
+// OpenReaderAt opens name for reading on a session of its own, placed
+// among up to conns connections. Close returns the session to the pool.
+func (s *SFTP) OpenReaderAt(ctx context.Context, name string, conns int) (ReaderAtCloser, error) {
+	return s.openStream(ctx, name, os.O_RDONLY, conns)
+}
+
+// OpenWriterAt opens the existing file name for writing at offsets on a
+// session of its own, like OpenReaderAt.
+func (s *SFTP) OpenWriterAt(ctx context.Context, name string, conns int) (WriterAtCloser, error) {
+	return s.openStream(ctx, name, os.O_WRONLY, conns)
+}
+
+// ReaderAtCloser and WriterAtCloser are files opened for parallel I/O.
+type (
+	ReaderAtCloser interface {
+		io.ReaderAt
+		io.Closer
+	}
+	WriterAtCloser interface {
+		io.WriterAt
+		io.Closer
+	}
+)
+
+type streamFile struct {
+	*sftp.File
+	s    *session
+	pool *pool
+}
+
+// ErrStreamLost marks a failure of the stream (the channel or the
+// connection under it), not of the file: the work can be retried on
+// another stream.
+var ErrStreamLost = errors.New("stream lost")
+
+func (f *streamFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.File.ReadAt(p, off)
+	return n, f.classify(err)
+}
+
+func (f *streamFile) WriteAt(p []byte, off int64) (int, error) {
+	n, err := f.File.WriteAt(p, off)
+	return n, f.classify(err)
+}
+
+// classify wraps err in ErrStreamLost when the session no longer works. A
+// status the server sent is about the file; anything else is checked with
+// a round trip on the same session.
+func (f *streamFile) classify(err error) error {
+	var se *sftp.StatusError
+	switch {
+	case err == nil, err == io.EOF, errors.As(err, &se),
+		errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist):
+		return err
+	case errors.Is(err, sftp.ErrSSHFxConnectionLost):
+		return fmt.Errorf("%w: %w", ErrStreamLost, err)
+	}
+	if _, perr := f.s.Getwd(); perr != nil {
+		return fmt.Errorf("%w: %w", ErrStreamLost, err)
+	}
+	return err
+}
+
+func (f *streamFile) Close() error {
+	err := f.File.Close()
+	// A session whose close failed may be on a broken connection: drop it.
+	f.pool.release(f.s, err != nil)
+	return err
+}
+
+func (s *SFTP) openStream(ctx context.Context, name string, flag, conns int) (*streamFile, error) {
+	sess, err := s.pool.acquire(ctx, conns)
+	if err != nil {
+		return nil, err
+	}
+	f, err := sess.OpenFile(name, flag)
+	if err != nil {
+		s.pool.release(sess, false)
+		return nil, err
+	}
+	return &streamFile{f, sess, s.pool}, nil
+}
+
+// RTT returns the path's round-trip time, or 0 when it cannot be told.
+func (s *SFTP) RTT() time.Duration {
+	if s.rtt == nil {
+		return 0
+	}
+	return s.rtt()
+}
 
 func (s *SFTP) Label() string { return s.label }
 

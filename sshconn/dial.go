@@ -63,6 +63,9 @@ func NewDialer(o Options) *Dialer {
 type Client struct {
 	*ssh.Client
 	Config *Config
+	// Transport is the connection under SSH: a *net.TCPConn for
+	// a direct connection, whose TCP_INFO tells the path's RTT.
+	Transport net.Conn
 
 	jump      *Client
 	done      chan struct{}
@@ -150,10 +153,11 @@ func (d *Dialer) dial(ctx context.Context, host string, o Options, depth int) (*
 	}
 
 	c := &Client{
-		Client: ssh.NewClient(sc, chans, reqs),
-		Config: cfg.clone(),
-		jump:   jump,
-		done:   make(chan struct{}),
+		Client:    ssh.NewClient(sc, chans, reqs),
+		Config:    cfg.clone(),
+		Transport: conn,
+		jump:      jump,
+		done:      make(chan struct{}),
 	}
 	if cfg.ServerAliveInterval > 0 {
 		go c.keepalive(cfg.ServerAliveInterval, cfg.ServerAliveCountMax, o.warnf)
@@ -267,6 +271,12 @@ func (d *Dialer) connect(ctx context.Context, cfg *Config, o Options, depth int)
 			e.Err = fmt.Errorf("connection timed out after %s: %w", cfg.ConnectTimeout, os.ErrDeadlineExceeded)
 		}
 		return nil, nil, e
+	}
+	if o.Tune != nil {
+		if err := o.Tune(conn); err != nil {
+			conn.Close()
+			return nil, nil, &Error{Op: "tune connection to", Host: addr, Err: err}
+		}
 	}
 	return conn, nil, nil
 }

@@ -13,6 +13,7 @@ package sshconn
 import (
 	"errors"
 	"fmt"
+	"net"
 )
 
 // Options are the command-line settings that affect connection set-up
@@ -48,6 +49,9 @@ type Options struct {
 	Warnf func(format string, args ...any)
 	// Banner receives the server's pre-authentication banner; nil discards it.
 	Banner func(message string)
+	// Tune, when not nil, is called on each direct TCP connection before
+	// the SSH handshake (socket buffer sizes); its error ends the dial.
+	Tune func(net.Conn) error
 	// Prompter asks the user; nil means there is no terminal and nothing is
 	// asked at all.
 	Prompter Prompter

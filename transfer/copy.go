@@ -45,6 +45,8 @@ type Options struct {
 	Progress Progress
 	// Logf, when not nil, receives one line per file copied (-v).
 	Logf func(format string, args ...any)
+	// Parallel says when and how large files use several streams.
+	Parallel ParallelOptions
 }
 
 // Result counts what a run did.
@@ -53,6 +55,10 @@ type Result struct {
 	Dirs   int   // directories created
 	Bytes  int64 // file bytes written
 	Errors []error
+	// MaxStreams and Conns are the most streams and connections one file
+	// used at once; 1 and 0 when every file went over the main session.
+	MaxStreams int
+	Conns      int
 }
 
 // maxDepth bounds recursion: scp follows symbolic links to directories, so
@@ -69,7 +75,7 @@ var ErrNotDirectory = errors.New("not a directory")
 // still copied. The returned error is non-nil only when the run could not
 // go on: the target is unusable, or ctx was cancelled.
 func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (*Result, error) {
-	c := &copier{opts: o, res: &Result{}}
+	c := &copier{opts: o, res: &Result{MaxStreams: 1}}
 	var expanded []Endpoint
 	for _, s := range srcs {
 		names, err := expand(s)
@@ -301,20 +307,29 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		c.opts.Progress.StartFile(src.FS.Base(src.Path), si.Size())
 		defer c.opts.Progress.EndFile()
 	}
-	po := pipeline.Options{BufferSize: c.opts.BufferSize, Limiter: c.opts.Limiter}
-	if c.opts.Progress != nil {
-		po.Progress = c.opts.Progress.Add
-	}
 	start := time.Now()
-	n, err := pipeline.Copy(ctx, out, in, po)
+	var n int64
+	if c.parallelOK(src.FS, dst.FS, si.Size()) {
+		closed = true
+		if err := out.Close(); err != nil {
+			return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
+		}
+		n, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size())
+	} else {
+		po := pipeline.Options{BufferSize: c.opts.BufferSize, Limiter: c.opts.Limiter}
+		if c.opts.Progress != nil {
+			po.Progress = c.opts.Progress.Add
+		}
+		n, err = pipeline.Copy(ctx, out, in, po)
+		if err == nil {
+			closed = true
+			err = out.Close()
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
-	}
-	closed = true
-	if err := out.Close(); err != nil {
 		return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
 	}
 	if n != si.Size() {

@@ -2,19 +2,25 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/urfave/cli/v3"
+	"golang.org/x/crypto/ssh"
 	"golang.org/x/term"
 
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
+	"github.com/hpncp/hpncp/window"
 )
 
 // copyOptions are the settings of a copy, scp's flags among them.
@@ -33,6 +39,15 @@ type copyOptions struct {
 	Jump       string
 	LimitKbit  int64
 	Cipher     string
+
+	// Pipeline flags, after HPN-SSH's options.
+	Streams     string // N or "auto"
+	Connections string // N or "auto"
+	HPNDisabled bool
+	Chunk       string
+	Window      string // BYTES in flight per stream, or "auto"
+	TCPRcvBuf   string
+	TCPSndBuf   string
 	// unsupported holds scp flags hpncp knows but does not implement, so
 	// that using one is an error that names it rather than a surprise.
 	unsupported map[string]*bool
@@ -67,6 +82,13 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.StringFlag{Name: "J", Usage: "jump host(s)", Destination: &o.Jump},
 		&cli.Int64Flag{Name: "l", Usage: "bandwidth limit in Kbit/s", Destination: &o.LimitKbit},
 		&cli.StringFlag{Name: "c", Usage: "cipher(s)", Destination: &o.Cipher},
+		&cli.StringFlag{Name: "streams", Value: "auto", Destination: &o.Streams},
+		&cli.StringFlag{Name: "connections", Value: "auto", Destination: &o.Connections},
+		&cli.BoolFlag{Name: "hpn-disabled", Destination: &o.HPNDisabled},
+		&cli.StringFlag{Name: "chunk", Value: "1MiB", Destination: &o.Chunk},
+		&cli.StringFlag{Name: "window", Value: "auto", Destination: &o.Window},
+		&cli.StringFlag{Name: "tcp-rcvbuf", Destination: &o.TCPRcvBuf},
+		&cli.StringFlag{Name: "tcp-sndbuf", Destination: &o.TCPSndBuf},
 	}
 	o.unsupported = map[string]*bool{}
 	for _, u := range unsupportedFlags {
@@ -97,6 +119,75 @@ func (o *copyOptions) check() error {
 		return usagef("give one or more sources and a target, e.g. hpncp file host:dir/", "missing target")
 	}
 	return nil
+}
+
+// tuning is what the pipeline flags ask for, parsed.
+type tuning struct {
+	parallel transfer.ParallelOptions
+	rcvbuf   int
+	sndbuf   int
+}
+
+func (o *copyOptions) tuning() (tuning, error) {
+	var t tuning
+	chunk, err := window.ParseSize(o.Chunk)
+	if err != nil || chunk < 32<<10 || chunk > 64<<20 {
+		return t, usagef("the chunk is the bytes one stream reads or writes at a time", "--chunk %s: want a size from 32KiB to 64MiB", o.Chunk)
+	}
+	t.parallel.Chunk = int(chunk)
+	t.parallel.MinSize = 4 * chunk
+	if o.Window != "auto" {
+		w, err := window.ParseSize(o.Window)
+		if err != nil || w < chunk {
+			return t, usagef("the window is the bytes each stream keeps in flight", "--window %s: want auto or a size of at least one chunk (%d bytes)", o.Window, chunk)
+		}
+		t.parallel.Depth = int((w + chunk - 1) / chunk)
+	}
+	for _, b := range []struct {
+		flag, val string
+		dst       *int
+	}{{"--tcp-rcvbuf", o.TCPRcvBuf, &t.rcvbuf}, {"--tcp-sndbuf", o.TCPSndBuf, &t.sndbuf}} {
+		if b.val == "" {
+			continue
+		}
+		n, err := window.ParseSize(b.val)
+		if err != nil || n <= 0 || n > 1<<30 {
+			return t, usagef("", "%s %s: want a size such as 4M", b.flag, b.val)
+		}
+		*b.dst = int(n)
+	}
+	streams, err := countFlag("--streams", o.Streams)
+	if err != nil {
+		return t, err
+	}
+	conns, err := countFlag("--connections", o.Connections)
+	if err != nil {
+		return t, err
+	}
+	if o.HPNDisabled {
+		if streams > 1 || conns > 1 {
+			return t, usagef("", "--hpn-disabled means one stream; leave out --streams and --connections")
+		}
+		return t, nil
+	}
+	cfg := window.Config{Fixed: streams, MaxConns: conns}
+	if streams > 0 && conns > 0 {
+		cfg.StreamsPerConn = (streams + conns - 1) / conns
+	}
+	t.parallel.Controller = func() *window.Controller { return window.New(cfg) }
+	return t, nil
+}
+
+// countFlag reads "auto" as 0, or a count from 1 to 64.
+func countFlag(name, v string) (int, error) {
+	if v == "auto" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 64 {
+		return 0, usagef("", "%s %s: want auto or a number from 1 to 64", name, v)
+	}
+	return n, nil
 }
 
 func (o *copyOptions) connOptions(stderr io.Writer) sshconn.Options {
@@ -141,7 +232,24 @@ func runCopy(ctx context.Context, o *copyOptions, _ io.Reader, stderr io.Writer)
 		locs[i] = l
 	}
 
-	hosts := newRemotes(o.connOptions(stderr))
+	tune, err := o.tuning()
+	if err != nil {
+		return err
+	}
+	co := o.connOptions(stderr)
+	if tune.rcvbuf > 0 || tune.sndbuf > 0 {
+		co.Tune = func(c net.Conn) error {
+			err := window.SetBuffers(c, tune.rcvbuf, tune.sndbuf)
+			if errors.Is(err, window.ErrCapped) {
+				if co.Warnf != nil {
+					co.Warnf("hpncp: warning: %v", err)
+				}
+				return nil
+			}
+			return err
+		}
+	}
+	hosts := newRemotes(co)
 	defer hosts.Close()
 	ends := make([]transfer.Endpoint, len(locs))
 	for i, l := range locs {
@@ -156,6 +264,7 @@ func runCopy(ctx context.Context, o *copyOptions, _ io.Reader, stderr io.Writer)
 		Recursive: o.Recursive,
 		Preserve:  o.Preserve,
 		Limiter:   pipeline.NewLimiter(o.LimitKbit * 1024 / 8),
+		Parallel:  tune.parallel,
 	}
 	logf := func(string, ...any) {}
 	if o.Verbose {
@@ -177,8 +286,12 @@ func runCopy(ctx context.Context, o *copyOptions, _ io.Reader, stderr io.Writer)
 	}
 	if o.Verbose || showProgress {
 		secs := time.Since(start).Seconds()
-		fmt.Fprintf(stderr, "hpncp: %d file(s), %d bytes in %.2fs (%.1f MB/s)\n",
-			res.Files, res.Bytes, secs, float64(res.Bytes)/secs/1e6)
+		fmt.Fprintf(stderr, "hpncp: %d file(s), %d bytes in %.2fs (%.1f MB/s), %d stream(s)",
+			res.Files, res.Bytes, secs, float64(res.Bytes)/secs/1e6, res.MaxStreams)
+		if res.Conns > 0 {
+			fmt.Fprintf(stderr, " over %d connection(s)", res.Conns)
+		}
+		fmt.Fprintln(stderr)
 	}
 	if len(res.Errors) > 0 {
 		return &partialError{failed: len(res.Errors)}
@@ -191,16 +304,17 @@ func isTerminal(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// remotes holds one SSH connection and SFTP session per distinct
-// destination of a run.
+// remotes holds the SSH connections and SFTP ends of a run, one end per
+// distinct destination.
 type remotes struct {
-	base     sshconn.Options
-	sessions map[string]*protocol.SFTP
-	clients  []*sshconn.Client
+	base    sshconn.Options
+	ends    map[string]*protocol.SFTP
+	mu      sync.Mutex
+	clients []*sshconn.Client
 }
 
 func newRemotes(base sshconn.Options) *remotes {
-	return &remotes{base: base, sessions: map[string]*protocol.SFTP{}}
+	return &remotes{base: base, ends: map[string]*protocol.SFTP{}}
 }
 
 // endpoint returns l as an Endpoint, connecting to its host on first use.
@@ -209,7 +323,7 @@ func (r *remotes) endpoint(ctx context.Context, l transfer.Location) (transfer.E
 		return transfer.Endpoint{FS: transfer.Local{}, Path: l.Path}, nil
 	}
 	key := fmt.Sprintf("%s@%s:%d", l.User, l.Host, l.Port)
-	s, ok := r.sessions[key]
+	end, ok := r.ends[key]
 	if !ok {
 		o := r.base
 		if l.User != "" {
@@ -218,25 +332,70 @@ func (r *remotes) endpoint(ctx context.Context, l transfer.Location) (transfer.E
 		if l.Port != 0 {
 			o.Port = l.Port
 		}
-		c, err := sshconn.NewDialer(o).Dial(ctx, l.Host)
+		d := sshconn.NewDialer(o)
+		var mine []*sshconn.Client // this destination's connections, under r.mu
+		dial := func(ctx context.Context) (*sshconn.Client, error) {
+			c, err := d.Dial(ctx, l.Host)
+			if err != nil {
+				return nil, err
+			}
+			r.mu.Lock()
+			r.clients = append(r.clients, c)
+			mine = append(mine, c)
+			r.mu.Unlock()
+			return c, nil
+		}
+		first, err := dial(ctx)
 		if err != nil {
 			return transfer.Endpoint{}, err
 		}
-		r.clients = append(r.clients, c)
-		s, err = protocol.OpenSFTP(c.Client, l.HostLabel())
+		logf := func(string, ...any) {}
+		if o.Logf != nil {
+			logf = o.Logf
+		}
+		end, err = protocol.OpenSFTP(first.Client, protocol.Options{
+			Label: l.HostLabel(),
+			Logf:  logf,
+			Dial: func(ctx context.Context) (*ssh.Client, error) {
+				c, err := dial(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return c.Client, nil
+			},
+			RTT: func() time.Duration {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				return minRTT(mine)
+			},
+		})
 		if err != nil {
 			return transfer.Endpoint{}, &sshconn.Error{Op: "start SFTP on", Host: l.Host, Err: err,
 				Hint: "the server may have no sftp subsystem; ask its admin to enable Subsystem sftp"}
 		}
-		r.sessions[key] = s
+		r.ends[key] = end
 	}
-	return transfer.Endpoint{FS: s, Path: remotePath(l.Path)}, nil
+	return transfer.Endpoint{FS: end, Path: remotePath(l.Path)}, nil
+}
+
+// minRTT is the smallest RTT the kernel reports for the connections: the
+// path's own, least inflated by queues. 0 when none can tell.
+func minRTT(cs []*sshconn.Client) time.Duration {
+	var best time.Duration
+	for _, c := range cs {
+		if rtt, ok := window.TCPRTT(c.Transport); ok && rtt > 0 && (best == 0 || rtt < best) {
+			best = rtt
+		}
+	}
+	return best
 }
 
 func (r *remotes) Close() {
-	for _, s := range r.sessions {
-		_ = s.Close()
+	for _, e := range r.ends {
+		_ = e.Close()
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, c := range r.clients {
 		_ = c.Close()
 	}

@@ -1,0 +1,376 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/window"
+)
+
+// DefaultChunk is the bytes one ReadAt or WriteAt moves: large enough for
+// the SFTP client to pipeline many requests inside it, small enough that a
+// few per stream keep its window full in bounded memory.
+const DefaultChunk = 1 << 20
+
+// DefaultDepth is how many chunks each stream keeps in flight, so that the
+// stream never idles for a round trip between two chunks.
+const DefaultDepth = 3
+
+// Stream is one lane of a parallel copy: the source and the target opened
+// on a channel of their own.
+type Stream struct {
+	Src io.ReaderAt
+	Dst io.WriterAt
+	// Close releases both handles; broken says the lane failed, so its
+	// channel should not be reused.
+	Close func(broken bool) error
+}
+
+// OpenStream opens one more lane, spread over up to conns connections.
+type OpenStream func(ctx context.Context, conns int) (*Stream, error)
+
+// ParallelOptions tune a parallel copy.
+type ParallelOptions struct {
+	Size  int64 // bytes to copy, from offset 0
+	Chunk int   // bytes per read and write; DefaultChunk when zero
+	Depth int   // chunks in flight per stream; DefaultDepth when zero
+	// Controller decides how many streams and connections to use.
+	Controller *window.Controller
+	// RTT returns the path's current round-trip time, or 0 when unknown.
+	RTT      func() time.Duration
+	Limiter  *rate.Limiter
+	Progress func(n int)
+	Logf     func(format string, args ...any)
+}
+
+// ParallelResult says what a parallel copy used.
+type ParallelResult struct {
+	Bytes      int64
+	MaxStreams int // the most streams that ran at once
+	Conns      int // connections of the last plan
+	Plan       window.Plan
+}
+
+// Parallel copies o.Size bytes from the lanes' sources to their targets,
+// chunk by chunk at the same offsets, over as many lanes as the controller
+// plans. A lane that fails with protocol.ErrStreamLost gives its chunk back
+// to the others and is replaced; any other failure ends the copy. Every
+// chunk's byte count is checked on both sides.
+func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (ParallelResult, error) {
+	if o.Chunk <= 0 {
+		o.Chunk = DefaultChunk
+	}
+	if o.Depth <= 0 {
+		o.Depth = DefaultDepth
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p := &parallel{o: o, open: open, ctx: ctx, events: make(chan struct{}, 1)}
+	p.cond = sync.NewCond(&p.mu)
+	stop := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stop()
+
+	rtt := time.Duration(0)
+	if o.RTT != nil {
+		rtt = o.RTT()
+	}
+	plan := o.Controller.Start(rtt)
+	o.Logf("window: %s", plan)
+	p.apply(plan)
+
+	timer := time.NewTimer(plan.Interval)
+	defer timer.Stop()
+	last, lastAt := int64(0), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+		case <-p.events:
+		case <-timer.C:
+			now := time.Now()
+			p.mu.Lock()
+			s := window.Sample{
+				Elapsed:    now.Sub(lastAt),
+				Bytes:      p.done - last,
+				Errors:     p.errors,
+				AppLimited: p.starved || p.opening > 0,
+			}
+			last, lastAt = p.done, now
+			p.errors, p.starved = 0, false
+			p.mu.Unlock()
+			if o.RTT != nil {
+				s.RTT = o.RTT()
+			}
+			next := o.Controller.Observe(s)
+			if next.Streams != plan.Streams || next.Conns != plan.Conns {
+				o.Logf("window: %s", next)
+			}
+			plan = next
+			timer.Reset(plan.Interval)
+		}
+		p.mu.Lock()
+		finished := p.done == o.Size || p.fatal != nil || ctx.Err() != nil
+		stuck := p.live == 0 && p.opening == 0 && p.openErr != nil
+		if p.failures > maxLaneFailures && p.fatal == nil {
+			p.fatal = fmt.Errorf("%d streams failed; giving up: %w", p.failures, p.lastLost)
+			finished = true
+		}
+		p.mu.Unlock()
+		if finished || stuck {
+			break
+		}
+		p.apply(plan)
+	}
+
+	p.mu.Lock()
+	p.closing = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	p.wg.Wait()
+
+	res := ParallelResult{Bytes: p.done, MaxStreams: p.maxLive, Conns: plan.Conns, Plan: plan}
+	switch {
+	case p.done == o.Size:
+		return res, nil
+	case ctx.Err() != nil:
+		return res, ctx.Err()
+	case p.fatal != nil:
+		return res, p.fatal
+	}
+	return res, fmt.Errorf("no stream left to copy on: %w", p.openErr)
+}
+
+// maxLaneFailures bounds how often lanes may fail in one copy before it
+// is given up: a path that keeps dropping connections will not recover by
+// reopening them forever.
+const maxLaneFailures = 32
+
+// openPause is how long after a failed open no new lane is tried, so that
+// a refusing server is not asked again at once in a loop.
+const openPause = time.Second
+
+type parallel struct {
+	o    ParallelOptions
+	open OpenStream
+	ctx  context.Context
+	wg   sync.WaitGroup
+	// events wakes the coordinator when a lane ends.
+	events chan struct{}
+
+	mu        sync.Mutex
+	cond      *sync.Cond
+	next      int64   // first offset never handed out
+	retry     []int64 // offsets of chunks a failed lane gave back
+	done      int64   // bytes copied and checked
+	fatal     error
+	closing   bool
+	lanes     []*lane
+	live      int // lanes running, not told to stop
+	maxLive   int
+	opening   int
+	openErr   error // the last failure to open a lane
+	errors    int   // lane failures since the last sample
+	failures  int   // lane failures in all
+	lastLost  error // the last ErrStreamLost
+	openAfter time.Time
+	starved   bool // a lane found no chunk since the last sample
+}
+
+type lane struct {
+	st      *Stream
+	stop    bool // under parallel.mu
+	workers int  // under parallel.mu
+	broken  bool // under parallel.mu
+}
+
+// apply opens or stops lanes to match the plan.
+func (p *parallel) apply(plan window.Plan) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !time.Now().Before(p.openAfter) {
+		for want := plan.Streams - p.live - p.opening; want > 0; want-- {
+			p.opening++
+			p.wg.Add(1)
+			go p.openLane(plan.Conns)
+		}
+	}
+	for extra := p.live - plan.Streams; extra > 0; extra-- {
+		for i := len(p.lanes) - 1; i >= 0; i-- {
+			if l := p.lanes[i]; !l.stop {
+				l.stop = true
+				p.live--
+				break
+			}
+		}
+	}
+	p.cond.Broadcast()
+}
+
+func (p *parallel) openLane(conns int) {
+	defer p.wg.Done()
+	st, err := p.open(p.ctx, conns)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.opening--
+	if err != nil {
+		p.openErr = err
+		p.errors++
+		p.openAfter = time.Now().Add(openPause)
+		p.o.Logf("window: could not open a stream: %v", err)
+		p.notify()
+		return
+	}
+	if p.closing || p.ctx.Err() != nil {
+		_ = st.Close(false)
+		return
+	}
+	l := &lane{st: st, workers: p.o.Depth}
+	p.lanes = append(p.lanes, l)
+	p.live++
+	p.maxLive = max(p.maxLive, p.live)
+	for range p.o.Depth {
+		p.wg.Add(1)
+		go p.work(l)
+	}
+}
+
+func (p *parallel) notify() {
+	select {
+	case p.events <- struct{}{}:
+	default:
+	}
+}
+
+// take hands out the next chunk's offset, or false when the lane should
+// end. Lanes wait while every chunk is taken but some may yet come back.
+func (p *parallel) take(l *lane) (int64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		switch {
+		case l.stop, p.closing, p.fatal != nil, p.ctx.Err() != nil:
+			return 0, false
+		case len(p.retry) > 0:
+			off := p.retry[len(p.retry)-1]
+			p.retry = p.retry[:len(p.retry)-1]
+			return off, true
+		case p.next < p.o.Size:
+			off := p.next
+			p.next += int64(p.o.Chunk)
+			return off, true
+		case p.done == p.o.Size:
+			return 0, false
+		}
+		p.starved = true
+		p.cond.Wait()
+	}
+}
+
+func (p *parallel) work(l *lane) {
+	defer p.wg.Done()
+	defer p.leave(l)
+	buf := make([]byte, p.o.Chunk)
+	for {
+		off, ok := p.take(l)
+		if !ok {
+			return
+		}
+		n := int(min(int64(p.o.Chunk), p.o.Size-off))
+		err := p.copyChunk(l.st, buf[:n], off)
+		p.mu.Lock()
+		switch {
+		case err == nil:
+			p.done += int64(n)
+			if p.o.Progress != nil {
+				p.o.Progress(n)
+			}
+			if p.done == p.o.Size {
+				p.cond.Broadcast()
+				p.notify()
+			}
+		case errors.Is(err, protocol.ErrStreamLost) && p.ctx.Err() == nil:
+			p.retry = append(p.retry, off)
+			if !l.broken {
+				l.broken = true
+				p.errors++
+				p.failures++
+				p.lastLost = err
+				p.o.Logf("window: a stream failed, its chunk goes to another: %v", err)
+			}
+			if !l.stop {
+				l.stop = true
+				p.live--
+			}
+			p.cond.Broadcast()
+		default:
+			if p.fatal == nil {
+				p.fatal = err
+			}
+			p.cond.Broadcast()
+		}
+		p.mu.Unlock()
+		if err != nil {
+			p.notify()
+			return
+		}
+	}
+}
+
+// leave closes a lane's stream once its last worker is gone.
+func (p *parallel) leave(l *lane) {
+	p.mu.Lock()
+	l.workers--
+	last := l.workers == 0
+	if last && !l.stop {
+		l.stop = true
+		p.live--
+	}
+	broken := l.broken
+	p.mu.Unlock()
+	if last {
+		_ = l.st.Close(broken)
+		p.notify()
+	}
+}
+
+// copyChunk moves one chunk, insisting on every byte: a short read before
+// the expected size is an error, never a smaller file.
+func (p *parallel) copyChunk(st *Stream, b []byte, off int64) error {
+	n, err := st.Src.ReadAt(b, off)
+	if n < len(b) {
+		if err == nil || err == io.EOF {
+			err = fmt.Errorf("file shrank: %d bytes at offset %d, expected %d", n, off, len(b))
+		}
+		return fmt.Errorf("read: %w", err)
+	}
+	if l := p.o.Limiter; l != nil {
+		for left := len(b); left > 0; {
+			step := min(left, l.Burst())
+			if err := l.WaitN(p.ctx, step); err != nil {
+				return err
+			}
+			left -= step
+		}
+	}
+	n, err = st.Dst.WriteAt(b, off)
+	if err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if n != len(b) {
+		return fmt.Errorf("write: %w: %d of %d bytes at offset %d", ErrShortWrite, n, len(b), off)
+	}
+	return nil
+}

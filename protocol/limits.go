@@ -1,0 +1,163 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// SFTP packet types this file speaks; the numbers are the protocol's.
+const (
+	fxpInit          = 1
+	fxpVersion       = 2
+	fxpExtended      = 200
+	fxpExtendedReply = 201
+)
+
+const limitsExtension = "limits@openssh.com"
+
+// SafePacket is the largest read or write every SFTP server must accept.
+const SafePacket = 32 << 10
+
+// maxPacketCap bounds what hpncp asks for even when a server allows more:
+// larger packets save little CPU and cost latency and memory.
+const maxPacketCap = 256 << 10
+
+// Limits are what a server says it accepts in one request.
+type Limits struct {
+	MaxRead, MaxWrite int64 // payload bytes; 0 when the server did not say
+}
+
+// Packet returns the payload size to use for reads and writes: the
+// server's own limit when it announced one, else the size every server
+// takes. Exceeding a server's read limit makes it return short reads, which
+// some clients take for the end of the file, so the limit is never guessed.
+func (l Limits) Packet() int {
+	if l.MaxRead <= 0 || l.MaxWrite <= 0 {
+		return SafePacket
+	}
+	return int(min(l.MaxRead, l.MaxWrite, maxPacketCap))
+}
+
+// QueryLimits asks the server's SFTP subsystem for its request limits
+// (OpenSSH's limits@openssh.com, in OpenSSH 8.7 and later). A server without
+// the extension yields zero Limits and no error.
+func QueryLimits(conn *ssh.Client) (Limits, error) {
+	sess, err := conn.NewSession()
+	if err != nil {
+		return Limits{}, fmt.Errorf("open channel: %w", err)
+	}
+	defer sess.Close()
+	w, err := sess.StdinPipe()
+	if err != nil {
+		return Limits{}, err
+	}
+	r, err := sess.StdoutPipe()
+	if err != nil {
+		return Limits{}, err
+	}
+	if err := sess.RequestSubsystem("sftp"); err != nil {
+		return Limits{}, fmt.Errorf("start sftp subsystem: %w", err)
+	}
+
+	if err := writePacket(w, fxpInit, binary.BigEndian.AppendUint32(nil, 3)); err != nil {
+		return Limits{}, err
+	}
+	typ, body, err := readPacket(r)
+	if err != nil {
+		return Limits{}, err
+	}
+	if typ != fxpVersion || len(body) < 4 {
+		return Limits{}, fmt.Errorf("sftp: unexpected reply %d to init", typ)
+	}
+	if !hasExtension(body[4:], limitsExtension) {
+		return Limits{}, nil
+	}
+
+	const id = 1
+	req := binary.BigEndian.AppendUint32(nil, id)
+	req = appendString(req, limitsExtension)
+	if err := writePacket(w, fxpExtended, req); err != nil {
+		return Limits{}, err
+	}
+	typ, body, err = readPacket(r)
+	if err != nil {
+		return Limits{}, err
+	}
+	if typ != fxpExtendedReply || len(body) < 4+4*8 || binary.BigEndian.Uint32(body) != id {
+		return Limits{}, fmt.Errorf("sftp: unexpected reply %d to %s", typ, limitsExtension)
+	}
+	body = body[4:]
+	readLen := binary.BigEndian.Uint64(body[8:])
+	writeLen := binary.BigEndian.Uint64(body[16:])
+	const sane = 64 << 20
+	if readLen > sane || writeLen > sane {
+		return Limits{}, fmt.Errorf("sftp: implausible limits read=%d write=%d", readLen, writeLen)
+	}
+	return Limits{MaxRead: int64(readLen), MaxWrite: int64(writeLen)}, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+func writePacket(w io.Writer, typ byte, payload []byte) error {
+	p := binary.BigEndian.AppendUint32(make([]byte, 0, 5+len(payload)), uint32(1+len(payload)))
+	p = append(p, typ)
+	p = append(p, payload...)
+	_, err := w.Write(p)
+	return err
+}
+
+// readPacket reads one reply; replies here are small, so anything large
+// is a protocol error rather than something to allocate for.
+func readPacket(r io.Reader) (byte, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, nil, fmt.Errorf("sftp: read reply: %w", err)
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n < 1 || n > 64<<10 {
+		return 0, nil, fmt.Errorf("sftp: reply of %d bytes", n)
+	}
+	body := make([]byte, n-1)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, nil, fmt.Errorf("sftp: read reply: %w", err)
+	}
+	return hdr[4], body, nil
+}
+
+// hasExtension reports whether the extension pairs of a VERSION reply
+// name ext.
+func hasExtension(b []byte, ext string) bool {
+	for len(b) > 0 {
+		name, rest, err := readString(b)
+		if err != nil {
+			return false
+		}
+		_, rest, err = readString(rest)
+		if err != nil {
+			return false
+		}
+		if name == ext {
+			return true
+		}
+		b = rest
+	}
+	return false
+}
+
+func readString(b []byte) (string, []byte, error) {
+	if len(b) < 4 {
+		return "", nil, errors.New("short string")
+	}
+	n := binary.BigEndian.Uint32(b)
+	if uint64(n) > uint64(len(b)-4) {
+		return "", nil, errors.New("short string")
+	}
+	return string(b[4 : 4+n]), b[4+n:], nil
+}

@@ -1,0 +1,231 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pkg/sftp"
+	"golang.org/x/crypto/ssh"
+)
+
+// dialGap staggers new connections so that sshd's MaxStartups (10:30:100 by
+// default: random refusals from the 10th unauthenticated connection on)
+// never sees a burst from one client.
+const dialGap = 100 * time.Millisecond
+
+// maxDialing bounds connections being set up at once, for the same reason.
+const maxDialing = 3
+
+// pool hands out SFTP sessions (one channel each) spread over several SSH
+// connections to one host. Sessions are reused once released.
+type pool struct {
+	dial func(context.Context) (*ssh.Client, error)
+	opts []sftp.ClientOption
+	logf func(format string, args ...any)
+
+	mu        sync.Mutex
+	conns     []*pconn
+	dialing   int
+	lastDial  time.Time
+	dialErr   error // the last failed dial; no more are tried once one failed
+	closed    bool
+	dialReady chan struct{} // closed and replaced whenever a dial ends
+}
+
+type pconn struct {
+	c     *ssh.Client
+	owned bool // opened by the pool, so closed by it
+	idle  []*sftp.Client
+	open  int  // sessions open on it, idle or not
+	full  bool // the server refused a channel: its MaxSessions is reached
+	dead  bool
+}
+
+func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*ssh.Client, error),
+	opts []sftp.ClientOption, logf func(string, ...any)) *pool {
+	p := &pool{dial: dial, opts: opts, logf: logf, dialReady: make(chan struct{})}
+	p.watch(&pconn{c: first, open: firstSessions})
+	return p
+}
+
+// watch adds a connection and marks it dead when it goes away.
+func (p *pool) watch(pc *pconn) {
+	p.conns = append(p.conns, pc)
+	go func() {
+		_ = pc.c.Wait()
+		p.mu.Lock()
+		pc.dead = true
+		idle := pc.idle
+		pc.idle = nil
+		p.mu.Unlock()
+		for _, s := range idle {
+			_ = s.Close()
+		}
+	}()
+}
+
+// session is a session the pool lent out.
+type session struct {
+	*sftp.Client
+	pc *pconn
+}
+
+// acquire returns a session, reusing an idle one first, else opening one
+// on the least loaded connection. Until conns connections are open, a
+// session that would share a busy connection waits for a new one instead,
+// so that streams spread over connections (and so over CPU cores on both
+// ends). When no more connections can be opened it makes do with channels
+// on the ones it has.
+func (p *pool) acquire(ctx context.Context, conns int) (*session, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, errors.New("sftp session pool closed")
+		}
+		var best *pconn
+		live := 0
+		for _, pc := range p.conns {
+			if pc.dead {
+				continue
+			}
+			live++
+			if n := len(pc.idle); n > 0 {
+				c := pc.idle[n-1]
+				pc.idle = pc.idle[:n-1]
+				p.mu.Unlock()
+				return &session{c, pc}, nil
+			}
+			if !pc.full && (best == nil || pc.open < best.open) {
+				best = pc
+			}
+		}
+		growing := p.dial != nil && p.dialErr == nil && live+p.dialing < conns
+		if growing && (best == nil || best.open > 0) {
+			if p.dialing >= maxDialing {
+				p.waitDial(ctx) // unlocks
+				continue
+			}
+			if wait := time.Until(p.lastDial.Add(dialGap)); wait > 0 {
+				p.mu.Unlock()
+				if err := sleep(ctx, wait); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			p.dialing++
+			p.lastDial = time.Now()
+			p.mu.Unlock()
+			p.dialOne(ctx)
+			continue
+		}
+		if best == nil {
+			if p.dialing > 0 {
+				p.waitDial(ctx) // unlocks
+				continue
+			}
+			err := p.dialErr
+			p.mu.Unlock()
+			if err == nil {
+				err = errors.New("no connection can take another SFTP session: all are closed or at the server's MaxSessions")
+			}
+			return nil, err
+		}
+		best.open++
+		p.mu.Unlock()
+
+		c, err := sftp.NewClient(best.c, p.opts...)
+		if err == nil {
+			return &session{c, best}, nil
+		}
+		p.mu.Lock()
+		best.open--
+		var oce *ssh.OpenChannelError
+		if errors.As(err, &oce) && oce.Reason == ssh.Prohibited {
+			best.full = true
+			p.logf("the server refused channel %d on a connection: its MaxSessions is reached", best.open+1)
+			p.mu.Unlock()
+			continue
+		}
+		p.mu.Unlock()
+		return nil, fmt.Errorf("start sftp session: %w", err)
+	}
+}
+
+// waitDial waits, with p.mu held on entry and released, until a dial in
+// progress ends or ctx is done.
+func (p *pool) waitDial(ctx context.Context) {
+	ready := p.dialReady
+	p.mu.Unlock()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+	}
+}
+
+// dialOne opens one more connection. A failure is remembered and ends
+// growth: the transfer goes on over the connections that work.
+func (p *pool) dialOne(ctx context.Context) {
+	c, err := p.dial(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dialing--
+	close(p.dialReady)
+	p.dialReady = make(chan struct{})
+	switch {
+	case err != nil:
+		p.dialErr = err
+		p.logf("could not open another connection, going on with %d: %v", len(p.conns), err)
+	case p.closed:
+		_ = c.Close()
+	default:
+		p.watch(&pconn{c: c, owned: true})
+		p.logf("opened connection %d", len(p.conns))
+	}
+}
+
+// release returns a session for reuse, or closes it when its connection
+// is gone or broken is set.
+func (p *pool) release(s *session, broken bool) {
+	p.mu.Lock()
+	if broken || s.pc.dead || p.closed {
+		s.pc.open--
+		p.mu.Unlock()
+		_ = s.Close()
+		return
+	}
+	s.pc.idle = append(s.pc.idle, s.Client)
+	p.mu.Unlock()
+}
+
+func (p *pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	conns := p.conns
+	p.mu.Unlock()
+	for _, pc := range conns {
+		for _, s := range pc.idle {
+			_ = s.Close()
+		}
+		if pc.owned {
+			_ = pc.c.Close()
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,113 @@
+package transfer
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/hpncp/hpncp/pipeline"
+	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/window"
+)
+
+// streamReader and streamWriter are ends that can open a file again on a
+// stream of its own (for a remote end: a channel, on one of up to conns
+// connections), so that one file moves over several streams at once.
+type streamReader interface {
+	OpenReaderAt(ctx context.Context, name string, conns int) (protocol.ReaderAtCloser, error)
+}
+
+type streamWriter interface {
+	OpenWriterAt(ctx context.Context, name string, conns int) (protocol.WriterAtCloser, error)
+}
+
+// rttSource is an end that can tell the path's round-trip time.
+type rttSource interface {
+	RTT() time.Duration
+}
+
+// ParallelOptions say when and how files go over several streams.
+type ParallelOptions struct {
+	// Controller returns the window controller for one file; nil keeps
+	// every copy on a single stream (--hpn-disabled).
+	Controller func() *window.Controller
+	// MinSize is the smallest file worth more than one stream.
+	MinSize int64
+	Chunk   int // bytes per request batch; pipeline.DefaultChunk when 0
+	Depth   int // chunks in flight per stream; pipeline.DefaultDepth when 0
+}
+
+func (Local) OpenReaderAt(_ context.Context, name string, _ int) (protocol.ReaderAtCloser, error) {
+	return os.Open(name)
+}
+
+func (Local) OpenWriterAt(_ context.Context, name string, _ int) (protocol.WriterAtCloser, error) {
+	return os.OpenFile(name, os.O_WRONLY, 0)
+}
+
+// parallelOK reports whether a file of size bytes goes over several
+// streams from src to dst.
+func (c *copier) parallelOK(src, dst FS, size int64) bool {
+	p := c.opts.Parallel
+	if p.Controller == nil || size < p.MinSize || (src.Label() == "" && dst.Label() == "") {
+		return false
+	}
+	_, r := src.(streamReader)
+	_, w := dst.(streamWriter)
+	return r && w
+}
+
+// copyParallel copies src into the existing temporary file tmp on dst's
+// end, over as many streams as the window controller plans.
+func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64) (int64, error) {
+	p := c.opts.Parallel
+	r := src.FS.(streamReader)
+	w := dstFS.(streamWriter)
+	open := func(ctx context.Context, conns int) (*pipeline.Stream, error) {
+		in, err := r.OpenReaderAt(ctx, src.Path, conns)
+		if err != nil {
+			return nil, err
+		}
+		out, err := w.OpenWriterAt(ctx, tmp, conns)
+		if err != nil {
+			_ = in.Close()
+			return nil, err
+		}
+		return &pipeline.Stream{Src: in, Dst: out, Close: func(bool) error {
+			ierr := in.Close()
+			if err := out.Close(); err != nil {
+				return err
+			}
+			return ierr
+		}}, nil
+	}
+	po := pipeline.ParallelOptions{
+		Size:       size,
+		Chunk:      p.Chunk,
+		Depth:      p.Depth,
+		Controller: p.Controller(),
+		RTT:        pathRTT(src.FS, dstFS),
+		Limiter:    c.opts.Limiter,
+		Logf:       c.opts.Logf,
+	}
+	if c.opts.Progress != nil {
+		po.Progress = c.opts.Progress.Add
+	}
+	res, err := pipeline.Parallel(ctx, open, po)
+	c.res.MaxStreams = max(c.res.MaxStreams, res.MaxStreams)
+	c.res.Conns = max(c.res.Conns, res.Conns)
+	return res.Bytes, err
+}
+
+// pathRTT returns a function giving the larger RTT the two ends report.
+func pathRTT(a, b FS) func() time.Duration {
+	return func() time.Duration {
+		var rtt time.Duration
+		for _, e := range []FS{a, b} {
+			if s, ok := e.(rttSource); ok {
+				rtt = max(rtt, s.RTT())
+			}
+		}
+		return rtt
+	}
+}
