@@ -106,7 +106,9 @@ func (p *pool) acquire(ctx context.Context, conns int) (*session, error) {
 				best = pc
 			}
 		}
-		growing := p.dial != nil && p.dialErr == nil && live+p.dialing < conns
+		// Grow towards conns connections, and past them when every one
+		// is at the server's MaxSessions.
+		growing := p.dial != nil && p.dialErr == nil && (live+p.dialing < conns || best == nil)
 		if growing && (best == nil || best.open > 0) {
 			if p.dialing >= maxDialing {
 				p.waitDial(ctx) // unlocks

@@ -78,6 +78,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
+	order    []net.Conn // every connection accepted, in order
 	accepted int
 	closed   bool
 }
@@ -246,6 +247,23 @@ func (s *Server) track(c net.Conn) bool {
 		return false
 	}
 	s.conns[c] = struct{}{}
+	s.order = append(s.order, c)
+	return true
+}
+
+// KillConnection drops the n-th connection the server accepted (from 0),
+// if it is still open, and reports whether it was.
+func (s *Server) KillConnection(n int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n < 0 || n >= len(s.order) {
+		return false
+	}
+	c := s.order[n]
+	if _, open := s.conns[c]; !open {
+		return false
+	}
+	c.Close()
 	return true
 }
 

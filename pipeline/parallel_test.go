@@ -1,0 +1,182 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/window"
+)
+
+// memFile is a target that many lanes write at once.
+type memFile struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if end := off + int64(len(p)); end > int64(len(m.b)) {
+		m.b = append(m.b, make([]byte, end-int64(len(m.b)))...)
+	}
+	return copy(m.b[off:], p), nil
+}
+
+// faultyWriter fails with err once it has written failAfter chunks.
+type faultyWriter struct {
+	dst       *memFile
+	failAfter int32
+	err       error
+	n         atomic.Int32
+}
+
+func (f *faultyWriter) WriteAt(p []byte, off int64) (int, error) {
+	if f.n.Add(1) > f.failAfter {
+		return 0, f.err
+	}
+	return f.dst.WriteAt(p, off)
+}
+
+func noise(n int) []byte {
+	b := make([]byte, n)
+	rand.New(rand.NewSource(int64(n))).Read(b)
+	return b
+}
+
+func fixed(streams int) *window.Controller { return window.New(window.Config{Fixed: streams}) }
+
+func TestParallelChunkBoundaries(t *testing.T) {
+	const chunk = 64 << 10
+	for _, size := range []int{0, 1, chunk - 1, chunk, chunk + 1, 10*chunk + 7} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			src := noise(size)
+			dst := &memFile{}
+			var opened, closed atomic.Int32
+			open := func(context.Context, int) (*Stream, error) {
+				opened.Add(1)
+				return &Stream{Src: bytes.NewReader(src), Dst: dst, Close: func(bool) error { closed.Add(1); return nil }}, nil
+			}
+			var progress atomic.Int64
+			res, err := Parallel(context.Background(), open, ParallelOptions{
+				Size: int64(size), Chunk: chunk, Depth: 2, Controller: fixed(4),
+				Progress: func(n int) { progress.Add(int64(n)) },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(dst.b, src) || res.Bytes != int64(size) || progress.Load() != int64(size) {
+				t.Fatalf("copied %d bytes (progress %d), equal=%v", res.Bytes, progress.Load(), bytes.Equal(dst.b, src))
+			}
+			if opened.Load() != closed.Load() {
+				t.Errorf("opened %d streams, closed %d", opened.Load(), closed.Load())
+			}
+		})
+	}
+}
+
+func TestParallelLostStreamGivesChunkToOthers(t *testing.T) {
+	const chunk = 32 << 10
+	src := noise(40*chunk + 3)
+	dst := &memFile{}
+	var opens atomic.Int32
+	var broken atomic.Int32
+	open := func(context.Context, int) (*Stream, error) {
+		var w interface {
+			WriteAt([]byte, int64) (int, error)
+		} = dst
+		if opens.Add(1) <= 2 {
+			// The first two lanes lose their connection after a few chunks.
+			w = &faultyWriter{dst: dst, failAfter: 3, err: fmt.Errorf("%w: connection lost", protocol.ErrStreamLost)}
+		}
+		return &Stream{Src: bytes.NewReader(src), Dst: w, Close: func(b bool) error {
+			if b {
+				broken.Add(1)
+			}
+			return nil
+		}}, nil
+	}
+	res, err := Parallel(context.Background(), open, ParallelOptions{
+		Size: int64(len(src)), Chunk: chunk, Depth: 2, Controller: fixed(3),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst.b, src) || res.Bytes != int64(len(src)) {
+		t.Fatal("target differs from source after lanes were lost")
+	}
+	if broken.Load() != 2 {
+		t.Errorf("%d lanes closed as broken, want 2", broken.Load())
+	}
+}
+
+func TestParallelFileErrorEndsCopy(t *testing.T) {
+	src := noise(1 << 20)
+	dst := &memFile{}
+	open := func(context.Context, int) (*Stream, error) {
+		return &Stream{Src: bytes.NewReader(src), Dst: &faultyWriter{dst: dst, failAfter: 2, err: errors.New("no space left on device")},
+			Close: func(bool) error { return nil }}, nil
+	}
+	_, err := Parallel(context.Background(), open, ParallelOptions{Size: int64(len(src)), Chunk: 32 << 10, Controller: fixed(4)})
+	if err == nil || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("err = %v, want the write error", err)
+	}
+}
+
+func TestParallelShortSourceIsAnError(t *testing.T) {
+	src := noise(100 << 10)
+	open := func(context.Context, int) (*Stream, error) {
+		return &Stream{Src: bytes.NewReader(src), Dst: &memFile{}, Close: func(bool) error { return nil }}, nil
+	}
+	// The source is shorter than the size it was said to have.
+	_, err := Parallel(context.Background(), open, ParallelOptions{Size: 200 << 10, Chunk: 32 << 10, Controller: fixed(2)})
+	if err == nil || !strings.Contains(err.Error(), "file shrank") {
+		t.Fatalf("err = %v, want a short-read error", err)
+	}
+}
+
+func TestParallelNoStreamAtAll(t *testing.T) {
+	open := func(context.Context, int) (*Stream, error) { return nil, errors.New("connection refused") }
+	_, err := Parallel(context.Background(), open, ParallelOptions{Size: 1 << 20, Controller: fixed(2)})
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("err = %v, want the open error", err)
+	}
+}
+
+func TestParallelEveryStreamLostGivesUp(t *testing.T) {
+	src := noise(4 << 20)
+	open := func(context.Context, int) (*Stream, error) {
+		return &Stream{Src: bytes.NewReader(src),
+			Dst:   &faultyWriter{dst: &memFile{}, failAfter: 0, err: fmt.Errorf("%w: EOF", protocol.ErrStreamLost)},
+			Close: func(bool) error { return nil }}, nil
+	}
+	_, err := Parallel(context.Background(), open, ParallelOptions{Size: int64(len(src)), Chunk: 32 << 10, Controller: fixed(2)})
+	if !errors.Is(err, protocol.ErrStreamLost) {
+		t.Fatalf("err = %v, want the copy to give up with the lost-stream error", err)
+	}
+}
+
+func TestParallelCancel(t *testing.T) {
+	src := noise(8 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int64
+	open := func(context.Context, int) (*Stream, error) {
+		return &Stream{Src: bytes.NewReader(src), Dst: &memFile{}, Close: func(bool) error { return nil }}, nil
+	}
+	_, err := Parallel(ctx, open, ParallelOptions{Size: int64(len(src)), Chunk: 32 << 10, Controller: fixed(2),
+		Progress: func(k int) {
+			if n.Add(int64(k)) > 1<<20 {
+				cancel()
+			}
+		}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}

@@ -1,0 +1,200 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/sshtest"
+)
+
+func dialer(t *testing.T, srv *sshtest.Server) func(context.Context) (*ssh.Client, error) {
+	t.Helper()
+	pem, err := os.ReadFile(srv.ClientKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(pem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &ssh.ClientConfig{
+		User:            "tester",
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.FixedHostKey(srv.HostKey.PublicKey()),
+	}
+	var mu sync.Mutex
+	var clients []*ssh.Client
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range clients {
+			c.Close()
+		}
+	})
+	return func(context.Context) (*ssh.Client, error) {
+		c, err := ssh.Dial("tcp", srv.Addr, cfg)
+		if err == nil {
+			mu.Lock()
+			clients = append(clients, c)
+			mu.Unlock()
+		}
+		return c, err
+	}
+}
+
+func openEnd(t *testing.T, srv *sshtest.Server, withDial bool) *SFTP {
+	t.Helper()
+	dial := dialer(t, srv)
+	first, err := dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Label: "testhost:", Logf: t.Logf}
+	if withDial {
+		o.Dial = dial
+	}
+	end, err := OpenSFTP(first, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { end.Close() })
+	return end
+}
+
+func TestLimitsFromServer(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	end := openEnd(t, srv, false)
+	// pkg/sftp's server announces no limits: the safe size applies.
+	if got := end.Packet(); got != SafePacket {
+		t.Errorf("packet = %d, want %d for a server that states no limits", got, SafePacket)
+	}
+	if got := (Limits{MaxRead: 261120, MaxWrite: 261120}).Packet(); got != 261120 {
+		t.Errorf("OpenSSH's limits give packet %d, want 261120", got)
+	}
+	if got := (Limits{MaxRead: 1 << 20, MaxWrite: 1 << 20}).Packet(); got != maxPacketCap {
+		t.Errorf("a generous server gives packet %d, want the cap %d", got, maxPacketCap)
+	}
+}
+
+func TestPoolOpensConnectionsPastMaxSessions(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{MaxSessions: 2})
+	end := openEnd(t, srv, true)
+	name := filepath.Join(srv.Root, "f")
+	if err := os.WriteFile(name, make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var files []WriterAtCloser
+	for i := range 5 {
+		f, err := end.OpenWriterAt(context.Background(), name, 1)
+		if err != nil {
+			t.Fatalf("stream %d: %v", i, err)
+		}
+		if _, err := f.WriteAt([]byte{byte(i)}, int64(i)); err != nil {
+			t.Fatalf("stream %d write: %v", i, err)
+		}
+		files = append(files, f)
+	}
+	// One session is the main one; two fit per connection: 3 connections.
+	if n := srv.Connections(); n < 3 {
+		t.Errorf("%d connections for 6 sessions at MaxSessions 2, want at least 3", n)
+	}
+	for _, f := range files {
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Released sessions are reused, not reopened.
+	before := srv.Connections()
+	f, err := end.OpenReaderAt(context.Background(), name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if srv.Connections() != before {
+		t.Error("a released session was not reused")
+	}
+}
+
+func TestPoolWithoutDialStopsAtMaxSessions(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{MaxSessions: 2})
+	end := openEnd(t, srv, false)
+	name := filepath.Join(srv.Root, "f")
+	os.WriteFile(name, []byte("x"), 0o644)
+	f, err := end.OpenReaderAt(context.Background(), name, 4)
+	if err != nil {
+		t.Fatalf("the second session should fit: %v", err)
+	}
+	defer f.Close()
+	_, err = end.OpenReaderAt(context.Background(), name, 4)
+	if err == nil || !strings.Contains(err.Error(), "MaxSessions") {
+		t.Fatalf("err = %v, want one naming MaxSessions", err)
+	}
+}
+
+func TestPoolSpreadsOverConnections(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	end := openEnd(t, srv, true)
+	name := filepath.Join(srv.Root, "f")
+	os.WriteFile(name, []byte("x"), 0o644)
+	var files []ReaderAtCloser
+	for range 4 {
+		f, err := end.OpenReaderAt(context.Background(), name, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	if n := srv.Connections(); n != 4 {
+		t.Errorf("4 streams asked over 4 connections used %d connections", n)
+	}
+}
+
+func TestLostConnectionIsStreamLost(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	end := openEnd(t, srv, true)
+	name := filepath.Join(srv.Root, "f")
+	os.WriteFile(name, []byte("x"), 0o644)
+	// The stream gets a connection of its own (the second accepted).
+	f, err := end.OpenWriterAt(context.Background(), name, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !srv.KillConnection(1) {
+		t.Fatal("no second connection to kill")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err = f.WriteAt(make([]byte, 64<<10), 0)
+		if err != nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !errors.Is(err, ErrStreamLost) {
+		t.Fatalf("write on a killed connection: %v, want ErrStreamLost", err)
+	}
+	f.Close()
+	// The main session, on the first connection, still works.
+	if _, err := end.Stat(name); err != nil {
+		t.Fatalf("main session after losing another connection: %v", err)
+	}
+	// And a new stream can be had.
+	g, err := end.OpenReaderAt(context.Background(), name, 2)
+	if err != nil {
+		t.Fatal(fmt.Errorf("new stream after a loss: %w", err))
+	}
+	g.Close()
+}
