@@ -7,7 +7,7 @@ HPNCP_E2E ?= require
 # Extra go test flags; .ci/run sets -v so that skipped tests are listed.
 GOTESTFLAGS ?=
 
-.PHONY: test build
+.PHONY: test build bench-wan bench-lan
 
 test:
 	./scripts/ensure-deps.sh
@@ -16,3 +16,11 @@ test:
 
 build:
 	$(GO) build -o hpncp ./cmd/hpncp
+
+# Benchmarks (root: network namespaces). Not part of test: they take
+# minutes and want a quiet machine. See bench/README.md.
+bench-wan:
+	bench/wan.sh --out bench/results-wan.md
+
+bench-lan:
+	bench/lan.sh

@@ -1,0 +1,266 @@
+#!/usr/bin/env bash
+# hpncp against the tools a user would pick instead, on emulated WAN paths,
+# side by side in one run: scp (SFTP mode), scp -O, sftp, rsync -e ssh,
+# hpncp --hpn-disabled (one stream, the baseline) and hpncp (auto), uploads
+# and downloads, at loopback and at each RTT through bench/netns.sh.
+#
+#   bench/wan.sh [--rtts "lo 1 10 50 100"] [--rate 1gbit] [--runs 3]
+#                [--size 1G] [--slow-size 256M] [--tools "..."]
+#                [--dirs "up down"] [--mtu 1500] [--out FILE.md]
+#                [--hpncp BINARY]
+#
+#   --rtts       "lo" is 127.0.0.1 in this namespace (no emulator); a number
+#                is an RTT in ms through the emulator at --rate
+#   --size       file size for hpncp auto, and for every tool below 50 ms
+#   --slow-size  file size for the single-channel tools (scp, scp-O, sftp,
+#                rsync, hpnd) at 50 ms and more, where 1 GiB would take a
+#                minute a run; MB/s stays comparable, set-up included
+#   --tools      any of: scp scp-O sftp rsync hpnd hpn
+#   --out        also write the table as markdown
+#
+# The server is a stock OpenSSH sshd started in the far namespace with its
+# own keys and config (Subsystem sftp internal-sftp; scp -O and rsync exec
+# through root's shell, whose ~/.bashrc costs about 0.65 s a command on this
+# machine: part of their set-up time). Files live on /dev/shm so the disk
+# stays out of it. Needs root, sshd, scp, sftp, rsync, go. Each row: min,
+# median and max MB/s (10^6 bytes/s, wall time with connection set-up) and
+# the ratio of the median to scp's in the same direction and RTT.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+rtts="lo 1 10 50 100" rate=1gbit runs=3 size=1G slow_size=256M
+tools="scp scp-O sftp rsync hpnd hpn" dirs="up down" mtu=1500 out= hpncp_bin=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--rtts) rtts=$2 ;;
+	--rate) rate=$2 ;;
+	--runs) runs=$2 ;;
+	--size) size=$2 ;;
+	--slow-size) slow_size=$2 ;;
+	--tools) tools=$2 ;;
+	--dirs) dirs=$2 ;;
+	--mtu) mtu=$2 ;;
+	--out) out=$2 ;;
+	--hpncp) hpncp_bin=$2 ;;
+	*)
+		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+		exit 2
+		;;
+	esac
+	shift 2
+done
+[ "$(id -u)" = 0 ] || { echo "wan.sh: needs root (network namespaces)" >&2; exit 1; }
+
+bytes() {
+	local v=${1^^}
+	case $v in
+	*G) echo $((${v%G} << 30)) ;;
+	*M) echo $((${v%M} << 20)) ;;
+	*K) echo $((${v%K} << 10)) ;;
+	*) echo "$v" ;;
+	esac
+}
+
+work=$(mktemp -d /dev/shm/hpncp-wan.XXXXXX)
+sshd_pid=
+cleanup() {
+	if [ -n "$sshd_pid" ]; then
+		kill "$sshd_pid" 2>/dev/null || true
+		wait "$sshd_pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+# shellcheck source=bench/netns.sh
+source "$here/netns.sh"
+
+if [ -z "$hpncp_bin" ]; then
+	echo "building hpncp" >&2
+	(cd "$root" && go build -o "$work/hpncp" ./cmd/hpncp)
+	hpncp_bin=$work/hpncp
+fi
+ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
+ssh-keygen -q -t ed25519 -N '' -f "$work/id"
+cp "$work/id.pub" "$work/authorized_keys"
+mkdir -p "$work/remote" "$work/local"
+
+declare -A made
+testfile() { # SIZE -> path of a random file of that size
+	local n
+	n=$(bytes "$1")
+	if [ -z "${made[$n]:-}" ]; then
+		echo "creating a $1 test file" >&2
+		head -c "$n" /dev/urandom >"$work/src-$n"
+		made[$n]=1
+	fi
+	echo "$work/src-$n"
+}
+
+# start_sshd ADDR [NS]: a stock sshd on ADDR:2222, in namespace NS if given.
+start_sshd() {
+	local addr=$1 ns=${2:-}
+	cat >"$work/sshd_config" <<EOF
+ListenAddress $addr
+Port 2222
+HostKey $work/host_key
+PidFile $work/sshd.pid
+AuthorizedKeysFile $work/authorized_keys
+StrictModes no
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+UseDNS no
+Subsystem sftp internal-sftp
+MaxStartups 100:30:200
+EOF
+	echo "[$addr]:2222 $(cat "$work/host_key.pub")" >"$work/known_hosts"
+	cat >"$work/ssh_config" <<EOF
+Host bench
+	HostName $addr
+	Port 2222
+	User root
+	IdentityFile $work/id
+	IdentitiesOnly yes
+	UserKnownHostsFile $work/known_hosts
+	GlobalKnownHostsFile /dev/null
+	StrictHostKeyChecking yes
+	BatchMode yes
+	LogLevel ERROR
+EOF
+	mkdir -p /run/sshd
+	if [ -n "$ns" ]; then
+		ip netns exec "$ns" /usr/sbin/sshd -D -f "$work/sshd_config" &
+	else
+		/usr/sbin/sshd -D -f "$work/sshd_config" &
+	fi
+	sshd_pid=$!
+	for _ in $(seq 50); do
+		if client ssh -F "$work/ssh_config" bench true 2>/dev/null; then
+			return
+		fi
+		sleep 0.1
+	done
+	echo "wan.sh: sshd did not come up on $addr" >&2
+	exit 1
+}
+
+stop_sshd() {
+	kill "$sshd_pid" 2>/dev/null || true
+	wait "$sshd_pid" 2>/dev/null || true
+	sshd_pid=
+}
+
+client_ns=
+client() {
+	if [ -n "$client_ns" ]; then
+		ip netns exec "$client_ns" "$@"
+	else
+		"$@"
+	fi
+}
+
+# copy TOOL DIR SRC: one timed copy; prints seconds.
+copy() {
+	local tool=$1 dir=$2 src=$3 cfg=$work/ssh_config from to
+	local name
+	name=$(basename "$src")
+	if [ "$dir" = up ]; then
+		from=$src to=bench:$work/remote/$name
+		rm -f "$work/remote/$name"
+	else
+		from=bench:$src to=$work/local/$name
+		rm -f "$work/local/$name"
+	fi
+	local t0 t1
+	t0=$(date +%s.%N)
+	case $tool in
+	scp) client scp -F "$cfg" -q "$from" "$to" ;;
+	scp-O) client scp -O -F "$cfg" -q "$from" "$to" ;;
+	sftp)
+		if [ "$dir" = up ]; then
+			echo "put $src $work/remote/$name" | client sftp -F "$cfg" -q -b - bench >/dev/null
+		else
+			echo "get $src $work/local/$name" | client sftp -F "$cfg" -q -b - bench >/dev/null
+		fi
+		;;
+	rsync) client rsync -e "ssh -F $cfg" "$from" "$to" ;;
+	hpnd) client "$hpncp_bin" -F "$cfg" -q --hpn-disabled "$from" "$to" ;;
+	hpn) client "$hpncp_bin" -F "$cfg" -q "$from" "$to" ;;
+	esac
+	t1=$(date +%s.%N)
+	if [ "$dir" = up ]; then
+		cmp -s "$src" "$work/remote/$name" || { echo "wan.sh: $tool $dir: copy differs" >&2; exit 1; }
+	else
+		cmp -s "$src" "$work/local/$name" || { echo "wan.sh: $tool $dir: copy differs" >&2; exit 1; }
+	fi
+	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }'
+}
+
+results=$work/results # lines: rtt dir tool bytes seconds
+: >"$results"
+for rtt in $rtts; do
+	if [ "$rtt" = lo ]; then
+		client_ns=
+		start_sshd 127.0.0.1
+	else
+		wan_up --rtt "${rtt}ms" --rate "$rate" --mtu "$mtu" --tcp-mem 67108864
+		client_ns=$NS_A
+		start_sshd "$WAN_ADDR_B" "$NS_B"
+	fi
+	for run in $(seq "$runs"); do
+		for dir in $dirs; do
+			for tool in $tools; do
+				sz=$size
+				if [ "$tool" != hpn ] && [ "$rtt" != lo ] && [ "$rtt" -ge 50 ]; then
+					sz=$slow_size
+				fi
+				f=$(testfile "$sz")
+				s=$(copy "$tool" "$dir" "$f")
+				echo "$rtt $dir $tool $(bytes "$sz") $s" >>"$results"
+				echo "rtt=$rtt run=$run $dir $tool: $s s" >&2
+			done
+		done
+	done
+	stop_sshd
+	if [ "$rtt" != lo ]; then
+		wan_stats >&2 || true
+		wan_down
+	fi
+done
+
+# The table: per rtt, dir, tool: min median max MB/s, ratio of medians to scp.
+table=$(awk -v tools="$tools" -v rtts="$rtts" -v dirs="$dirs" -v rate="$rate" -v runs="$runs" '
+function median(arr, n,   i, j, t, a) {
+	for (i = 1; i <= n; i++) a[i] = arr[i]
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{ k = $1 SUBSEP $2 SUBSEP $3; n[k]++; v[k, n[k]] = $4 / $5 / 1e6; size[k] = $4 }
+END {
+	printf "| RTT | dir | tool | size | min MB/s | median MB/s | max MB/s | x scp |\n"
+	printf "|---|---|---|---|---|---|---|---|\n"
+	nt = split(tools, T, " "); nr = split(rtts, R, " "); nd = split(dirs, D, " ")
+	for (r = 1; r <= nr; r++) for (d = 1; d <= nd; d++) {
+		ks = R[r] SUBSEP D[d] SUBSEP "scp"
+		if (n[ks]) { for (i = 1; i <= n[ks]; i++) x[i] = v[ks, i]; scpmed = median(x, n[ks]) } else scpmed = 0
+		for (t = 1; t <= nt; t++) {
+			k = R[r] SUBSEP D[d] SUBSEP T[t]
+			if (!n[k]) continue
+			mn = 1e18; mx = 0
+			for (i = 1; i <= n[k]; i++) { x[i] = v[k, i]; if (x[i] < mn) mn = x[i]; if (x[i] > mx) mx = x[i] }
+			med = median(x, n[k])
+			ratio = scpmed ? sprintf("%.2f", med / scpmed) : "-"
+			lbl = (R[r] == "lo") ? "loopback" : R[r] " ms"
+			printf "| %s | %s | %s | %d MiB | %.1f | %.1f | %.1f | %s |\n", lbl, D[d], T[t], size[k] / 1048576, mn, med, mx, ratio
+		}
+	}
+}' "$results")
+
+{
+	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), $runs runs each, rate $rate, MTU $mtu, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
+	echo
+	echo "$table"
+} | tee ${out:+"$out"}

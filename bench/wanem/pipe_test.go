@@ -1,0 +1,211 @@
+package main
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// testPipe runs a pipe between two SOCK_SEQPACKET socket pairs, which keep
+// packet boundaries as TUN devices do: the test writes packets to in and
+// reads what the link delivers from out.
+type testPipe struct {
+	p       *pipe
+	in, out int
+	stop    int
+	done    chan error
+}
+
+func startPipe(t *testing.T, l *link, tick time.Duration, arenaBytes int64) *testPipe {
+	t.Helper()
+	pair := func() [2]int {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fd := range fds {
+			// Room for every packet a test sends, so the sockets never
+			// drop or block what the link would pass.
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+		}
+		t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+		return [2]int{fds[0], fds[1]}
+	}
+	a, b := pair(), pair()
+	for _, fd := range []int{a[1], b[0]} {
+		if err := unix.SetNonblock(fd, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(stop) })
+	epoch := time.Now()
+	tp := &testPipe{
+		p:    newPipe("test", a[1], b[0], l, func() int64 { return int64(time.Since(epoch)) }, tick, arenaBytes),
+		in:   a[0],
+		out:  b[1],
+		stop: stop,
+		done: make(chan error, 1),
+	}
+	go func() { tp.done <- tp.p.run(stop) }()
+	t.Cleanup(func() { tp.halt(t) })
+	return tp
+}
+
+// halt stops the pipe and checks that it returned cleanly; safe to repeat.
+func (tp *testPipe) halt(t *testing.T) {
+	t.Helper()
+	if tp.done == nil {
+		return
+	}
+	if _, err := unix.Write(tp.stop, binary.NativeEndian.AppendUint64(nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-tp.done:
+		if err != nil {
+			t.Errorf("pipe stopped with %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("pipe did not stop within 5 s of the stop signal")
+	}
+	tp.done = nil
+}
+
+func packet(seq uint32, size int) []byte {
+	b := make([]byte, size)
+	binary.BigEndian.PutUint32(b, seq)
+	for i := 4; i < size; i++ {
+		b[i] = byte(seq) + byte(i)
+	}
+	return b
+}
+
+// recv reads one packet from out, or fails the test after timeout.
+func (tp *testPipe) recv(t *testing.T, timeout time.Duration) []byte {
+	t.Helper()
+	fds := []unix.PollFd{{Fd: int32(tp.out), Events: unix.POLLIN}}
+	ts := unix.NsecToTimespec(int64(timeout))
+	if n, err := unix.Ppoll(fds, &ts, nil); err != nil || n == 0 {
+		t.Fatalf("no packet within %v (%v)", timeout, err)
+	}
+	buf := make([]byte, maxPacket)
+	n, err := unix.Read(tp.out, buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf[:n]
+}
+
+func TestPipeDelayAndRate(t *testing.T) {
+	for _, tick := range []time.Duration{0, 2 * time.Millisecond} {
+		t.Run("tick="+tick.String(), func(t *testing.T) {
+			// 1000-byte packets at 8 Mbit/s: 1 ms each; 20 ms one way.
+			tp := startPipe(t, newLink(8e6, 20*time.Millisecond, 1<<20, 0, 1), tick, 1<<20)
+			const n = 10
+			sent := time.Now()
+			for i := range n {
+				if _, err := unix.Write(tp.in, packet(uint32(i), 1000)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range n {
+				got := tp.recv(t, 2*time.Second)
+				elapsed := time.Since(sent)
+				if seq := binary.BigEndian.Uint32(got); seq != uint32(i) || len(got) != 1000 || string(got) != string(packet(uint32(i), 1000)) {
+					t.Fatalf("packet %d: got seq %d, %d bytes, or other contents", i, seq, len(got))
+				}
+				want := 20*time.Millisecond + time.Duration(i+1)*time.Millisecond
+				// Never early. Late by at most a tick plus the scheduling
+				// hiccups of a loaded CI machine under -race (6 ms seen at
+				// load 16), which is still less than a doubled delay.
+				if slack := tick + 15*time.Millisecond; elapsed < want || elapsed > want+slack {
+					t.Errorf("packet %d arrived after %v, want %v (+%v at most)", i, elapsed, want, slack)
+				}
+			}
+			tp.halt(t)
+			c := &tp.p.stats
+			if c.rxPackets.Load() != n || c.txPackets.Load() != n || c.txBytes.Load() != n*1000 {
+				t.Errorf("counters: %s", tp.p.report())
+			}
+		})
+	}
+}
+
+func TestPipeQueueDrops(t *testing.T) {
+	// Ten 1000-byte packets at once into a 3000-byte queue at 8 Mbit/s:
+	// three fit (the one on the wire included), seven are dropped.
+	tp := startPipe(t, newLink(8e6, 0, 3000, 0, 1), 0, 1<<20)
+	for i := range 10 {
+		if _, err := unix.Write(tp.in, packet(uint32(i), 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		if seq := binary.BigEndian.Uint32(tp.recv(t, 2*time.Second)); seq != uint32(i) {
+			t.Fatalf("delivered packet %d has seq %d", i, seq)
+		}
+	}
+	time.Sleep(20 * time.Millisecond)
+	tp.halt(t)
+	c := &tp.p.stats
+	// The writes reach the pipe microseconds apart, so the first packet
+	// may be partly sent when the third arrives.
+	if peak := c.peakQueue.Load(); c.queueDrops.Load() != 7 || c.txPackets.Load() != 3 || peak <= 2000 || peak > 3000 {
+		t.Errorf("counters: %s; want drop_queue=7 tx_pkts=3 peak_queue_bytes in (2000, 3000]", tp.p.report())
+	}
+}
+
+func TestPipeArenaWraps(t *testing.T) {
+	// The smallest arena (4 × 64 KiB) with no delay: thousands of packets
+	// of varying sizes wrap it many times and must come out intact.
+	tp := startPipe(t, newLink(0, 0, 0, 0, 1), 0, 0)
+	const n = 3000
+	go func() {
+		for i := range n {
+			unix.Write(tp.in, packet(uint32(i), 60+(i*7919)%1400))
+		}
+	}()
+	for i := range n {
+		got := tp.recv(t, 5*time.Second)
+		want := packet(uint32(i), 60+(i*7919)%1400)
+		if string(got) != string(want) {
+			t.Fatalf("packet %d: got %d bytes seq %d, want %d bytes", i, len(got), binary.BigEndian.Uint32(got), len(want))
+		}
+	}
+	tp.halt(t)
+	if d := tp.p.stats.overflowDrops.Load(); d != 0 {
+		t.Errorf("%d overflow drops while the reader kept up", d)
+	}
+}
+
+func TestPipeOverflow(t *testing.T) {
+	// With a one-second delay the smallest arena holds about 190 packets
+	// of 1000 bytes; the rest are counted as the emulator's own drops.
+	tp := startPipe(t, newLink(0, time.Second, 0, 0, 1), 0, 0)
+	const n = 400
+	for i := range n {
+		if _, err := unix.Write(tp.in, packet(uint32(i), 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for tp.p.stats.rxPackets.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	tp.halt(t)
+	c := &tp.p.stats
+	held := tp.p.tail - tp.p.head
+	if c.rxPackets.Load() != n || c.overflowDrops.Load() == 0 || held+c.overflowDrops.Load() != n {
+		t.Errorf("counters: %s, %d held; want all %d read, the excess counted as drop_overflow", tp.p.report(), held, n)
+	}
+	if held < 150 {
+		t.Errorf("only %d packets held in a %d-byte arena", held, len(tp.p.arena))
+	}
+}
