@@ -8,7 +8,11 @@ requests.
 
 Usage:
   hpncp [flags] SOURCE... TARGET
+  hpncp ssh [ssh flags] [user@]host [command...]
   hpncp version
+
+hpncp ssh is a remote shell with ssh's flags for rsync -e, git and scripts
+(see hpncp ssh --help), also installable as hpnssh.
 
 SOURCE and TARGET are local paths or remote ones:
   [user@]host:path         path relative to the remote home unless absolute
@@ -38,6 +42,15 @@ Flags (scp's, with scp's meaning):
   -c cipher     cipher(s) to use, comma-separated
   -4, -6        use IPv4 or IPv6 only
   -h, --help    show this help
+
+Pipeline flags (large files go over several SFTP streams and connections):
+  --streams N|auto       streams per large file; auto probes (default)
+  --connections N|auto   SSH connections the streams spread over
+  --hpn-disabled         one stream, plain pipeline: the baseline
+  --chunk SIZE           bytes a stream moves at a time [1MiB]
+  --window auto|BYTES    bytes each stream keeps in flight [3 chunks]
+  --tcp-rcvbuf SIZE      TCP receive buffer (default: kernel autotuning)
+  --tcp-sndbuf SIZE      TCP send buffer (default: kernel autotuning)
 
 Hosts, users, ports, keys and known hosts come from ssh_config as OpenSSH
 resolves it (ssh -G). Host keys are checked against known_hosts with
