@@ -61,6 +61,11 @@ type Config struct {
 	// PreferredAuthentications is the configured method order, or nil for
 	// OpenSSH's default (publickey, keyboard-interactive, password).
 	PreferredAuthentications []string
+	// SendEnv are the patterns of local environment variables to pass to
+	// the server; SetEnv are NAME=VALUE pairs to set there. See
+	// Environment.
+	SendEnv []string
+	SetEnv  []string
 	// Source says where the configuration came from ("ssh -G" or the
 	// built-in parser), for -v.
 	Source string
@@ -408,6 +413,16 @@ func fallbackValues(host string, o Options, explicitIdentities []string) (map[st
 			set(k, v)
 		}
 	}
+	if send := sendEnvValue(getAll("sendenv")); len(send) > 0 {
+		vals["sendenv"] = send
+	}
+	if v, ok := get("setenv"); ok {
+		env, err := setEnvValue(v)
+		if err != nil {
+			return nil, err
+		}
+		vals["setenv"] = env
+	}
 	set("stricthostkeychecking", or("stricthostkeychecking", "ask"))
 	set("hashknownhosts", or("hashknownhosts", "no"))
 	set("connecttimeout", or("connecttimeout", "none"))
@@ -606,6 +621,8 @@ func buildConfig(host string, vals map[string][]string) (*Config, error) {
 	if v := one("preferredauthentications"); v != "" {
 		c.PreferredAuthentications = strings.Split(v, ",")
 	}
+	c.SendEnv = slices.Clone(vals["sendenv"])
+	c.SetEnv = slices.Clone(vals["setenv"])
 	return c, nil
 }
 
@@ -618,6 +635,8 @@ func (c *Config) clone() *Config {
 	n.Ciphers = slices.Clone(c.Ciphers)
 	n.HostKeyAlgorithms = slices.Clone(c.HostKeyAlgorithms)
 	n.PreferredAuthentications = slices.Clone(c.PreferredAuthentications)
+	n.SendEnv = slices.Clone(c.SendEnv)
+	n.SetEnv = slices.Clone(c.SetEnv)
 	return &n
 }
 

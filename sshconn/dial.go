@@ -266,7 +266,7 @@ func (d *Dialer) connect(ctx context.Context, cfg *Config, o Options, depth int)
 		e := &Error{Op: "connect to host", Host: addr, Err: netCause(err)}
 		switch {
 		case errors.Is(err, syscall.ECONNREFUSED):
-			e.Hint = fmt.Sprintf("is sshd listening on %s port %d? (-P sets the port)", cfg.HostName, cfg.Port)
+			e.Hint = fmt.Sprintf("is sshd listening on %s port %d? (set the port with -P, or -p for hpncp ssh, or Port in ssh_config)", cfg.HostName, cfg.Port)
 		case dctx.Err() != nil:
 			e.Err = fmt.Errorf("connection timed out after %s: %w", cfg.ConnectTimeout, os.ErrDeadlineExceeded)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -11,6 +12,11 @@ import (
 // run is hpncp as a function: tests call it with their own arguments and
 // streams. It returns the error that report maps to an exit code.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	// Under the name hpnssh, hpncp is its ssh command, for programs that
+	// take a bare program name as their remote shell.
+	if len(args) > 0 && filepath.Base(args[0]) == "hpnssh" {
+		return sshMain(ctx, args[1:], stdin, stdout, stderr)
+	}
 	var opts copyOptions
 	app := &cli.Command{
 		Name:                          "hpncp",
@@ -33,7 +39,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			}
 			return runCopy(ctx, &opts, stdin, stderr)
 		},
-		Commands: []*cli.Command{versionCommand(stdout)},
+		Commands: []*cli.Command{versionCommand(stdout), sshCommand(stdin, stdout, stderr)},
 	}
 	argv := []string{"hpncp"}
 	if len(args) > 1 && app.Command(args[1]) != nil {

@@ -45,7 +45,11 @@ func report(stderr io.Writer, err error) int {
 	var ue *usageError
 	var pe *partialError
 	var ce *sshconn.Error
+	var re *remoteExitError
 	switch {
+	case errors.As(err, &re):
+		// hpncp ssh: the remote command's status is ours, as with ssh.
+		return re.ExitCode()
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(stderr, "hpncp: interrupted")
 		return exitInterrupted
