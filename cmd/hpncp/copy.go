@@ -39,6 +39,7 @@ type copyOptions struct {
 	Jump       string
 	LimitKbit  int64
 	Cipher     string
+	Legacy     bool // -O: the legacy scp protocol
 
 	// Pipeline flags, after HPN-SSH's options.
 	Streams     string // N or "auto"
@@ -60,7 +61,6 @@ var unsupportedFlags = []struct{ name, what string }{
 	{"3", "remote-to-remote copies through this host (hpncp relays such copies already)"},
 	{"A", "agent forwarding"},
 	{"C", "SSH compression"},
-	{"O", "the legacy SCP protocol"},
 	{"R", "copies between two remotes run on the source host"},
 	{"T", "relaxed file name checks of the legacy SCP protocol"},
 	{"X", "SFTP protocol options"},
@@ -82,6 +82,7 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.StringFlag{Name: "J", Usage: "jump host(s)", Destination: &o.Jump},
 		&cli.Int64Flag{Name: "l", Usage: "bandwidth limit in Kbit/s", Destination: &o.LimitKbit},
 		&cli.StringFlag{Name: "c", Usage: "cipher(s)", Destination: &o.Cipher},
+		&cli.BoolFlag{Name: "O", Usage: "use the legacy SCP protocol", Destination: &o.Legacy},
 		&cli.StringFlag{Name: "streams", Value: "auto", Destination: &o.Streams},
 		&cli.StringFlag{Name: "connections", Value: "auto", Destination: &o.Connections},
 		&cli.BoolFlag{Name: "hpn-disabled", Destination: &o.HPNDisabled},
@@ -168,7 +169,10 @@ func (o *copyOptions) tuning() (tuning, error) {
 		if streams > 1 || conns > 1 {
 			return t, usagef("", "--hpn-disabled means one stream; leave out --streams and --connections")
 		}
-		return t, nil
+		// One stream, one connection, no controller decisions: the stock
+		// pipeline's shape, kept full (requests in flight across chunks)
+		// as OpenSSH's sftp client keeps its requests in flight.
+		streams, conns = 1, 1
 	}
 	cfg := window.Config{Fixed: streams, MaxConns: conns}
 	if streams > 0 && conns > 0 {
@@ -251,10 +255,15 @@ func runCopy(ctx context.Context, o *copyOptions, _ io.Reader, stderr io.Writer)
 	}
 	hosts := newRemotes(co)
 	defer hosts.Close()
+	// -O, or a host without SFTP, takes the legacy scp protocol.
+	legacy := o.Legacy
 	ends := make([]transfer.Endpoint, len(locs))
-	for i, l := range locs {
-		e, err := hosts.endpoint(ctx, l)
-		if err != nil {
+	for i := 0; i < len(locs) && !legacy; i++ {
+		e, err := hosts.endpoint(ctx, locs[i])
+		switch {
+		case errors.Is(err, errNoSFTP):
+			legacy = true
+		case err != nil:
 			return err
 		}
 		ends[i] = e
@@ -277,7 +286,12 @@ func runCopy(ctx context.Context, o *copyOptions, _ io.Reader, stderr io.Writer)
 	}
 
 	start := time.Now()
-	res, err := transfer.Copy(ctx, ends[:len(ends)-1], ends[len(ends)-1], to)
+	var res *transfer.Result
+	if legacy {
+		res, err = hosts.copySCP(ctx, locs, to)
+	} else {
+		res, err = transfer.Copy(ctx, ends[:len(ends)-1], ends[len(ends)-1], to)
+	}
 	for _, e := range res.Errors {
 		printError(stderr, e.Error(), hintOf(e))
 	}
@@ -309,12 +323,13 @@ func isTerminal(w io.Writer) bool {
 type remotes struct {
 	base    sshconn.Options
 	ends    map[string]*protocol.SFTP
+	scp     map[string]*protocol.SCP // hosts reached with the legacy scp protocol
 	mu      sync.Mutex
 	clients []*sshconn.Client
 }
 
 func newRemotes(base sshconn.Options) *remotes {
-	return &remotes{base: base, ends: map[string]*protocol.SFTP{}}
+	return &remotes{base: base, ends: map[string]*protocol.SFTP{}, scp: map[string]*protocol.SCP{}}
 }
 
 // endpoint returns l as an Endpoint, connecting to its host on first use.
@@ -370,6 +385,11 @@ func (r *remotes) endpoint(ctx context.Context, l transfer.Location) (transfer.E
 			},
 		})
 		if err != nil {
+			if has, herr := protocol.HasSFTP(first.Client); herr == nil && !has {
+				logf("%s has no sftp subsystem: using the legacy scp protocol (-O)", l.Host)
+				r.scp[key] = protocol.NewSCP(first.Client, l.HostLabel())
+				return transfer.Endpoint{}, errNoSFTP
+			}
 			return transfer.Endpoint{}, &sshconn.Error{Op: "start SFTP on", Host: l.Host, Err: err,
 				Hint: "the server may have no sftp subsystem; ask its admin to enable Subsystem sftp"}
 		}
@@ -414,4 +434,52 @@ func remotePath(p string) string {
 		return "."
 	}
 	return p
+}
+
+// The legacy scp protocol (-O).
+
+// errNoSFTP reports a host without an sftp subsystem: the copy then takes
+// the legacy scp protocol.
+var errNoSFTP = errors.New("no sftp subsystem")
+
+// copySCP runs the copy over the legacy scp protocol.
+func (r *remotes) copySCP(ctx context.Context, locs []transfer.Location, to transfer.Options) (*transfer.Result, error) {
+	ends := make([]transfer.SCPEndpoint, len(locs))
+	for i, l := range locs {
+		e, err := r.scpEndpoint(ctx, l)
+		if err != nil {
+			return &transfer.Result{}, err
+		}
+		ends[i] = e
+	}
+	return transfer.CopySCP(ctx, ends[:len(ends)-1], ends[len(ends)-1], to)
+}
+
+// scpEndpoint returns l as an SCPEndpoint, connecting to its host on
+// first use.
+func (r *remotes) scpEndpoint(ctx context.Context, l transfer.Location) (transfer.SCPEndpoint, error) {
+	if !l.Remote() {
+		return transfer.SCPEndpoint{Path: l.Path}, nil
+	}
+	key := fmt.Sprintf("%s@%s:%d", l.User, l.Host, l.Port)
+	h, ok := r.scp[key]
+	if !ok {
+		o := r.base
+		if l.User != "" {
+			o.User = l.User
+		}
+		if l.Port != 0 {
+			o.Port = l.Port
+		}
+		c, err := sshconn.NewDialer(o).Dial(ctx, l.Host)
+		if err != nil {
+			return transfer.SCPEndpoint{}, err
+		}
+		r.mu.Lock()
+		r.clients = append(r.clients, c)
+		r.mu.Unlock()
+		h = protocol.NewSCP(c.Client, l.HostLabel())
+		r.scp[key] = h
+	}
+	return transfer.SCPEndpoint{Host: h, Path: remotePath(l.Path)}, nil
 }
