@@ -6,6 +6,8 @@ GO ?= go
 HPNCP_E2E ?= require
 # Extra go test flags; .ci/run sets -v so that skipped tests are listed.
 GOTESTFLAGS ?=
+# How long the scp line parser is fuzzed on every test run.
+FUZZTIME ?= 60s
 
 .PHONY: test build bench-wan bench-lan
 
@@ -13,6 +15,7 @@ test:
 	./scripts/ensure-deps.sh
 	$(GO) vet ./...
 	HPNCP_E2E=$(HPNCP_E2E) $(GO) test -race -count=1 $(GOTESTFLAGS) ./...
+	$(GO) test -run='^$$' -fuzz=FuzzParseSCPLine -fuzztime=$(FUZZTIME) ./protocol
 
 build:
 	$(GO) build -o hpncp ./cmd/hpncp

@@ -275,10 +275,8 @@ func runCopy(ctx context.Context, o *copyOptions, _ io.Reader, stderr io.Writer)
 		Limiter:   pipeline.NewLimiter(o.LimitKbit * 1024 / 8),
 		Parallel:  tune.parallel,
 	}
-	logf := func(string, ...any) {}
 	if o.Verbose {
-		logf = func(format string, args ...any) { fmt.Fprintf(stderr, "hpncp: "+format+"\n", args...) }
-		to.Logf = logf
+		to.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "hpncp: "+format+"\n", args...) }
 	}
 	showProgress := !o.Quiet && isTerminal(stderr)
 	if showProgress {

@@ -40,6 +40,7 @@ Flags (scp's, with scp's meaning):
   -J host[,h2]  connect through jump hosts
   -l limit      limit bandwidth, in Kbit/s
   -c cipher     cipher(s) to use, comma-separated
+  -O            use the legacy SCP protocol (automatic for a host without SFTP)
   -4, -6        use IPv4 or IPv6 only
   -h, --help    show this help
 

@@ -1,0 +1,1043 @@
+package protocol
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// The legacy scp protocol, as OpenSSH's scp speaks it with -O: the client
+// runs "scp -t TARGET" (to) or "scp -f SOURCE" (from) on the server and the
+// two ends exchange lines and file bytes over the command's stdin and
+// stdout. Every line and every file's bytes are answered by the other end
+// with a byte: 0 for yes, or 1 (a problem with one file) or 2 (fatal)
+// followed by a message line.
+//
+// The receiving end writes where the sender's names say, so a sender is
+// never trusted: every line is parsed strictly and every name must be one
+// path element (the CVE-2018-20685 and CVE-2019-6111 class of attacks).
+
+// The first byte of each line says what the line is.
+const (
+	SCPFile    byte = 'C' // a regular file: mode, size and name; its bytes follow
+	SCPDir     byte = 'D' // a directory: mode and name; its entries follow, then SCPEnd
+	SCPEnd     byte = 'E' // the end of the current directory
+	SCPTime    byte = 'T' // times of the file or directory on the next line
+	SCPWarning byte = 1   // an error about one file; the copy goes on
+	SCPFatal   byte = 2   // an error after which the sender stops
+)
+
+const (
+	// MaxSCPFileSize bounds the size a file line may announce. 1 PiB is
+	// more than any file a server holds: a larger size is garbage, or a
+	// way to make the receiver wait for bytes that never come.
+	MaxSCPFileSize = 1 << 50
+	// maxSCPName is NAME_MAX on the file systems hpncp writes to; a longer
+	// name could not be created anyway.
+	maxSCPName = 255
+	// maxSCPLine bounds one line. OpenSSH's scp reads lines of at most
+	// 2 KiB, so a longer one does not come from an scp.
+	maxSCPLine = 4096
+	// maxSCPTime is the last second of the year 9999; later times are
+	// garbage.
+	maxSCPTime = 253402300799
+	// scpExitWait bounds the wait for a remote scp to exit once the
+	// protocol is over, so that a server that never closes cannot hang a
+	// copy that has finished.
+	scpExitWait = 10 * time.Second
+)
+
+// ErrSCPProtocol marks a line, or an order of lines, that no correct scp
+// sends. The session that received it is over.
+var ErrSCPProtocol = errors.New("scp protocol error")
+
+// ErrSCPUnavailable marks a server that would not run scp.
+var ErrSCPUnavailable = errors.New("the server would not run scp")
+
+// SCPRecord is one line of the scp protocol.
+type SCPRecord struct {
+	Type byte
+	// Mode holds a file's or directory's permission bits and
+	// fs.ModeSetuid, fs.ModeSetgid and fs.ModeSticky.
+	Mode fs.FileMode
+	Size int64  // of a file
+	Name string // of a file or directory: one path element
+	// Times is set when Mtime and Atime hold times: in an SCPTime record,
+	// and in the file or directory record a time line came before.
+	Times        bool
+	Mtime, Atime time.Time
+	// Message is the text of an SCPWarning or SCPFatal line, with control
+	// characters escaped so that it is safe to print.
+	Message string
+}
+
+// ParseSCPLine parses one line of the protocol, without its newline. It
+// is strict: a mode is four octal digits, a size decimal digits up to
+// MaxSCPFileSize, times decimal seconds up to the year 9999 and
+// microseconds below a million, a name one path element with no control
+// characters, fields separated by single spaces. An error wraps
+// ErrSCPProtocol.
+func ParseSCPLine(line string) (SCPRecord, error) {
+	switch {
+	case line == "":
+		return SCPRecord{}, fmt.Errorf("%w: empty line", ErrSCPProtocol)
+	case len(line) > maxSCPLine:
+		return SCPRecord{}, fmt.Errorf("%w: line of %d bytes", ErrSCPProtocol, len(line))
+	case strings.IndexByte(line, '\n') >= 0:
+		return SCPRecord{}, fmt.Errorf("%w: newline inside line %s", ErrSCPProtocol, quoteLine(line))
+	}
+	switch line[0] {
+	case SCPWarning, SCPFatal:
+		return SCPRecord{Type: line[0], Message: printable(line[1:])}, nil
+	case SCPEnd:
+		if line != "E" {
+			return SCPRecord{}, fmt.Errorf("%w: end of directory with trailing text %s", ErrSCPProtocol, quoteLine(line))
+		}
+		return SCPRecord{Type: SCPEnd}, nil
+	case SCPTime:
+		return parseTimes(line)
+	case SCPFile, SCPDir:
+		return parseEntry(line)
+	}
+	return SCPRecord{}, fmt.Errorf("%w: unexpected line %s", ErrSCPProtocol, quoteLine(line))
+}
+
+// parseTimes reads "Tmtime usec atime usec".
+func parseTimes(line string) (SCPRecord, error) {
+	f := strings.Split(line[1:], " ")
+	if len(f) != 4 {
+		return SCPRecord{}, fmt.Errorf("%w: malformed time line %s", ErrSCPProtocol, quoteLine(line))
+	}
+	var v [4]uint64
+	for i, s := range f {
+		n, ok := decimal(s)
+		limit := uint64(maxSCPTime)
+		if i%2 == 1 {
+			limit = 999999
+		}
+		if !ok || n > limit {
+			return SCPRecord{}, fmt.Errorf("%w: time out of range in %s", ErrSCPProtocol, quoteLine(line))
+		}
+		v[i] = n
+	}
+	return SCPRecord{
+		Type:  SCPTime,
+		Times: true,
+		Mtime: time.Unix(int64(v[0]), int64(v[1])*1000),
+		Atime: time.Unix(int64(v[2]), int64(v[3])*1000),
+	}, nil
+}
+
+// parseEntry reads "Cmode size name" or "Dmode size name".
+func parseEntry(line string) (SCPRecord, error) {
+	if len(line) < 6 || line[5] != ' ' {
+		return SCPRecord{}, fmt.Errorf("%w: mode is not four octal digits in %s", ErrSCPProtocol, quoteLine(line))
+	}
+	var m uint32
+	for _, c := range []byte(line[1:5]) {
+		if c < '0' || c > '7' {
+			return SCPRecord{}, fmt.Errorf("%w: mode is not four octal digits in %s", ErrSCPProtocol, quoteLine(line))
+		}
+		m = m<<3 | uint32(c-'0')
+	}
+	sizeText, name, ok := strings.Cut(line[6:], " ")
+	if !ok {
+		return SCPRecord{}, fmt.Errorf("%w: no name in %s", ErrSCPProtocol, quoteLine(line))
+	}
+	size, ok := decimal(sizeText)
+	if !ok || size > MaxSCPFileSize {
+		return SCPRecord{}, fmt.Errorf("%w: size %q is not a number of bytes up to %d", ErrSCPProtocol, sizeText, int64(MaxSCPFileSize))
+	}
+	if err := checkSCPName(name); err != nil {
+		return SCPRecord{}, err
+	}
+	rec := SCPRecord{Type: line[0], Mode: fileMode(m), Name: name}
+	if rec.Type == SCPFile {
+		rec.Size = int64(size)
+	}
+	return rec, nil
+}
+
+// decimal parses unsigned decimal digits, and nothing else: no sign, no
+// space, no prefix.
+func decimal(s string) (uint64, bool) {
+	if s == "" {
+		return 0, false
+	}
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	return n, err == nil
+}
+
+// checkSCPName refuses a name that is not exactly one path element that
+// can be printed: anything else could place a file outside the directory
+// it is received in, or hide what it is from the user.
+func checkSCPName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty file name", ErrSCPProtocol)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: file name %q", ErrSCPProtocol, name)
+	case len(name) > maxSCPName:
+		return fmt.Errorf("%w: file name of %d bytes (at most %d)", ErrSCPProtocol, len(name), maxSCPName)
+	case strings.IndexByte(name, '/') >= 0:
+		return fmt.Errorf("%w: file name %q contains a slash", ErrSCPProtocol, name)
+	}
+	for _, c := range []byte(name) {
+		if c < 0x20 || c == 0x7f {
+			return fmt.Errorf("%w: file name %q contains a control character", ErrSCPProtocol, name)
+		}
+	}
+	return nil
+}
+
+// fileMode turns the protocol's octal mode into an fs.FileMode.
+func fileMode(m uint32) fs.FileMode {
+	mode := fs.FileMode(m & 0o777)
+	if m&0o4000 != 0 {
+		mode |= fs.ModeSetuid
+	}
+	if m&0o2000 != 0 {
+		mode |= fs.ModeSetgid
+	}
+	if m&0o1000 != 0 {
+		mode |= fs.ModeSticky
+	}
+	return mode
+}
+
+// octalMode is the inverse of fileMode.
+func octalMode(mode fs.FileMode) uint32 {
+	m := uint32(mode.Perm())
+	if mode&fs.ModeSetuid != 0 {
+		m |= 0o4000
+	}
+	if mode&fs.ModeSetgid != 0 {
+		m |= 0o2000
+	}
+	if mode&fs.ModeSticky != 0 {
+		m |= 0o1000
+	}
+	return m
+}
+
+// Line returns the record as a protocol line, without its newline.
+func (r SCPRecord) Line() string {
+	switch r.Type {
+	case SCPFile:
+		return fmt.Sprintf("C%04o %d %s", octalMode(r.Mode), r.Size, r.Name)
+	case SCPDir:
+		return fmt.Sprintf("D%04o 0 %s", octalMode(r.Mode), r.Name)
+	case SCPEnd:
+		return "E"
+	case SCPTime:
+		ms, mu := scpTime(r.Mtime)
+		as, au := scpTime(r.Atime)
+		return fmt.Sprintf("T%d %d %d %d", ms, mu, as, au)
+	case SCPWarning, SCPFatal:
+		return string(rune(r.Type)) + printable(r.Message)
+	}
+	return ""
+}
+
+// scpTime returns t as seconds and microseconds within what the protocol
+// carries; like OpenSSH, times before 1970 are sent as 1970.
+func scpTime(t time.Time) (sec int64, usec int) {
+	sec = t.Unix()
+	switch {
+	case sec < 0:
+		return 0, 0
+	case sec > maxSCPTime:
+		return maxSCPTime, 0
+	}
+	return sec, t.Nanosecond() / 1000
+}
+
+// printable escapes what a terminal would not print as text: control
+// characters (escape sequences among them), invalid UTF-8 and invisible
+// format characters. Printing a server's words as they came would let it
+// rewrite the user's screen.
+func printable(s string) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case unicode.IsPrint(r):
+			b.WriteRune(r)
+		default:
+			q := strconv.QuoteRuneToASCII(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}
+
+// quoteLine quotes a line for an error message, shortened.
+func quoteLine(line string) string {
+	const max = 80
+	if len(line) > max {
+		return strconv.Quote(line[:max]) + "..."
+	}
+	return strconv.Quote(line)
+}
+
+// SCPError is an error message the remote scp sent.
+type SCPError struct {
+	Fatal bool   // the remote scp stopped after it
+	Msg   string // printable
+}
+
+func (e *SCPError) Error() string {
+	return "remote scp: " + strings.TrimPrefix(e.Msg, "scp: ")
+}
+
+// SCP is a host reached with the legacy scp protocol: each copy runs the
+// server's scp on a session channel of its own, so several can run at
+// once on one connection.
+type SCP struct {
+	client *ssh.Client
+	label  string
+}
+
+// NewSCP returns the scp end of client; label ("host:") prefixes paths in
+// messages.
+func NewSCP(client *ssh.Client, label string) *SCP {
+	return &SCP{client: client, label: label}
+}
+
+// Label returns the prefix of the host's paths in messages.
+func (s *SCP) Label() string { return s.label }
+
+// SCPOptions say how the remote scp runs.
+type SCPOptions struct {
+	Recursive bool // -r: directories and what they hold
+	Preserve  bool // -p: modes and times
+	// TargetIsDir makes the remote "scp -t" refuse a target that is not
+	// an existing directory (its -d), as a copy of several sources needs.
+	TargetIsDir bool
+}
+
+func (o SCPOptions) flags() string {
+	var f string
+	if o.Recursive {
+		f += " -r"
+	}
+	if o.Preserve {
+		f += " -p"
+	}
+	if o.TargetIsDir {
+		f += " -d"
+	}
+	return f
+}
+
+// quoteRemote quotes s as one word for the remote user's shell.
+func quoteRemote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// quoteRemotePattern quotes s for the remote shell except for the glob
+// characters * ? [ ], which stay bare so that the shell expands them, as
+// scp users expect of host:'logs/*.gz'. Nothing else of the shell's
+// syntax (variables, command substitution, spaces) takes effect.
+func quoteRemotePattern(s string) string {
+	var b strings.Builder
+	open := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if strings.IndexByte("*?[]", c) >= 0 {
+			if open {
+				b.WriteByte('\'')
+				open = false
+			}
+			b.WriteByte(c)
+			continue
+		}
+		if !open {
+			b.WriteByte('\'')
+			open = true
+		}
+		if c == '\'' {
+			b.WriteString(`'\''`)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	if open {
+		b.WriteByte('\'')
+	}
+	if b.Len() == 0 {
+		return "''"
+	}
+	return b.String()
+}
+
+// HasSFTP asks the server whether it offers the sftp subsystem, so that a
+// server without one can be told from a failure to start it.
+func HasSFTP(client *ssh.Client) (bool, error) {
+	ch, reqs, err := client.OpenChannel("session", nil)
+	if err != nil {
+		return false, fmt.Errorf("open session channel: %w", err)
+	}
+	go ssh.DiscardRequests(reqs)
+	defer ch.Close()
+	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{"sftp"}))
+	if err != nil {
+		return false, fmt.Errorf("request sftp subsystem: %w", err)
+	}
+	return ok, nil
+}
+
+// scpConn is one remote scp command and its streams.
+type scpConn struct {
+	ctx    context.Context
+	sess   *ssh.Session
+	stdin  io.WriteCloser
+	r      *bufio.Reader
+	stderr *tailBuffer
+	label  string
+	stop   func() bool // ends the watch on ctx
+	// reported is set once either end sent an error message: the remote
+	// scp's exit status then says nothing new.
+	reported  bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func (s *SCP) start(ctx context.Context, cmd string) (*scpConn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sess, err := s.client.NewSession()
+	if err != nil {
+		return nil, fmt.Errorf("open session channel to %s %w", s.label, err)
+	}
+	stdin, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("run scp on %s %w", s.label, err)
+	}
+	stdout, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("run scp on %s %w", s.label, err)
+	}
+	c := &scpConn{
+		ctx:    ctx,
+		sess:   sess,
+		stdin:  stdin,
+		r:      bufio.NewReaderSize(stdout, 64<<10),
+		stderr: &tailBuffer{max: 1024},
+		label:  s.label,
+	}
+	sess.Stderr = c.stderr
+	if err := sess.Start(cmd); err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("%w: %w", ErrSCPUnavailable, err)
+	}
+	// Closing the session unblocks every read and write on it: that is
+	// how a cancelled copy stops at once.
+	c.stop = context.AfterFunc(ctx, func() { sess.Close() })
+	return c, nil
+}
+
+// ended explains why the stream ended where the protocol did not allow it.
+func (c *scpConn) ended(err error) error {
+	if cerr := c.ctx.Err(); cerr != nil {
+		return cerr
+	}
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	if said := c.stderr.String(); said != "" {
+		return fmt.Errorf("the remote scp stopped (it said: %s): %w", said, err)
+	}
+	return fmt.Errorf("the remote scp stopped: %w", err)
+}
+
+// readLine reads a line without its newline; io.EOF only when the stream
+// ends between lines.
+func (c *scpConn) readLine() (string, error) {
+	line, err := c.r.ReadSlice('\n')
+	switch {
+	case err == nil:
+	case errors.Is(err, bufio.ErrBufferFull):
+		return "", fmt.Errorf("%w: a line longer than %d bytes", ErrSCPProtocol, maxSCPLine)
+	case err == io.EOF && len(line) == 0:
+		if cerr := c.ctx.Err(); cerr != nil {
+			return "", cerr
+		}
+		return "", io.EOF
+	default:
+		return "", c.ended(err)
+	}
+	if len(line) > maxSCPLine+1 {
+		return "", fmt.Errorf("%w: a line longer than %d bytes", ErrSCPProtocol, maxSCPLine)
+	}
+	return string(line[:len(line)-1]), nil
+}
+
+// response reads the other end's answer: nil for yes, an *SCPError for
+// its message.
+func (c *scpConn) response() error {
+	b, err := c.r.ReadByte()
+	if err != nil {
+		return c.ended(err)
+	}
+	switch b {
+	case 0:
+		return nil
+	case SCPWarning, SCPFatal:
+		line, err := c.readLine()
+		if err == io.EOF {
+			err = c.ended(err)
+		}
+		if err != nil {
+			return err
+		}
+		c.reported = true
+		return &SCPError{Fatal: b == SCPFatal, Msg: printable(line)}
+	}
+	// Not scp speaking: most often a login script printing text.
+	_ = c.r.UnreadByte()
+	line, _ := c.readLine()
+	return fmt.Errorf("%w: unexpected answer %s; does the remote login print text?", ErrSCPProtocol, quoteLine(line))
+}
+
+func (c *scpConn) write(s string) error {
+	if _, err := io.WriteString(c.stdin, s); err != nil {
+		return c.ended(err)
+	}
+	return nil
+}
+
+// refuse answers no, with why.
+func (c *scpConn) refuse(why error) error {
+	c.reported = true
+	return c.write("\x01scp: " + printable(why.Error()) + "\n")
+}
+
+// close ends the remote command. After a complete exchange (clean) it
+// waits for the command's exit and reports a failure the command did not
+// explain already; otherwise it just closes the channel.
+func (c *scpConn) close(clean bool) error {
+	c.closeOnce.Do(func() {
+		defer c.stop()
+		if !clean {
+			c.sess.Close()
+			return
+		}
+		_ = c.stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- c.sess.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(scpExitWait):
+			c.sess.Close()
+			c.closeErr = fmt.Errorf("the remote scp on %s did not exit %s after the copy", c.label, scpExitWait)
+			return
+		}
+		var ee *ssh.ExitError
+		var missing *ssh.ExitMissingError
+		switch {
+		case err == nil, errors.As(err, &missing):
+		case errors.As(err, &ee) && c.reported:
+		case errors.As(err, &ee):
+			c.closeErr = fmt.Errorf("the remote scp on %s exited with status %d", c.label, ee.ExitStatus())
+			if said := c.stderr.String(); said != "" {
+				c.closeErr = fmt.Errorf("%w: %s", c.closeErr, said)
+			}
+		default:
+			if cerr := c.ctx.Err(); cerr != nil {
+				err = cerr
+			}
+			c.closeErr = fmt.Errorf("the remote scp on %s: %w", c.label, err)
+		}
+	})
+	return c.closeErr
+}
+
+// tailBuffer keeps the last bytes written to it: a remote command's
+// stderr, for messages, in bounded memory.
+type tailBuffer struct {
+	mu  sync.Mutex
+	b   []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+// String returns the text on one line, safe to print.
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return printable(strings.Join(strings.Fields(string(t.b)), " "))
+}
+
+// SCPReceiver is the receiving end of a download: it runs "scp -f" on
+// the server and checks every line the server sends before handing it on.
+// Its methods are called in the protocol's order from one goroutine:
+//
+//	Next; then Reply(nil) to take the entry or Reply(err) to refuse it;
+//	for a file taken: Read its bytes, FinishBody, Reply with the outcome.
+//
+// Whatever the server sends, Next returns names that are one path element
+// with no control characters; at the top level only the name asked for
+// (or, for a pattern, names matching it); directories only with Recursive.
+type SCPReceiver struct {
+	c     *scpConn
+	o     SCPOptions
+	want  string // the name, or pattern, the top-level entries must have
+	glob  bool   // several top-level entries may come
+	top   int    // top-level entries received
+	depth int
+	state recvState
+	rec   SCPRecord
+	left  int64 // bytes of the current file still to read
+	err   error // why the session broke
+}
+
+type recvState int
+
+const (
+	recvRecord recvState = iota // Next is due
+	recvReply                   // Reply to the entry Next returned
+	recvBody                    // Read the file's bytes, then FinishBody
+	recvResult                  // Reply with the file's outcome
+	recvDone                    // the server sent everything
+	recvBroken                  // the session is over
+)
+
+// Receive runs "scp -f" for the remote path p. p may hold glob patterns,
+// which the remote shell expands; nothing else in it is interpreted.
+func (s *SCP) Receive(ctx context.Context, p string, o SCPOptions) (*SCPReceiver, error) {
+	want := path.Base(p)
+	if err := checkSCPName(want); err != nil {
+		return nil, fmt.Errorf("%q does not end in a name scp can send (one path element without control characters)", p)
+	}
+	o.TargetIsDir = false
+	c, err := s.start(ctx, "scp"+o.flags()+" -f -- "+quoteRemotePattern(p))
+	if err != nil {
+		return nil, err
+	}
+	r := &SCPReceiver{c: c, o: o, want: want, glob: strings.ContainsAny(p, "*?[")}
+	// The remote scp waits for this byte before it sends anything.
+	if err := c.write("\x00"); err != nil {
+		c.close(false)
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *SCPReceiver) fail(err error) error {
+	if r.state != recvBroken {
+		r.state, r.err = recvBroken, err
+	}
+	return err
+}
+
+func (r *SCPReceiver) outOfTurn(call string) error {
+	if r.state == recvBroken {
+		return r.err
+	}
+	return r.fail(fmt.Errorf("protocol: SCPReceiver.%s called out of turn", call))
+}
+
+// Next returns the next file, directory or end of directory the server
+// sends, with the times of a preceding time line folded in. It returns
+// io.EOF once the server has sent everything. An *SCPError that is not
+// Fatal is the server's message about one entry, and the session goes on;
+// any other error ends the session.
+func (r *SCPReceiver) Next() (SCPRecord, error) {
+	if r.state != recvRecord {
+		return SCPRecord{}, r.outOfTurn("Next")
+	}
+	var times *SCPRecord
+	for {
+		line, err := r.c.readLine()
+		if err == io.EOF && times == nil && r.depth == 0 {
+			r.state = recvDone
+			return SCPRecord{}, io.EOF
+		}
+		if err == io.EOF {
+			err = r.c.ended(err)
+		}
+		if err != nil {
+			return SCPRecord{}, r.fail(err)
+		}
+		rec, err := ParseSCPLine(line)
+		if err != nil {
+			return SCPRecord{}, r.fail(err)
+		}
+		switch rec.Type {
+		case SCPWarning:
+			r.c.reported = true
+			return SCPRecord{}, &SCPError{Msg: rec.Message}
+		case SCPFatal:
+			r.c.reported = true
+			return SCPRecord{}, r.fail(&SCPError{Fatal: true, Msg: rec.Message})
+		case SCPTime:
+			if times != nil {
+				return SCPRecord{}, r.fail(fmt.Errorf("%w: two time lines in a row", ErrSCPProtocol))
+			}
+			if err := r.c.write("\x00"); err != nil {
+				return SCPRecord{}, r.fail(err)
+			}
+			times = &rec
+			continue
+		case SCPEnd:
+			if times != nil {
+				return SCPRecord{}, r.fail(fmt.Errorf("%w: a time line before the end of a directory", ErrSCPProtocol))
+			}
+			if r.depth == 0 {
+				return SCPRecord{}, r.fail(fmt.Errorf("%w: the end of a directory that was never sent", ErrSCPProtocol))
+			}
+			if err := r.c.write("\x00"); err != nil {
+				return SCPRecord{}, r.fail(err)
+			}
+			r.depth--
+			return rec, nil
+		}
+		if rec.Type == SCPDir && !r.o.Recursive {
+			return SCPRecord{}, r.fail(fmt.Errorf("%w: the server sent directory %q where a file was asked for (no -r)", ErrSCPProtocol, rec.Name))
+		}
+		if r.depth == 0 {
+			if !r.matches(rec.Name) {
+				return SCPRecord{}, r.fail(fmt.Errorf("%w: the server sent %q where %q was asked for", ErrSCPProtocol, rec.Name, r.want))
+			}
+			r.top++
+			if r.top > 1 && !r.glob {
+				return SCPRecord{}, r.fail(fmt.Errorf("%w: the server sent a second entry %q after the one asked for", ErrSCPProtocol, rec.Name))
+			}
+		}
+		if times != nil {
+			rec.Times, rec.Mtime, rec.Atime = true, times.Mtime, times.Atime
+		}
+		r.rec, r.state = rec, recvReply
+		return rec, nil
+	}
+}
+
+// matches reports whether a top-level name is what was asked for: the
+// name itself, or a name the pattern matches, as OpenSSH's scp checks.
+func (r *SCPReceiver) matches(name string) bool {
+	if name == r.want {
+		return true
+	}
+	if !r.glob {
+		return false
+	}
+	ok, err := path.Match(r.want, name)
+	return err == nil && ok
+}
+
+// Depth is how many directories deep the next entry will be.
+func (r *SCPReceiver) Depth() int { return r.depth }
+
+// Reply answers the entry Next returned: nil takes it (a directory's
+// entries come next, or a file's bytes), an error refuses it and the server
+// skips it. After FinishBody it tells the server the file's outcome.
+func (r *SCPReceiver) Reply(err error) error {
+	switch r.state {
+	case recvReply:
+		if err != nil {
+			r.state = recvRecord
+			if werr := r.c.refuse(err); werr != nil {
+				return r.fail(werr)
+			}
+			return nil
+		}
+		if werr := r.c.write("\x00"); werr != nil {
+			return r.fail(werr)
+		}
+		if r.rec.Type == SCPDir {
+			r.depth++
+			r.state = recvRecord
+		} else {
+			r.state, r.left = recvBody, r.rec.Size
+		}
+		return nil
+	case recvResult:
+		r.state = recvRecord
+		var werr error
+		if err != nil {
+			werr = r.c.refuse(err)
+		} else {
+			werr = r.c.write("\x00")
+		}
+		if werr != nil {
+			return r.fail(werr)
+		}
+		return nil
+	}
+	return r.outOfTurn("Reply")
+}
+
+// Read reads the bytes of the file taken with Reply(nil), and returns
+// io.EOF after exactly its size. A stream that ends sooner is an error,
+// never a short file.
+func (r *SCPReceiver) Read(p []byte) (int, error) {
+	if r.state != recvBody {
+		return 0, r.outOfTurn("Read")
+	}
+	if r.left == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > r.left {
+		p = p[:r.left]
+	}
+	n, err := r.c.r.Read(p)
+	r.left -= int64(n)
+	if err != nil && (r.left > 0 || err != io.EOF) {
+		return n, r.fail(fmt.Errorf("%w after %d of %d bytes", r.c.ended(err), r.rec.Size-r.left, r.rec.Size))
+	}
+	return n, nil
+}
+
+// FinishBody skips what is left of the file's bytes and reads the server's
+// word on them: nil, or an *SCPError when it could not read the file whole
+// (its bytes are then not the file's). Reply must follow, unless the
+// error is not an *SCPError: then the session is over.
+func (r *SCPReceiver) FinishBody() error {
+	if r.state != recvBody {
+		return r.outOfTurn("FinishBody")
+	}
+	if r.left > 0 {
+		if _, err := io.Copy(io.Discard, r); err != nil {
+			return err
+		}
+	}
+	err := r.c.response()
+	var se *SCPError
+	if err != nil && !(errors.As(err, &se) && !se.Fatal) {
+		return r.fail(err)
+	}
+	r.state = recvResult
+	return err
+}
+
+// Close ends the session. After Next returned io.EOF it waits for the
+// remote scp to exit and returns an error if it failed without saying why;
+// otherwise it just closes the channel.
+func (r *SCPReceiver) Close() error {
+	return r.c.close(r.state == recvDone)
+}
+
+// SCPSender is the sending end of an upload: it runs "scp -t" on the
+// server, which writes each file it is sent in place, under its final
+// name (the protocol has no way to ask for a temporary name and a rename).
+// Its methods are called in the protocol's order from one goroutine:
+// StartFile, Write the file's bytes, EndFile; StartDir, its entries,
+// EndDir. An *SCPError that is not Fatal is the server refusing one entry,
+// and the session goes on; any other error ends it.
+type SCPSender struct {
+	c      *scpConn
+	o      SCPOptions
+	depth  int
+	inFile bool
+	size   int64
+	sent   int64
+	err    error // why the session broke
+}
+
+// Send runs "scp -t" for the remote target and waits until it is ready.
+func (s *SCP) Send(ctx context.Context, target string, o SCPOptions) (*SCPSender, error) {
+	if target == "" {
+		target = "."
+	}
+	c, err := s.start(ctx, "scp"+o.flags()+" -t -- "+quoteRemote(target))
+	if err != nil {
+		return nil, err
+	}
+	// The remote scp starts with a yes, or with why it cannot receive.
+	if err := c.response(); err != nil {
+		c.close(false)
+		return nil, err
+	}
+	return &SCPSender{c: c, o: o}, nil
+}
+
+// check returns err, marking the session over unless err is the server
+// refusing one entry.
+func (s *SCPSender) check(err error) error {
+	var se *SCPError
+	if err != nil && !(errors.As(err, &se) && !se.Fatal) && s.err == nil {
+		s.err = err
+	}
+	return err
+}
+
+func (s *SCPSender) ready(call string) error {
+	switch {
+	case s.err != nil:
+		return s.err
+	case s.inFile:
+		return s.check(fmt.Errorf("protocol: SCPSender.%s called inside a file", call))
+	}
+	return nil
+}
+
+// checkSendName refuses a name the receiving scp would take for something
+// else: the protocol is line-based and names are one path element.
+func checkSendName(name string) error {
+	switch {
+	case name == "", name == ".", name == "..", strings.IndexByte(name, '/') >= 0:
+		return fmt.Errorf("%q is not a file name the scp protocol can send", name)
+	case strings.IndexByte(name, '\n') >= 0:
+		return fmt.Errorf("the name %q holds a newline, which the scp protocol cannot send", name)
+	}
+	return nil
+}
+
+// line sends a record, after its time line when times are preserved, and
+// reads the answers.
+func (s *SCPSender) line(rec SCPRecord) error {
+	if s.o.Preserve && rec.Times {
+		t := SCPRecord{Type: SCPTime, Mtime: rec.Mtime, Atime: rec.Atime}
+		if err := s.c.write(t.Line() + "\n"); err != nil {
+			return s.check(err)
+		}
+		if err := s.c.response(); err != nil {
+			return s.check(err)
+		}
+	}
+	if err := s.c.write(rec.Line() + "\n"); err != nil {
+		return s.check(err)
+	}
+	return s.check(s.c.response())
+}
+
+// StartFile announces a file (SCPFile: Name, Mode, Size, and times when
+// Times is set). Its Size bytes follow with Write, then EndFile.
+func (s *SCPSender) StartFile(rec SCPRecord) error {
+	if err := s.ready("StartFile"); err != nil {
+		return err
+	}
+	if err := checkSendName(rec.Name); err != nil {
+		return err
+	}
+	if rec.Type != SCPFile || rec.Size < 0 || rec.Size > MaxSCPFileSize {
+		return fmt.Errorf("send %q: not a file of up to %d bytes", rec.Name, int64(MaxSCPFileSize))
+	}
+	if err := s.line(rec); err != nil {
+		return err
+	}
+	s.inFile, s.size, s.sent = true, rec.Size, 0
+	return nil
+}
+
+// Write sends bytes of the file started, no more than its size in all.
+func (s *SCPSender) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if !s.inFile || int64(len(p)) > s.size-s.sent {
+		return 0, s.check(errors.New("protocol: SCPSender.Write beyond the file's size"))
+	}
+	n, err := s.c.stdin.Write(p)
+	s.sent += int64(n)
+	if err != nil {
+		return n, s.check(s.c.ended(err))
+	}
+	return n, nil
+}
+
+// zeros pads a file that could not be read whole.
+var zeros [32 << 10]byte
+
+// EndFile ends the file started. readErr, when not nil, says why its bytes
+// could not all be read: the rest is sent as zeros, as the receiver counts
+// bytes to find the next line, and the receiver is told the file is bad.
+// It returns the receiver's answer.
+func (s *SCPSender) EndFile(readErr error) error {
+	if s.err != nil {
+		return s.err
+	}
+	if !s.inFile {
+		return s.check(errors.New("protocol: SCPSender.EndFile without StartFile"))
+	}
+	for s.sent < s.size {
+		n := min(s.size-s.sent, int64(len(zeros)))
+		if _, err := s.c.stdin.Write(zeros[:n]); err != nil {
+			return s.check(s.c.ended(err))
+		}
+		s.sent += n
+	}
+	s.inFile = false
+	status := "\x00"
+	if readErr != nil {
+		status = "\x01scp: " + printable(readErr.Error()) + "\n"
+	}
+	if err := s.c.write(status); err != nil {
+		return s.check(err)
+	}
+	return s.check(s.c.response())
+}
+
+// StartDir announces a directory (SCPDir: Name, Mode, and times when Times
+// is set); its entries follow, then EndDir. It needs Recursive.
+func (s *SCPSender) StartDir(rec SCPRecord) error {
+	if err := s.ready("StartDir"); err != nil {
+		return err
+	}
+	if err := checkSendName(rec.Name); err != nil {
+		return err
+	}
+	if rec.Type != SCPDir || !s.o.Recursive {
+		return fmt.Errorf("send directory %q: not a recursive copy", rec.Name)
+	}
+	if err := s.line(rec); err != nil {
+		return err
+	}
+	s.depth++
+	return nil
+}
+
+// EndDir ends the directory started last.
+func (s *SCPSender) EndDir() error {
+	if err := s.ready("EndDir"); err != nil {
+		return err
+	}
+	if s.depth == 0 {
+		return s.check(errors.New("protocol: SCPSender.EndDir without StartDir"))
+	}
+	s.depth--
+	if err := s.c.write("E\n"); err != nil {
+		return s.check(err)
+	}
+	return s.check(s.c.response())
+}
+
+// Close ends the session: after a complete exchange it waits for the
+// remote scp to exit and returns an error if it failed without saying why.
+func (s *SCPSender) Close() error {
+	return s.c.close(s.err == nil && !s.inFile && s.depth == 0)
+}

@@ -1,0 +1,751 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hpncp/hpncp/pipeline"
+	"github.com/hpncp/hpncp/protocol"
+)
+
+// SCPEndpoint is one operand of a copy over the legacy scp protocol (-O):
+// a local path when Host is nil, else a path on Host.
+type SCPEndpoint struct {
+	Host *protocol.SCP
+	Path string
+}
+
+func (e SCPEndpoint) String() string {
+	if e.Host == nil {
+		return e.Path
+	}
+	return e.Host.Label() + e.Path
+}
+
+// scpSessions bounds the scp sessions a run has open at once, each on a
+// channel of its own: enough to overlap the per-file round trips of
+// several sources, well below sshd's default MaxSessions of 10.
+const scpSessions = 4
+
+// scpModeBits are the mode bits an upload sends: OpenSSH's scp sends no
+// sticky bit, and -p must give what "scp -O -p" gives.
+const scpModeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid
+
+// CopySCP copies every source to target as Copy does, with scp's rules for
+// existing and missing targets, over the legacy scp protocol: each remote
+// source is fetched by an "scp -f" of its own, each local source sent to
+// an "scp -t", up to scpSessions at once, each on its own channel. One end
+// must be local; local-to-local copies are plain copies.
+//
+// Downloads get Copy's guarantees: every name the server sends is checked
+// before it touches the disk (one path element; at the top level, the
+// name asked for), a file with a setuid or setgid mode is refused without
+// -p, and every file is written under a temporary name and renamed only
+// once all of it arrived. Uploads cannot have the last: the remote scp
+// writes each file in place, under its final name, as the protocol has
+// no way to ask it for anything else. The result's MaxStreams is the most
+// sessions that were open at once.
+func CopySCP(ctx context.Context, srcs []SCPEndpoint, target SCPEndpoint, o Options) (*Result, error) {
+	run := &scpRun{opts: o, res: &Result{MaxStreams: 1}, progress: &sharedProgress{p: o.Progress}}
+	var jobs []func(context.Context, *scpJob)
+	if target.Host == nil {
+		targetIsDir := false
+		ti, err := os.Stat(target.Path)
+		switch {
+		case err == nil:
+			targetIsDir = ti.IsDir()
+		case !errors.Is(err, fs.ErrNotExist):
+			return run.res, &Error{Op: "stat target", Path: target.Path, Err: err}
+		}
+		if len(srcs) > 1 && !targetIsDir {
+			return run.res, &Error{Op: "copy to", Path: target.Path, Err: ErrNotDirectory,
+				Hint: "with several sources the target must be an existing directory"}
+		}
+		if !targetIsDir && strings.HasSuffix(target.Path, "/") && len(srcs) > 0 {
+			return run.res, &Error{Op: "copy to", Path: target.Path, Err: ErrNotDirectory,
+				Hint: "a target ending in / must be an existing directory; create it first"}
+		}
+		for _, s := range srcs {
+			if s.Host == nil {
+				jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.local(ctx, s.Path, target.Path) })
+				continue
+			}
+			jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.download(ctx, s, target.Path, targetIsDir) })
+		}
+	} else {
+		for _, s := range srcs {
+			if s.Host != nil {
+				run.fail(&Error{Op: "copy", Path: s.String(), Err: errors.New("a copy between two remote hosts needs SFTP"),
+					Hint: "leave out -O, or copy through a local directory"})
+				continue
+			}
+			several := len(srcs) > 1
+			jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.upload(ctx, s.Path, target, several) })
+		}
+	}
+
+	sem := make(chan struct{}, scpSessions)
+	var wg sync.WaitGroup
+	for _, job := range jobs {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			run.begin()
+			defer run.end()
+			job(ctx, &scpJob{run: run, progress: run.progress.view()})
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return run.res, err
+	}
+	return run.res, nil
+}
+
+// scpRun is the state the sessions of one CopySCP share.
+type scpRun struct {
+	opts     Options
+	progress *sharedProgress
+
+	mu     sync.Mutex
+	res    *Result
+	active int
+}
+
+func (r *scpRun) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.Errors = append(r.res.Errors, err)
+}
+
+func (r *scpRun) begin() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.active++
+	r.res.MaxStreams = max(r.res.MaxStreams, r.active)
+}
+
+func (r *scpRun) end() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.active--
+}
+
+// scpJob is one session's view of the run.
+type scpJob struct {
+	run      *scpRun
+	progress *progressView
+}
+
+func (j *scpJob) opts() Options { return j.run.opts }
+
+func (j *scpJob) fail(err error) { j.run.fail(err) }
+
+func (j *scpJob) logf(format string, args ...any) {
+	if j.run.opts.Logf == nil {
+		return
+	}
+	j.run.mu.Lock()
+	defer j.run.mu.Unlock()
+	j.run.opts.Logf(format, args...)
+}
+
+func (j *scpJob) addFile(n int64) {
+	j.run.mu.Lock()
+	defer j.run.mu.Unlock()
+	j.run.res.Files++
+	j.run.res.Bytes += n
+}
+
+func (j *scpJob) addDir() {
+	j.run.mu.Lock()
+	defer j.run.mu.Unlock()
+	j.run.res.Dirs++
+}
+
+// pipelineOptions are the pipeline's options for one file of this job.
+func (j *scpJob) pipelineOptions() pipeline.Options {
+	po := pipeline.Options{BufferSize: j.opts().BufferSize, Limiter: j.opts().Limiter}
+	if j.opts().Progress != nil {
+		po.Progress = j.progress.Add
+	}
+	return po
+}
+
+// local copies a local source to the local target as Copy does, sharing
+// the run's progress and log with the sessions beside it.
+func (j *scpJob) local(ctx context.Context, src, target string) {
+	o := j.opts()
+	if o.Progress != nil {
+		o.Progress = j.progress
+	}
+	if o.Logf != nil {
+		o.Logf = j.logf
+	}
+	res, _ := Copy(ctx, []Endpoint{{Local{}, src}}, Endpoint{Local{}, target}, o)
+	j.run.mu.Lock()
+	defer j.run.mu.Unlock()
+	j.run.res.Files += res.Files
+	j.run.res.Dirs += res.Dirs
+	j.run.res.Bytes += res.Bytes
+	j.run.res.Errors = append(j.run.res.Errors, res.Errors...)
+}
+
+// scpHint says what to do about a failed scp session.
+func scpHint(err error) string {
+	switch {
+	case errors.Is(err, protocol.ErrSCPProtocol):
+		return "the server broke the scp protocol, as no correct scp does; this source's copy stopped there and nothing was written outside the target"
+	case errors.Is(err, protocol.ErrSCPUnavailable):
+		return "leave out -O to copy over SFTP, or ask the server's admin to install scp"
+	}
+	return hintFor(err)
+}
+
+// remoteWarning records the server's message about one entry and reports
+// whether err was one: the session goes on after it.
+func (j *scpJob) remoteWarning(err error, op, p string) bool {
+	var se *protocol.SCPError
+	if errors.As(err, &se) && !se.Fatal {
+		j.fail(&Error{Op: op, Path: p, Err: err})
+		return true
+	}
+	return false
+}
+
+// download fetches one remote source into the local target.
+func (j *scpJob) download(ctx context.Context, src SCPEndpoint, target string, targetIsDir bool) {
+	o := j.opts()
+	rcv, err := src.Host.Receive(ctx, src.Path, protocol.SCPOptions{Recursive: o.Recursive, Preserve: o.Preserve})
+	if err != nil {
+		if ctx.Err() == nil {
+			j.fail(&Error{Op: "copy", Path: src.String(), Err: err, Hint: scpHint(err)})
+		}
+		return
+	}
+	d := &scpDownload{scpJob: j, rcv: rcv, label: src.Host.Label(), req: src.Path}
+	err = d.run(ctx, target, targetIsDir)
+	cerr := rcv.Close()
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		j.fail(&Error{Op: "copy", Path: src.String(), Err: err, Hint: scpHint(err)})
+	case cerr != nil:
+		j.fail(&Error{Op: "copy", Path: src.String(), Err: cerr})
+	}
+}
+
+// scpDownload is one "scp -f" session.
+type scpDownload struct {
+	*scpJob
+	rcv   *protocol.SCPReceiver
+	label string // "host:"
+	req   string // the remote path asked for
+}
+
+// run receives the top-level entries the server sends: one, or those a
+// pattern matched. A returned error ends the session.
+func (d *scpDownload) run(ctx context.Context, target string, targetIsDir bool) error {
+	entries := 0
+	for {
+		rec, err := d.rcv.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if d.remoteWarning(err, "copy", d.label+d.req) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		rpath := d.req
+		if strings.ContainsAny(d.req, "*?[") {
+			rpath = path.Join(path.Dir(d.req), rec.Name)
+		}
+		dst := target
+		switch {
+		case targetIsDir:
+			dst = filepath.Join(target, rec.Name)
+		case entries > 0:
+			if err := d.refuse(&Error{Op: "copy " + d.label + rpath + " to", Path: target, Err: ErrNotDirectory,
+				Hint: "several files match; the target must be an existing directory"}); err != nil {
+				return err
+			}
+			continue
+		}
+		entries++
+		if err := d.entry(ctx, rec, rpath, dst, 0); err != nil {
+			return err
+		}
+	}
+}
+
+// refuse records err about one entry and tells the server to skip it.
+func (d *scpDownload) refuse(err error) error {
+	d.fail(err)
+	return d.rcv.Reply(err)
+}
+
+// entry receives a file or directory the server announced, to dst.
+func (d *scpDownload) entry(ctx context.Context, rec protocol.SCPRecord, rpath, dst string, depth int) error {
+	if err := ValidName(rec.Name); err != nil {
+		return d.refuse(&Error{Op: "copy", Path: d.label + rpath, Err: err,
+			Hint: "the server sent a name that could escape the target; it was skipped"})
+	}
+	if rec.Type == protocol.SCPDir {
+		return d.dir(ctx, rec, rpath, dst, depth)
+	}
+	return d.file(ctx, rec, rpath, dst)
+}
+
+func (d *scpDownload) dir(ctx context.Context, rec protocol.SCPRecord, rpath, dst string, depth int) error {
+	o := d.opts()
+	src := d.label + rpath
+	if depth >= maxDepth {
+		return d.refuse(&Error{Op: "copy", Path: src,
+			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
+			Hint: "a symbolic link on the server may point to one of its own parent directories"})
+	}
+	created := false
+	di, err := os.Stat(dst)
+	switch {
+	case err == nil && !di.IsDir():
+		return d.refuse(&Error{Op: "copy " + src + " to", Path: dst, Err: ErrNotDirectory})
+	case err == nil:
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.Mkdir(dst, 0o777); err != nil {
+			return d.refuse(&Error{Op: "create directory", Path: dst, Err: err, Hint: hintFor(err)})
+		}
+		created = true
+		d.addDir()
+		d.logf("created directory %s", dst)
+	default:
+		return d.refuse(&Error{Op: "stat", Path: dst, Err: err})
+	}
+	if created && !o.Preserve {
+		// As Copy does: the source's permissions as the umask allows, and
+		// writable for the copy.
+		if err := (&copier{}).setMode(Endpoint{Local{}, dst}, rec.Mode.Perm()|0o700); err != nil {
+			d.fail(err)
+		}
+	}
+	if err := d.rcv.Reply(nil); err != nil {
+		return err
+	}
+	for {
+		child, err := d.rcv.Next()
+		if d.remoteWarning(err, "copy", src) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if child.Type == protocol.SCPEnd {
+			break
+		}
+		if err := d.entry(ctx, child, path.Join(rpath, child.Name), filepath.Join(dst, child.Name), depth+1); err != nil {
+			return err
+		}
+	}
+	if o.Preserve {
+		if err := os.Chmod(dst, rec.Mode&modeBits); err != nil {
+			d.fail(&Error{Op: "set mode of", Path: dst, Err: err})
+		}
+		if rec.Times {
+			if err := os.Chtimes(dst, rec.Atime, rec.Mtime); err != nil {
+				d.fail(&Error{Op: "set times of", Path: dst, Err: err})
+			}
+		}
+	}
+	return nil
+}
+
+// file receives a file the server announced into a temporary file beside
+// dst, renamed to dst only when every byte arrived and the server vouched
+// for them.
+func (d *scpDownload) file(ctx context.Context, rec protocol.SCPRecord, rpath, dst string) error {
+	o := d.opts()
+	src := d.label + rpath
+	op := "copy " + src + " to"
+	if !o.Preserve && rec.Mode&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+		return d.refuse(&Error{Op: op, Path: dst,
+			Err:  fmt.Errorf("the server sent mode %s, with setuid or setgid bits; refused without -p", octal(rec.Mode)),
+			Hint: "a file that runs with its owner's or group's rights is copied only with -p, which takes the server's modes as they are"})
+	}
+	var existing fs.FileInfo
+	switch fi, err := os.Stat(dst); {
+	case err == nil && fi.IsDir():
+		return d.refuse(&Error{Op: op, Path: dst, Err: errors.New("is a directory")})
+	case err == nil:
+		existing = fi
+	case !errors.Is(err, fs.ErrNotExist):
+		return d.refuse(&Error{Op: op, Path: dst, Err: err})
+	}
+	out, tmp, err := createTemp(Local{}, filepath.Dir(dst), filepath.Base(dst))
+	if err != nil {
+		return d.refuse(&Error{Op: op, Path: dst, Err: err, Hint: hintFor(err)})
+	}
+	renamed := false
+	defer func() {
+		// Even when ctx was cancelled: that is when a partial temporary
+		// file is most likely.
+		if !renamed {
+			_ = os.Remove(tmp)
+		}
+	}()
+	if err := d.rcv.Reply(nil); err != nil {
+		_ = out.Close()
+		return err
+	}
+
+	start := time.Now()
+	d.progress.StartFile(rec.Name, rec.Size)
+	n, werr := pipeline.Copy(ctx, out, d.rcv, d.pipelineOptions())
+	if cerr := out.Close(); werr == nil {
+		werr = cerr
+	}
+	d.progress.EndFile()
+	ferr := d.rcv.FinishBody()
+	var se *protocol.SCPError
+	if ferr != nil && !errors.As(ferr, &se) {
+		return ferr
+	}
+
+	var fileErr error
+	switch {
+	case werr != nil:
+		fileErr = &Error{Op: op, Path: dst, Err: werr, Hint: hintFor(werr)}
+	case ferr != nil:
+		// The server could not read its file whole: what came is not it.
+		fileErr = &Error{Op: "copy", Path: src, Err: ferr}
+	default:
+		fileErr = d.finish(ctx, rec, src, tmp, dst, n, existing)
+	}
+	renamed = fileErr == nil
+	if fileErr != nil {
+		d.fail(fileErr)
+	}
+	if err := d.rcv.Reply(fileErr); err != nil {
+		return err
+	}
+	if fileErr == nil {
+		d.addFile(n)
+		d.logf("copied %s to %s: %d bytes in %s", src, dst, n, time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// finish checks a received temporary file, gives it its mode and times
+// and renames it to dst.
+func (d *scpDownload) finish(ctx context.Context, rec protocol.SCPRecord, src, tmp, dst string, n int64, existing fs.FileInfo) error {
+	op := "copy " + src + " to"
+	ti, err := os.Stat(tmp)
+	if err != nil {
+		return &Error{Op: op, Path: dst, Err: err}
+	}
+	if n != rec.Size || ti.Size() != rec.Size {
+		return &Error{Op: op, Path: dst,
+			Err: fmt.Errorf("%w: %d bytes arrived of %d announced", pipeline.ErrShortWrite, ti.Size(), rec.Size)}
+	}
+	switch {
+	case d.opts().Preserve:
+		if err := os.Chmod(tmp, rec.Mode&modeBits); err != nil {
+			return &Error{Op: "set mode of", Path: dst, Err: err}
+		}
+		if rec.Times {
+			if err := os.Chtimes(tmp, rec.Atime, rec.Mtime); err != nil {
+				return &Error{Op: "set times of", Path: dst, Err: err}
+			}
+		}
+	case existing != nil:
+		// Overwriting keeps the target's mode, as scp's write in place does.
+		if existing.Mode()&modeBits != ti.Mode()&modeBits {
+			if err := os.Chmod(tmp, existing.Mode()&modeBits); err != nil {
+				return &Error{Op: "set mode of", Path: dst, Err: err}
+			}
+		}
+	default:
+		if err := (&copier{}).setMode(Endpoint{Local{}, tmp}, rec.Mode.Perm()); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return &Error{Op: op, Path: dst, Err: err}
+	}
+	return nil
+}
+
+// octal writes a mode as chmod takes it.
+func octal(mode fs.FileMode) string {
+	m := uint32(mode.Perm())
+	for _, b := range []struct {
+		bit fs.FileMode
+		oct uint32
+	}{{fs.ModeSetuid, 0o4000}, {fs.ModeSetgid, 0o2000}, {fs.ModeSticky, 0o1000}} {
+		if mode&b.bit != 0 {
+			m |= b.oct
+		}
+	}
+	return fmt.Sprintf("%04o", m)
+}
+
+// upload sends one local source to the remote target.
+func (j *scpJob) upload(ctx context.Context, src string, target SCPEndpoint, several bool) {
+	o := j.opts()
+	si, err := os.Stat(src)
+	if err != nil {
+		j.fail(&Error{Op: "read", Path: src, Err: err})
+		return
+	}
+	switch {
+	case si.IsDir() && !o.Recursive:
+		j.fail(&Error{Op: "copy", Path: src, Err: errors.New("is a directory"), Hint: "use -r to copy directories"})
+		return
+	case !si.IsDir() && !si.Mode().IsRegular():
+		j.fail(&Error{Op: "copy", Path: src, Err: errors.New("not a regular file")})
+		return
+	}
+	name, err := sourceBase(Endpoint{Local{}, src})
+	if err != nil {
+		j.fail(err)
+		return
+	}
+	snd, err := target.Host.Send(ctx, target.Path,
+		protocol.SCPOptions{Recursive: o.Recursive, Preserve: o.Preserve, TargetIsDir: several})
+	if err != nil {
+		if ctx.Err() == nil {
+			j.fail(&Error{Op: "copy " + src + " to", Path: target.String(), Err: err, Hint: scpHint(err)})
+		}
+		return
+	}
+	u := &scpUpload{scpJob: j, snd: snd, target: target.String()}
+	err = u.entry(ctx, src, name, si, 0)
+	cerr := snd.Close()
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		j.fail(&Error{Op: "copy " + src + " to", Path: u.target, Err: err, Hint: scpHint(err)})
+	case cerr != nil:
+		j.fail(&Error{Op: "copy " + src + " to", Path: u.target, Err: cerr})
+	}
+}
+
+// scpUpload is one "scp -t" session.
+type scpUpload struct {
+	*scpJob
+	snd    *protocol.SCPSender
+	target string // "host:path", for messages
+}
+
+// entry sends a local file or directory; a returned error ends the
+// session.
+func (u *scpUpload) entry(ctx context.Context, p, name string, si fs.FileInfo, depth int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if strings.ContainsRune(name, '\n') {
+		u.fail(&Error{Op: "copy", Path: p, Err: errors.New("the name holds a newline, which the scp protocol cannot send"),
+			Hint: "leave out -O to copy it over SFTP"})
+		return nil
+	}
+	switch {
+	case si.IsDir():
+		return u.dir(ctx, p, name, si, depth)
+	case si.Mode().IsRegular():
+		return u.file(ctx, p, name, si)
+	}
+	u.fail(&Error{Op: "copy", Path: p, Err: errors.New("not a regular file")})
+	return nil
+}
+
+// refused records the server's refusal of one entry and reports whether
+// err was one.
+func (u *scpUpload) refused(err error, p string) bool {
+	return u.remoteWarning(err, "copy "+p+" to", u.target)
+}
+
+func (u *scpUpload) dir(ctx context.Context, p, name string, si fs.FileInfo, depth int) error {
+	if depth >= maxDepth {
+		u.fail(&Error{Op: "copy", Path: p,
+			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
+			Hint: "a symbolic link may point to one of its own parent directories"})
+		return nil
+	}
+	entries, err := Local{}.ReadDir(p)
+	if err != nil {
+		u.fail(&Error{Op: "read directory", Path: p, Err: err})
+		return nil
+	}
+	rec := protocol.SCPRecord{Type: protocol.SCPDir, Name: name, Mode: si.Mode() & scpModeBits,
+		Times: true, Mtime: si.ModTime(), Atime: atimeOf(si)}
+	if err := u.snd.StartDir(rec); err != nil {
+		if u.refused(err, p) {
+			return nil
+		}
+		return err
+	}
+	u.addDir()
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	for _, e := range entries {
+		child := filepath.Join(p, e.Name())
+		info := e
+		if e.Mode()&fs.ModeSymlink != 0 {
+			// scp follows links: send what they point to.
+			if info, err = os.Stat(child); err != nil {
+				u.fail(&Error{Op: "read", Path: child, Err: err})
+				continue
+			}
+		}
+		if err := u.entry(ctx, child, e.Name(), info, depth+1); err != nil {
+			return err
+		}
+	}
+	if err := u.snd.EndDir(); err != nil && !u.refused(err, p) {
+		return err
+	}
+	return nil
+}
+
+func (u *scpUpload) file(ctx context.Context, p, name string, si fs.FileInfo) error {
+	f, err := os.Open(p)
+	if err != nil {
+		u.fail(&Error{Op: "read", Path: p, Err: err})
+		return nil
+	}
+	defer f.Close()
+	rec := protocol.SCPRecord{Type: protocol.SCPFile, Name: name, Mode: si.Mode() & scpModeBits, Size: si.Size(),
+		Times: true, Mtime: si.ModTime(), Atime: atimeOf(si)}
+	if err := u.snd.StartFile(rec); err != nil {
+		if u.refused(err, p) {
+			return nil
+		}
+		return err
+	}
+
+	start := time.Now()
+	in := &readRecorder{r: io.LimitReader(f, si.Size())}
+	u.progress.StartFile(name, si.Size())
+	n, cerr := pipeline.Copy(ctx, u.snd, in, u.pipelineOptions())
+	u.progress.EndFile()
+	if cerr != nil && in.err == nil {
+		return cerr // the session, not the file
+	}
+	readErr := in.err
+	if readErr == nil {
+		var one [1]byte
+		if n != si.Size() {
+			readErr = fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), n)
+		} else if m, _ := f.Read(one[:]); m > 0 {
+			readErr = fmt.Errorf("file changed size during the copy: it grew beyond %d bytes", si.Size())
+		}
+	}
+	err = u.snd.EndFile(readErr)
+	if readErr != nil {
+		u.fail(&Error{Op: "read", Path: p, Err: readErr,
+			Hint: "the remote scp writes in place: the file on the server is incomplete; copy it again"})
+		var se *protocol.SCPError
+		if err != nil && !(errors.As(err, &se) && !se.Fatal) {
+			return err
+		}
+		return nil
+	}
+	if err != nil {
+		if u.refused(err, p) {
+			return nil
+		}
+		return err
+	}
+	u.addFile(n)
+	u.logf("copied %s to %s: %d bytes in %s", p, u.target, n, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// readRecorder keeps the error of its reader, so that a failure to read a
+// local file can be told from a failure of the session it is sent on.
+type readRecorder struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readRecorder) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
+}
+
+// sharedProgress lets the sessions of a run share one Progress, which
+// follows one file at a time: the file that started first has it until it
+// ends, and the files beside it are not shown.
+type sharedProgress struct {
+	mu    sync.Mutex
+	p     Progress
+	owner *progressView
+}
+
+// progressView is one session's Progress.
+type progressView struct {
+	s *sharedProgress
+}
+
+func (s *sharedProgress) view() *progressView { return &progressView{s: s} }
+
+func (v *progressView) StartFile(name string, size int64) {
+	s := v.s
+	if s.p == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owner == nil {
+		s.owner = v
+		s.p.StartFile(name, size)
+	}
+}
+
+func (v *progressView) Add(n int) {
+	s := v.s
+	if s.p == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owner == v {
+		s.p.Add(n)
+	}
+}
+
+func (v *progressView) EndFile() {
+	s := v.s
+	if s.p == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.owner == v {
+		s.p.EndFile()
+		s.owner = nil
+	}
+}
