@@ -58,7 +58,6 @@ type copyOptions struct {
 
 // unsupportedFlags are scp's flags hpncp does not offer, with what they do.
 var unsupportedFlags = []struct{ name, what string }{
-	{"3", "remote-to-remote copies through this host (hpncp relays such copies already)"},
 	{"A", "agent forwarding"},
 	{"C", "SSH compression"},
 	{"R", "copies between two remotes run on the source host"},
@@ -83,6 +82,9 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.Int64Flag{Name: "l", Usage: "bandwidth limit in Kbit/s", Destination: &o.LimitKbit},
 		&cli.StringFlag{Name: "c", Usage: "cipher(s)", Destination: &o.Cipher},
 		&cli.BoolFlag{Name: "O", Usage: "use the legacy SCP protocol", Destination: &o.Legacy},
+		// scp's -3 relays remote-to-remote copies through this host, which
+		// is how hpncp always copies between two remotes.
+		&cli.BoolFlag{Name: "3", Usage: "relay copies between two remotes through this host (always so)"},
 		&cli.StringFlag{Name: "streams", Value: "auto", Destination: &o.Streams},
 		&cli.StringFlag{Name: "connections", Value: "auto", Destination: &o.Connections},
 		&cli.BoolFlag{Name: "hpn-disabled", Destination: &o.HPNDisabled},

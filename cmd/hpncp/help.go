@@ -41,6 +41,7 @@ Flags (scp's, with scp's meaning):
   -l limit      limit bandwidth, in Kbit/s
   -c cipher     cipher(s) to use, comma-separated
   -O            use the legacy SCP protocol (automatic for a host without SFTP)
+  -3            copies between two remotes go through this host (always so)
   -4, -6        use IPv4 or IPv6 only
   -h, --help    show this help
 
