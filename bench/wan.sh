@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hpncp against the tools a user would pick instead, on emulated WAN paths,
 # side by side in one run: scp (SFTP mode), scp -O, sftp, rsync -e ssh,
-# hpncp --hpn-disabled (one stream, the baseline) and hpncp (auto), uploads
+# rsync -e 'hpncp ssh', hpncp --hpn-disabled (one stream, the baseline) and
+# hpncp (auto), uploads
 # and downloads, at loopback and at each RTT through bench/netns.sh.
 #
 #   bench/wan.sh [--rtts "lo 1 10 50 100"] [--rate 1gbit] [--runs 3]
@@ -15,7 +16,8 @@
 #   --slow-size  file size for the single-channel tools (scp, scp-O, sftp,
 #                rsync, hpnd) at 50 ms and more, where 1 GiB would take a
 #                minute a run; MB/s stays comparable, set-up included
-#   --tools      any of: scp scp-O sftp rsync hpnd hpn
+#   --tools      any of: scp scp-O sftp rsync rsync-hpn hpnd hpn (rsync-hpn
+#                is rsync -e 'hpncp ssh')
 #   --out        also write the table as markdown
 #
 # The server is a stock OpenSSH sshd started in the far namespace with its
@@ -31,7 +33,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 
 rtts="lo 1 10 50 100" rate=1gbit runs=3 size=1G slow_size=256M
-tools="scp scp-O sftp rsync hpnd hpn" dirs="up down" mtu=1500 out= hpncp_bin=
+tools="scp scp-O sftp rsync rsync-hpn hpnd hpn" dirs="up down" mtu=1500 out= hpncp_bin=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rtts) rtts=$2 ;;
@@ -187,6 +189,7 @@ copy() {
 		fi
 		;;
 	rsync) client rsync -e "ssh -F $cfg" "$from" "$to" ;;
+	rsync-hpn) client rsync -e "$hpncp_bin ssh -F $cfg" "$from" "$to" ;;
 	hpnd) client "$hpncp_bin" -F "$cfg" -q --hpn-disabled "$from" "$to" ;;
 	hpn) client "$hpncp_bin" -F "$cfg" -q "$from" "$to" ;;
 	esac
