@@ -9,7 +9,7 @@ GOTESTFLAGS ?=
 # How long the scp line parser is fuzzed on every test run.
 FUZZTIME ?= 60s
 
-.PHONY: test build bench-wan bench-lan
+.PHONY: test build bench-wan bench-lan release-check
 
 test:
 	./scripts/ensure-deps.sh
@@ -27,3 +27,11 @@ bench-wan:
 
 bench-lan:
 	bench/lan.sh
+
+# Release packaging: validate .goreleaser.yaml and build every target as a
+# snapshot into dist/. Not part of test: building goreleaser itself takes
+# minutes the first time.
+GORELEASER ?= $(GO) run github.com/goreleaser/goreleaser/v2@v2.15.1
+release-check:
+	$(GORELEASER) check
+	$(GORELEASER) build --snapshot --clean

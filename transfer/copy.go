@@ -5,9 +5,12 @@ package transfer
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"path"
 	"sort"
 	"strings"
 	"time"
@@ -47,6 +50,23 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Parallel says when and how large files use several streams.
 	Parallel ParallelOptions
+
+	// Skip says which files already at the target are left alone; the
+	// zero value copies every file, as scp.
+	Skip SkipMode
+	// Verify compares the SHA-256 of each source with that of the written
+	// file before it takes its final name; a mismatch fails the file.
+	Verify bool
+	// Shard keeps only the files of one shard of the run.
+	Shard Shard
+	// FilesFrom, when not nil, lists the paths (clean, relative,
+	// slash-separated, as ReadFileList returns them) to copy from the one
+	// source directory to the same paths below the target directory,
+	// which is created when missing, as are the directories between.
+	FilesFrom []string
+	// Report, when not nil, is told what happened to every file: copied,
+	// skipped or failed. It is called from the goroutine running the copy.
+	Report func(FileReport)
 }
 
 // Result counts what a run did.
@@ -59,6 +79,8 @@ type Result struct {
 	// used at once; 1 and 0 when every file went over the main session.
 	MaxStreams int
 	Conns      int
+	// Skipped counts the files left alone because the target had them.
+	Skipped int
 }
 
 // maxDepth bounds recursion: scp follows symbolic links to directories, so
@@ -86,6 +108,10 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (*Re
 		for _, n := range names {
 			expanded = append(expanded, Endpoint{s.FS, n})
 		}
+	}
+
+	if o.FilesFrom != nil {
+		return c.copyList(ctx, expanded, target)
 	}
 
 	targetIsDir := false
@@ -123,7 +149,7 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (*Re
 			}
 			dst = target.FS.Join(target.Path, base)
 		}
-		c.copyAny(ctx, s, Endpoint{target.FS, dst}, si, 0)
+		c.copyAny(ctx, s, Endpoint{target.FS, dst}, si, "", 0)
 	}
 	if err := ctx.Err(); err != nil {
 		return c.res, err
@@ -136,7 +162,21 @@ type copier struct {
 	res  *Result
 }
 
-func (c *copier) fail(err error) { c.res.Errors = append(c.res.Errors, err) }
+func (c *copier) fail(err error) {
+	c.res.Errors = append(c.res.Errors, err)
+	var where string
+	var te *Error
+	if errors.As(err, &te) {
+		where = te.Path
+	}
+	c.report(FileReport{Path: where, Status: StatusFailed, Error: err.Error()})
+}
+
+// failFile records that the file src could not be copied.
+func (c *copier) failFile(src Endpoint, err error) {
+	c.res.Errors = append(c.res.Errors, err)
+	c.report(FileReport{Path: src.String(), Status: StatusFailed, Error: err.Error()})
+}
 
 func (c *copier) logf(format string, args ...any) {
 	if c.opts.Logf != nil {
@@ -145,8 +185,9 @@ func (c *copier) logf(format string, args ...any) {
 }
 
 // copyAny copies a file or, with -r, a directory whose info (links
-// followed) is si.
-func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo, depth int) {
+// followed) is si. rel is src's path relative to its source operand, ""
+// for the operand itself.
+func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int) {
 	switch {
 	case si.IsDir():
 		if !c.opts.Recursive {
@@ -154,17 +195,23 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 				Hint: "use -r to copy directories"})
 			return
 		}
-		c.copyDir(ctx, src, dst, si, depth)
+		c.copyDir(ctx, src, dst, si, rel, depth)
 	case si.Mode().IsRegular():
+		if rel == "" {
+			rel = src.FS.Base(src.Path)
+		}
+		if !c.opts.Shard.Keep(rel) {
+			return
+		}
 		if err := c.copyFile(ctx, src, dst, si); err != nil {
-			c.fail(err)
+			c.failFile(src, err)
 		}
 	default:
 		c.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("not a regular file")})
 	}
 }
 
-func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, depth int) {
+func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int) {
 	if depth >= maxDepth {
 		c.fail(&Error{Op: "copy", Path: src.String(),
 			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
@@ -180,6 +227,10 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist):
 		if err := dst.FS.Mkdir(dst.Path); err != nil {
+			// Shards of one run create the same directories at once.
+			if di, serr := dst.FS.Stat(dst.Path); serr == nil && di.IsDir() {
+				break
+			}
 			c.fail(&Error{Op: "create directory", Path: dst.String(), Err: err})
 			return
 		}
@@ -222,7 +273,7 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 				continue
 			}
 		}
-		c.copyAny(ctx, child, Endpoint{dst.FS, dst.FS.Join(dst.Path, name)}, info, depth+1)
+		c.copyAny(ctx, child, Endpoint{dst.FS, dst.FS.Join(dst.Path, name)}, info, path.Join(rel, name), depth+1)
 	}
 
 	if c.opts.Preserve && ctx.Err() == nil {
@@ -277,12 +328,30 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	case !errors.Is(err, fs.ErrNotExist):
 		return &Error{Op: op, Path: dst.String(), Err: err}
 	}
+	if existing != nil && c.opts.Skip != CopyAlways {
+		skip, sum, err := c.skip(ctx, src, dst, si, existing)
+		if err != nil {
+			return err
+		}
+		if skip {
+			c.res.Skipped++
+			c.report(FileReport{Path: src.String(), Status: StatusSkipped, SHA256: sum})
+			c.logf("skipped %s: %s has it already", src, dst)
+			return nil
+		}
+	}
 
-	in, err := src.FS.Open(src.Path)
+	f, err := src.FS.Open(src.Path)
 	if err != nil {
 		return &Error{Op: "read", Path: src.String(), Err: err}
 	}
-	defer in.Close()
+	defer f.Close()
+	var in io.Reader = f
+	var srcHash *hashingReader
+	if c.opts.Verify {
+		srcHash = &hashingReader{r: f, h: sha256.New()}
+		in = srcHash
+	}
 
 	dir := dst.FS.Dir(dst.Path)
 	out, tmp, err := createTemp(dst.FS, dir, dst.FS.Base(dst.Path))
@@ -315,6 +384,8 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 			return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
 		}
 		n, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size())
+		// The streams read the source on their own: verify re-reads it.
+		srcHash = nil
 	} else {
 		po := pipeline.Options{BufferSize: c.opts.BufferSize, Limiter: c.opts.Limiter}
 		if c.opts.Progress != nil {
@@ -345,6 +416,16 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	if ti.Size() != n {
 		return &Error{Op: op, Path: dst.String(),
 			Err: fmt.Errorf("%w: %d bytes arrived of %d sent", pipeline.ErrShortWrite, ti.Size(), n)}
+	}
+	var sum string
+	if c.opts.Verify {
+		var srcSum []byte
+		if srcHash != nil {
+			srcSum = srcHash.h.Sum(nil)
+		}
+		if sum, err = verify(ctx, src, dst, tmpEnd, srcSum); err != nil {
+			return err
+		}
 	}
 
 	switch {
@@ -377,6 +458,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	}
 	c.res.Files++
 	c.res.Bytes += n
+	c.report(FileReport{Path: src.String(), Bytes: n, Status: StatusCopied, SHA256: sum})
 	c.logf("copied %s to %s: %d bytes in %s", src, dst, n, time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -37,9 +37,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			if len(opts.Operands) == 0 {
 				return cli.ShowRootCommandHelp(cmd)
 			}
-			return runCopy(ctx, &opts, stdin, stderr)
+			return runCopy(ctx, &opts, stdin, stdout, stderr)
 		},
-		Commands: []*cli.Command{versionCommand(stdout), sshCommand(stdin, stdout, stderr)},
+		Commands: []*cli.Command{versionCommand(stdout), sshCommand(stdin, stdout, stderr), benchCommand(stdout, stderr), docsCommand()},
 	}
 	argv := []string{"hpncp"}
 	if len(args) > 1 && app.Command(args[1]) != nil {

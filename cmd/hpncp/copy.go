@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,17 @@ type copyOptions struct {
 	Window      string // BYTES in flight per stream, or "auto"
 	TCPRcvBuf   string
 	TCPSndBuf   string
+
+	// Re-runs, verification, file lists and shards, for migrations.
+	Force          bool   // copy even what the target has already
+	IgnoreExisting bool   // skip every file the target has
+	Checksum       bool   // compare hashes instead of size and time
+	Verify         bool   // hash source and written file after each copy
+	JSON           bool   // a JSON report on stdout
+	Shard          string // i/n
+	FilesFrom      string // a file listing the paths to copy, "-" for stdin
+	From0          bool   // the list is NUL-separated
+	BWLimit        string // bytes (or bits with "bit") per second
 	// unsupported holds scp flags hpncp knows but does not implement, so
 	// that using one is an error that names it rather than a surprise.
 	unsupported map[string]*bool
@@ -92,6 +104,15 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.StringFlag{Name: "window", Value: "auto", Destination: &o.Window},
 		&cli.StringFlag{Name: "tcp-rcvbuf", Destination: &o.TCPRcvBuf},
 		&cli.StringFlag{Name: "tcp-sndbuf", Destination: &o.TCPSndBuf},
+		&cli.BoolFlag{Name: "force", Destination: &o.Force},
+		&cli.BoolFlag{Name: "ignore-existing", Destination: &o.IgnoreExisting},
+		&cli.BoolFlag{Name: "checksum", Destination: &o.Checksum},
+		&cli.BoolFlag{Name: "verify", Destination: &o.Verify},
+		&cli.BoolFlag{Name: "json", Destination: &o.JSON},
+		&cli.StringFlag{Name: "shard", Destination: &o.Shard},
+		&cli.StringFlag{Name: "files-from", Destination: &o.FilesFrom},
+		&cli.BoolFlag{Name: "from0", Aliases: []string{"0"}, Destination: &o.From0},
+		&cli.StringFlag{Name: "bwlimit", Destination: &o.BWLimit},
 	}
 	o.unsupported = map[string]*bool{}
 	for _, u := range unsupportedFlags {
@@ -121,7 +142,87 @@ func (o *copyOptions) check() error {
 	if len(o.Operands) < 2 {
 		return usagef("give one or more sources and a target, e.g. hpncp file host:dir/", "missing target")
 	}
+	n := 0
+	for _, b := range []bool{o.Force, o.IgnoreExisting, o.Checksum} {
+		if b {
+			n++
+		}
+	}
+	if n > 1 {
+		return usagef("", "--force, --ignore-existing and --checksum exclude each other")
+	}
+	if o.BWLimit != "" && o.LimitKbit != 0 {
+		return usagef("", "-l and --bwlimit exclude each other")
+	}
+	if o.From0 && o.FilesFrom == "" {
+		return usagef("", "-0 goes with --files-from")
+	}
 	return nil
+}
+
+// needsSFTP reports whether a flag asks for what only Copy, over SFTP,
+// does: the legacy scp protocol has no way to hash or list a target.
+func (o *copyOptions) needsSFTP() bool {
+	return o.Verify || o.Checksum || o.IgnoreExisting || o.Shard != "" || o.FilesFrom != ""
+}
+
+// skipMode is the transfer.SkipMode the flags ask for: rsync's quick
+// check unless one of --force, --ignore-existing or --checksum is given.
+func (o *copyOptions) skipMode() transfer.SkipMode {
+	switch {
+	case o.Force:
+		return transfer.CopyAlways
+	case o.IgnoreExisting:
+		return transfer.SkipExisting
+	case o.Checksum:
+		return transfer.SkipChecksum
+	}
+	return transfer.SkipQuick
+}
+
+// bytesPerSecond is the run's bandwidth limit, 0 for none: -l in Kbit/s
+// as scp's, or --bwlimit as a size per second ("10M" is 10 MB/s) or, with
+// "bit" after the unit, bits per second ("100mbit", "1.5gbit").
+func (o *copyOptions) bytesPerSecond() (int64, error) {
+	if o.BWLimit == "" {
+		return o.LimitKbit * 1024 / 8, nil
+	}
+	v := strings.TrimSuffix(strings.TrimSpace(strings.ToLower(o.BWLimit)), "/s")
+	bits := strings.HasSuffix(v, "bit")
+	v = strings.TrimSuffix(v, "bit")
+	n, err := window.ParseSize(v)
+	if bits {
+		n /= 8
+	}
+	if err != nil || n <= 0 {
+		return 0, usagef("a rate is a size per second: 10M is 10 MB/s, 100mbit is 100 Mbit/s",
+			"--bwlimit %s: not a rate", o.BWLimit)
+	}
+	return n, nil
+}
+
+// fileList reads --files-from, from stdin for "-".
+func (o *copyOptions) fileList(stdin io.Reader) ([]string, error) {
+	if o.FilesFrom == "" {
+		return nil, nil
+	}
+	r := stdin
+	if o.FilesFrom != "-" {
+		f, err := os.Open(o.FilesFrom)
+		if err != nil {
+			return nil, usagef("", "--files-from: %v", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	list, err := transfer.ReadFileList(r, o.From0)
+	if err != nil {
+		return nil, usagef("", "--files-from %s: %v", o.FilesFrom, err)
+	}
+	if list == nil {
+		list = []string{}
+	}
+	return list, nil
 }
 
 // tuning is what the pipeline flags ask for, parsed.
@@ -225,8 +326,22 @@ func (o *copyOptions) connOptions(stderr io.Writer) sshconn.Options {
 }
 
 // runCopy copies the operands' sources to their target.
-func runCopy(ctx context.Context, o *copyOptions, _ io.Reader, stderr io.Writer) error {
+func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := o.check(); err != nil {
+		return err
+	}
+	limit, err := o.bytesPerSecond()
+	if err != nil {
+		return err
+	}
+	var shard transfer.Shard
+	if o.Shard != "" {
+		if shard, err = transfer.ParseShard(o.Shard); err != nil {
+			return usagef("run n copies with --shard 0/n to --shard n-1/n to split one migration", "--shard: %v", err)
+		}
+	}
+	list, err := o.fileList(stdin)
+	if err != nil {
 		return err
 	}
 	locs := make([]transfer.Location, len(o.Operands))
@@ -270,13 +385,23 @@ func runCopy(ctx context.Context, o *copyOptions, _ io.Reader, stderr io.Writer)
 		}
 		ends[i] = e
 	}
+	if legacy && o.needsSFTP() {
+		return usagef("the legacy scp protocol sends files blind: these need an SFTP server",
+			"--verify, --checksum, --ignore-existing, --shard and --files-from do not work with the legacy scp protocol (-O)")
+	}
 
 	to := transfer.Options{
 		Recursive: o.Recursive,
 		Preserve:  o.Preserve,
-		Limiter:   pipeline.NewLimiter(o.LimitKbit * 1024 / 8),
+		Limiter:   pipeline.NewLimiter(limit),
 		Parallel:  tune.parallel,
+		Skip:      o.skipMode(),
+		Verify:    o.Verify,
+		Shard:     shard,
+		FilesFrom: list,
 	}
+	var files []transfer.FileReport
+	to.Report = func(f transfer.FileReport) { files = append(files, f) }
 	if o.Verbose {
 		to.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "hpncp: "+format+"\n", args...) }
 	}
@@ -295,6 +420,17 @@ func runCopy(ctx context.Context, o *copyOptions, _ io.Reader, stderr io.Writer)
 	for _, e := range res.Errors {
 		printError(stderr, e.Error(), hintOf(e))
 	}
+	if o.JSON {
+		rep := transfer.NewReport(files, res, time.Since(start))
+		if legacy {
+			rep = legacyReport(rep, res)
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if werr := enc.Encode(rep); werr != nil {
+			return fmt.Errorf("write the JSON report: %w", werr)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -305,12 +441,41 @@ func runCopy(ctx context.Context, o *copyOptions, _ io.Reader, stderr io.Writer)
 		if res.Conns > 0 {
 			fmt.Fprintf(stderr, " over %d connection(s)", res.Conns)
 		}
+		if res.Skipped > 0 {
+			fmt.Fprintf(stderr, ", %d skipped", res.Skipped)
+		}
 		fmt.Fprintln(stderr)
 	}
 	if len(res.Errors) > 0 {
-		return &partialError{failed: len(res.Errors)}
+		return &partialError{failed: len(res.Errors), done: res.Files + res.Skipped}
 	}
 	return nil
+}
+
+// legacyReport fills in a report of a legacy-protocol run (-O), which
+// tells no files one by one: its files list holds only the failures and
+// the totals come from the run's result.
+func legacyReport(rep transfer.Report, res *transfer.Result) transfer.Report {
+	for _, e := range res.Errors {
+		rep.Files = append(rep.Files, transfer.FileReport{Path: pathOf(e), Status: transfer.StatusFailed, Error: e.Error()})
+	}
+	rep.Totals.Copied = res.Files
+	rep.Totals.Failed = len(res.Errors)
+	rep.Totals.Files = res.Files + len(res.Errors)
+	rep.Totals.Bytes = res.Bytes
+	if rep.Totals.Seconds > 0 {
+		rep.Totals.MBPerS = float64(res.Bytes) / rep.Totals.Seconds / 1e6
+	}
+	return rep
+}
+
+// pathOf is the path an error names, "" when it names none.
+func pathOf(err error) string {
+	var te *transfer.Error
+	if errors.As(err, &te) {
+		return te.Path
+	}
+	return ""
 }
 
 func isTerminal(w io.Writer) bool {

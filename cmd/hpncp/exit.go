@@ -13,8 +13,9 @@ import (
 // Exit codes, documented in the help text and the README.
 const (
 	exitOK          = 0
-	exitFailed      = 1 // some or all files could not be copied
+	exitFailed      = 1 // nothing could be copied
 	exitUsage       = 2
+	exitPartial     = 3 // some files were copied, others failed
 	exitInterrupted = 130
 	exitConnection  = 255 // connection, host key or authentication failure, as ssh
 )
@@ -29,8 +30,9 @@ func usagef(hint, format string, args ...any) error {
 }
 
 // partialError reports that a run went to the end but some files failed;
-// each failure has been printed already.
-type partialError struct{ failed int }
+// each failure has been printed already. done counts the files copied or
+// found already at the target.
+type partialError struct{ failed, done int }
 
 func (e *partialError) Error() string {
 	return fmt.Sprintf("%d file(s) or directories could not be copied", e.failed)
@@ -59,6 +61,8 @@ func report(stderr io.Writer, err error) int {
 			fmt.Fprintln(stderr, "hpncp: hint: run hpncp --help for usage")
 		}
 		return exitUsage
+	case errors.As(err, &pe) && pe.done > 0:
+		return exitPartial
 	case errors.As(err, &pe):
 		return exitFailed
 	case errors.As(err, &ce):

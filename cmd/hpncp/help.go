@@ -9,6 +9,8 @@ requests.
 Usage:
   hpncp [flags] SOURCE... TARGET
   hpncp ssh [ssh flags] [user@]host [command...]
+  hpncp bench [flags] [user@]host[:dir]   measure configurations, keep the best
+  hpncp bench --embedded                  the demo: an emulated 50 ms path
   hpncp version
 
 hpncp ssh is a remote shell with ssh's flags for rsync -e, git and scripts
@@ -26,6 +28,7 @@ Examples:
   hpncp -rp photos/ alice@nas:backup/   a tree, keeping modes and times
   hpncp -P 2222 -i ~/.ssh/id_work f h:  another port and key
   hpncp -J bastion report.pdf inner:    through a jump host
+  hpncp -rp --shard 2/8 --json data/ h:d/   one of 8 machines' share, as JSON
 
 Flags (scp's, with scp's meaning):
   -r            copy directories recursively
@@ -54,6 +57,25 @@ Pipeline flags (large files go over several SFTP streams and connections):
   --tcp-rcvbuf SIZE      TCP receive buffer (default: kernel autotuning)
   --tcp-sndbuf SIZE      TCP send buffer (default: kernel autotuning)
 
+Re-runs and migrations:
+  A file whose target has the same size and modification time (to the
+  second) is skipped, as rsync's quick check. With -p the target keeps the
+  source's time, so re-running a finished copy sends nothing; without -p
+  the target's time is the copy's and files are sent again.
+  --force                copy every file, as scp does
+  --ignore-existing      skip every file the target already has
+  --checksum             skip files whose size and SHA-256 match instead
+  --verify               compare SHA-256 of source and written file before
+                         the rename; a mismatch fails the file
+  --files-from FILE      copy the paths FILE lists (one a line; - for stdin)
+                         from the source directory to the same paths below
+                         the target
+  -0, --from0            the list's paths end in NUL, not newline
+  --shard i/n            copy only files whose path hashes to shard i of n:
+                         n runs, 0/n to n-1/n, cover every file once
+  --json                 print a JSON report on stdout at the end
+  --bwlimit RATE         limit bandwidth: 10M is 10 MB/s, 100mbit 100 Mbit/s
+
 Hosts, users, ports, keys and known hosts come from ssh_config as OpenSSH
 resolves it (ssh -G). Host keys are checked against known_hosts with
 StrictHostKeyChecking's rules. Each file is written under a temporary name
@@ -61,9 +83,10 @@ StrictHostKeyChecking's rules. Each file is written under a temporary name
 failed or interrupted copy never leaves a partial file under a final name.
 
 Exit status:
-  0    every file copied
-  1    one or more files could not be copied (each is reported)
+  0    every file copied (or already at the target)
+  1    no file could be copied (each failure is reported)
   2    usage error
+  3    partial: some files copied, others failed (each is reported)
   130  interrupted (SIGINT or SIGTERM)
   255  connection, host key or authentication failure
 `

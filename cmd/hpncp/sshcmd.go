@@ -14,7 +14,6 @@ import (
 
 	"github.com/urfave/cli/v3"
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/sys/unix"
 
 	"github.com/hpncp/hpncp/sshconn"
 )
@@ -590,12 +589,6 @@ func (e *remoteExitError) Error() string {
 
 // ExitCode is the process exit code hpncp ssh ends with.
 func (e *remoteExitError) ExitCode() int { return e.Status }
-
-// signalNumber is the number of the signal RFC 4254 names without "SIG"
-// ("TERM"), 0 for a name this system does not know.
-func signalNumber(name string) int {
-	return int(unix.SignalNum("SIG" + name))
-}
 
 // printSSHConfig is -G: the resolved configuration in ssh -G's format.
 // git runs `ssh -G host` to tell OpenSSH's ssh from simpler programs, and

@@ -1,0 +1,285 @@
+// Package bench measures hpncp against one host: it runs timed uploads and
+// downloads of a scratch file under several pipeline configurations (auto,
+// HPN disabled, fixed stream counts, the legacy scp protocol), summarises
+// them in the table format of the HPN-SSH test reports, recommends the best
+// configuration and keeps that recommendation in a per-host cache. It also
+// holds the embedded demo: an in-process SSH/SFTP server behind a relay that
+// emulates a long, rate-limited path.
+//
+// The transfers themselves are the caller's (the CLI runs its own copy code
+// through a Runner), so that a table measures what users get.
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Config is one configuration of the copy pipeline that a bench compares.
+type Config struct {
+	// Name is the table's row label: hpn, hpnd, s2, s4, s8, s16 or scp-O.
+	Name string `json:"name"`
+	// Meaning says what the configuration is, in the flags a user would give.
+	Meaning string `json:"meaning"`
+	// Streams is --streams: 0 for auto.
+	Streams int `json:"streams,omitempty"`
+	// HPNDisabled is --hpn-disabled: one stream, the baseline.
+	HPNDisabled bool `json:"hpn_disabled,omitempty"`
+	// Legacy is -O: the legacy scp protocol.
+	Legacy bool `json:"legacy,omitempty"`
+}
+
+// Configs are every configuration hpncp bench knows, in table order.
+var Configs = []Config{
+	{Name: "hpn", Meaning: "--streams auto (the default)"},
+	{Name: "hpnd", Meaning: "--hpn-disabled: one stream", HPNDisabled: true},
+	{Name: "s2", Meaning: "--streams 2", Streams: 2},
+	{Name: "s4", Meaning: "--streams 4", Streams: 4},
+	{Name: "s8", Meaning: "--streams 8", Streams: 8},
+	{Name: "s16", Meaning: "--streams 16", Streams: 16},
+	{Name: "scp-O", Meaning: "-O: legacy scp protocol", Legacy: true},
+}
+
+// ParseConfigs turns a comma-separated list of configuration names into
+// Configs, in the list's order; "all" means every one.
+func ParseConfigs(list string) ([]Config, error) {
+	if strings.TrimSpace(list) == "all" {
+		return slices.Clone(Configs), nil
+	}
+	var out []Config
+	seen := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || seen[name] {
+			continue
+		}
+		i := slices.IndexFunc(Configs, func(c Config) bool { return c.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown configuration %q (known: %s)", name, configNames())
+		}
+		seen[name] = true
+		out = append(out, Configs[i])
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no configuration in %q (known: %s)", list, configNames())
+	}
+	return out, nil
+}
+
+func configNames() string {
+	names := make([]string, len(Configs))
+	for i, c := range Configs {
+		names[i] = c.Name
+	}
+	return strings.Join(names, ",")
+}
+
+// Direction is upload (local to remote) or download.
+type Direction string
+
+const (
+	Upload   Direction = "upload"
+	Download Direction = "download"
+)
+
+// Runner moves the scratch file with one configuration; the CLI implements
+// it with its copy code. Paths on the remote side are as the host's SFTP
+// server sees them.
+type Runner interface {
+	Upload(ctx context.Context, c Config, local, remote string) error
+	Download(ctx context.Context, c Config, remote, local string) error
+	// Remove deletes a remote file; bench calls it for its scratch file.
+	Remove(ctx context.Context, remote string) error
+}
+
+// Options say what to measure.
+type Options struct {
+	Size    int64 // bytes in the scratch file
+	Runs    int   // transfers per configuration and direction
+	Configs []Config
+	// RemoteDir is where the scratch file goes on the remote side.
+	RemoteDir string
+	// Progress, when not nil, hears of each run as it ends (for a terminal).
+	Progress func(c Config, d Direction, run int, seconds float64)
+}
+
+// Row is one configuration in one direction: every run and their summaries.
+type Row struct {
+	Config    Config    `json:"config"`
+	Direction Direction `json:"direction"`
+	Seconds   []float64 `json:"seconds"`
+	// MBps are the runs' throughputs in MB/s (10^6 bytes per second).
+	MBps        []float64 `json:"mbps"`
+	MBpsSummary Summary   `json:"mbps_summary"`
+	SecSummary  Summary   `json:"seconds_summary"`
+}
+
+// Report is a whole bench run.
+type Report struct {
+	Host string `json:"host"`
+	// Emulated describes the emulated path of the embedded demo; "" for a
+	// real host.
+	Emulated       string          `json:"emulated,omitempty"`
+	Size           int64           `json:"size"`
+	Runs           int             `json:"runs"`
+	Rows           []Row           `json:"rows"`
+	Recommendation *Recommendation `json:"recommendation,omitempty"`
+	Measured       time.Time       `json:"measured"`
+}
+
+// Run measures every configuration in both directions. Each run is timed on
+// the wall clock, connection set-up included, as a user's copy would be.
+// The scratch files, local and remote, are removed before Run returns.
+func Run(ctx context.Context, r Runner, host string, o Options) (*Report, error) {
+	if o.Size <= 0 || o.Runs <= 0 || len(o.Configs) == 0 {
+		return nil, fmt.Errorf("bench %s: need a size, a run count and configurations", host)
+	}
+	dir, err := os.MkdirTemp("", "hpncp-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("bench %s: scratch directory: %w", host, err)
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "scratch")
+	if err := writeScratch(src, o.Size); err != nil {
+		return nil, fmt.Errorf("bench %s: write scratch file %s: %w", host, src, err)
+	}
+	var tag [6]byte
+	if _, err := rand.Read(tag[:]); err != nil {
+		return nil, fmt.Errorf("bench %s: scratch name: %w", host, err)
+	}
+	remote := ".hpncp-bench-" + hex.EncodeToString(tag[:])
+	if o.RemoteDir != "" {
+		remote = strings.TrimSuffix(o.RemoteDir, "/") + "/" + remote
+	}
+	uploaded := false
+	defer func() {
+		if uploaded {
+			// A cancelled bench still cleans up after itself.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			_ = r.Remove(rctx, remote)
+		}
+	}()
+
+	rep := &Report{Host: host, Size: o.Size, Runs: o.Runs, Measured: time.Now().UTC().Truncate(time.Second)}
+	for _, c := range o.Configs {
+		up := Row{Config: c, Direction: Upload}
+		down := Row{Config: c, Direction: Download}
+		for i := range o.Runs {
+			start := time.Now()
+			err := r.Upload(ctx, c, src, remote)
+			uploaded = true
+			if err != nil {
+				return nil, fmt.Errorf("bench %s: %s upload to %s: %w", host, c.Name, remote, err)
+			}
+			up.add(time.Since(start), o.Size)
+			if o.Progress != nil {
+				o.Progress(c, Upload, i, up.Seconds[i])
+			}
+			dst := filepath.Join(dir, "download")
+			start = time.Now()
+			if err := r.Download(ctx, c, remote, dst); err != nil {
+				return nil, fmt.Errorf("bench %s: %s download of %s: %w", host, c.Name, remote, err)
+			}
+			down.add(time.Since(start), o.Size)
+			if err := checkSize(dst, o.Size); err != nil {
+				return nil, fmt.Errorf("bench %s: %s download of %s: %w", host, c.Name, remote, err)
+			}
+			if err := os.Remove(dst); err != nil {
+				return nil, fmt.Errorf("bench %s: remove %s: %w", host, dst, err)
+			}
+			if o.Progress != nil {
+				o.Progress(c, Download, i, down.Seconds[i])
+			}
+		}
+		up.summarize()
+		down.summarize()
+		rep.Rows = append(rep.Rows, up, down)
+	}
+	rep.Recommendation = recommend(host, rep)
+	return rep, nil
+}
+
+func (r *Row) add(d time.Duration, size int64) {
+	secs := d.Seconds()
+	r.Seconds = append(r.Seconds, secs)
+	r.MBps = append(r.MBps, float64(size)/secs/1e6)
+}
+
+func (r *Row) summarize() {
+	r.MBpsSummary = Summarize(r.MBps)
+	r.SecSummary = Summarize(r.Seconds)
+}
+
+func checkSize(path string, want int64) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if fi.Size() != want {
+		return fmt.Errorf("got %d bytes, want %d", fi.Size(), want)
+	}
+	return nil
+}
+
+// writeScratch writes size bytes of noise: incompressible, so that no
+// layer's compression flatters a configuration.
+func writeScratch(path string, size int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	var seed [32]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		f.Close()
+		return err
+	}
+	_, err = io.CopyN(f, mrand.NewChaCha8(seed), size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// recommend picks the configuration with the best median throughput,
+// uploads and downloads weighed alike. The legacy protocol is a yardstick,
+// not something later copies should switch to, so it is never picked.
+func recommend(host string, rep *Report) *Recommendation {
+	score := map[string]float64{}
+	var order []Config
+	for _, row := range rep.Rows {
+		if row.Config.Legacy {
+			continue
+		}
+		if _, ok := score[row.Config.Name]; !ok {
+			order = append(order, row.Config)
+		}
+		score[row.Config.Name] += row.MBpsSummary.Median / 2
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	best := order[0]
+	for _, c := range order[1:] {
+		if score[c.Name] > score[best.Name] {
+			best = c
+		}
+	}
+	return &Recommendation{
+		Host:        host,
+		Config:      best.Name,
+		Streams:     best.Streams,
+		HPNDisabled: best.HPNDisabled,
+		MBps:        score[best.Name],
+		Measured:    rep.Measured,
+	}
+}

@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeRunner "transfers" by copying files in a directory standing for the
+// remote, taking a scripted time per call, so the statistics are known.
+type fakeRunner struct {
+	remote  string
+	delays  map[string][]time.Duration // uploads, per config name, in order
+	down    map[string]time.Duration   // each download, per config name
+	removed []string
+	failAt  string
+}
+
+func (f *fakeRunner) wait(c Config) error {
+	if c.Name == f.failAt {
+		return errors.New("injected failure")
+	}
+	d := f.delays[c.Name]
+	if len(d) > 0 {
+		time.Sleep(d[0])
+		f.delays[c.Name] = d[1:]
+	}
+	return nil
+}
+
+func (f *fakeRunner) Upload(_ context.Context, c Config, local, remote string) error {
+	if err := f.wait(c); err != nil {
+		return err
+	}
+	return copyFile(local, filepath.Join(f.remote, remote))
+}
+
+func (f *fakeRunner) Download(_ context.Context, c Config, remote, local string) error {
+	time.Sleep(f.down[c.Name])
+	return copyFile(filepath.Join(f.remote, remote), local)
+}
+
+func (f *fakeRunner) Remove(_ context.Context, remote string) error {
+	f.removed = append(f.removed, remote)
+	return os.Remove(filepath.Join(f.remote, remote))
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
+
+func TestRun(t *testing.T) {
+	f := &fakeRunner{remote: t.TempDir(), delays: map[string][]time.Duration{
+		"hpn":  {10 * time.Millisecond, 30 * time.Millisecond, 20 * time.Millisecond},
+		"hpnd": {150 * time.Millisecond, 150 * time.Millisecond, 150 * time.Millisecond},
+	}, down: map[string]time.Duration{"hpn": 10 * time.Millisecond, "hpnd": 150 * time.Millisecond}}
+	cs, _ := ParseConfigs("hpn,hpnd")
+	const size = 1 << 20
+	rep, err := Run(context.Background(), f, "h", Options{Size: size, Runs: 3, Configs: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 4 {
+		t.Fatalf("got %d rows, want 4 (2 configurations × 2 directions)", len(rep.Rows))
+	}
+	for _, row := range rep.Rows {
+		if len(row.Seconds) != 3 || len(row.MBps) != 3 {
+			t.Fatalf("%s %s: %d times, %d rates; want 3 runs", row.Config.Name, row.Direction, len(row.Seconds), len(row.MBps))
+		}
+		var sum float64
+		for i, s := range row.Seconds {
+			if want := size / s / 1e6; math.Abs(row.MBps[i]-want) > 1e-9 {
+				t.Errorf("%s %s run %d: %g MB/s for %gs, want %g", row.Config.Name, row.Direction, i, row.MBps[i], s, want)
+			}
+			sum += row.MBps[i]
+		}
+		m := row.MBpsSummary
+		if math.Abs(m.Avg-sum/3) > 1e-9 || !(m.Min <= m.Median && m.Median <= m.Max) {
+			t.Errorf("%s %s: summary %+v of %v", row.Config.Name, row.Direction, m, row.MBps)
+		}
+		if row.Direction == Upload && row.Config.Name == "hpnd" && row.SecSummary.Min < 0.15 {
+			t.Errorf("hpnd uploads took %v, less than the 150 ms each took", row.Seconds)
+		}
+	}
+	if r := rep.Recommendation; r == nil || r.Config == "hpnd" {
+		t.Errorf("recommendation %+v, want hpn (hpnd was far slower)", rep.Recommendation)
+	}
+	if len(f.removed) != 1 || !strings.HasPrefix(f.removed[0], ".hpncp-bench-") {
+		t.Errorf("removed %q, want the one scratch file", f.removed)
+	}
+	if left, _ := os.ReadDir(f.remote); len(left) != 0 {
+		t.Errorf("remote left with %d files", len(left))
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"upload", "download", "hpn ", "hpnd", "min", "med", "max", "avg", "sd", "Recommendation for h"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+}
+
+func TestRunFailureCleansUp(t *testing.T) {
+	f := &fakeRunner{remote: t.TempDir(), failAt: "s4"}
+	cs, _ := ParseConfigs("hpn,s4")
+	_, err := Run(context.Background(), f, "h", Options{Size: 1000, Runs: 1, Configs: cs, RemoteDir: ""})
+	if err == nil || !strings.Contains(err.Error(), "s4 upload") {
+		t.Fatalf("Run = %v, want the s4 upload's error", err)
+	}
+	if len(f.removed) != 1 {
+		t.Errorf("removed %q after a failure, want the scratch file", f.removed)
+	}
+}
+
+func TestRecommendationCache(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	if _, ok := LoadRecommendation("nas"); ok {
+		t.Fatal("a recommendation before any was saved")
+	}
+	want := Recommendation{Host: "nas", Config: "s8", Streams: 8, MBps: 812.5, Measured: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	if err := SaveRecommendation(want); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(os.Getenv("XDG_CACHE_HOME"), "hpncp", "hosts", "nas.json")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("cache file: %v", err)
+	}
+	got, ok := LoadRecommendation("NAS")
+	if !ok || got != want {
+		t.Errorf("LoadRecommendation = %+v, %v; want %+v", got, ok, want)
+	}
+	if _, ok := LoadRecommendation("other"); ok {
+		t.Error("another host has nas's recommendation")
+	}
+	had, err := ForgetRecommendation("nas")
+	if err != nil || !had {
+		t.Fatalf("ForgetRecommendation = %v, %v", had, err)
+	}
+	if _, ok := LoadRecommendation("nas"); ok {
+		t.Error("recommendation still there after ForgetRecommendation")
+	}
+	if had, err := ForgetRecommendation("nas"); err != nil || had {
+		t.Errorf("second ForgetRecommendation = %v, %v; want false, nil", had, err)
+	}
+}
+
+func TestCacheNames(t *testing.T) {
+	for host, want := range map[string]string{
+		"nas": "nas", "Alice@Host.example": "alice@host.example", "[::1]": "__1", "../etc": ".._etc", "..": "", "a/b": "a_b",
+	} {
+		if got := cacheName(host); got != want {
+			t.Errorf("cacheName(%q) = %q, want %q", host, got, want)
+		}
+	}
+	if err := SaveRecommendation(Recommendation{Host: ".."}); err == nil {
+		t.Error("saved a recommendation for host ..")
+	}
+}
+
+func TestDamagedCacheIsIgnored(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	p := filepath.Join(os.Getenv("XDG_CACHE_HOME"), "hpncp", "hosts")
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p, "h.json"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := LoadRecommendation("h"); ok {
+		t.Errorf("damaged cache read as %+v", r)
+	}
+}

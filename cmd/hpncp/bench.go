@@ -1,0 +1,343 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/hpncp/hpncp/bench"
+	"github.com/hpncp/hpncp/transfer"
+	"github.com/hpncp/hpncp/window"
+)
+
+// benchHelpText is hpncp bench --help (a template: no double braces).
+const benchHelpText = `hpncp bench measures hpncp against a host: timed uploads and downloads of a
+scratch file with each pipeline configuration, summarised per configuration
+as min, median, max, average and standard deviation of MB/s and of seconds.
+It ends with the best configuration for the host, which it keeps in
+$XDG_CACHE_HOME/hpncp/hosts/HOST.json for later copies to start from.
+
+Usage:
+  hpncp bench [flags] [user@]host[:dir]   scratch file in dir (default /tmp)
+  hpncp bench --embedded [--rtt 50ms] [--rate 1gbit]
+  hpncp bench --forget host               drop host's stored recommendation
+
+--embedded runs everything in this process: an SSH/SFTP server on 127.0.0.1
+behind a relay that emulates a path with the given round-trip time and rate
+(both directions, shared by all connections). No sshd, no root, no network:
+the table shows what hpncp gains on a long path over one plain stream.
+
+Configurations (--configs, comma-separated, or all):
+  hpn     --streams auto, the default
+  hpnd    --hpn-disabled: one stream, as stock scp/sftp
+  s2 s4 s8 s16   --streams N
+  scp-O   -O: the legacy scp protocol (the remote must have scp)
+
+Examples:
+  hpncp bench --embedded                  the demo: 50 ms, 1 Gbit/s
+  hpncp bench --embedded --rtt 100ms --rate 10gbit
+  hpncp bench alice@nas                   every configuration to nas:/tmp
+  hpncp bench --size 256MiB --runs 3 --configs hpn,hpnd,s8 host:/data
+  hpncp bench --json host > host.json
+
+Flags:
+  --size SIZE        scratch file size [64MiB; 128MiB embedded]
+  --runs N           transfers per configuration and direction [5; 3 embedded]
+  --configs LIST     configurations [all; hpn,hpnd,s4 embedded]
+  --json             print the runs and summaries as JSON
+  --no-save          do not store the recommendation
+  --forget           remove the stored recommendation of the host given
+  --embedded         the self-contained demo (emulated path)
+  --rtt DURATION     embedded: round-trip time [50ms]
+  --rate RATE        embedded: link rate, e.g. 100mbit, 1gbit, 0 unlimited [1gbit]
+  -P -i -F -o -J -c -B -v -4 -6   as for copies
+`
+
+const benchHint = "run hpncp bench --help for usage"
+
+// benchOptions are hpncp bench's settings.
+type benchOptions struct {
+	// conn holds the connection flags, with a copy's meaning.
+	conn     copyOptions
+	Size     string
+	Runs     int64
+	Configs  string
+	JSON     bool
+	NoSave   bool
+	Forget   bool
+	Embedded bool
+	RTT      time.Duration
+	Rate     string
+	Target   string
+}
+
+func (o *benchOptions) flags() []cli.Flag {
+	c := &o.conn
+	return []cli.Flag{
+		&cli.StringFlag{Name: "size", Destination: &o.Size},
+		&cli.Int64Flag{Name: "runs", Destination: &o.Runs},
+		&cli.StringFlag{Name: "configs", Destination: &o.Configs},
+		&cli.BoolFlag{Name: "json", Destination: &o.JSON},
+		&cli.BoolFlag{Name: "no-save", Destination: &o.NoSave},
+		&cli.BoolFlag{Name: "forget", Destination: &o.Forget},
+		&cli.BoolFlag{Name: "embedded", Destination: &o.Embedded},
+		&cli.DurationFlag{Name: "rtt", Value: 50 * time.Millisecond, Destination: &o.RTT},
+		&cli.StringFlag{Name: "rate", Value: "1gbit", Destination: &o.Rate},
+		&cli.Int64Flag{Name: "P", Destination: &c.Port},
+		&cli.StringSliceFlag{Name: "i", Destination: &c.Identities},
+		&cli.StringFlag{Name: "F", Destination: &c.ConfigFile},
+		&cli.StringSliceFlag{Name: "o", Destination: &c.SSHOptions},
+		&cli.StringFlag{Name: "J", Destination: &c.Jump},
+		&cli.StringFlag{Name: "c", Destination: &c.Cipher},
+		&cli.BoolFlag{Name: "B", Destination: &c.Batch},
+		&cli.BoolFlag{Name: "v", Destination: &c.Verbose},
+		&cli.BoolFlag{Name: "4", Destination: &c.IPv4},
+		&cli.BoolFlag{Name: "6", Destination: &c.IPv6},
+	}
+}
+
+func benchCommand(stdout, stderr io.Writer) *cli.Command {
+	var o benchOptions
+	return &cli.Command{
+		Name:               "bench",
+		Usage:              "measure hpncp's configurations against a host, or the embedded demo",
+		Flags:              o.flags(),
+		CustomHelpTemplate: benchHelpText,
+		OnUsageError: func(_ context.Context, _ *cli.Command, err error, _ bool) error {
+			return usagef(benchHint, "bench: %s", strings.TrimPrefix(err.Error(), "flag provided but not defined: "))
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			args := cmd.Args().Slice()
+			if len(args) > 1 {
+				return usagef(benchHint, "bench: one host, got %q", args)
+			}
+			if len(args) == 1 {
+				o.Target = args[0]
+			}
+			return runBench(ctx, &o, stdout, stderr)
+		},
+	}
+}
+
+// runBench runs hpncp bench with o.
+func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) error {
+	if o.Forget {
+		return forgetHost(o.Target, stdout)
+	}
+	if o.Embedded == (o.Target != "") {
+		return usagef("give a host, e.g. hpncp bench user@host, or --embedded for the demo",
+			"bench: a host or --embedded, not both and not neither")
+	}
+	bo, err := o.benchSettings()
+	if err != nil {
+		return err
+	}
+	// flags() makes the map of unsupported scp flags that runCopy's check
+	// reads; bench sets none of them.
+	o.conn.flags()
+	o.conn.Quiet = true
+
+	var loc transfer.Location
+	emulated := ""
+	if o.Embedded {
+		bits, err := bench.ParseRate(o.Rate)
+		if err != nil {
+			return usagef(benchHint, "bench: --rate: %v", err)
+		}
+		if o.RTT < 0 || o.RTT > 10*time.Second {
+			return usagef(benchHint, "bench: --rtt %s: want a duration from 0 to 10s", o.RTT)
+		}
+		demo, err := bench.StartDemo(o.RTT, bits)
+		if err != nil {
+			return err
+		}
+		defer demo.Close()
+		o.conn.ConfigFile = demo.ConfigFile
+		o.conn.Batch = true
+		loc = transfer.Location{Host: bench.DemoHost}
+		emulated = fmt.Sprintf("in-process SSH/SFTP server on 127.0.0.1 behind a relay emulating %s RTT at %s (this machine's CPU runs both ends)",
+			o.RTT, rateString(bits))
+	} else {
+		loc, err = benchLocation(o.Target)
+		if err != nil {
+			return err
+		}
+		bo.RemoteDir = loc.Path
+		if loc.Port != 0 {
+			o.conn.Port = int64(loc.Port)
+			loc.Port = 0
+		}
+	}
+	if o.conn.IPv4 && o.conn.IPv6 {
+		return usagef(benchHint, "-4 and -6 exclude each other")
+	}
+
+	if !o.JSON && isTerminal(stderr) {
+		bo.Progress = func(c bench.Config, d bench.Direction, run int, secs float64) {
+			fmt.Fprintf(stderr, "hpncp: bench %-5s %-8s run %d/%d: %.2fs\n", c.Name, d, run+1, bo.Runs, secs)
+		}
+	}
+	runner := &copyRunner{base: o.conn, host: loc, stderr: stderr}
+	rep, err := bench.Run(ctx, runner, strings.TrimSuffix(loc.HostLabel(), ":"), bo)
+	if err != nil {
+		return err
+	}
+	rep.Emulated = emulated
+	if o.JSON {
+		err = bench.WriteJSON(stdout, rep)
+	} else {
+		err = bench.WriteTable(stdout, rep)
+	}
+	if err != nil {
+		return fmt.Errorf("bench: write the report: %w", err)
+	}
+	if o.Embedded || o.NoSave || rep.Recommendation == nil {
+		return nil
+	}
+	r := *rep.Recommendation
+	r.Host = loc.Host
+	if err := bench.SaveRecommendation(r); err != nil {
+		fmt.Fprintf(stderr, "hpncp: warning: %v\n", err)
+		return nil
+	}
+	if !o.JSON {
+		fmt.Fprintf(stderr, "hpncp: stored the recommendation for %s; hpncp bench --forget %s drops it\n", loc.Host, loc.Host)
+	}
+	return nil
+}
+
+// benchSettings turns the flags into bench.Options, with the embedded
+// demo's smaller defaults where a flag is not given.
+func (o *benchOptions) benchSettings() (bench.Options, error) {
+	bo := bench.Options{Size: 64 << 20, Runs: 5, Configs: bench.Configs, RemoteDir: "/tmp"}
+	if o.Embedded {
+		// Small enough that the whole demo stays within a minute, large
+		// enough that connection set-up does not dominate the fast rows.
+		bo.Size, bo.Runs, bo.RemoteDir = 128<<20, 3, ""
+		bo.Configs, _ = bench.ParseConfigs("hpn,hpnd,s4")
+	}
+	if o.Size != "" {
+		n, err := window.ParseSize(o.Size)
+		if err != nil || n <= 0 {
+			return bo, usagef(benchHint, "bench: --size %s: want a size such as 64MiB", o.Size)
+		}
+		bo.Size = n
+	}
+	if o.Runs != 0 {
+		if o.Runs < 1 || o.Runs > 1000 {
+			return bo, usagef(benchHint, "bench: --runs %d: want 1 to 1000", o.Runs)
+		}
+		bo.Runs = int(o.Runs)
+	}
+	if o.Configs != "" {
+		cs, err := bench.ParseConfigs(o.Configs)
+		if err != nil {
+			return bo, usagef(benchHint, "bench: --configs: %v", err)
+		}
+		bo.Configs = cs
+	}
+	return bo, nil
+}
+
+// benchLocation reads [user@]host[:dir]; without a dir the scratch file
+// goes to /tmp, which every Unix host has and cleans.
+func benchLocation(target string) (transfer.Location, error) {
+	loc, err := transfer.ParseLocation(target)
+	if err == nil && !loc.Remote() && !strings.Contains(target, "/") {
+		loc, err = transfer.ParseLocation(target + ":")
+	}
+	if err != nil || !loc.Remote() {
+		return loc, usagef("e.g. hpncp bench user@host or hpncp bench host:/data", "bench: %q is not a host", target)
+	}
+	if loc.Path == "" || loc.Path == "." {
+		loc.Path = "/tmp"
+	}
+	return loc, nil
+}
+
+func forgetHost(target string, stdout io.Writer) error {
+	if target == "" {
+		return usagef("e.g. hpncp bench --forget host", "bench --forget: which host?")
+	}
+	host := target
+	if loc, err := benchLocation(target); err == nil {
+		host = loc.Host
+	}
+	had, err := bench.ForgetRecommendation(host)
+	if err != nil {
+		return err
+	}
+	if had {
+		fmt.Fprintf(stdout, "hpncp: forgot the recommendation for %s\n", host)
+	} else {
+		fmt.Fprintf(stdout, "hpncp: no recommendation stored for %s\n", host)
+	}
+	return nil
+}
+
+func rateString(bits float64) string {
+	switch {
+	case bits == 0:
+		return "an unlimited rate"
+	case bits >= 1e9:
+		return fmt.Sprintf("%g Gbit/s", bits/1e9)
+	case bits >= 1e6:
+		return fmt.Sprintf("%g Mbit/s", bits/1e6)
+	}
+	return fmt.Sprintf("%g kbit/s", bits/1e3)
+}
+
+// copyRunner runs bench's transfers through runCopy, the code a user's
+// copy runs, with the configuration's flags.
+type copyRunner struct {
+	base   copyOptions
+	host   transfer.Location // Path unused
+	stderr io.Writer
+}
+
+func (r *copyRunner) options(c bench.Config, operands ...string) *copyOptions {
+	o := r.base
+	o.Streams, o.Connections = "auto", "auto"
+	o.Chunk, o.Window = "1MiB", "auto"
+	o.HPNDisabled, o.Legacy = c.HPNDisabled, c.Legacy
+	// Every run must move every byte, whatever the target already holds.
+	o.Force = true
+	if c.Streams > 0 {
+		o.Streams = fmt.Sprint(c.Streams)
+	}
+	o.Operands = operands
+	return &o
+}
+
+func (r *copyRunner) remote(path string) string {
+	l := r.host
+	l.Path = path
+	return l.String()
+}
+
+func (r *copyRunner) Upload(ctx context.Context, c bench.Config, local, remote string) error {
+	return runCopy(ctx, r.options(c, local, r.remote(remote)), nil, io.Discard, r.stderr)
+}
+
+func (r *copyRunner) Download(ctx context.Context, c bench.Config, remote, local string) error {
+	return runCopy(ctx, r.options(c, r.remote(remote), local), nil, io.Discard, r.stderr)
+}
+
+func (r *copyRunner) Remove(ctx context.Context, remote string) error {
+	hosts := newRemotes(r.base.connOptions(r.stderr))
+	defer hosts.Close()
+	l := r.host
+	l.Path = remote
+	e, err := hosts.endpoint(ctx, l)
+	if err != nil {
+		return err
+	}
+	if err := e.FS.Remove(e.Path); err != nil {
+		return fmt.Errorf("remove %s%s: %w", l.HostLabel(), remote, err)
+	}
+	return nil
+}

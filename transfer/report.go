@@ -1,0 +1,86 @@
+package transfer
+
+import "time"
+
+// ReportVersion is the version of the JSON report's schema. It changes
+// only when a field is removed or changes meaning; new fields may appear
+// without a new version.
+const ReportVersion = 1
+
+// File statuses in a report.
+const (
+	StatusCopied  = "copied"  // the file was written and renamed into place
+	StatusSkipped = "skipped" // the target already had it (quick check, --checksum or --ignore-existing)
+	StatusFailed  = "failed"  // the file could not be copied; Error says why
+)
+
+// FileReport is what happened to one file, as hpncp --json prints it.
+type FileReport struct {
+	// Path is the source file as messages name it: "host:path" for a
+	// remote one.
+	Path string `json:"path"`
+	// Bytes is the file bytes sent: its size when copied, 0 otherwise.
+	Bytes  int64  `json:"bytes"`
+	Status string `json:"status"`
+	// Error is the failure's message when Status is "failed".
+	Error string `json:"error,omitempty"`
+	// SHA256 is the hex SHA-256 of the content, present when --verify or
+	// --checksum hashed the file.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// Totals sum up a run.
+type Totals struct {
+	Files   int     `json:"files"` // entries in Files
+	Copied  int     `json:"copied"`
+	Skipped int     `json:"skipped"`
+	Failed  int     `json:"failed"`
+	Bytes   int64   `json:"bytes"` // file bytes sent
+	Seconds float64 `json:"seconds"`
+	MBPerS  float64 `json:"mb_per_s"` // Bytes / Seconds / 1e6
+	Streams int     `json:"streams"`  // the most streams one file used
+}
+
+// Report is the document hpncp --json prints on stdout at the end of a
+// run.
+type Report struct {
+	Version int          `json:"version"`
+	Files   []FileReport `json:"files"`
+	Totals  Totals       `json:"totals"`
+}
+
+// NewReport sums up files, the entries a run's Options.Report received,
+// with the streams of res and the run's duration.
+func NewReport(files []FileReport, res *Result, elapsed time.Duration) Report {
+	r := Report{Version: ReportVersion, Files: files}
+	if r.Files == nil {
+		r.Files = []FileReport{}
+	}
+	for _, f := range files {
+		switch f.Status {
+		case StatusCopied:
+			r.Totals.Copied++
+		case StatusSkipped:
+			r.Totals.Skipped++
+		case StatusFailed:
+			r.Totals.Failed++
+		}
+		r.Totals.Bytes += f.Bytes
+	}
+	r.Totals.Files = len(files)
+	r.Totals.Seconds = elapsed.Seconds()
+	if r.Totals.Seconds > 0 {
+		r.Totals.MBPerS = float64(r.Totals.Bytes) / r.Totals.Seconds / 1e6
+	}
+	if res != nil {
+		r.Totals.Streams = res.MaxStreams
+	}
+	return r
+}
+
+// report tells Options.Report what happened to one file.
+func (c *copier) report(f FileReport) {
+	if c.opts.Report != nil {
+		c.opts.Report(f)
+	}
+}

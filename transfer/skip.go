@@ -1,0 +1,58 @@
+package transfer
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"io/fs"
+)
+
+// SkipMode says which files already at the target a run leaves alone.
+type SkipMode int
+
+const (
+	// CopyAlways copies every file, as scp does (--force).
+	CopyAlways SkipMode = iota
+	// SkipQuick skips a file whose target has the same size and the same
+	// modification time to the second, as rsync's quick check. A copy
+	// made with -p carries the source's time, so re-running a finished
+	// -p copy sends nothing; without -p the target's time is that of the
+	// copy and the file is sent again, as rsync would (use -p or
+	// SkipChecksum to make re-runs free).
+	SkipQuick
+	// SkipChecksum skips a file whose target has the same size and the
+	// same SHA-256 (--checksum). It reads both ends, or asks an end that
+	// is a Summer for the hash.
+	SkipChecksum
+	// SkipExisting skips every file whose target exists, whatever its
+	// content (--ignore-existing).
+	SkipExisting
+)
+
+// skip reports whether src need not be copied over existing, the target's
+// info. With SkipChecksum it also returns the content's hex SHA-256.
+func (c *copier) skip(ctx context.Context, src, dst Endpoint, si, existing fs.FileInfo) (bool, string, error) {
+	switch c.opts.Skip {
+	case SkipExisting:
+		return true, "", nil
+	case SkipQuick:
+		return si.Size() == existing.Size() && si.ModTime().Unix() == existing.ModTime().Unix(), "", nil
+	case SkipChecksum:
+		if si.Size() != existing.Size() {
+			return false, "", nil
+		}
+		a, err := sum256(ctx, src)
+		if err != nil {
+			return false, "", err
+		}
+		b, err := sum256(ctx, dst)
+		if err != nil {
+			return false, "", err
+		}
+		if !bytes.Equal(a, b) {
+			return false, "", nil
+		}
+		return true, hex.EncodeToString(a), nil
+	}
+	return false, "", nil
+}

@@ -1,0 +1,125 @@
+package transfer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// corruptingFS is the local file system, except that reading back a
+// temporary file gives other bytes than were written: a target that
+// corrupts data behind the copy's back.
+type corruptingFS struct{ Local }
+
+func (corruptingFS) Open(name string) (io.ReadCloser, error) {
+	if !strings.HasPrefix(filepath.Base(name), tempPrefix) {
+		return os.Open(name)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > 0 {
+		b[len(b)/2] ^= 0x01
+	}
+	return io.NopCloser(strings.NewReader(string(b))), nil
+}
+
+// summingFS is the local file system with a Sum256 that returns sum, or
+// fails when sum is nil, as a remote without sha256sum does.
+type summingFS struct {
+	Local
+	sum   []byte
+	calls *int
+}
+
+func (s summingFS) Sum256(context.Context, string) ([]byte, error) {
+	*s.calls++
+	if s.sum == nil {
+		return nil, errors.New("sha256sum: command not found")
+	}
+	return s.sum, nil
+}
+
+func TestVerify(t *testing.T) {
+	content := strings.Repeat("verify me ", 10000)
+	good := sha256.Sum256([]byte(content))
+	calls := 0
+	tests := []struct {
+		name    string
+		dst     FS
+		wantErr bool
+		summed  bool // the target's Sum256 was asked
+	}{
+		{"read back, intact", Local{}, false, false},
+		{"read back, corrupted", corruptingFS{}, true, false},
+		{"remote hash agrees", summingFS{sum: good[:], calls: &calls}, false, true},
+		{"remote hash differs", summingFS{sum: make([]byte, sha256.Size), calls: &calls}, true, true},
+		{"no remote hash, read back", summingFS{calls: &calls}, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			calls = 0
+			dir := t.TempDir()
+			src := filepath.Join(dir, "src")
+			write(t, src, content)
+			write(t, filepath.Join(dir, "out", "old"), "previous")
+			dst := filepath.Join(dir, "out", "old")
+			var reports []FileReport
+			res, err := Copy(context.Background(), []Endpoint{local(src)}, Endpoint{FS: tt.dst, Path: dst},
+				Options{Verify: true, Report: func(f FileReport) { reports = append(reports, f) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.summed != (calls > 0) {
+				t.Errorf("Sum256 called %d times, want called: %v", calls, tt.summed)
+			}
+			if len(reports) != 1 {
+				t.Fatalf("reports = %+v, want one", reports)
+			}
+			got, _ := os.ReadFile(dst)
+			leftovers, _ := filepath.Glob(filepath.Join(dir, "out", tempPrefix+"*"))
+			if len(leftovers) > 0 {
+				t.Errorf("temporary files left: %q", leftovers)
+			}
+			if tt.wantErr {
+				if len(res.Errors) != 1 || !errors.Is(res.Errors[0], ErrChecksumMismatch) {
+					t.Fatalf("errors = %v, want a checksum mismatch", res.Errors)
+				}
+				if string(got) != "previous" {
+					t.Errorf("target replaced despite the mismatch: %.20q", got)
+				}
+				if reports[0].Status != StatusFailed || reports[0].Error == "" {
+					t.Errorf("report = %+v, want failed with an error", reports[0])
+				}
+				return
+			}
+			if len(res.Errors) > 0 {
+				t.Fatalf("errors = %v", res.Errors)
+			}
+			if string(got) != content {
+				t.Errorf("target holds %d bytes, want the source's %d", len(got), len(content))
+			}
+			want := FileReport{Path: src, Bytes: int64(len(content)), Status: StatusCopied, SHA256: hex.EncodeToString(good[:])}
+			if reports[0] != want {
+				t.Errorf("report = %+v, want %+v", reports[0], want)
+			}
+		})
+	}
+}
+
+func TestVerifyCancelled(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "f"), "data")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := sum256(ctx, local(filepath.Join(dir, "f"))); !errors.Is(err, context.Canceled) {
+		t.Fatalf("sum256 with a cancelled context: %v, want context.Canceled", err)
+	}
+}
