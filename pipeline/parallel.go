@@ -19,8 +19,8 @@ import (
 // few per stream keep its window full in bounded memory.
 const DefaultChunk = 1 << 20
 
-// DefaultDepth is how many chunks each stream keeps in flight, so that the
-// stream never idles for a round trip between two chunks.
+// DefaultDepth is how many chunks each stream keeps in flight when
+// neither the options nor the plan say how many bytes should be.
 const DefaultDepth = 3
 
 // Stream is one lane of a parallel copy: the source and the target opened
@@ -40,7 +40,19 @@ type OpenStream func(ctx context.Context, conns int) (*Stream, error)
 type ParallelOptions struct {
 	Size  int64 // bytes to copy, from offset 0
 	Chunk int   // bytes per read and write; DefaultChunk when zero
-	Depth int   // chunks in flight per stream; DefaultDepth when zero
+	// Depth is how many chunks each stream keeps in flight. When zero,
+	// each stream keeps the plan's InFlight bytes in flight, plus one
+	// request so that the window never waits for the next one: more would
+	// only queue behind the channel's flow-control window, in memory.
+	Depth int
+	// Request, when above zero and below Chunk, is the most one request
+	// of the ends carries (the SFTP packet size). Each stream then keeps
+	// the same bytes in flight, but as reads and writes of Request bytes,
+	// each written out as soon as it has arrived. A chunk assembled from
+	// several replies has left the CPU cache by the time it is written,
+	// and copying it into the page cache from memory doubled the system
+	// time of a loopback download.
+	Request int
 	// Controller decides how many streams and connections to use.
 	Controller *window.Controller
 	// RTT returns the path's current round-trip time, or 0 when unknown.
@@ -67,8 +79,11 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 	if o.Chunk <= 0 {
 		o.Chunk = DefaultChunk
 	}
-	if o.Depth <= 0 {
-		o.Depth = DefaultDepth
+	if o.Request > 0 && o.Request < o.Chunk {
+		if o.Depth > 0 {
+			o.Depth = ceilDiv(o.Depth*o.Chunk, o.Request)
+		}
+		o.Chunk = o.Request
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
@@ -191,9 +206,10 @@ type parallel struct {
 
 type lane struct {
 	st      *Stream
-	stop    bool // under parallel.mu
-	workers int  // under parallel.mu
-	broken  bool // under parallel.mu
+	bytes   int64 // the most its buffers hold
+	stop    bool  // under parallel.mu
+	workers int   // under parallel.mu
+	broken  bool  // under parallel.mu
 }
 
 // apply opens or stops lanes to match the plan.
@@ -204,7 +220,7 @@ func (p *parallel) apply(plan window.Plan) {
 		for want := plan.Streams - p.live - p.opening; want > 0; want-- {
 			p.opening++
 			p.wg.Add(1)
-			go p.openLane(plan.Conns)
+			go p.openLane(plan.Conns, p.depth(plan))
 		}
 	}
 	for extra := p.live - plan.Streams; extra > 0; extra-- {
@@ -219,7 +235,20 @@ func (p *parallel) apply(plan window.Plan) {
 	p.cond.Broadcast()
 }
 
-func (p *parallel) openLane(conns int) {
+// depth is how many chunks a new lane keeps in flight under plan.
+func (p *parallel) depth(plan window.Plan) int {
+	switch {
+	case p.o.Depth > 0:
+		return p.o.Depth
+	case plan.InFlight > 0:
+		return int(ceilDiv(plan.InFlight, int64(p.o.Chunk))) + 1
+	}
+	return ceilDiv(DefaultDepth*DefaultChunk, p.o.Chunk)
+}
+
+func ceilDiv[T int | int64](a, b T) T { return (a + b - 1) / b }
+
+func (p *parallel) openLane(conns, depth int) {
 	defer p.wg.Done()
 	st, err := p.open(p.ctx, conns)
 	p.mu.Lock()
@@ -237,11 +266,12 @@ func (p *parallel) openLane(conns int) {
 		_ = st.Close(false)
 		return
 	}
-	l := &lane{st: st, workers: p.o.Depth}
+	l := &lane{st: st, workers: depth, bytes: int64(depth) * int64(p.o.Chunk)}
+	holdMemory(l.bytes)
 	p.lanes = append(p.lanes, l)
 	p.live++
 	p.maxLive = max(p.maxLive, p.live)
-	for range p.o.Depth {
+	for range depth {
 		p.wg.Add(1)
 		go p.work(l)
 	}
@@ -282,11 +312,21 @@ func (p *parallel) take(l *lane) (int64, bool) {
 func (p *parallel) work(l *lane) {
 	defer p.wg.Done()
 	defer p.leave(l)
-	buf := make([]byte, p.o.Chunk)
+	var buf []byte
+	defer func() {
+		if buf != nil {
+			putBuffer(buf)
+		}
+	}()
 	for {
 		off, ok := p.take(l)
 		if !ok {
 			return
+		}
+		if buf == nil {
+			// Only now: a lane opened for the tail of a file may never
+			// get a chunk.
+			buf = getBuffer(p.o.Chunk)
 		}
 		n := int(min(int64(p.o.Chunk), p.o.Size-off))
 		err := p.copyChunk(l.st, buf[:n], off)
@@ -341,6 +381,7 @@ func (p *parallel) leave(l *lane) {
 	broken := l.broken
 	p.mu.Unlock()
 	if last {
+		holdMemory(-l.bytes)
 		_ = l.st.Close(broken)
 		p.notify()
 	}
@@ -373,4 +414,23 @@ func (p *parallel) copyChunk(st *Stream, b []byte, off int64) error {
 		return fmt.Errorf("write: %w: %d of %d bytes at offset %d", ErrShortWrite, n, len(b), off)
 	}
 	return nil
+}
+
+// buffers keeps chunk buffers, by size, from one file's lanes to the
+// next: a tree of large files would otherwise allocate every lane's
+// buffers again for each file.
+var buffers sync.Map // int → *sync.Pool of *[]byte
+
+func getBuffer(size int) []byte {
+	if v, ok := buffers.Load(size); ok {
+		if b, ok := v.(*sync.Pool).Get().(*[]byte); ok {
+			return *b
+		}
+	}
+	return make([]byte, size)
+}
+
+func putBuffer(b []byte) {
+	v, _ := buffers.LoadOrStore(cap(b), new(sync.Pool))
+	v.(*sync.Pool).Put(&b)
 }

@@ -3,11 +3,9 @@ package protocol
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -22,9 +20,9 @@ const maxDialing = 3
 // pool hands out SFTP sessions (one channel each) spread over several SSH
 // connections to one host. Sessions are reused once released.
 type pool struct {
-	dial func(context.Context) (*ssh.Client, error)
-	opts []sftp.ClientOption
-	logf func(format string, args ...any)
+	dial   func(context.Context) (*ssh.Client, error)
+	packet int // request size of the sessions
+	logf   func(format string, args ...any)
 
 	mu        sync.Mutex
 	conns     []*pconn
@@ -38,15 +36,15 @@ type pool struct {
 type pconn struct {
 	c     *ssh.Client
 	owned bool // opened by the pool, so closed by it
-	idle  []*sftp.Client
+	idle  []*rawSession
 	open  int  // sessions open on it, idle or not
 	full  bool // the server refused a channel: its MaxSessions is reached
 	dead  bool
 }
 
 func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*ssh.Client, error),
-	opts []sftp.ClientOption, logf func(string, ...any)) *pool {
-	p := &pool{dial: dial, opts: opts, logf: logf, dialReady: make(chan struct{})}
+	packet int, logf func(string, ...any)) *pool {
+	p := &pool{dial: dial, packet: packet, logf: logf, dialReady: make(chan struct{})}
 	p.watch(&pconn{c: first, open: firstSessions})
 	return p
 }
@@ -69,7 +67,7 @@ func (p *pool) watch(pc *pconn) {
 
 // session is a session the pool lent out.
 type session struct {
-	*sftp.Client
+	*rawSession
 	pc *pconn
 }
 
@@ -142,7 +140,7 @@ func (p *pool) acquire(ctx context.Context, conns int) (*session, error) {
 		best.open++
 		p.mu.Unlock()
 
-		c, err := sftp.NewClient(best.c, p.opts...)
+		c, err := openRawSession(best.c, p.packet)
 		if err == nil {
 			return &session{c, best}, nil
 		}
@@ -156,7 +154,7 @@ func (p *pool) acquire(ctx context.Context, conns int) (*session, error) {
 			continue
 		}
 		p.mu.Unlock()
-		return nil, fmt.Errorf("start sftp session: %w", err)
+		return nil, err
 	}
 }
 
@@ -192,17 +190,17 @@ func (p *pool) dialOne(ctx context.Context) {
 	}
 }
 
-// release returns a session for reuse, or closes it when its connection
-// is gone or broken is set.
+// release returns a session for reuse, or closes it when it failed, its
+// connection is gone or broken is set.
 func (p *pool) release(s *session, broken bool) {
 	p.mu.Lock()
-	if broken || s.pc.dead || p.closed {
+	if broken || s.failed() || s.pc.dead || p.closed {
 		s.pc.open--
 		p.mu.Unlock()
 		_ = s.Close()
 		return
 	}
-	s.pc.idle = append(s.pc.idle, s.Client)
+	s.pc.idle = append(s.pc.idle, s.rawSession)
 	p.mu.Unlock()
 }
 

@@ -16,6 +16,11 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
+// receiveWindow is the flow-control window x/crypto/ssh gives every
+// channel it receives on (channelWindowSize, not configurable): more data
+// in flight on one channel would only wait behind it.
+const receiveWindow = 2 << 20
+
 // posixRename is OpenSSH's extension for a rename that replaces its target
 // atomically; plain SFTP rename refuses an existing target.
 const posixRename = "posix-rename@openssh.com"
@@ -23,7 +28,9 @@ const posixRename = "posix-rename@openssh.com"
 // SFTP is a remote file system reached over SFTP. Its methods have the
 // shape transfer.FS asks for; metadata goes over one main session, and
 // OpenReaderAt and OpenWriterAt open files on sessions of their own, over
-// as many connections as asked, for parallel transfers.
+// as many connections as asked, for parallel transfers. Those sessions,
+// and Open's, speak SFTP directly (stream.go) rather than through
+// pkg/sftp, to keep the data path free of copies and allocations.
 type SFTP struct {
 	c     *sftp.Client
 	label string
@@ -75,7 +82,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	_, ok := c.HasExtension(posixRename)
 	return &SFTP{
 		c: c, label: o.Label, atomicRename: ok, packet: packet,
-		pool: newPool(conn, 1, o.Dial, opts, logf),
+		pool: newPool(conn, 1, o.Dial, packet, logf),
 		rtt:  o.RTT,
 	}, nil
 }
@@ -93,13 +100,13 @@ func (s *SFTP) Packet() int { return s.packet }
 // OpenReaderAt opens name for reading on a session of its own, placed
 // among up to conns connections. Close returns the session to the pool.
 func (s *SFTP) OpenReaderAt(ctx context.Context, name string, conns int) (ReaderAtCloser, error) {
-	return s.openStream(ctx, name, os.O_RDONLY, conns)
+	return s.openStream(ctx, name, fxfRead, conns)
 }
 
 // OpenWriterAt opens the existing file name for writing at offsets on a
 // session of its own, like OpenReaderAt.
 func (s *SFTP) OpenWriterAt(ctx context.Context, name string, conns int) (WriterAtCloser, error) {
-	return s.openStream(ctx, name, os.O_WRONLY, conns)
+	return s.openStream(ctx, name, fxfWrite, conns)
 }
 
 // ReaderAtCloser and WriterAtCloser are files opened for parallel I/O.
@@ -114,8 +121,11 @@ type (
 	}
 )
 
+// streamFile is a file open on a session of its own. Its errors say
+// what failed: a status from the server is about the file, anything else
+// wraps ErrStreamLost.
 type streamFile struct {
-	*sftp.File
+	*rawFile
 	s    *session
 	pool *pool
 }
@@ -125,49 +135,21 @@ type streamFile struct {
 // another stream.
 var ErrStreamLost = errors.New("stream lost")
 
-func (f *streamFile) ReadAt(p []byte, off int64) (int, error) {
-	n, err := f.File.ReadAt(p, off)
-	return n, f.classify(err)
-}
-
-func (f *streamFile) WriteAt(p []byte, off int64) (int, error) {
-	n, err := f.File.WriteAt(p, off)
-	return n, f.classify(err)
-}
-
-// classify wraps err in ErrStreamLost when the session no longer works. A
-// status the server sent is about the file; anything else is checked with
-// a round trip on the same session.
-func (f *streamFile) classify(err error) error {
-	var se *sftp.StatusError
-	switch {
-	case err == nil, err == io.EOF, errors.As(err, &se),
-		errors.Is(err, fs.ErrPermission), errors.Is(err, fs.ErrNotExist):
-		return err
-	case errors.Is(err, sftp.ErrSSHFxConnectionLost):
-		return fmt.Errorf("%w: %w", ErrStreamLost, err)
-	}
-	if _, perr := f.s.Getwd(); perr != nil {
-		return fmt.Errorf("%w: %w", ErrStreamLost, err)
-	}
-	return err
-}
-
 func (f *streamFile) Close() error {
-	err := f.File.Close()
+	err := f.rawFile.Close()
 	// A session whose close failed may be on a broken connection: drop it.
 	f.pool.release(f.s, err != nil)
 	return err
 }
 
-func (s *SFTP) openStream(ctx context.Context, name string, flag, conns int) (*streamFile, error) {
+func (s *SFTP) openStream(ctx context.Context, name string, pflags uint32, conns int) (*streamFile, error) {
 	sess, err := s.pool.acquire(ctx, conns)
 	if err != nil {
 		return nil, err
 	}
-	f, err := sess.OpenFile(name, flag)
+	f, err := sess.open(name, pflags)
 	if err != nil {
-		s.pool.release(sess, false)
+		s.pool.release(sess, errors.Is(err, ErrStreamLost))
 		return nil, err
 	}
 	return &streamFile{f, sess, s.pool}, nil
@@ -189,7 +171,23 @@ func (s *SFTP) ReadDir(name string) ([]fs.FileInfo, error) { return s.c.ReadDir(
 
 func (s *SFTP) Glob(pattern string) ([]string, error) { return s.c.Glob(pattern) }
 
-func (s *SFTP) Open(name string) (io.ReadCloser, error) { return s.c.Open(name) }
+// Open opens name to be read front to back. The reads go on a session of
+// their own, requests in flight ahead of the reader (see aheadReader);
+// where the server allows no session beyond the main one, on that.
+func (s *SFTP) Open(name string) (io.ReadCloser, error) {
+	sess, err := s.pool.acquire(context.Background(), 1)
+	if err != nil {
+		return s.c.Open(name)
+	}
+	f, err := sess.open(name, fxfRead)
+	if err != nil {
+		s.pool.release(sess, errors.Is(err, ErrStreamLost))
+		return nil, err
+	}
+	// The window's worth, and one more to be sent as the window opens.
+	max := (receiveWindow+s.packet-1)/s.packet + 1
+	return newAheadReader(&streamFile{f, sess, s.pool}, s.packet, max), nil
+}
 
 // CreateExclusive creates name, failing with fs.ErrExist if it exists.
 func (s *SFTP) CreateExclusive(name string) (io.WriteCloser, error) {

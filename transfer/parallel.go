@@ -21,6 +21,12 @@ type streamWriter interface {
 	OpenWriterAt(ctx context.Context, name string, conns int) (protocol.WriterAtCloser, error)
 }
 
+// packetSource is an end that moves data in requests of at most Packet
+// bytes.
+type packetSource interface {
+	Packet() int
+}
+
 // rttSource is an end that can tell the path's round-trip time.
 type rttSource interface {
 	RTT() time.Duration
@@ -34,7 +40,7 @@ type ParallelOptions struct {
 	// MinSize is the smallest file worth more than one stream.
 	MinSize int64
 	Chunk   int // bytes per request batch; pipeline.DefaultChunk when 0
-	Depth   int // chunks in flight per stream; pipeline.DefaultDepth when 0
+	Depth   int // chunks in flight per stream; when 0, the window plan decides
 }
 
 func (Local) OpenReaderAt(_ context.Context, name string, _ int) (protocol.ReaderAtCloser, error) {
@@ -85,6 +91,7 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 		Size:       size,
 		Chunk:      p.Chunk,
 		Depth:      p.Depth,
+		Request:    requestSize(src.FS, dstFS),
 		Controller: p.Controller(),
 		RTT:        pathRTT(src.FS, dstFS),
 		Limiter:    c.opts.Limiter,
@@ -110,4 +117,16 @@ func pathRTT(a, b FS) func() time.Duration {
 		}
 		return rtt
 	}
+}
+
+// requestSize is the smallest request size the two ends report, 0 when
+// neither does.
+func requestSize(a, b FS) int {
+	n := 0
+	for _, e := range []FS{a, b} {
+		if s, ok := e.(packetSource); ok && s.Packet() > 0 && (n == 0 || s.Packet() < n) {
+			n = s.Packet()
+		}
+	}
+	return n
 }

@@ -533,3 +533,26 @@ func TestPlanString(t *testing.T) {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
+
+func TestLANConnectionsStopAtCores(t *testing.T) {
+	// Every connection adds 100 MB/s, without end: on a LAN the controller
+	// still opens no more connections than the host has cores, which on a
+	// real host they would only contend for.
+	lan := &link{rate: 10 * gbit, rtt: 100 * time.Microsecond, connCap: 100e6}
+	steps := sim(t, New(Config{Cores: 2}), lan, 300, nil)
+	for _, s := range steps {
+		if s.plan.Conns > 2 {
+			t.Fatalf("a LAN with 2 cores got %v", s.plan)
+		}
+	}
+	if last := steps[len(steps)-1].plan; last.Conns != 2 {
+		t.Errorf("holding %v on a LAN where 2 connections carry twice one, want 2 connections", last)
+	}
+	// Where the windows are the limit, connections are not a matter of
+	// cores: each brings its own TCP window and congestion control.
+	wan := &link{rate: 10 * gbit, rtt: 20 * time.Millisecond, connCap: 200e6, cpuCap: 800e6}
+	steps = sim(t, New(Config{Cores: 2}), wan, 300, nil)
+	if last := steps[len(steps)-1].plan; last.Conns < 4 {
+		t.Errorf("holding %v at 20 ms where 4 CPU-bound connections carry 800 MB/s, want at least 4", last)
+	}
+}
