@@ -497,21 +497,28 @@ func newRemotes(base sshconn.Options) *remotes {
 	return &remotes{base: base, ends: map[string]*protocol.SFTP{}, scp: map[string]*protocol.SCP{}}
 }
 
+// destination returns the key under which a remote location's connection
+// is kept, and the connection options with the location's own user and
+// port (from user@host or an scp:// URI) over the command line's.
+func (r *remotes) destination(l transfer.Location) (string, sshconn.Options) {
+	o := r.base
+	if l.User != "" {
+		o.User = l.User
+	}
+	if l.Port != 0 {
+		o.Port = l.Port
+	}
+	return fmt.Sprintf("%s@%s:%d", l.User, l.Host, l.Port), o
+}
+
 // endpoint returns l as an Endpoint, connecting to its host on first use.
 func (r *remotes) endpoint(ctx context.Context, l transfer.Location) (transfer.Endpoint, error) {
 	if !l.Remote() {
 		return transfer.Endpoint{FS: transfer.Local{}, Path: l.Path}, nil
 	}
-	key := fmt.Sprintf("%s@%s:%d", l.User, l.Host, l.Port)
+	key, o := r.destination(l)
 	end, ok := r.ends[key]
 	if !ok {
-		o := r.base
-		if l.User != "" {
-			o.User = l.User
-		}
-		if l.Port != 0 {
-			o.Port = l.Port
-		}
 		d := sshconn.NewDialer(o)
 		var mine []*sshconn.Client // this destination's connections, under r.mu
 		dial := func(ctx context.Context) (*sshconn.Client, error) {
@@ -626,16 +633,9 @@ func (r *remotes) scpEndpoint(ctx context.Context, l transfer.Location) (transfe
 	if !l.Remote() {
 		return transfer.SCPEndpoint{Path: l.Path}, nil
 	}
-	key := fmt.Sprintf("%s@%s:%d", l.User, l.Host, l.Port)
+	key, o := r.destination(l)
 	h, ok := r.scp[key]
 	if !ok {
-		o := r.base
-		if l.User != "" {
-			o.User = l.User
-		}
-		if l.Port != 0 {
-			o.Port = l.Port
-		}
 		c, err := sshconn.NewDialer(o).Dial(ctx, l.Host)
 		if err != nil {
 			return transfer.SCPEndpoint{}, err
