@@ -100,7 +100,7 @@ func ParseSCPLine(line string) (SCPRecord, error) {
 	}
 	switch line[0] {
 	case SCPWarning, SCPFatal:
-		return SCPRecord{Type: line[0], Message: printable(line[1:])}, nil
+		return SCPRecord{Type: line[0], Message: boundMessage(printable(line[1:]))}, nil
 	case SCPEnd:
 		if line != "E" {
 			return SCPRecord{}, fmt.Errorf("%w: end of directory with trailing text %s", ErrSCPProtocol, quoteLine(line))
@@ -112,6 +112,17 @@ func ParseSCPLine(line string) (SCPRecord, error) {
 		return parseEntry(line)
 	}
 	return SCPRecord{}, fmt.Errorf("%w: unexpected line %s", ErrSCPProtocol, quoteLine(line))
+}
+
+// boundMessage cuts an escaped message, whole runes at a time, to what
+// fits on one line: escaping can make a message longer than the line it
+// came on.
+func boundMessage(m string) string {
+	for len(m) > maxSCPLine-1 {
+		_, size := utf8.DecodeLastRuneInString(m)
+		m = m[:len(m)-size]
+	}
+	return m
 }
 
 // parseTimes reads "Tmtime usec atime usec".
