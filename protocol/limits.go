@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -29,6 +30,10 @@ const maxPacketCap = 256 << 10
 // Limits are what a server says it accepts in one request.
 type Limits struct {
 	MaxRead, MaxWrite int64 // payload bytes; 0 when the server did not say
+	// RTT is the round trip of the last request of the exchange: the
+	// whole path's, where the kernel's TCP RTT sees only the first hop of
+	// a relay, a jump host or a proxy.
+	RTT time.Duration
 }
 
 // Packet returns the payload size to use for reads and writes: the
@@ -63,6 +68,7 @@ func QueryLimits(conn *ssh.Client) (Limits, error) {
 		return Limits{}, fmt.Errorf("start sftp subsystem: %w", err)
 	}
 
+	sent := time.Now()
 	if err := writePacket(w, fxpInit, binary.BigEndian.AppendUint32(nil, 3)); err != nil {
 		return Limits{}, err
 	}
@@ -74,16 +80,18 @@ func QueryLimits(conn *ssh.Client) (Limits, error) {
 		return Limits{}, fmt.Errorf("sftp: unexpected reply %d to init", typ)
 	}
 	if !hasExtension(body[4:], limitsExtension) {
-		return Limits{}, nil
+		return Limits{RTT: time.Since(sent)}, nil
 	}
 
 	const id = 1
 	req := binary.BigEndian.AppendUint32(nil, id)
 	req = appendString(req, limitsExtension)
+	sent = time.Now()
 	if err := writePacket(w, fxpExtended, req); err != nil {
 		return Limits{}, err
 	}
 	typ, body, err = readPacket(r)
+	rtt := time.Since(sent)
 	if err != nil {
 		return Limits{}, err
 	}
@@ -97,7 +105,7 @@ func QueryLimits(conn *ssh.Client) (Limits, error) {
 	if readLen > sane || writeLen > sane {
 		return Limits{}, fmt.Errorf("sftp: implausible limits read=%d write=%d", readLen, writeLen)
 	}
-	return Limits{MaxRead: int64(readLen), MaxWrite: int64(writeLen)}, nil
+	return Limits{MaxRead: int64(readLen), MaxWrite: int64(writeLen), RTT: rtt}, nil
 }
 
 func appendString(b []byte, s string) []byte {

@@ -77,6 +77,9 @@ func TestLimitsFromServer(t *testing.T) {
 	if got := end.Packet(); got != SafePacket {
 		t.Errorf("packet = %d, want %d for a server that states no limits", got, SafePacket)
 	}
+	if end.RTT() <= 0 {
+		t.Error("no request round trip measured at start")
+	}
 	if got := (Limits{MaxRead: 261120, MaxWrite: 261120}).Packet(); got != 261120 {
 		t.Errorf("OpenSSH's limits give packet %d, want 261120", got)
 	}

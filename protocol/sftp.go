@@ -39,6 +39,7 @@ type SFTP struct {
 	packet       int
 	pool         *pool
 	rtt          func() time.Duration
+	reqRTT       time.Duration // an SFTP request's round trip, measured at start
 }
 
 // Options say how to open an SFTP end.
@@ -82,8 +83,9 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	_, ok := c.HasExtension(posixRename)
 	return &SFTP{
 		c: c, label: o.Label, atomicRename: ok, packet: packet,
-		pool: newPool(conn, 1, o.Dial, packet, logf),
-		rtt:  o.RTT,
+		pool:   newPool(conn, 1, o.Dial, packet, logf),
+		rtt:    o.RTT,
+		reqRTT: limits.RTT,
 	}, nil
 }
 
@@ -156,11 +158,17 @@ func (s *SFTP) openStream(ctx context.Context, name string, pflags uint32, conns
 }
 
 // RTT returns the path's round-trip time, or 0 when it cannot be told.
+//
+// It is the larger of the kernel's estimate for the connections and the
+// round trip of an SFTP request measured at start: through a relay, a
+// jump host or a proxy the kernel sees only the first hop, and a path
+// taken for a LAN would get one stream.
 func (s *SFTP) RTT() time.Duration {
-	if s.rtt == nil {
-		return 0
+	rtt := s.reqRTT
+	if s.rtt != nil {
+		rtt = max(rtt, s.rtt())
 	}
-	return s.rtt()
+	return rtt
 }
 
 func (s *SFTP) Label() string { return s.label }
