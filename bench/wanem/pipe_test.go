@@ -139,9 +139,11 @@ func TestPipeDelayAndRate(t *testing.T) {
 }
 
 func TestPipeQueueDrops(t *testing.T) {
-	// Ten 1000-byte packets at once into a 3000-byte queue at 8 Mbit/s:
-	// three fit (the one on the wire included), seven are dropped.
-	tp := startPipe(t, newLink(8e6, 0, 3000, 0, 1), 0, 1<<20)
+	// Ten 1000-byte packets at once into a 3000-byte queue at 80 kbit/s:
+	// three fit (the one on the wire included), seven are dropped. At
+	// 100 ms a packet, the writes arrive well within the first packet's
+	// serialisation even on a loaded machine.
+	tp := startPipe(t, newLink(8e4, 0, 3000, 0, 1), 0, 1<<20)
 	for i := range 10 {
 		if _, err := unix.Write(tp.in, packet(uint32(i), 1000)); err != nil {
 			t.Fatal(err)
