@@ -240,27 +240,7 @@ func TestQuoteRemote(t *testing.T) {
 }
 
 // dial connects to an in-process test server.
-func dial(t *testing.T, srv *sshtest.Server) *ssh.Client {
-	t.Helper()
-	key, err := os.ReadFile(srv.ClientKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ssh.Dial("tcp", srv.Addr, &ssh.ClientConfig{
-		User:            "test",
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.FixedHostKey(srv.HostKey.PublicKey()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+func dial(t *testing.T, srv *sshtest.Server) *ssh.Client { return srv.Dial(t) }
 
 func TestHasSFTP(t *testing.T) {
 	for _, noSFTP := range []bool{false, true} {

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/hpncp/hpncp/internal/sshdtest"
 	"github.com/hpncp/hpncp/internal/sshtest"
 	"github.com/hpncp/hpncp/protocol"
@@ -25,24 +23,7 @@ type execFunc = func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int
 // and returns its scp end.
 func scpHost(t *testing.T, fn execFunc) *protocol.SCP {
 	t.Helper()
-	srv := sshtest.Start(t, sshtest.Options{Exec: fn})
-	key, err := os.ReadFile(srv.ClientKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := ssh.Dial("tcp", srv.Addr, &ssh.ClientConfig{
-		User:            "test",
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.FixedHostKey(srv.HostKey.PublicKey()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := sshtest.Start(t, sshtest.Options{Exec: fn}).Dial(t)
 	return protocol.NewSCP(c, "testhost:")
 }
 
