@@ -28,10 +28,11 @@ bench-wan:
 bench-lan:
 	bench/lan.sh
 
-# Release packaging: validate .goreleaser.yaml and build every target as a
-# snapshot into dist/. Not part of test: building goreleaser itself takes
+# Release packaging: validate .goreleaser.yaml, build every target as a
+# snapshot and pack the archives and checksums into dist/ (nothing is
+# published). Not part of test: building goreleaser itself takes
 # minutes the first time.
 GORELEASER ?= $(GO) run github.com/goreleaser/goreleaser/v2@v2.15.1
 release-check:
 	$(GORELEASER) check
-	$(GORELEASER) build --snapshot --clean
+	$(GORELEASER) release --snapshot --clean --skip=publish
