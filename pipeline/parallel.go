@@ -38,8 +38,11 @@ type OpenStream func(ctx context.Context, conns int) (*Stream, error)
 
 // ParallelOptions tune a parallel copy.
 type ParallelOptions struct {
-	Size  int64 // bytes to copy, from offset 0
-	Chunk int   // bytes per read and write; DefaultChunk when zero
+	Size int64 // the file's size: bytes are copied from Offset to Size
+	// Offset is where the copy starts: a resumed file's bytes before it
+	// are in place already. Chunks are cut from Offset on.
+	Offset int64
+	Chunk  int // bytes per read and write; DefaultChunk when zero
 	// Depth is how many chunks each stream keeps in flight. When zero,
 	// each stream keeps the plan's InFlight bytes in flight, plus one
 	// request so that the window never waits for the next one: more would
@@ -59,20 +62,24 @@ type ParallelOptions struct {
 	RTT      func() time.Duration
 	Limiter  *rate.Limiter
 	Progress func(n int)
-	Logf     func(format string, args ...any)
+	// Done, when not nil, is told of every chunk written and acknowledged,
+	// at offset off, in the order they complete (not the file's order).
+	// It is called with the copy's lock held: it must be quick.
+	Done func(off int64, n int)
+	Logf func(format string, args ...any)
 }
 
 // ParallelResult says what a parallel copy used.
 type ParallelResult struct {
-	Bytes      int64
-	MaxStreams int // the most streams that ran at once
-	Conns      int // connections of the last plan
+	Bytes      int64 // bytes copied, from Offset on
+	MaxStreams int   // the most streams that ran at once
+	Conns      int   // connections of the last plan
 	Plan       window.Plan
 }
 
-// Parallel copies o.Size bytes from the lanes' sources to their targets,
-// chunk by chunk at the same offsets, over as many lanes as the controller
-// plans. A lane that fails with protocol.ErrStreamLost gives its chunk back
+// Parallel copies the bytes from o.Offset to o.Size from the lanes'
+// sources to their targets, chunk by chunk at the same offsets, over as
+// many lanes as the controller plans. A lane that fails with protocol.ErrStreamLost gives its chunk back
 // to the others and is replaced; any other failure ends the copy. Every
 // chunk's byte count is checked on both sides.
 func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (ParallelResult, error) {
@@ -90,7 +97,11 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	p := &parallel{o: o, open: open, ctx: ctx, events: make(chan struct{}, 1)}
+	if o.Offset < 0 || o.Offset > o.Size {
+		return ParallelResult{}, fmt.Errorf("offset %d outside a file of %d bytes", o.Offset, o.Size)
+	}
+	p := &parallel{o: o, open: open, ctx: ctx, events: make(chan struct{}, 1),
+		next: o.Offset, total: o.Size - o.Offset}
 	p.cond = sync.NewCond(&p.mu)
 	stop := context.AfterFunc(ctx, func() {
 		p.mu.Lock()
@@ -137,7 +148,7 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 			timer.Reset(plan.Interval)
 		}
 		p.mu.Lock()
-		finished := p.done == o.Size || p.fatal != nil || ctx.Err() != nil
+		finished := p.done == p.total || p.fatal != nil || ctx.Err() != nil
 		stuck := p.live == 0 && p.opening == 0 && p.openErr != nil
 		if p.failures > maxLaneFailures && p.fatal == nil {
 			p.fatal = fmt.Errorf("%d streams failed; giving up: %w", p.failures, p.lastLost)
@@ -158,7 +169,7 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 
 	res := ParallelResult{Bytes: p.done, MaxStreams: p.maxLive, Conns: plan.Conns, Plan: plan}
 	switch {
-	case p.done == o.Size:
+	case p.done == p.total:
 		return res, nil
 	case ctx.Err() != nil:
 		return res, ctx.Err()
@@ -188,6 +199,7 @@ type parallel struct {
 	mu        sync.Mutex
 	cond      *sync.Cond
 	next      int64   // first offset never handed out
+	total     int64   // bytes to copy: Size - Offset
 	retry     []int64 // offsets of chunks a failed lane gave back
 	done      int64   // bytes copied and checked
 	fatal     error
@@ -301,7 +313,7 @@ func (p *parallel) take(l *lane) (int64, bool) {
 			off := p.next
 			p.next += int64(p.o.Chunk)
 			return off, true
-		case p.done == p.o.Size:
+		case p.done == p.total:
 			return 0, false
 		}
 		p.starved = true
@@ -337,7 +349,10 @@ func (p *parallel) work(l *lane) {
 			if p.o.Progress != nil {
 				p.o.Progress(n)
 			}
-			if p.done == p.o.Size {
+			if p.o.Done != nil {
+				p.o.Done(off, n)
+			}
+			if p.done == p.total {
 				p.cond.Broadcast()
 				p.notify()
 			}

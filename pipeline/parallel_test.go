@@ -180,3 +180,46 @@ func TestParallelCancel(t *testing.T) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 }
+
+func TestParallelFromOffset(t *testing.T) {
+	const chunk = 32 << 10
+	src := noise(20*chunk + 5)
+	for _, off := range []int64{0, 1, chunk, 7*chunk + 3, int64(len(src)) - 1, int64(len(src))} {
+		t.Run(fmt.Sprint(off), func(t *testing.T) {
+			// The bytes before off are a resumed file's: Parallel must not
+			// touch them.
+			dst := &memFile{b: bytes.Repeat([]byte{0xee}, int(off))}
+			open := func(context.Context, int) (*Stream, error) {
+				return &Stream{Src: bytes.NewReader(src), Dst: dst, Close: func(bool) error { return nil }}, nil
+			}
+			var mu sync.Mutex
+			done := map[int64]int{}
+			res, err := Parallel(context.Background(), open, ParallelOptions{
+				Size: int64(len(src)), Offset: off, Chunk: chunk, Depth: 2, Controller: fixed(3),
+				Done: func(o int64, n int) { mu.Lock(); done[o] += n; mu.Unlock() },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Bytes != int64(len(src))-off {
+				t.Errorf("copied %d bytes, want %d", res.Bytes, int64(len(src))-off)
+			}
+			if !bytes.Equal(dst.b[:off], bytes.Repeat([]byte{0xee}, int(off))) || !bytes.Equal(dst.b[off:], src[off:]) {
+				t.Fatal("target is not the old prefix followed by the source's tail")
+			}
+			var sum int64
+			for o, n := range done {
+				if o < off || (o-off)%chunk != 0 || n > chunk {
+					t.Errorf("chunk done at %d (%d bytes): not a chunk boundary after %d", o, n, off)
+				}
+				sum += int64(n)
+			}
+			if sum != res.Bytes {
+				t.Errorf("Done told of %d bytes, copied %d", sum, res.Bytes)
+			}
+		})
+	}
+	if _, err := Parallel(context.Background(), nil, ParallelOptions{Size: 10, Offset: 11, Controller: fixed(1)}); err == nil {
+		t.Error("an offset past the end was accepted")
+	}
+}

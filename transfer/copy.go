@@ -67,13 +67,23 @@ type Options struct {
 	// Report, when not nil, is told what happened to every file: copied,
 	// skipped or failed. It is called from the goroutine running the copy.
 	Report func(FileReport)
+	// Resume keeps the temporary file of a copy that is interrupted or
+	// loses its connection, with a journal entry in ResumeDir, and
+	// continues such files where they stopped (see resume.go). It also
+	// counts a target of the source's size and no older than it as
+	// complete under the quick check.
+	Resume bool
+	// ResumeDir holds the journal (ResumeDir()); Resume needs it. Without
+	// Resume, files of 64 MiB and more are journaled there when it is set,
+	// so that a killed run can be resumed.
+	ResumeDir string
 }
 
 // Result counts what a run did.
 type Result struct {
 	Files  int   // regular files copied
 	Dirs   int   // directories created
-	Bytes  int64 // file bytes written
+	Bytes  int64 // file bytes sent (a resumed file's tail only)
 	Errors []error
 	// MaxStreams and Conns are the most streams and connections one file
 	// used at once; 1 and 0 when every file went over the main session.
@@ -81,6 +91,9 @@ type Result struct {
 	Conns      int
 	// Skipped counts the files left alone because the target had them.
 	Skipped int
+	// Resumed counts the bytes of resumed files that a previous run had
+	// written and this one did not send again; Bytes does not count them.
+	Resumed int64
 }
 
 // maxDepth bounds recursion: scp follows symbolic links to directories, so
@@ -315,8 +328,9 @@ func (c *copier) setMode(dst Endpoint, perm fs.FileMode) error {
 }
 
 // copyFile copies one regular file. The bytes go to a temporary file beside
-// dst, which is renamed to dst only when every byte arrived; on any failure
-// the temporary file is removed and an existing dst is left as it was.
+// dst, which is renamed to dst only when every byte arrived; on a failure
+// an existing dst is left as it was and the temporary file is removed,
+// unless --resume keeps it for the next run (resume.go).
 func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo) (err error) {
 	op := "copy " + src.String() + " to"
 	var existing fs.FileInfo
@@ -334,6 +348,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 			return err
 		}
 		if skip {
+			c.forgetTarget(dst)
 			c.res.Skipped++
 			c.report(FileReport{Path: src.String(), Status: StatusSkipped, SHA256: sum})
 			c.logf("skipped %s: %s has it already", src, dst)
@@ -341,20 +356,24 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		}
 	}
 
-	f, err := src.FS.Open(src.Path)
+	part, err := c.resumePoint(ctx, src, dst, si)
+	if err != nil {
+		return err
+	}
+	from := part.resumed()
+	f, err := part.openSource(ctx, src)
 	if err != nil {
 		return &Error{Op: "read", Path: src.String(), Err: err}
 	}
 	defer f.Close()
 	var in io.Reader = f
 	var srcHash *hashingReader
-	if c.opts.Verify {
+	if c.opts.Verify && from == 0 {
 		srcHash = &hashingReader{r: f, h: sha256.New()}
 		in = srcHash
 	}
 
-	dir := dst.FS.Dir(dst.Path)
-	out, tmp, err := createTemp(dst.FS, dir, dst.FS.Base(dst.Path))
+	out, tmp, err := part.openTemp(ctx, dst)
 	if err != nil {
 		return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
 	}
@@ -367,13 +386,17 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		if !closed {
 			_ = out.Close()
 		}
+		if part.keep(ctx, err) {
+			c.logf("resume: kept %s for --resume", tmpEnd)
+			return
+		}
 		// The removal must happen even when ctx was cancelled: that is when
 		// a half-written temporary file is most likely.
-		_ = dst.FS.Remove(tmp)
+		part.removed(dst.FS.Remove(tmp))
 	}()
 
 	if c.opts.Progress != nil {
-		c.opts.Progress.StartFile(src.FS.Base(src.Path), si.Size())
+		c.opts.Progress.StartFile(src.FS.Base(src.Path), si.Size()-from)
 		defer c.opts.Progress.EndFile()
 	}
 	start := time.Now()
@@ -383,13 +406,16 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		if err := out.Close(); err != nil {
 			return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
 		}
-		n, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size())
+		n, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part)
 		// The streams read the source on their own: verify re-reads it.
 		srcHash = nil
 	} else {
 		po := pipeline.Options{BufferSize: c.opts.BufferSize, Limiter: c.opts.Limiter}
 		if c.opts.Progress != nil {
 			po.Progress = c.opts.Progress.Add
+		}
+		if part != nil {
+			po.Progress = part.appendedThen(po.Progress)
 		}
 		n, err = pipeline.Copy(ctx, out, in, po)
 		if err == nil {
@@ -403,9 +429,9 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		}
 		return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
 	}
-	if n != si.Size() {
+	if from+n != si.Size() {
 		return &Error{Op: "read", Path: src.String(),
-			Err: fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), n)}
+			Err: fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), from+n)}
 	}
 	// Trust no writer's count alone: the size on the receiving end must be
 	// what was sent before the file may take its final name.
@@ -413,9 +439,9 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	if err != nil {
 		return &Error{Op: op, Path: dst.String(), Err: err}
 	}
-	if ti.Size() != n {
+	if ti.Size() != from+n {
 		return &Error{Op: op, Path: dst.String(),
-			Err: fmt.Errorf("%w: %d bytes arrived of %d sent", pipeline.ErrShortWrite, ti.Size(), n)}
+			Err: fmt.Errorf("%w: %d bytes arrived of %d sent", pipeline.ErrShortWrite, ti.Size(), from+n)}
 	}
 	var sum string
 	if c.opts.Verify {
@@ -456,9 +482,11 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	if err := dst.FS.Rename(tmp, dst.Path); err != nil {
 		return &Error{Op: op, Path: dst.String(), Err: err}
 	}
+	part.forget()
 	c.res.Files++
 	c.res.Bytes += n
-	c.report(FileReport{Path: src.String(), Bytes: n, Status: StatusCopied, SHA256: sum})
+	c.res.Resumed += from
+	c.report(FileReport{Path: src.String(), Bytes: n, Status: StatusCopied, SHA256: sum, ResumedFrom: from})
 	c.logf("copied %s to %s: %d bytes in %s", src, dst, n, time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -64,8 +64,9 @@ func (c *copier) parallelOK(src, dst FS, size int64) bool {
 }
 
 // copyParallel copies src into the existing temporary file tmp on dst's
-// end, over as many streams as the window controller plans.
-func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64) (int64, error) {
+// end, over as many streams as the window controller plans, from where
+// part was resumed (nil for a file without a journal entry).
+func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64, part *partial) (int64, error) {
 	p := c.opts.Parallel
 	r := src.FS.(streamReader)
 	w := dstFS.(streamWriter)
@@ -89,6 +90,7 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 	}
 	po := pipeline.ParallelOptions{
 		Size:       size,
+		Offset:     part.resumed(),
 		Chunk:      p.Chunk,
 		Depth:      p.Depth,
 		Request:    requestSize(src.FS, dstFS),
@@ -99,6 +101,9 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 	}
 	if c.opts.Progress != nil {
 		po.Progress = c.opts.Progress.Add
+	}
+	if part != nil {
+		po.Done = part.done
 	}
 	res, err := pipeline.Parallel(ctx, open, po)
 	c.res.MaxStreams = max(c.res.MaxStreams, res.MaxStreams)

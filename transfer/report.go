@@ -27,6 +27,9 @@ type FileReport struct {
 	// SHA256 is the hex SHA-256 of the content, present when --verify or
 	// --checksum hashed the file.
 	SHA256 string `json:"sha256,omitempty"`
+	// ResumedFrom is where a resumed file's copy started: the bytes before
+	// it were written by an earlier run and not sent again (not in Bytes).
+	ResumedFrom int64 `json:"resumed_from,omitempty"`
 }
 
 // Totals sum up a run.
@@ -39,6 +42,8 @@ type Totals struct {
 	Seconds float64 `json:"seconds"`
 	MBPerS  float64 `json:"mb_per_s"` // Bytes / Seconds / 1e6
 	Streams int     `json:"streams"`  // the most streams one file used
+	// ResumedBytes sums the files' ResumedFrom: bytes not sent again.
+	ResumedBytes int64 `json:"resumed_bytes,omitempty"`
 }
 
 // Report is the document hpncp --json prints on stdout at the end of a
@@ -66,6 +71,7 @@ func NewReport(files []FileReport, res *Result, elapsed time.Duration) Report {
 			r.Totals.Failed++
 		}
 		r.Totals.Bytes += f.Bytes
+		r.Totals.ResumedBytes += f.ResumedFrom
 	}
 	r.Totals.Files = len(files)
 	r.Totals.Seconds = elapsed.Seconds()

@@ -36,7 +36,13 @@ func (c *copier) skip(ctx context.Context, src, dst Endpoint, si, existing fs.Fi
 	case SkipExisting:
 		return true, "", nil
 	case SkipQuick:
-		return si.Size() == existing.Size() && si.ModTime().Unix() == existing.ModTime().Unix(), "", nil
+		same := si.ModTime().Unix() == existing.ModTime().Unix()
+		if c.opts.Resume {
+			// The target was written after the source last changed: an
+			// interrupted run without -p finished it.
+			same = existing.ModTime().Unix() >= si.ModTime().Unix()
+		}
+		return si.Size() == existing.Size() && same, "", nil
 	case SkipChecksum:
 		if si.Size() != existing.Size() {
 			return false, "", nil

@@ -61,6 +61,7 @@ type copyOptions struct {
 	FilesFrom      string // a file listing the paths to copy, "-" for stdin
 	From0          bool   // the list is NUL-separated
 	BWLimit        string // bytes (or bits with "bit") per second
+	Resume         bool   // keep interrupted files' temporaries and continue them
 	// unsupported holds scp flags hpncp knows but does not implement, so
 	// that using one is an error that names it rather than a surprise.
 	unsupported map[string]*bool
@@ -113,6 +114,7 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.StringFlag{Name: "files-from", Destination: &o.FilesFrom},
 		&cli.BoolFlag{Name: "from0", Aliases: []string{"0"}, Destination: &o.From0},
 		&cli.StringFlag{Name: "bwlimit", Destination: &o.BWLimit},
+		&cli.BoolFlag{Name: "resume", Destination: &o.Resume},
 	}
 	o.unsupported = map[string]*bool{}
 	for _, u := range unsupportedFlags {
@@ -163,7 +165,7 @@ func (o *copyOptions) check() error {
 // needsSFTP reports whether a flag asks for what only Copy, over SFTP,
 // does: the legacy scp protocol has no way to hash or list a target.
 func (o *copyOptions) needsSFTP() bool {
-	return o.Verify || o.Checksum || o.IgnoreExisting || o.Shard != "" || o.FilesFrom != ""
+	return o.Verify || o.Checksum || o.IgnoreExisting || o.Shard != "" || o.FilesFrom != "" || o.Resume
 }
 
 // skipMode is the transfer.SkipMode the flags ask for: rsync's quick
@@ -387,7 +389,7 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 	}
 	if legacy && o.needsSFTP() {
 		return usagef("the legacy scp protocol sends files blind: these need an SFTP server",
-			"--verify, --checksum, --ignore-existing, --shard and --files-from do not work with the legacy scp protocol (-O)")
+			"--verify, --checksum, --ignore-existing, --shard, --files-from and --resume do not work with the legacy scp protocol (-O)")
 	}
 
 	to := transfer.Options{
@@ -399,6 +401,15 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 		Verify:    o.Verify,
 		Shard:     shard,
 		FilesFrom: list,
+		Resume:    o.Resume,
+	}
+	// Large files are journaled without --resume too, so that a killed
+	// run can be resumed; only --resume needs the journal to work.
+	switch dir, derr := transfer.ResumeDir(); {
+	case derr == nil:
+		to.ResumeDir = dir
+	case o.Resume:
+		return usagef("set XDG_STATE_HOME to a directory hpncp may keep its resume journal in", "--resume: %v", derr)
 	}
 	var files []transfer.FileReport
 	to.Report = func(f transfer.FileReport) { files = append(files, f) }
@@ -443,6 +454,9 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 		}
 		if res.Skipped > 0 {
 			fmt.Fprintf(stderr, ", %d skipped", res.Skipped)
+		}
+		if res.Resumed > 0 {
+			fmt.Fprintf(stderr, ", %d bytes resumed", res.Resumed)
 		}
 		fmt.Fprintln(stderr)
 	}

@@ -75,6 +75,16 @@ Re-runs and migrations:
                          n runs, 0/n to n-1/n, cover every file once
   --json                 print a JSON report on stdout at the end
   --bwlimit RATE         limit bandwidth: 10M is 10 MB/s, 100mbit 100 Mbit/s
+  --resume               continue an interrupted run: re-run the same command
+                         with --resume. An interrupted or disconnected file's
+                         temporary file is kept and continued where it
+                         stopped; a target of the source's size, written
+                         after the source last changed, counts as complete
+                         (so files finished without -p are not sent again).
+                         The journal is in $XDG_STATE_HOME/hpncp/resume
+                         (default ~/.local/state/hpncp/resume); files of
+                         64 MiB and more are journaled even without
+                         --resume, so a killed run can be resumed
 
 Hosts, users, ports, keys and known hosts come from ssh_config as OpenSSH
 resolves it (ssh -G). Host keys are checked against known_hosts with

@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -73,6 +74,7 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"tmpfs":    cmdTmpfs,
 	"mtime":    cmdMtime,
 	"noglob":   cmdNoglob,
+	"jsoncmp":  cmdJSONCmp,
 }
 
 // noglob PATTERN fails if any file matches PATTERN: no temporary file may
@@ -324,4 +326,47 @@ func cmdMtime(ts *testscript.TestScript, neg bool, args []string) {
 	sec, err := strconv.ParseInt(args[1], 10, 64)
 	ts.Check(err)
 	ts.Check(os.Chtimes(ts.MkAbs(args[0]), time.Unix(sec, 0), time.Unix(sec, 0)))
+}
+
+// jsoncmp FILE FIELD OP VALUE compares a number in a JSON document, named
+// by a dotted path (totals.bytes), with VALUE (a size such as 8MiB); OP is
+// <=, >= or ==. A missing field is 0, as omitempty leaves it out.
+func cmdJSONCmp(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 4 {
+		ts.Fatalf("usage: jsoncmp file field op value")
+	}
+	var doc any
+	ts.Check(json.Unmarshal([]byte(ts.ReadFile(args[0])), &doc))
+	for _, k := range strings.Split(args[1], ".") {
+		m, ok := doc.(map[string]any)
+		if !ok {
+			ts.Fatalf("%s: %s is not in an object", args[0], k)
+		}
+		doc = m[k]
+	}
+	var got int64
+	switch v := doc.(type) {
+	case nil:
+	case float64:
+		got = int64(v)
+	default:
+		ts.Fatalf("%s: %s is %v, not a number", args[0], args[1], doc)
+	}
+	want, err := parseSize(args[3])
+	ts.Check(err)
+	ok := false
+	switch args[2] {
+	case "<=":
+		ok = got <= want
+	case ">=":
+		ok = got >= want
+	case "==":
+		ok = got == want
+	default:
+		ts.Fatalf("jsoncmp: unknown operator %s", args[2])
+	}
+	if !ok {
+		ts.Fatalf("%s: %s is %d, want %s %d", args[0], args[1], got, args[2], want)
+	}
+	ts.Logf("%s: %s = %d", args[0], args[1], got)
 }
