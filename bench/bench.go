@@ -101,6 +101,13 @@ type Runner interface {
 	Remove(ctx context.Context, remote string) error
 }
 
+// StreamCounter is a Runner that can tell the most streams its last
+// transfer used, so that an auto configuration's recommendation says
+// where its window controller got to.
+type StreamCounter interface {
+	LastStreams() int
+}
+
 // Options say what to measure.
 type Options struct {
 	Size    int64 // bytes in the scratch file
@@ -121,6 +128,9 @@ type Row struct {
 	MBps        []float64 `json:"mbps"`
 	MBpsSummary Summary   `json:"mbps_summary"`
 	SecSummary  Summary   `json:"seconds_summary"`
+	// Streams are the most streams each run used, when the Runner is a
+	// StreamCounter.
+	Streams []int `json:"streams,omitempty"`
 }
 
 // Report is a whole bench run.
@@ -182,6 +192,7 @@ func Run(ctx context.Context, r Runner, host string, o Options) (*Report, error)
 				return nil, fmt.Errorf("bench %s: %s upload to %s: %w", host, c.Name, remote, err)
 			}
 			up.add(time.Since(start), o.Size)
+			up.countStreams(r)
 			if o.Progress != nil {
 				o.Progress(c, Upload, i, up.Seconds[i])
 			}
@@ -191,6 +202,7 @@ func Run(ctx context.Context, r Runner, host string, o Options) (*Report, error)
 				return nil, fmt.Errorf("bench %s: %s download of %s: %w", host, c.Name, remote, err)
 			}
 			down.add(time.Since(start), o.Size)
+			down.countStreams(r)
 			if err := checkSize(dst, o.Size); err != nil {
 				return nil, fmt.Errorf("bench %s: %s download of %s: %w", host, c.Name, remote, err)
 			}
@@ -213,6 +225,12 @@ func (r *Row) add(d time.Duration, size int64) {
 	secs := d.Seconds()
 	r.Seconds = append(r.Seconds, secs)
 	r.MBps = append(r.MBps, float64(size)/secs/1e6)
+}
+
+func (r *Row) countStreams(run Runner) {
+	if sc, ok := run.(StreamCounter); ok {
+		r.Streams = append(r.Streams, sc.LastStreams())
+	}
 }
 
 func (r *Row) summarize() {
@@ -255,6 +273,7 @@ func writeScratch(path string, size int64) error {
 // not something later copies should switch to, so it is never picked.
 func recommend(host string, rep *Report) *Recommendation {
 	score := map[string]float64{}
+	used := map[string]int{} // the most streams a configuration's runs used
 	var order []Config
 	for _, row := range rep.Rows {
 		if row.Config.Legacy {
@@ -264,6 +283,9 @@ func recommend(host string, rep *Report) *Recommendation {
 			order = append(order, row.Config)
 		}
 		score[row.Config.Name] += row.MBpsSummary.Median / 2
+		for _, n := range row.Streams {
+			used[row.Config.Name] = max(used[row.Config.Name], n)
+		}
 	}
 	if len(order) == 0 {
 		return nil
@@ -274,7 +296,7 @@ func recommend(host string, rep *Report) *Recommendation {
 			best = c
 		}
 	}
-	return &Recommendation{
+	rec := &Recommendation{
 		Host:        host,
 		Config:      best.Name,
 		Streams:     best.Streams,
@@ -282,4 +304,8 @@ func recommend(host string, rep *Report) *Recommendation {
 		MBps:        score[best.Name],
 		Measured:    rep.Measured,
 	}
+	if best.Streams == 0 && !best.HPNDisabled {
+		rec.StartStreams = used[best.Name]
+	}
+	return rec
 }

@@ -124,6 +124,72 @@ func TestRunFailureCleansUp(t *testing.T) {
 	}
 }
 
+// countingRunner is a fakeRunner that reports the streams of each run.
+type countingRunner struct {
+	fakeRunner
+	streams []int
+	last    int
+}
+
+func (c *countingRunner) next() {
+	c.last, c.streams = c.streams[0], c.streams[1:]
+}
+
+func (c *countingRunner) Upload(ctx context.Context, cfg Config, local, remote string) error {
+	c.next()
+	return c.fakeRunner.Upload(ctx, cfg, local, remote)
+}
+
+func (c *countingRunner) Download(ctx context.Context, cfg Config, remote, local string) error {
+	c.next()
+	return c.fakeRunner.Download(ctx, cfg, remote, local)
+}
+
+func (c *countingRunner) LastStreams() int { return c.last }
+
+// TestRecommendationStartStreams: when auto wins, the recommendation
+// keeps the most streams its runs got to; a fixed count that wins is its
+// own start.
+func TestRecommendationStartStreams(t *testing.T) {
+	cs, _ := ParseConfigs("hpn,hpnd")
+	f := &countingRunner{
+		fakeRunner: fakeRunner{remote: t.TempDir(),
+			delays: map[string][]time.Duration{"hpnd": {100 * time.Millisecond, 100 * time.Millisecond}},
+			down:   map[string]time.Duration{"hpnd": 100 * time.Millisecond}},
+		// hpn up, down, up, down; then hpnd's.
+		streams: []int{4, 8, 6, 4, 1, 1, 1, 1},
+	}
+	rep, err := Run(context.Background(), f, "h", Options{Size: 1 << 20, Runs: 2, Configs: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.Rows[0].Streams; len(got) != 2 || got[0] != 4 || got[1] != 6 {
+		t.Errorf("hpn upload streams %v, want [4 6]", got)
+	}
+	r := rep.Recommendation
+	if r == nil || r.Config != "hpn" || r.Streams != 0 || r.StartStreams != 8 {
+		t.Fatalf("recommendation %+v, want hpn starting from 8 streams", r)
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "auto got to 8 streams") {
+		t.Errorf("table does not say where auto got:\n%s", table.String())
+	}
+
+	cs, _ = ParseConfigs("s4,hpnd")
+	f.streams = []int{4, 4, 1, 1}
+	f.delays = map[string][]time.Duration{"hpnd": {100 * time.Millisecond}}
+	rep, err = Run(context.Background(), f, "h", Options{Size: 1 << 20, Runs: 1, Configs: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Recommendation; r == nil || r.Streams != 4 || r.StartStreams != 0 {
+		t.Errorf("recommendation %+v, want --streams 4 and no separate start", r)
+	}
+}
+
 func TestRecommendationCache(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	t.Setenv("HOME", t.TempDir())

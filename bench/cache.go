@@ -23,6 +23,10 @@ type Recommendation struct {
 	Connections int `json:"connections"`
 	// HPNDisabled says one plain stream beat every parallel configuration.
 	HPNDisabled bool `json:"hpn_disabled,omitempty"`
+	// StartStreams, when auto won, is the most streams its runs used:
+	// where later copies' window controller starts, rather than at its
+	// guess. 0 when unknown.
+	StartStreams int `json:"start_streams,omitempty"`
 	// MBps is the winner's median throughput, uploads and downloads
 	// averaged, in MB/s.
 	MBps     float64   `json:"mbps"`
@@ -106,7 +110,7 @@ func LoadRecommendation(host string) (Recommendation, bool) {
 		return Recommendation{}, false
 	}
 	var r Recommendation
-	if err := json.Unmarshal(b, &r); err != nil || r.Streams < 0 || r.Connections < 0 {
+	if err := json.Unmarshal(b, &r); err != nil || r.Streams < 0 || r.Connections < 0 || r.StartStreams < 0 {
 		return Recommendation{}, false
 	}
 	return r, true

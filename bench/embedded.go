@@ -45,7 +45,8 @@ type Demo struct {
 }
 
 // demoMaxPacket is what OpenSSH's sftp-server returns at most for one read
-// request; the demo's server does the same so that it behaves like sshd.
+// request and announces as its read and write limits; the demo's server
+// does the same so that it behaves like sshd.
 const demoMaxPacket = 256*1024 - 1024
 
 // StartDemo starts the demo's server and relay. rtt and bitsPerSec describe
@@ -239,7 +240,7 @@ func (d *Demo) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			// The SFTP session ends with the channel; draining the
 			// remaining requests below lets the channel close cleanly.
 			defer ch.Close()
-			srv, err := sftp.NewServer(ch, sftp.WithServerWorkingDirectory(d.Root), sftp.WithMaxTxPacket(demoMaxPacket))
+			srv, err := sftp.NewServer(newLimitsFilter(ch), sftp.WithServerWorkingDirectory(d.Root), sftp.WithMaxTxPacket(demoMaxPacket))
 			if err != nil {
 				return
 			}

@@ -47,7 +47,11 @@ func WriteTable(w io.Writer, rep *Report) error {
 	}
 	b.WriteString(" MB/s are 10^6 bytes per second; the seconds line holds the same runs.\n")
 	if r := rep.Recommendation; r != nil {
-		fmt.Fprintf(&b, "\nRecommendation for %s: %s (%s), median %.1f MB/s\n", rep.Host, r.Config, recommendedFlags(*r), r.MBps)
+		fmt.Fprintf(&b, "\nRecommendation for %s: %s (%s), median %.1f MB/s", rep.Host, r.Config, recommendedFlags(*r), r.MBps)
+		if r.StartStreams > 0 {
+			fmt.Fprintf(&b, "; auto got to %d streams", r.StartStreams)
+		}
+		b.WriteString("\n")
 		if ratio, ok := rep.Ratio("hpn", "hpnd"); ok {
 			fmt.Fprintf(&b, "hpn/hpnd: %.1fx the throughput of a single stream\n", ratio)
 		}

@@ -19,6 +19,8 @@
 //     ceil(rate × RTT / ChannelWindow), and never more than one connection's
 //     worth (StreamsPerConn). Below about 16 ms RTT that is one stream, which
 //     is where a LAN belongs: there the CPU, not the window, is the limit.
+//     Where an earlier measurement of the path is known (Config.Start),
+//     the first plan takes its stream count instead.
 //   - Measure. After any change the first interval is discarded: new
 //     channels ramp up within it, as intervals last 4 RTTs (at least 250 ms,
 //     at most 2 s). After new connections, so is any interval that starts
@@ -134,6 +136,11 @@ type Config struct {
 	// controller then only reports goodput and RTT, ignoring the bounds
 	// and errors, and spreads the streams StreamsPerConn to a connection.
 	Fixed int
+	// Start, when above zero, is the first plan's stream count, known from
+	// an earlier measurement of the path (hpncp bench's recommendation)
+	// rather than guessed from the RTT; the controller probes and trims
+	// from it as from a guess. Connections follow StreamsPerConn.
+	Start int
 }
 
 // Sample is what the pipeline measured over one interval.
@@ -260,6 +267,11 @@ func (c *Controller) Start(rtt time.Duration) Plan {
 	if c.cfg.Fixed > 0 {
 		c.cur = shape{c.cfg.Fixed, ceilDiv(c.cfg.Fixed, c.cfg.StreamsPerConn)}
 		c.reason = "fixed stream count"
+		return c.plan()
+	}
+	if c.cfg.Start > 0 {
+		c.change(c.normalize(shape{c.cfg.Start, 1}), phaseBaseline)
+		c.reason = fmt.Sprintf("start: %s, from an earlier measurement of this path", plural(c.cur.streams, "stream"))
 		return c.plan()
 	}
 	streams := 1

@@ -424,6 +424,12 @@ func TestStart(t *testing.T) {
 		{100 * time.Millisecond, Config{}, 4, 1, 400 * time.Millisecond, "rtt"},
 		{300 * time.Millisecond, Config{StreamsPerConn: 8}, 8, 1, 1200 * time.Millisecond, "rtt"},
 		{time.Second, Config{}, 4, 1, maxInterval, "rtt"},
+		// An earlier measurement overrides the guess, connections
+		// following StreamsPerConn, within the bounds.
+		{50 * time.Millisecond, Config{Start: 12}, 12, 3, 250 * time.Millisecond, "earlier measurement"},
+		{100 * time.Microsecond, Config{Start: 2}, 2, 1, minInterval, "earlier measurement"},
+		{50 * time.Millisecond, Config{Start: 100}, 32, 8, 250 * time.Millisecond, "earlier measurement"},
+		{50 * time.Millisecond, Config{Start: 8, Fixed: 2}, 2, 1, 250 * time.Millisecond, "fixed"},
 	} {
 		p := New(tc.cfg).Start(tc.rtt)
 		if p.Streams != tc.streams || p.Conns != tc.conns || p.Interval != tc.interval ||
@@ -431,6 +437,28 @@ func TestStart(t *testing.T) {
 			t.Errorf("Start(%v) with %+v = %v every %v, want %d streams on %d every %v",
 				tc.rtt, tc.cfg, p, p.Interval, tc.streams, tc.conns, tc.interval)
 		}
+	}
+}
+
+// TestStartFromEarlierMeasurement: a start taken from an earlier
+// measurement of the path gets there sooner than the guess does, and one
+// that was too large is trimmed towards the bandwidth-delay product as a
+// guess would be.
+func TestStartFromEarlierMeasurement(t *testing.T) {
+	fast := link{rate: 10 * gbit, rtt: 50 * time.Millisecond}
+	guessed := converged(sim(t, New(Config{}), &fast, 100, nil), fast.achievable(New(Config{})), 0.9)
+	fast = link{rate: 10 * gbit, rtt: 50 * time.Millisecond}
+	c := New(Config{Start: 32})
+	started := converged(sim(t, c, &fast, 100, nil), fast.achievable(c), 0.9)
+	if started < 0 || guessed < 0 || started >= guessed {
+		t.Errorf("reached 90%% at interval %d from an earlier measurement and %d from the guess, want sooner", started, guessed)
+	}
+
+	slow := link{rate: 1 * gbit, rtt: 50 * time.Millisecond}
+	steps := sim(t, New(Config{Start: 16}), &slow, 200, nil)
+	// Three windows carry 1 Gbit/s at 50 ms; the trim adds 15 % headroom.
+	if last := steps[len(steps)-1].plan; last.Streams > 4 {
+		t.Errorf("started at 16 streams on a 1 Gbit/s, 50 ms path: holding %v, want at most 4 streams", last)
 	}
 }
 

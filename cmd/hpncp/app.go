@@ -34,6 +34,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			opts.Operands = cmd.Args().Slice()
+			opts.fromCache = !cmd.IsSet("streams") && !cmd.IsSet("connections") && !cmd.IsSet("hpn-disabled")
 			if len(opts.Operands) == 0 {
 				return cli.ShowRootCommandHelp(cmd)
 			}

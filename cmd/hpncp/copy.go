@@ -67,6 +67,10 @@ type copyOptions struct {
 	unsupported map[string]*bool
 
 	Operands []string
+
+	// Starting from hpncp bench's stored recommendation (recommend.go).
+	fromCache    bool // no pipeline flag was given on the command line
+	startStreams int  // the controller's first stream count; 0: its own guess
 }
 
 // unsupportedFlags are scp's flags hpncp does not offer, with what they do.
@@ -279,7 +283,7 @@ func (o *copyOptions) tuning() (tuning, error) {
 		// as OpenSSH's sftp client keeps its requests in flight.
 		streams, conns = 1, 1
 	}
-	cfg := window.Config{Fixed: streams, MaxConns: conns}
+	cfg := window.Config{Fixed: streams, MaxConns: conns, Start: o.startStreams}
 	if streams > 0 && conns > 0 {
 		cfg.StreamsPerConn = (streams + conns - 1) / conns
 	}
@@ -355,6 +359,7 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 		locs[i] = l
 	}
 
+	o.useRecommendation(locs, stderr)
 	tune, err := o.tuning()
 	if err != nil {
 		return err

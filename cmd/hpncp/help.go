@@ -56,6 +56,9 @@ Pipeline flags (large files go over several SFTP streams and connections):
   --window auto|BYTES    bytes each stream keeps in flight [3 chunks]
   --tcp-rcvbuf SIZE      TCP receive buffer (default: kernel autotuning)
   --tcp-sndbuf SIZE      TCP send buffer (default: kernel autotuning)
+  Without --streams, --connections or --hpn-disabled, a copy to a host that
+  hpncp bench measured starts from its stored recommendation (-v says so;
+  HPNCP_NO_CACHE=1 ignores it).
 
 Re-runs and migrations:
   A file whose target has the same size and modification time (to the
