@@ -67,6 +67,8 @@ type Options struct {
 	// Report, when not nil, is told what happened to every file: copied,
 	// skipped or failed. It is called from the goroutine running the copy.
 	Report func(FileReport)
+	// Tar says when trees go over tar streams (tar.go).
+	Tar TarOptions
 }
 
 // Result counts what a run did.
@@ -158,8 +160,9 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (*Re
 }
 
 type copier struct {
-	opts Options
-	res  *Result
+	opts      Options
+	res       *Result
+	tarProbes tarProbes // what tar each server has, asked once per run
 }
 
 func (c *copier) fail(err error) {
@@ -193,6 +196,10 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		if !c.opts.Recursive {
 			c.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("is a directory"),
 				Hint: "use -r to copy directories"})
+			return
+		}
+		// Tar mode takes a source operand's whole tree, or leaves it all.
+		if rel == "" && c.copyDirTar(ctx, src, dst, si) {
 			return
 		}
 		c.copyDir(ctx, src, dst, si, rel, depth)
