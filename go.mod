@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/kevinburke/ssh_config v1.6.0
+	github.com/klauspost/compress v1.20.4
 	github.com/pkg/sftp v1.13.12
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/schollz/progressbar/v3 v3.19.1

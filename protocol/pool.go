@@ -147,7 +147,9 @@ func (p *pool) acquire(ctx context.Context, conns int) (*session, error) {
 		p.mu.Lock()
 		best.open--
 		var oce *ssh.OpenChannelError
-		if errors.As(err, &oce) && oce.Reason == ssh.Prohibited {
+		// sshd refuses a session beyond MaxSessions with "open failed",
+		// as connect-failed; other servers say administratively prohibited.
+		if errors.As(err, &oce) && (oce.Reason == ssh.Prohibited || oce.Reason == ssh.ConnectionFailed) {
 			best.full = true
 			p.logf("the server refused channel %d on a connection: its MaxSessions is reached", best.open+1)
 			p.mu.Unlock()

@@ -40,6 +40,7 @@ type SFTP struct {
 	pool         *pool
 	rtt          func() time.Duration
 	reqRTT       time.Duration // an SFTP request's round trip, measured at start
+	tar          tarConn       // tar mode's connection (tar.go)
 }
 
 // Options say how to open an SFTP end.
@@ -92,6 +93,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 // Close ends every session and the connections the SFTP end opened; the
 // first connection stays open.
 func (s *SFTP) Close() error {
+	s.closeTar()
 	s.pool.close()
 	return s.c.Close()
 }

@@ -77,6 +77,8 @@ type Options struct {
 	// Resume, files of 64 MiB and more are journaled there when it is set,
 	// so that a killed run can be resumed.
 	ResumeDir string
+	// Tar says when trees go over tar streams (tar.go).
+	Tar TarOptions
 }
 
 // Result counts what a run did.
@@ -171,8 +173,9 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (*Re
 }
 
 type copier struct {
-	opts Options
-	res  *Result
+	opts      Options
+	res       *Result
+	tarProbes tarProbes // what tar each server has, asked once per run
 }
 
 func (c *copier) fail(err error) {
@@ -206,6 +209,10 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		if !c.opts.Recursive {
 			c.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("is a directory"),
 				Hint: "use -r to copy directories"})
+			return
+		}
+		// Tar mode takes a source operand's whole tree, or leaves it all.
+		if rel == "" && c.copyDirTar(ctx, src, dst, si) {
 			return
 		}
 		c.copyDir(ctx, src, dst, si, rel, depth)

@@ -62,6 +62,12 @@ type copyOptions struct {
 	From0          bool   // the list is NUL-separated
 	BWLimit        string // bytes (or bits with "bit") per second
 	Resume         bool   // keep interrupted files' temporaries and continue them
+
+	// Tar mode (issue 5): trees of small files as tar streams.
+	Tar        bool  // --tar: always, failing where the server has no GNU tar
+	NoTar      bool  // --no-tar: never
+	Compress   bool  // -C: compress the tar streams
+	TarStreams int64 // --tar-streams: tar streams at once, 0 for the default
 	// unsupported holds scp flags hpncp knows but does not implement, so
 	// that using one is an error that names it rather than a surprise.
 	unsupported map[string]*bool
@@ -76,7 +82,6 @@ type copyOptions struct {
 // unsupportedFlags are scp's flags hpncp does not offer, with what they do.
 var unsupportedFlags = []struct{ name, what string }{
 	{"A", "agent forwarding"},
-	{"C", "SSH compression"},
 	{"R", "copies between two remotes run on the source host"},
 	{"T", "relaxed file name checks of the legacy SCP protocol"},
 	{"X", "SFTP protocol options"},
@@ -119,6 +124,10 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "from0", Aliases: []string{"0"}, Destination: &o.From0},
 		&cli.StringFlag{Name: "bwlimit", Destination: &o.BWLimit},
 		&cli.BoolFlag{Name: "resume", Destination: &o.Resume},
+		&cli.BoolFlag{Name: "tar", Destination: &o.Tar},
+		&cli.BoolFlag{Name: "no-tar", Destination: &o.NoTar},
+		&cli.BoolFlag{Name: "C", Usage: "compress tar streams", Destination: &o.Compress},
+		&cli.Int64Flag{Name: "tar-streams", Destination: &o.TarStreams},
 	}
 	o.unsupported = map[string]*bool{}
 	for _, u := range unsupportedFlags {
@@ -163,7 +172,7 @@ func (o *copyOptions) check() error {
 	if o.From0 && o.FilesFrom == "" {
 		return usagef("", "-0 goes with --files-from")
 	}
-	return nil
+	return o.checkTar()
 }
 
 // needsSFTP reports whether a flag asks for what only Copy, over SFTP,
@@ -397,7 +406,11 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 			"--verify, --checksum, --ignore-existing, --shard, --files-from and --resume do not work with the legacy scp protocol (-O)")
 	}
 
+	if legacy && o.Tar {
+		return usagef("leave out -O or --tar", "--tar does not work with the legacy scp protocol")
+	}
 	to := transfer.Options{
+		Tar:       o.tarOptions(legacy),
 		Recursive: o.Recursive,
 		Preserve:  o.Preserve,
 		Limiter:   pipeline.NewLimiter(limit),
@@ -420,6 +433,9 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 	to.Report = func(f transfer.FileReport) { files = append(files, f) }
 	if o.Verbose {
 		to.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "hpncp: "+format+"\n", args...) }
+	}
+	if o.Compress && to.Tar.Mode == transfer.TarOff && to.Logf != nil {
+		to.Logf("-C compresses tar streams only; this copy uses none")
 	}
 	showProgress := !o.Quiet && isTerminal(stderr)
 	if showProgress {

@@ -60,6 +60,18 @@ Pipeline flags (large files go over several SFTP streams and connections):
   hpncp bench measured starts from its stored recommendation (-v says so;
   HPNCP_NO_CACHE=1 ignores it).
 
+Tar mode (trees of many small files, to or from a server with GNU tar):
+  --tar                  small files go as tar streams over a few exec
+                         channels; fails where the server has no GNU tar
+  --no-tar               never: every file over SFTP
+  -C                     compress the tar streams (zstd, else gzip)
+  --tar-streams N        tar streams at once [4]
+  By default tar mode is chosen for a tree (-r) with at least 64 new files
+  under 1 MiB when the server has GNU tar (one command asks), and not with
+  --verify, --files-from, -O or --hpn-disabled. Files of 1 MiB and more
+  take the SFTP pipeline. A new tree is written under a temporary name and
+  renamed into place whole; nothing appears under a final name early.
+
 Re-runs and migrations:
   A file whose target has the same size and modification time (to the
   second) is skipped, as rsync's quick check. With -p the target keeps the

@@ -31,13 +31,15 @@ func TestMain(m *testing.M) {
 // TestScript runs the CLI behaviour scripts in testdata/script against an
 // in-process SSH/SFTP server: $SSHCONFIG names it as host "testhost";
 // $PWCONFIG names another one, which also takes a password; $NOSFTPCONFIG
-// one without an SFTP subsystem.
+// one without an SFTP subsystem; $TARCONFIG one that also runs commands
+// with the shell, as sshd does, for tar mode.
 func TestScript(t *testing.T) {
 	srv := sshtest.Start(t, sshtest.Options{})
 	pwsrv := sshtest.Start(t, sshtest.Options{Password: "s3cret pass"})
 	// A server without SFTP that runs commands with the shell: the real
 	// scp -t and scp -f serve the legacy protocol.
 	nosftp := sshtest.Start(t, sshtest.Options{NoSFTP: true, Exec: sshtest.ShellExec(t.TempDir())})
+	tarsrv := sshtest.Start(t, sshtest.Options{Exec: sshtest.ShellExec(t.TempDir())})
 	testscript.Run(t, testscript.Params{
 		Dir: "testdata/script",
 		Setup: func(env *testscript.Env) error {
@@ -48,6 +50,7 @@ func TestScript(t *testing.T) {
 			env.Setenv("REMOTEHOME", srv.Root)
 			env.Setenv("PWCONFIG", pwsrv.ConfigFile)
 			env.Setenv("NOSFTPCONFIG", nosftp.ConfigFile)
+			env.Setenv("TARCONFIG", tarsrv.ConfigFile)
 			return nil
 		},
 		Cmds:                scriptCmds,

@@ -1,0 +1,386 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// TarSupport is what a server offers for tar streams, learnt with one
+// command (TarProbe).
+type TarSupport struct {
+	// GNU is set when the server's tar is GNU tar: the streams use its
+	// flags (--hard-dereference, --no-same-permissions), which busybox
+	// and bsdtar lack or spell otherwise.
+	GNU bool
+	// Zstd is set when tar can compress with zstd (GNU tar 1.31 and later,
+	// with a zstd program on the PATH); Gzip when it can with gzip.
+	Zstd, Gzip bool
+	// Version is the first line of tar --version, for messages.
+	Version string
+}
+
+// ErrNoExec reports a server that refuses to run commands.
+var ErrNoExec = errors.New("the server runs no commands")
+
+// tarProbe asks in one command for the compressors and tar's version; it
+// exits 0 whatever is missing, so that the output alone tells.
+const tarProbe = `for t in zstd gzip; do command -v "$t" >/dev/null 2>&1 && echo "has $t"; done; tar --version 2>/dev/null | head -n 1; true`
+
+// TarProbe runs one command on the server to learn which tar it has.
+func (s *SFTP) TarProbe(ctx context.Context) (TarSupport, error) {
+	out, err := runCommand(ctx, s.pool.firstConn(), tarProbe)
+	var exit *ssh.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit) || ctx.Err() != nil:
+		return TarSupport{}, fmt.Errorf("probe tar on %s: %w", strings.TrimSuffix(s.label, ":"), err)
+	default:
+		// x/crypto's message would only repeat the probe's text.
+		return TarSupport{}, fmt.Errorf("probe tar on %s: %w", strings.TrimSuffix(s.label, ":"), ErrNoExec)
+	}
+	return parseTarProbe(out), nil
+}
+
+// parseTarProbe reads tarProbe's output.
+func parseTarProbe(out []byte) TarSupport {
+	var t TarSupport
+	var zstd, gzip bool
+	for line := range strings.Lines(string(out)) {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "has zstd":
+			zstd = true
+		case line == "has gzip":
+			gzip = true
+		case strings.Contains(line, "tar"):
+			t.Version = line
+		}
+	}
+	const gnu = "tar (GNU tar) "
+	if v, ok := strings.CutPrefix(t.Version, gnu); ok {
+		t.GNU = true
+		major, minor := parseVersion(v)
+		// --zstd arrived in GNU tar 1.31.
+		t.Zstd = zstd && (major > 1 || major == 1 && minor >= 31)
+		t.Gzip = gzip
+	}
+	return t
+}
+
+// parseVersion reads "1.34" as 1, 34; 0, 0 when it cannot.
+func parseVersion(v string) (int, int) {
+	a, b, _ := strings.Cut(strings.Fields(v + " ")[0], ".")
+	major, err1 := strconv.Atoi(a)
+	minor, err2 := strconv.Atoi(strings.SplitN(b, ".", 2)[0])
+	if err1 != nil || err2 != nil {
+		return 0, 0
+	}
+	return major, minor
+}
+
+// TarOptions say how a tar stream runs on the server.
+type TarOptions struct {
+	// Compress is "", "zstd" or "gzip": tar compresses or decompresses
+	// the stream itself, so that its exit status covers the compressor.
+	Compress string
+	// Preserve (-p) has tar -x set the archive's modes and modification
+	// times; otherwise new files get the archive's permissions under the
+	// server's umask and the time of the copy, as SFTP mode gives them.
+	Preserve bool
+}
+
+func (o TarOptions) compressFlag() string {
+	switch o.Compress {
+	case "zstd":
+		return " --zstd"
+	case "gzip":
+		return " -z"
+	}
+	return ""
+}
+
+// tarExtractCommand is the command that unpacks an archive from stdin
+// into dir. -k refuses to replace any file: the archive names only fresh
+// temporary files, so an existing one means something is wrong. The
+// owner is never taken from the archive, also when the login is root.
+func tarExtractCommand(dir string, o TarOptions) string {
+	cmd := "tar -x -f - -k --no-same-owner"
+	if o.Preserve {
+		cmd += " -p"
+	} else {
+		cmd += " --no-same-permissions -m"
+	}
+	return cmd + o.compressFlag() + " -C " + quoteRemote(dir)
+}
+
+// tarCreateCommand is the command that writes an archive of the files
+// named on stdin (NUL-terminated, relative to dir) to stdout. Links are
+// followed, as scp follows them, and never sent as links: -h for symbolic
+// links, --hard-dereference for files linked twice; --no-recursion so
+// that a name which became a directory since the listing adds nothing
+// unasked.
+func tarCreateCommand(dir string, o TarOptions) string {
+	return "tar -c -f - -h --hard-dereference --no-recursion" + o.compressFlag() +
+		" -C " + quoteRemote(dir) + " --null -T -"
+}
+
+// tarConn is the connection tar streams run on: one of their own, so that
+// they take none of the first connection's channels (sshd's MaxSessions,
+// 10 by default) from the SFTP sessions, and get a TCP connection and an
+// sshd process of their own.
+type tarConn struct {
+	mu   sync.Mutex
+	done chan struct{} // closed when the dial ended; nil before it began
+	c    *ssh.Client   // nil when the dial failed
+}
+
+// PrepareTar starts opening the connection tar streams will use, so that
+// it is ready by the time they start.
+func (s *SFTP) PrepareTar(ctx context.Context) {
+	s.tar.mu.Lock()
+	defer s.tar.mu.Unlock()
+	if s.tar.done != nil || s.pool.dial == nil {
+		return
+	}
+	done := make(chan struct{})
+	s.tar.done = done
+	go func() {
+		defer close(done)
+		c, err := s.pool.dial(ctx)
+		if err != nil {
+			s.pool.logf("tar streams share the first connection: %v", err)
+			return
+		}
+		s.tar.mu.Lock()
+		s.tar.c = c
+		s.tar.mu.Unlock()
+		s.pool.logf("tar streams on a connection of their own")
+	}()
+}
+
+// tarClient returns the connection for a tar stream.
+func (s *SFTP) tarClient(ctx context.Context) *ssh.Client {
+	s.PrepareTar(ctx)
+	s.tar.mu.Lock()
+	done := s.tar.done
+	s.tar.mu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return nil
+		}
+		s.tar.mu.Lock()
+		c := s.tar.c
+		s.tar.mu.Unlock()
+		if c != nil {
+			return c
+		}
+	}
+	return s.pool.firstConn()
+}
+
+// closeTar closes the tar streams' connection.
+func (s *SFTP) closeTar() {
+	s.tar.mu.Lock()
+	done := s.tar.done
+	s.tar.mu.Unlock()
+	if done == nil {
+		return
+	}
+	<-done
+	if s.tar.c != nil {
+		_ = s.tar.c.Close()
+	}
+}
+
+// maxStderr bounds the stderr kept from a remote command for its error.
+const maxStderr = 8 << 10
+
+// tarCommand is a tar command running on the server over an exec
+// channel of its own.
+type tarCommand struct {
+	sess   *ssh.Session
+	what   string // "tar -x in host:dir", for messages
+	label  string
+	stderr *boundedBuffer
+	stop   func() bool // ends the ctx watch
+	once   sync.Once
+	err    error // wait's result
+}
+
+// startTar runs cmd on the tar streams' connection. When ctx ends the channel
+// is closed, which ends the remote command.
+func (s *SFTP) startTar(ctx context.Context, cmd, what string) (*tarCommand, io.WriteCloser, io.Reader, error) {
+	conn := s.tarClient(ctx)
+	if conn == nil {
+		return nil, nil, nil, fmt.Errorf("run tar on %s: %w", s.label, ErrStreamLost)
+	}
+	sess, err := conn.NewSession()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("run tar on %s: open a channel: %w", s.label, err)
+	}
+	t := &tarCommand{sess: sess, what: what, label: s.label, stderr: &boundedBuffer{max: maxStderr}}
+	sess.Stderr = t.stderr
+	stdin, err := sess.StdinPipe()
+	if err == nil {
+		var stdout io.Reader
+		stdout, err = sess.StdoutPipe()
+		if err == nil {
+			err = sess.Start(cmd)
+		}
+		if err == nil {
+			t.stop = context.AfterFunc(ctx, func() { _ = sess.Close() })
+			return t, stdin, stdout, nil
+		}
+	}
+	_ = sess.Close()
+	return nil, nil, nil, fmt.Errorf("run tar on %s: %w", s.label, err)
+}
+
+// wait waits for the command to exit and returns an error carrying its
+// stderr unless it exited 0.
+func (t *tarCommand) wait() error {
+	t.once.Do(func() {
+		err := t.sess.Wait()
+		t.stop()
+		_ = t.sess.Close()
+		if err == nil {
+			return
+		}
+		msg := firstLines(strings.TrimSpace(t.stderr.String()), 4)
+		if msg == "" {
+			t.err = fmt.Errorf("%s: %w", t.what, err)
+			return
+		}
+		t.err = fmt.Errorf("%s: %w: %s", t.what, err, msg)
+	})
+	return t.err
+}
+
+// TarExtract starts tar -x in the existing directory dir on the server.
+// The archive is written to the returned writer; its Close ends the
+// input and returns tar's failure, if any, with tar's own message.
+func (s *SFTP) TarExtract(ctx context.Context, dir string, o TarOptions) (io.WriteCloser, error) {
+	t, stdin, stdout, err := s.startTar(ctx, tarExtractCommand(dir, o), "tar -x in "+s.label+dir)
+	if err != nil {
+		return nil, err
+	}
+	// tar -x writes nothing to stdout, but an unread stdout would stall
+	// the channel should it ever do so.
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return &tarSink{t: t, stdin: stdin}, nil
+}
+
+type tarSink struct {
+	t     *tarCommand
+	stdin io.WriteCloser
+}
+
+func (w *tarSink) Write(p []byte) (int, error) {
+	n, err := w.stdin.Write(p)
+	if err != nil {
+		// tar went away: its exit status and message say why.
+		if werr := w.t.wait(); werr != nil {
+			return n, werr
+		}
+	}
+	return n, err
+}
+
+func (w *tarSink) Close() error {
+	cerr := w.stdin.Close()
+	if err := w.t.wait(); err != nil {
+		return err
+	}
+	return cerr
+}
+
+// TarCreate starts tar -c in dir on the server for names, paths of
+// regular files relative to dir. The archive is read from the returned
+// reader; Close reads what remains, waits for tar and returns its
+// failure, if any. Each name is sent as "./name", so that one starting
+// with "-" is not taken for an option.
+func (s *SFTP) TarCreate(ctx context.Context, dir string, names []string, o TarOptions) (io.ReadCloser, error) {
+	t, stdin, stdout, err := s.startTar(ctx, tarCreateCommand(dir, o), "tar -c in "+s.label+dir)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		var b bytes.Buffer
+		for _, n := range names {
+			b.WriteString("./")
+			b.WriteString(n)
+			b.WriteByte(0)
+			if b.Len() >= 32<<10 {
+				if _, err := stdin.Write(b.Bytes()); err != nil {
+					break
+				}
+				b.Reset()
+			}
+		}
+		_, _ = stdin.Write(b.Bytes())
+		_ = stdin.Close()
+	}()
+	return &tarSource{t: t, r: stdout}, nil
+}
+
+type tarSource struct {
+	t *tarCommand
+	r io.Reader
+}
+
+func (r *tarSource) Read(p []byte) (int, error) { return r.r.Read(p) }
+
+func (r *tarSource) Close() error {
+	// tar pads the archive to whole records after its end marker; it
+	// exits only once that padding is read.
+	_, cerr := io.Copy(io.Discard, r.r)
+	if err := r.t.wait(); err != nil {
+		return err
+	}
+	if cerr != nil && !errors.Is(cerr, io.EOF) {
+		return fmt.Errorf("read tar stream from %s: %w", r.t.label, cerr)
+	}
+	return nil
+}
+
+// firstLines returns the first n lines of s, and how many it left out: a
+// failing tar repeats its complaint for every file after the first.
+func firstLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) <= n {
+		return s
+	}
+	return fmt.Sprintf("%s (and %d more lines)", strings.Join(lines[:n], "\n"), len(lines)-n)
+}
+
+// boundedBuffer keeps the first max bytes written to it.
+type boundedBuffer struct {
+	mu  sync.Mutex
+	b   bytes.Buffer
+	max int
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := b.max - b.b.Len(); room > 0 {
+		b.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (b *boundedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}

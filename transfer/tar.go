@@ -1,0 +1,1226 @@
+package transfer
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"golang.org/x/time/rate"
+
+	"github.com/hpncp/hpncp/protocol"
+)
+
+// Tar mode: a tree of many small files goes to or from a server that has
+// GNU tar as tar streams over a few exec channels, one archive each,
+// instead of file by file over SFTP, where every small file costs several
+// round trips. Large files still take the parallel SFTP pipeline.
+//
+// Nothing appears under a final name before all of it arrived: on upload
+// the archive names only temporary files (.hpncp.NAME.XXXX.part), renamed
+// into place after tar exited 0 and their sizes were checked; on download
+// every entry is checked against the files asked for and written to a
+// temporary file, renamed once the remote tar exited 0. A stream that
+// fails leaves its temporary files removed and directories created, as
+// SFTP mode does.
+
+// TarMode says when a directory tree goes over tar streams.
+type TarMode int
+
+const (
+	// TarOff copies every file over SFTP.
+	TarOff TarMode = iota
+	// TarAuto uses tar streams for a tree with at least
+	// TarOptions.MinFiles small new files, when the server has GNU tar.
+	TarAuto
+	// TarForce uses tar streams for every tree copied between this host
+	// and a server (--tar); a server without GNU tar fails the copy.
+	TarForce
+)
+
+// TarOptions say when and how trees go over tar streams.
+type TarOptions struct {
+	Mode TarMode
+	// Compress has the streams compressed: zstd where the server's tar
+	// has it, otherwise gzip (-C).
+	Compress bool
+	// Streams is the most tar streams (exec channels) at once; 0 for 4.
+	Streams int
+	// MaxSize is the size from which a file goes over SFTP rather than
+	// tar; 0 for 1 MiB.
+	MaxSize int64
+	// MinFiles is how many small new files make TarAuto choose tar; 0
+	// for 64.
+	MinFiles int
+}
+
+const (
+	defaultTarStreams  = 4
+	defaultTarMaxSize  = 1 << 20
+	defaultTarMinFiles = 64
+	// tarStreamFiles is the fewest files worth a stream of their own:
+	// each stream costs a command start on the server.
+	tarStreamFiles = 32
+	// metaWorkers bounds the SFTP requests in flight at once for
+	// listings, renames and removals.
+	metaWorkers = 64
+	// otherWorkers is how many files copyOthers copies at once.
+	otherWorkers = 4
+)
+
+// tarEnd is a server that runs tar commands (protocol.SFTP).
+type tarEnd interface {
+	TarProbe(ctx context.Context) (protocol.TarSupport, error)
+	TarExtract(ctx context.Context, dir string, o protocol.TarOptions) (io.WriteCloser, error)
+	TarCreate(ctx context.Context, dir string, names []string, o protocol.TarOptions) (io.ReadCloser, error)
+}
+
+// tarProbes remembers each server's answer, so that it is asked once.
+type tarProbes map[tarEnd]*tarProbe
+
+type tarProbe struct {
+	done chan struct{} // closed when s and err are set
+	s    protocol.TarSupport
+	err  error
+}
+
+// tarFor returns the server that would run tar for a copy from src to
+// dst, and whether it is the target (an upload).
+func (c *copier) tarFor(src, dst Endpoint) (end tarEnd, upload, ok bool) {
+	t := c.opts.Tar
+	if t.Mode == TarOff || c.opts.Verify || c.opts.FilesFrom != nil {
+		return nil, false, false
+	}
+	srcLocal, dstLocal := src.FS.Label() == "", dst.FS.Label() == ""
+	switch {
+	case srcLocal && !dstLocal:
+		end, ok = dst.FS.(tarEnd)
+		return end, true, ok
+	case !srcLocal && dstLocal:
+		end, ok = src.FS.(tarEnd)
+		return end, false, ok
+	}
+	return nil, false, false
+}
+
+// tarNode is one entry of a tree to copy.
+type tarNode struct {
+	rel      string // slash-separated, relative to the source operand
+	src, dst Endpoint
+	info     fs.FileInfo // the source's, links followed
+	existing fs.FileInfo // the target's, links followed; nil when missing
+	parent   *tarNode
+	children []*tarNode // sorted by name
+}
+
+// tarFile is a file that goes over a tar stream.
+type tarFile struct {
+	*tarNode
+	tmp   string    // its temporary name, a full path on the target
+	mtime time.Time // from the archive, on download
+	err   error     // the file's own failure
+	done  bool      // every byte arrived under tmp
+	seen  bool      // the archive had an entry for it
+}
+
+// copyDirTar copies the tree at src to dst with tar streams for its
+// small new files, and reports whether it did: false leaves the tree to
+// copyDir (TarAuto found too few small files or no tar on the server).
+func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileInfo) bool {
+	end, upload, ok := c.tarFor(src, dst)
+	if !ok {
+		return false
+	}
+	t := c.opts.Tar
+	root := &tarNode{src: src, dst: dst, info: si}
+	switch di, err := dst.FS.Stat(dst.Path); {
+	case err == nil && !di.IsDir():
+		c.fail(&Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: ErrNotDirectory})
+		return true
+	case err == nil:
+		root.existing = di
+	case !errors.Is(err, fs.ErrNotExist):
+		c.fail(&Error{Op: "stat", Path: dst.String(), Err: err})
+		return true
+	}
+
+	// The probe runs while the tree is listed: it costs a command start
+	// on the server, which may take longer than the listing.
+	c.startTarProbe(ctx, end)
+	maxSize := cmp0(t.MaxSize, defaultTarMaxSize)
+	minFiles := int(cmp0(int64(t.MinFiles), defaultTarMinFiles))
+	w := &treeWalk{recursive: c.opts.Recursive, sem: make(chan struct{}, 4*metaWorkers),
+		maxSize: maxSize, minFiles: minFiles}
+	if p, ok := end.(interface{ PrepareTar(context.Context) }); ok {
+		// The streams' connection is opened as soon as the listing shows
+		// that they will be used, not after it.
+		w.enough = func() { p.PrepareTar(ctx) }
+		if t.Mode == TarForce {
+			w.enough()
+		}
+	}
+	listStart := time.Now()
+	w.walk(ctx, root, 0)
+	w.wg.Wait()
+	if ctx.Err() != nil {
+		return true
+	}
+	var dirs []*tarNode
+	var files []*tarNode
+	flatten(root, &dirs, &files)
+	c.logf("listed %s: %d files, %d directories in %s", src, len(files), len(dirs), time.Since(listStart).Round(time.Millisecond))
+
+	var small, other []*tarNode
+	for _, f := range files {
+		if !c.opts.Shard.Keep(f.rel) {
+			continue
+		}
+		if f.existing == nil && f.info.Size() < maxSize {
+			small = append(small, f)
+		} else {
+			other = append(other, f)
+		}
+	}
+	if t.Mode == TarAuto && len(small) < minFiles {
+		return false
+	}
+	support, err := c.tarSupport(end)
+	if err == nil && !support.GNU {
+		err = fmt.Errorf("the server's tar is not GNU tar (%q)", support.Version)
+	}
+	if err != nil {
+		if t.Mode == TarAuto {
+			c.logf("tar mode not used: %v", err)
+			return false
+		}
+		remote := dst
+		if !upload {
+			remote = src
+		}
+		c.fail(&Error{Op: "tar mode on", Path: remote.String(), Err: err,
+			Hint: "tar mode needs GNU tar on the server; copy without --tar to use SFTP"})
+		return true
+	}
+
+	for _, e := range w.errs {
+		c.fail(e)
+	}
+	run := &tarRun{end: end, upload: upload, root: root, base: dst.Path}
+	// A new tree on the server is made under a temporary name and renamed
+	// into place whole: one rename instead of one a file, which over a
+	// long path is the difference between a round trip and thousands.
+	run.whole = upload && root.existing == nil
+	if run.whole {
+		run.base = dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
+	}
+	if root.existing == nil {
+		base := Endpoint{dst.FS, run.base}
+		if err := dst.FS.Mkdir(run.base); err != nil {
+			c.fail(&Error{Op: "create directory", Path: dst.String(), Err: err})
+			return true
+		}
+		c.res.Dirs++
+		c.logf("created directory %s", base)
+		if !c.opts.Preserve {
+			if err := c.setMode(base, si.Mode().Perm()|0o700); err != nil {
+				c.fail(err)
+			}
+		}
+	}
+
+	run.po = protocol.TarOptions{Preserve: c.opts.Preserve}
+	if t.Compress {
+		switch {
+		case support.Zstd:
+			run.po.Compress = "zstd"
+		case support.Gzip:
+			run.po.Compress = "gzip"
+		default:
+			c.logf("-C: the server's tar has neither zstd nor gzip: the stream goes uncompressed")
+		}
+	}
+	newDirs := dirs[:0:0]
+	for _, d := range dirs {
+		if d.existing == nil {
+			newDirs = append(newDirs, d)
+		}
+	}
+	if !upload {
+		// The local end makes its directories itself, as copyDir does.
+		for _, d := range newDirs {
+			if err := d.dst.FS.Mkdir(d.dst.Path); err != nil {
+				c.fail(&Error{Op: "create directory", Path: d.dst.String(), Err: err})
+				continue
+			}
+			c.res.Dirs++
+			if !c.opts.Preserve {
+				if err := c.setMode(d.dst, d.info.Mode().Perm()|0o700); err != nil {
+					c.fail(err)
+				}
+			}
+		}
+	}
+
+	// The large files go over SFTP while the streams run, those whose
+	// directory exists already; the others once the streams made it.
+	var early, late []*tarNode
+	for _, f := range other {
+		if !upload || f.parent == root || f.parent.existing != nil {
+			early = append(early, f)
+		} else {
+			late = append(late, f)
+		}
+	}
+	// In a new tree every file is in the temporary tree until it takes
+	// the target's name: what copyFile reports waits for that.
+	var held []FileReport
+	report := c.opts.Report
+	if run.whole {
+		c.opts.Report = func(f FileReport) { held = append(held, f) }
+	}
+	progress := c.opts.Progress
+	shared := &sharedProgress{p: progress}
+	var tarProgress Progress
+	if progress != nil {
+		c.opts.Progress, tarProgress = shared.view(), shared.view()
+	}
+	var batches [][]*tarFile
+	var errs []error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		batches, errs = c.runTarStreams(ctx, run, small, newDirs, tarProgress)
+	}()
+	c.copyOthers(ctx, run, early)
+	<-done
+	c.opts.Progress = progress
+	if run.whole {
+		err := errors.Join(errs...)
+		if err == nil {
+			c.copyOthers(ctx, run, late)
+			late = nil
+		}
+		if err == nil && ctx.Err() == nil {
+			if rerr := dst.FS.Rename(run.base, dst.Path); rerr != nil {
+				err = &Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: rerr}
+				c.fail(err)
+			}
+		}
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			// The removal must happen even when ctx was cancelled.
+			removeTree(dst.FS, run.base)
+			notDone := fmt.Errorf("%s was not complete: %w", dst, err)
+			for _, b := range batches {
+				for _, f := range b {
+					if f.err == nil {
+						f.err = notDone
+					}
+				}
+			}
+			for i, r := range held {
+				if r.Status == StatusCopied {
+					c.res.Files--
+					c.res.Bytes -= r.Bytes
+					held[i] = FileReport{Path: r.Path, Status: StatusFailed, Error: notDone.Error()}
+				}
+			}
+			for _, f := range late {
+				held = append(held, FileReport{Path: f.src.String(), Status: StatusFailed, Error: notDone.Error()})
+			}
+			late = nil
+		}
+		c.opts.Report = report
+		for _, r := range held {
+			c.report(r)
+		}
+	}
+	c.tarAccount(run, batches, errs, len(newDirs))
+	c.copyOthers(ctx, run, late)
+	if c.opts.Preserve && ctx.Err() == nil {
+		c.preserveDirs(append([]*tarNode{root}, dirs...))
+	}
+	return true
+}
+
+// copyOthers copies the files tar streams do not carry over SFTP, a few
+// at once (into the temporary tree when the whole tree is new): each
+// costs round trips of its own before and after its bytes, and a large
+// file's first stream alone fills no long path.
+func (c *copier) copyOthers(ctx context.Context, run *tarRun, files []*tarNode) {
+	var todo []*tarNode
+	for _, f := range files {
+		if f.existing != nil && !f.existing.IsDir() && c.skipListed(f) {
+			continue
+		}
+		todo = append(todo, f)
+	}
+	type outcome struct {
+		res     Result
+		reports []FileReport
+	}
+	outs := make([]outcome, len(todo))
+	shared := &sharedProgress{p: c.opts.Progress}
+	forEach(len(todo), otherWorkers, func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		// A copier of its own for each file: copyFile records into it,
+		// and the outcomes are merged in order below.
+		sub := &copier{opts: c.opts, res: &Result{}}
+		sub.opts.Report = func(r FileReport) { outs[i].reports = append(outs[i].reports, r) }
+		if c.opts.Progress != nil {
+			sub.opts.Progress = shared.view()
+		}
+		f := todo[i]
+		dst := f.dst
+		if run.whole {
+			dst.Path = dst.FS.Join(run.base, f.rel)
+		}
+		if err := sub.copyFile(ctx, f.src, dst, f.info); err != nil {
+			sub.failFile(f.src, err)
+		}
+		outs[i].res = *sub.res
+	})
+	for _, o := range outs {
+		c.res.Files += o.res.Files
+		c.res.Bytes += o.res.Bytes
+		c.res.Skipped += o.res.Skipped
+		c.res.Errors = append(c.res.Errors, o.res.Errors...)
+		c.res.MaxStreams = max(c.res.MaxStreams, o.res.MaxStreams)
+		c.res.Conns = max(c.res.Conns, o.res.Conns)
+		for _, r := range o.reports {
+			c.report(r)
+		}
+	}
+}
+
+// skipListed decides from the target's listing alone what the quick
+// check and --ignore-existing would: it saves the round trip of copyFile's
+// own look at the target. Other cases are left to copyFile.
+func (c *copier) skipListed(f *tarNode) bool {
+	skip := false
+	switch c.opts.Skip {
+	case SkipExisting:
+		skip = true
+	case SkipQuick:
+		skip = f.info.Size() == f.existing.Size() && f.info.ModTime().Unix() == f.existing.ModTime().Unix()
+	}
+	if skip {
+		c.res.Skipped++
+		c.report(FileReport{Path: f.src.String(), Status: StatusSkipped})
+		c.logf("skipped %s: %s has it already", f.src, f.dst)
+	}
+	return skip
+}
+
+// startTarProbe asks end, once per run, what tar it has.
+func (c *copier) startTarProbe(ctx context.Context, end tarEnd) {
+	if c.tarProbes == nil {
+		c.tarProbes = tarProbes{}
+	}
+	if _, ok := c.tarProbes[end]; ok {
+		return
+	}
+	p := &tarProbe{done: make(chan struct{})}
+	c.tarProbes[end] = p
+	go func() {
+		defer close(p.done)
+		p.s, p.err = end.TarProbe(ctx)
+	}()
+}
+
+// tarSupport waits for the answer of end's probe.
+func (c *copier) tarSupport(end tarEnd) (protocol.TarSupport, error) {
+	p := c.tarProbes[end]
+	<-p.done
+	return p.s, p.err
+}
+
+func cmp0[T int64 | int](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// treeWalk lists a source tree and, where they exist, the matching
+// directories of the target, many directories at once: over SFTP each
+// listing is a round trip.
+type treeWalk struct {
+	recursive bool
+	sem       chan struct{}
+	wg        sync.WaitGroup
+	mu        sync.Mutex
+	errs      []error
+
+	// enough, when not nil, is called once the walk has found minFiles
+	// new files smaller than maxSize.
+	enough   func()
+	maxSize  int64
+	minFiles int
+	small    int // under mu
+}
+
+func (w *treeWalk) failf(err error) {
+	w.mu.Lock()
+	w.errs = append(w.errs, err)
+	w.mu.Unlock()
+}
+
+// walk fills n.children and walks the directories among them, each in a
+// goroutine of its own.
+func (w *treeWalk) walk(ctx context.Context, n *tarNode, depth int) {
+	if ctx.Err() != nil {
+		return
+	}
+	w.sem <- struct{}{}
+	entries, err := n.src.FS.ReadDir(n.src.Path)
+	var existing map[string]fs.FileInfo
+	if err == nil && n.existing != nil {
+		existing = map[string]fs.FileInfo{}
+		have, derr := n.dst.FS.ReadDir(n.dst.Path)
+		if derr != nil {
+			err = &Error{Op: "read directory", Path: n.dst.String(), Err: derr}
+		}
+		for _, e := range have {
+			existing[e.Name()] = e
+		}
+	} else if err != nil {
+		err = &Error{Op: "read directory", Path: n.src.String(), Err: err}
+	}
+	var children []*tarNode
+	for _, e := range entries {
+		if err != nil {
+			break
+		}
+		name := e.Name()
+		if verr := ValidName(name); verr != nil {
+			w.failf(&Error{Op: "read directory", Path: n.src.String(), Err: verr,
+				Hint: "the server sent a name that could escape the target; it was skipped"})
+			continue
+		}
+		child := &tarNode{
+			parent: n,
+			rel:    path.Join(n.rel, name),
+			src:    Endpoint{n.src.FS, n.src.FS.Join(n.src.Path, name)},
+			dst:    Endpoint{n.dst.FS, n.dst.FS.Join(n.dst.Path, name)},
+			info:   e,
+		}
+		if e.Mode()&fs.ModeSymlink != 0 {
+			// scp follows links: copy what they point to.
+			fi, serr := child.src.FS.Stat(child.src.Path)
+			if serr != nil {
+				w.failf(&Error{Op: "read", Path: child.src.String(), Err: serr})
+				continue
+			}
+			child.info = fi
+		}
+		if x, ok := existing[name]; ok {
+			if x.Mode()&fs.ModeSymlink != 0 {
+				if x, err = child.dst.FS.Stat(child.dst.Path); err != nil {
+					w.failf(&Error{Op: "stat", Path: child.dst.String(), Err: err})
+					err = nil
+					continue
+				}
+			}
+			child.existing = x
+		}
+		switch {
+		case child.info.IsDir() && !w.recursive:
+		case child.info.IsDir() && depth+1 >= maxDepth:
+			w.failf(&Error{Op: "copy", Path: child.src.String(),
+				Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
+				Hint: "a symbolic link may point to one of its own parent directories"})
+			continue
+		case child.info.IsDir() && child.existing != nil && !child.existing.IsDir():
+			w.failf(&Error{Op: "copy " + child.src.String() + " to", Path: child.dst.String(), Err: ErrNotDirectory})
+			continue
+		case !child.info.IsDir() && !child.info.Mode().IsRegular():
+			w.failf(&Error{Op: "copy", Path: child.src.String(), Err: errors.New("not a regular file")})
+			continue
+		}
+		children = append(children, child)
+		if child.info.Mode().IsRegular() && child.existing == nil && child.info.Size() < w.maxSize {
+			w.mu.Lock()
+			w.small++
+			if w.small == w.minFiles && w.enough != nil {
+				go w.enough()
+			}
+			w.mu.Unlock()
+		}
+	}
+	<-w.sem
+	if err != nil {
+		w.failf(err)
+		return
+	}
+	sort.Slice(children, func(i, j int) bool { return path.Base(children[i].rel) < path.Base(children[j].rel) })
+	n.children = children
+	for _, ch := range children {
+		if ch.info.IsDir() {
+			w.wg.Add(1)
+			go func() {
+				defer w.wg.Done()
+				w.walk(ctx, ch, depth+1)
+			}()
+		}
+	}
+}
+
+// flatten lists the tree below n in copy order: parents before children.
+func flatten(n *tarNode, dirs, files *[]*tarNode) {
+	for _, ch := range n.children {
+		if ch.info.IsDir() {
+			*dirs = append(*dirs, ch)
+			flatten(ch, dirs, files)
+		} else {
+			*files = append(*files, ch)
+		}
+	}
+}
+
+// preserveDirs gives directories their source's mode and times (-p),
+// deepest first, once nothing more is written into them.
+func (c *copier) preserveDirs(dirs []*tarNode) {
+	errs := make([]error, len(dirs))
+	forEach(len(dirs), metaWorkers, func(i int) {
+		d := dirs[len(dirs)-1-i]
+		if err := d.dst.FS.Chmod(d.dst.Path, d.info.Mode()&modeBits); err != nil {
+			errs[i] = &Error{Op: "set mode of", Path: d.dst.String(), Err: err}
+			return
+		}
+		if err := d.dst.FS.Chtimes(d.dst.Path, atimeOf(d.info), d.info.ModTime()); err != nil {
+			errs[i] = &Error{Op: "set times of", Path: d.dst.String(), Err: err}
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			c.fail(err)
+		}
+	}
+}
+
+// forEach runs f(0) to f(n-1), up to workers at once.
+func forEach(n, workers int, f func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(n, workers) {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// tarRun is what every stream of one tree shares.
+type tarRun struct {
+	end    tarEnd
+	upload bool
+	root   *tarNode
+	po     protocol.TarOptions
+	// base is the directory tar works in on the server, on upload: the
+	// target, or with whole set a temporary directory that becomes the
+	// target once every stream succeeded. Files then go under their own
+	// names; otherwise each under a temporary name beside its target.
+	base  string
+	whole bool
+	m     *meter
+}
+
+// runTarStreams moves small over up to Streams tar streams at once,
+// telling prog (when not nil) of the bytes. On
+// upload the new directories travel in the archives too, each stream
+// carrying the ones its files need and the first stream all of them. It
+// returns the files of each stream and the stream's failure.
+func (c *copier) runTarStreams(ctx context.Context, run *tarRun, small, newDirs []*tarNode, prog Progress) ([][]*tarFile, []error) {
+	if len(small) == 0 && (!run.upload || len(newDirs) == 0) {
+		return nil, nil
+	}
+	batches := splitBatches(small, cmp0(c.opts.Tar.Streams, defaultTarStreams))
+	files := make([][]*tarFile, len(batches))
+	var total int64
+	for i, b := range batches {
+		for _, n := range b {
+			files[i] = append(files[i], &tarFile{tarNode: n})
+			total += n.info.Size()
+		}
+	}
+	c.logf("tar: %d files in %d stream(s) to %s (compression %q)", len(small), len(batches), run.root.dst, run.po.Compress)
+	run.m = &meter{ctx: ctx, lim: c.opts.Limiter, add: func(int) {}}
+	if prog != nil {
+		// prog is safe for use by the streams at once.
+		run.m.add = prog.Add
+		prog.StartFile(fmt.Sprintf("%d files (tar)", len(small)), total)
+		defer prog.EndFile()
+	}
+	errs := make([]error, len(batches))
+	var wg sync.WaitGroup
+	for i := range batches {
+		var dirs []*tarNode
+		if run.upload {
+			dirs = dirsFor(files[i], newDirs, i == 0)
+		}
+		wg.Go(func() {
+			if run.upload {
+				errs[i] = c.uploadTar(ctx, run, dirs, files[i])
+			} else {
+				errs[i] = c.downloadTar(ctx, run, files[i])
+			}
+		})
+	}
+	wg.Wait()
+	if run.whole && errors.Join(errs...) == nil {
+		var all []*tarFile
+		for _, b := range files {
+			all = append(all, b...)
+		}
+		start := time.Now()
+		if err := checkUploaded(run.root.dst.FS, run.root, all); err != nil {
+			errs[0] = err
+		}
+		c.logf("tar: sizes of %d files checked in %s", len(all), time.Since(start).Round(time.Millisecond))
+	}
+	return files, errs
+}
+
+// tarAccount records the outcome of every file of the streams.
+func (c *copier) tarAccount(run *tarRun, files [][]*tarFile, errs []error, newDirs int) {
+	for i, batch := range files {
+		if err := errs[i]; err != nil {
+			c.fail(&Error{Op: fmt.Sprintf("copy %d files over tar to", len(batch)), Path: run.root.dst.String(), Err: err})
+		} else if run.upload && i == 0 {
+			c.res.Dirs += newDirs
+		}
+		for _, f := range batch {
+			err := f.err
+			if err == nil {
+				err = errs[i]
+			}
+			if err != nil {
+				// A file's own failure counts apart from its stream's.
+				if _, own := f.err.(*Error); own {
+					c.res.Errors = append(c.res.Errors, f.err)
+				}
+				c.report(FileReport{Path: f.src.String(), Status: StatusFailed, Error: err.Error()})
+				continue
+			}
+			c.res.Files++
+			c.res.Bytes += f.info.Size()
+			c.report(FileReport{Path: f.src.String(), Bytes: f.info.Size(), Status: StatusCopied})
+			c.logf("copied %s to %s: %d bytes (tar)", f.src, f.dst, f.info.Size())
+		}
+	}
+}
+
+// removeTree removes a temporary tree the copy made, files first.
+func removeTree(fsys FS, dir string) {
+	list, _ := fsys.ReadDir(dir)
+	forEach(len(list), metaWorkers, func(i int) {
+		p := fsys.Join(dir, list[i].Name())
+		if list[i].IsDir() {
+			removeTree(fsys, p)
+		} else {
+			_ = fsys.Remove(p)
+		}
+	})
+	_ = fsys.Remove(dir)
+}
+
+// splitBatches cuts files, in order, into up to n runs of about the same
+// bytes, none of fewer than tarStreamFiles files but the last.
+func splitBatches(files []*tarNode, n int) [][]*tarNode {
+	n = max(1, min(n, len(files)/tarStreamFiles))
+	// Each file costs a header and padding besides its bytes.
+	const overhead = 1024
+	var total int64
+	for _, f := range files {
+		total += f.info.Size() + overhead
+	}
+	per := total/int64(n) + 1
+	var out [][]*tarNode
+	var cur []*tarNode
+	var sum int64
+	for _, f := range files {
+		cur = append(cur, f)
+		sum += f.info.Size() + overhead
+		if sum >= per && len(out) < n-1 {
+			out = append(out, cur)
+			cur, sum = nil, 0
+		}
+	}
+	return append(out, cur)
+}
+
+// dirsFor returns the new directories a stream must create before its
+// files, parents first: all of them for the first stream.
+func dirsFor(files []*tarFile, newDirs []*tarNode, all bool) []*tarNode {
+	if all {
+		return newDirs
+	}
+	need := map[string]bool{}
+	for _, f := range files {
+		for d := path.Dir(f.rel); d != "."; d = path.Dir(d) {
+			need[d] = true
+		}
+	}
+	var out []*tarNode
+	for _, d := range newDirs {
+		if need[d.rel] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// uploadTar sends files, and the directories dirs, in one archive to a
+// tar -x in run.base. Unless the whole tree is new, each file goes under
+// a temporary name, renamed into place once tar has exited 0 and its size
+// is checked, and on failure every temporary file is removed.
+func (c *copier) uploadTar(ctx context.Context, run *tarRun, dirs []*tarNode, files []*tarFile) (err error) {
+	dstFS := run.root.dst.FS
+	for _, f := range files {
+		if run.whole {
+			f.tmp = dstFS.Join(run.base, f.rel)
+		} else {
+			f.tmp = dstFS.Join(dstFS.Dir(f.dst.Path), TempName(path.Base(f.rel)))
+		}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer func() {
+		if err != nil && !run.whole {
+			removeTemps(dstFS, files)
+		}
+	}()
+	start := time.Now()
+	w, err := run.end.TarExtract(sctx, run.base, run.po)
+	if err != nil {
+		return err
+	}
+	werr := c.writeArchive(w, dirs, files, run)
+	if werr != nil {
+		// Stop tar before its exit is awaited: it must not take a cut
+		// archive for a whole one.
+		cancel()
+	}
+	if cerr := w.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return werr
+	}
+	sent := time.Now()
+	if run.whole {
+		// runTarStreams checks the whole tree at once.
+		c.logf("tar stream of %d files: sent in %s", len(files), sent.Sub(start).Round(time.Millisecond))
+		return nil
+	}
+	if err := checkUploaded(dstFS, run.root, files); err != nil {
+		return err
+	}
+	checked := time.Now()
+	defer func() {
+		c.logf("tar stream of %d files: sent in %s, sizes checked in %s, renamed in %s", len(files),
+			sent.Sub(start).Round(time.Millisecond), checked.Sub(sent).Round(time.Millisecond),
+			time.Since(checked).Round(time.Millisecond))
+	}()
+	forEach(len(files), metaWorkers, func(i int) {
+		f := files[i]
+		if f.err != nil {
+			return
+		}
+		if rerr := dstFS.Rename(f.tmp, f.dst.Path); rerr != nil {
+			f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: rerr}
+			_ = dstFS.Remove(f.tmp)
+		}
+	})
+	return nil
+}
+
+// checkUploaded lists every directory that received temporary files, so
+// that each file's size on the server is checked before it takes its
+// name: a listing per directory, not a round trip per file.
+func checkUploaded(dstFS FS, root *tarNode, files []*tarFile) error {
+	byDir := map[string][]*tarFile{}
+	var order []string
+	for _, f := range files {
+		d := dstFS.Dir(f.tmp)
+		if _, ok := byDir[d]; !ok {
+			order = append(order, d)
+		}
+		byDir[d] = append(byDir[d], f)
+	}
+	errs := make([]error, len(order))
+	// Every listing at once: they cost round trips, not bandwidth.
+	forEach(len(order), 4*metaWorkers, func(i int) {
+		list, err := dstFS.ReadDir(order[i])
+		if err != nil {
+			errs[i] = &Error{Op: "read directory", Path: root.dst.FS.Label() + order[i], Err: err}
+			return
+		}
+		size := make(map[string]int64, len(list))
+		for _, e := range list {
+			if e.Mode().IsRegular() {
+				size[e.Name()] = e.Size()
+			}
+		}
+		for _, f := range byDir[order[i]] {
+			got, ok := size[dstFS.Base(f.tmp)]
+			switch {
+			case !ok:
+				f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(),
+					Err: errors.New("tar reported success but the file is missing")}
+			case got != f.info.Size():
+				f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(),
+					Err: fmt.Errorf("short write: %d bytes arrived of %d sent", got, f.info.Size())}
+				_ = dstFS.Remove(f.tmp)
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// removeTemps removes the temporary files of a failed stream.
+func removeTemps(fsys FS, files []*tarFile) {
+	forEach(len(files), metaWorkers, func(i int) {
+		if files[i].tmp != "" {
+			_ = fsys.Remove(files[i].tmp)
+		}
+	})
+}
+
+// writeArchive writes the archive of dirs and files, compressed as
+// compress says, to w.
+func (c *copier) writeArchive(w io.Writer, dirs []*tarNode, files []*tarFile, run *tarRun) error {
+	// Small writes would each become an SSH packet of their own.
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var out io.Writer = bw
+	var comp io.WriteCloser
+	switch run.po.Compress {
+	case "zstd":
+		zw, err := zstd.NewWriter(bw, zstd.WithEncoderLevel(zstd.SpeedFastest))
+		if err != nil {
+			return err
+		}
+		comp = zw
+	case "gzip":
+		comp, _ = gzip.NewWriterLevel(bw, gzip.BestSpeed)
+	}
+	if comp != nil {
+		out = comp
+	}
+	tw := tar.NewWriter(out)
+	for _, d := range dirs {
+		// The copy must be able to write into every directory; -p sets
+		// the source's mode once it is done, as in SFTP mode.
+		h := &tar.Header{Typeflag: tar.TypeDir, Name: d.rel + "/", Mode: int64(d.info.Mode().Perm() | 0o700),
+			ModTime: d.info.ModTime()}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		if err := c.writeEntry(tw, f, run); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if comp != nil {
+		if err := comp.Close(); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// writeEntry adds one file to the archive under its temporary name.
+func (c *copier) writeEntry(tw *tar.Writer, f *tarFile, run *tarRun) error {
+	in, err := f.src.FS.Open(f.src.Path)
+	if err != nil {
+		return &Error{Op: "read", Path: f.src.String(), Err: err}
+	}
+	defer in.Close()
+	name := f.rel
+	if !run.whole {
+		name = path.Join(path.Dir(f.rel), run.root.dst.FS.Base(f.tmp))
+	}
+	h := &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: f.info.Size(),
+		Mode: int64(unixMode(f.info.Mode())),
+		// Whole seconds, as SFTP mode sets them: archive/tar would round.
+		ModTime: f.info.ModTime().Truncate(time.Second)}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	n, err := io.Copy(tw, run.m.reader(in))
+	switch {
+	case errors.Is(err, tar.ErrWriteTooLong):
+		n = f.info.Size() + 1
+	case err != nil:
+		return &Error{Op: "read", Path: f.src.String(), Err: err}
+	}
+	if n != f.info.Size() {
+		// The archive cannot carry the file's bytes as they are now.
+		return &Error{Op: "read", Path: f.src.String(),
+			Err: fmt.Errorf("file changed size during the copy: expected %d bytes", f.info.Size())}
+	}
+	return nil
+}
+
+// unixMode is mode's permission bits as tar and chmod write them.
+func unixMode(mode fs.FileMode) uint32 {
+	m := uint32(mode.Perm())
+	if mode&fs.ModeSetuid != 0 {
+		m |= 0o4000
+	}
+	if mode&fs.ModeSetgid != 0 {
+		m |= 0o2000
+	}
+	if mode&fs.ModeSticky != 0 {
+		m |= 0o1000
+	}
+	return m
+}
+
+// meter counts the bytes of the streams for Progress and holds them to
+// the run's bandwidth limit.
+type meter struct {
+	ctx context.Context
+	lim *rate.Limiter // nil for no limit
+	add func(int)
+}
+
+// reader returns r, metered.
+func (m *meter) reader(r io.Reader) io.Reader { return &meteredReader{r: r, m: m} }
+
+type meteredReader struct {
+	r io.Reader
+	m *meter
+}
+
+func (mr *meteredReader) Read(b []byte) (int, error) {
+	if mr.m.lim != nil {
+		// WaitN refuses more than the burst at once.
+		b = b[:min(len(b), max(mr.m.lim.Burst(), 1))]
+	}
+	n, err := mr.r.Read(b)
+	if n > 0 {
+		mr.m.add(n)
+		if mr.m.lim != nil {
+			if werr := mr.m.lim.WaitN(mr.m.ctx, n); werr != nil && err == nil {
+				err = werr
+			}
+		}
+	}
+	return n, err
+}
+
+// downloadTar asks a tar -c in root's source for files and writes them
+// below root's target, each to a temporary file that is renamed once tar
+// has exited 0. On failure every temporary file is removed.
+func (c *copier) downloadTar(ctx context.Context, run *tarRun, files []*tarFile) (err error) {
+	root, po := run.root, run.po
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer func() {
+		if err != nil {
+			removeTemps(root.dst.FS, files)
+		}
+	}()
+	names := make([]string, len(files))
+	want := make(map[string]*tarFile, len(files))
+	for i, f := range files {
+		names[i] = f.rel
+		want[f.rel] = f
+	}
+	rc, err := run.end.TarCreate(sctx, root.src.Path, names, po)
+	if err != nil {
+		return err
+	}
+	var r io.Reader = rc
+	switch po.Compress {
+	case "zstd":
+		zr, zerr := zstd.NewReader(rc, zstd.WithDecoderConcurrency(1))
+		if zerr != nil {
+			cancel()
+			_ = rc.Close()
+			return zerr
+		}
+		defer zr.Close()
+		r = zr
+	case "gzip":
+		gr, gerr := gzip.NewReader(rc)
+		if gerr != nil {
+			cancel()
+			_ = rc.Close()
+			return fmt.Errorf("read the tar stream: %w", gerr)
+		}
+		r = gr
+	}
+	start := time.Now()
+	rerr := receiveTar(r, want, run.m)
+	if rerr != nil {
+		cancel()
+	}
+	cerr := rc.Close()
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case rerr != nil:
+		// tar's own message, when it failed, says more than a cut stream.
+		if cerr != nil {
+			return fmt.Errorf("%w (%v)", cerr, rerr)
+		}
+		return rerr
+	case cerr != nil:
+		return cerr
+	}
+	received := time.Now()
+	defer func() {
+		c.logf("tar stream of %d files: received in %s, renamed in %s", len(files),
+			received.Sub(start).Round(time.Millisecond), time.Since(received).Round(time.Millisecond))
+	}()
+	forEach(len(files), metaWorkers, func(i int) {
+		f := files[i]
+		if f.err != nil {
+			return
+		}
+		if !f.done {
+			f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(),
+				Err: errors.New("missing from the tar stream")}
+			return
+		}
+		if err := c.finishDownload(f); err != nil {
+			f.err = err
+			_ = f.dst.FS.Remove(f.tmp)
+		}
+	})
+	return nil
+}
+
+// finishDownload gives a received file its mode and times and its final
+// name.
+func (c *copier) finishDownload(f *tarFile) error {
+	tmp := Endpoint{f.dst.FS, f.tmp}
+	if c.opts.Preserve {
+		if err := tmp.FS.Chmod(f.tmp, f.info.Mode()&modeBits); err != nil {
+			return &Error{Op: "set mode of", Path: f.dst.String(), Err: err}
+		}
+		if err := tmp.FS.Chtimes(f.tmp, atimeOf(f.info), f.mtime); err != nil {
+			return &Error{Op: "set times of", Path: f.dst.String(), Err: err}
+		}
+	} else if err := c.setMode(tmp, f.info.Mode().Perm()); err != nil {
+		return err
+	}
+	if err := f.dst.FS.Rename(f.tmp, f.dst.Path); err != nil {
+		return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err}
+	}
+	return nil
+}
+
+// receiveTar reads an archive the server sent and writes each entry to a
+// fresh temporary file beside its target. Every entry must be a regular
+// file the copy asked for, once, under a clean relative name: anything
+// else (links, devices, names leading out of the tree, unasked names) ends
+// the stream with an error, since a server sending it cannot be trusted
+// with the rest. A file whose size differs from the listing's fails alone.
+func receiveTar(r io.Reader, want map[string]*tarFile, m *meter) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the tar stream: %w", err)
+		}
+		name, err := tarEntryName(h.Name)
+		if err != nil {
+			return err
+		}
+		if h.Typeflag != tar.TypeReg {
+			return fmt.Errorf("tar stream: refusing %q: not a regular file (type %q)", h.Name, h.Typeflag)
+		}
+		f := want[name]
+		switch {
+		case f == nil:
+			return fmt.Errorf("tar stream: refusing %q: not a file that was asked for", h.Name)
+		case f.seen:
+			return fmt.Errorf("tar stream: refusing %q: sent twice", h.Name)
+		case h.Size != f.info.Size():
+			f.err = &Error{Op: "read", Path: f.src.String(),
+				Err: fmt.Errorf("file changed size during the copy: expected %d bytes, the archive has %d", f.info.Size(), h.Size)}
+			f.seen = true
+			continue
+		}
+		f.seen = true
+		dstFS := f.dst.FS
+		out, tmp, err := createTemp(dstFS, dstFS.Dir(f.dst.Path), dstFS.Base(f.dst.Path))
+		if err != nil {
+			return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err, Hint: hintFor(err)}
+		}
+		f.tmp = tmp
+		n, err := io.Copy(out, m.reader(tr))
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return fmt.Errorf("read the tar stream: cut short in %q: %w", h.Name, err)
+			}
+			return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err, Hint: hintFor(err)}
+		}
+		if n != h.Size {
+			return fmt.Errorf("read the tar stream: %q: %d bytes of %d", h.Name, n, h.Size)
+		}
+		f.done = true
+		f.mtime = h.ModTime
+	}
+}
+
+// tarEntryName returns an archive entry's name as the relative,
+// slash-separated path it stands for, or an error when it is not a clean
+// path inside the tree: absolute, with "..", empty or odd elements.
+func tarEntryName(name string) (string, error) {
+	rel := strings.TrimPrefix(name, "./")
+	bad := func(why string) (string, error) {
+		return "", fmt.Errorf("tar stream: refusing %q: %s", name, why)
+	}
+	switch {
+	case rel == "":
+		return bad("empty name")
+	case strings.HasPrefix(rel, "/"):
+		return bad("absolute path")
+	case path.Clean(rel) != rel:
+		return bad("not a clean path")
+	}
+	for _, el := range strings.Split(rel, "/") {
+		if err := ValidName(el); err != nil {
+			return bad(err.Error())
+		}
+	}
+	return rel, nil
+}
