@@ -147,7 +147,9 @@ func (p *pool) acquire(ctx context.Context, conns int) (*session, error) {
 		p.mu.Lock()
 		best.open--
 		var oce *ssh.OpenChannelError
-		if errors.As(err, &oce) && oce.Reason == ssh.Prohibited {
+		// OpenSSH refuses a session beyond MaxSessions with "connect
+		// failed" ("no more sessions" in its log); others prohibit it.
+		if errors.As(err, &oce) && (oce.Reason == ssh.Prohibited || oce.Reason == ssh.ConnectionFailed) {
 			best.full = true
 			p.logf("the server refused channel %d on a connection: its MaxSessions is reached", best.open+1)
 			p.mu.Unlock()
@@ -208,11 +210,17 @@ func (p *pool) close() {
 	p.mu.Lock()
 	p.closed = true
 	conns := p.conns
-	p.mu.Unlock()
+	// A connection's watcher empties its idle list when it goes away.
+	var idle []*rawSession
 	for _, pc := range conns {
-		for _, s := range pc.idle {
-			_ = s.Close()
-		}
+		idle = append(idle, pc.idle...)
+		pc.idle = nil
+	}
+	p.mu.Unlock()
+	for _, s := range idle {
+		_ = s.Close()
+	}
+	for _, pc := range conns {
 		if pc.owned {
 			_ = pc.c.Close()
 		}

@@ -38,6 +38,7 @@ type SFTP struct {
 	atomicRename bool
 	packet       int
 	pool         *pool
+	batch        *batcher // sessions for PutSmall and GetSmall
 	rtt          func() time.Duration
 	reqRTT       time.Duration // an SFTP request's round trip, measured at start
 }
@@ -81,9 +82,11 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 		return nil, fmt.Errorf("start sftp session on %s %w", o.Label, err)
 	}
 	_, ok := c.HasExtension(posixRename)
+	p := newPool(conn, 1, o.Dial, packet, logf)
 	return &SFTP{
 		c: c, label: o.Label, atomicRename: ok, packet: packet,
-		pool:   newPool(conn, 1, o.Dial, packet, logf),
+		pool:   p,
+		batch:  &batcher{p: p, ready: make(chan struct{})},
 		rtt:    o.RTT,
 		reqRTT: limits.RTT,
 	}, nil
@@ -92,6 +95,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 // Close ends every session and the connections the SFTP end opened; the
 // first connection stays open.
 func (s *SFTP) Close() error {
+	s.batch.close()
 	s.pool.close()
 	return s.c.Close()
 }

@@ -73,6 +73,7 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"tmpfs":    cmdTmpfs,
 	"mtime":    cmdMtime,
 	"noglob":   cmdNoglob,
+	"mkmany":   cmdMkmany,
 }
 
 // noglob PATTERN fails if any file matches PATTERN: no temporary file may
