@@ -9,7 +9,7 @@ GOTESTFLAGS ?=
 # How long the scp line parser is fuzzed on every test run.
 FUZZTIME ?= 60s
 
-.PHONY: test build bench-wan bench-lan release-check
+.PHONY: test build bench-wan bench-lan bench-many release-check
 
 test:
 	./scripts/ensure-deps.sh
@@ -27,6 +27,9 @@ bench-wan:
 
 bench-lan:
 	bench/lan.sh
+
+bench-many:
+	bench/many.sh --out bench/results-many.md
 
 # Release packaging: validate .goreleaser.yaml, build every target as a
 # snapshot and pack the archives and checksums into dist/ (nothing is

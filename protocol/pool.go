@@ -210,11 +210,17 @@ func (p *pool) close() {
 	p.mu.Lock()
 	p.closed = true
 	conns := p.conns
-	p.mu.Unlock()
+	// A connection's watcher empties its idle list when it goes away.
+	var idle []*rawSession
 	for _, pc := range conns {
-		for _, s := range pc.idle {
-			_ = s.Close()
-		}
+		idle = append(idle, pc.idle...)
+		pc.idle = nil
+	}
+	p.mu.Unlock()
+	for _, s := range idle {
+		_ = s.Close()
+	}
+	for _, pc := range conns {
 		if pc.owned {
 			_ = pc.c.Close()
 		}

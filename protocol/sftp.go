@@ -38,6 +38,7 @@ type SFTP struct {
 	atomicRename bool
 	packet       int
 	pool         *pool
+	batch        *batcher // sessions for PutSmall and GetSmall
 	rtt          func() time.Duration
 	reqRTT       time.Duration // an SFTP request's round trip, measured at start
 	tar          tarConn       // tar mode's connection (tar.go)
@@ -82,9 +83,11 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 		return nil, fmt.Errorf("start sftp session on %s %w", o.Label, err)
 	}
 	_, ok := c.HasExtension(posixRename)
+	p := newPool(conn, 1, o.Dial, packet, logf)
 	return &SFTP{
 		c: c, label: o.Label, atomicRename: ok, packet: packet,
-		pool:   newPool(conn, 1, o.Dial, packet, logf),
+		pool:   p,
+		batch:  &batcher{p: p, ready: make(chan struct{})},
 		rtt:    o.RTT,
 		reqRTT: limits.RTT,
 	}, nil
@@ -94,6 +97,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 // first connection stays open.
 func (s *SFTP) Close() error {
 	s.closeTar()
+	s.batch.close()
 	s.pool.close()
 	return s.c.Close()
 }

@@ -77,8 +77,14 @@ type rawSession struct {
 	ch     ssh.Channel
 	packet int // the most payload one request carries
 
-	wmu sync.Mutex // one request on the channel at a time
-	hdr []byte     // request scratch, under wmu
+	// Requests wait in queue while one sender writes; that sender then
+	// writes what the others queued, many requests in one SSH packet
+	// where they fit (see send).
+	qmu     sync.Mutex
+	queue   []request
+	spare   []request // the queue's other buffer
+	writing bool
+	wbuf    []byte // the writer's scratch, used by one writer at a time
 
 	mu      sync.Mutex
 	nextID  uint32
@@ -236,6 +242,13 @@ func (s *rawSession) readReply(c *call, typ byte, rest int64) error {
 // send registers c and writes one request: its type, a fresh id, the
 // fields appended by fields, then data. It fails only when the session
 // already has: once c is registered, a failure to write reaches c's wait.
+//
+// The request may be written by another goroutine, after send returns:
+// data must stay as it is until c's reply has come. A sender that finds
+// no write in progress writes its request and then whatever other
+// senders queued meanwhile, so that the requests of many small files
+// share SSH packets (one system call and one encryption each) without
+// waiting for one another.
 func (s *rawSession) send(c *call, typ byte, fields func([]byte) []byte, data []byte) error {
 	s.mu.Lock()
 	if s.err != nil {
@@ -248,21 +261,88 @@ func (s *rawSession) send(c *call, typ byte, fields func([]byte) []byte, data []
 	s.pending[id] = c
 	s.mu.Unlock()
 
-	s.wmu.Lock()
-	b := append(s.hdr[:0], 0, 0, 0, 0, typ)
+	b := append(make([]byte, 0, 64), 0, 0, 0, 0, typ)
 	b = binary.BigEndian.AppendUint32(b, id)
 	b = fields(b)
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4+len(data)))
-	head := min(len(data), max(channelPacket-len(b), 0))
-	b = append(b, data[:head]...)
-	_, err := s.ch.Write(b)
-	if err == nil && head < len(data) {
-		_, err = s.ch.Write(data[head:])
+
+	s.qmu.Lock()
+	s.queue = append(s.queue, request{b, data})
+	if s.writing {
+		s.qmu.Unlock()
+		return nil
 	}
-	s.hdr = b
-	s.wmu.Unlock()
-	if err != nil {
-		s.fail(err)
+	s.writing = true
+	s.qmu.Unlock()
+	s.flush()
+	return nil
+}
+
+// request is one request waiting to be written: its header, then data.
+type request struct {
+	hdr, data []byte
+}
+
+// copyMax is the most data of one request copied to share a packet with
+// others; larger data is written from where it is.
+const copyMax = 16 << 10
+
+// flush writes the queue until it is empty, then lets the next sender
+// write.
+func (s *rawSession) flush() {
+	for {
+		s.qmu.Lock()
+		q := s.queue
+		if len(q) == 0 {
+			s.writing = false
+			s.qmu.Unlock()
+			return
+		}
+		s.queue = s.spare[:0]
+		s.qmu.Unlock()
+
+		if err := s.write(q); err != nil {
+			s.fail(err)
+		}
+		clear(q)
+		s.qmu.Lock()
+		s.spare = q[:0]
+		s.qmu.Unlock()
+	}
+}
+
+// write writes the requests q in order. x/crypto/ssh cuts a channel write
+// into packets of channelPacket bytes from its start: the start of large
+// data fills the packet its header begins.
+func (s *rawSession) write(q []request) error {
+	b := s.wbuf[:0]
+	defer func() { s.wbuf = b[:0] }()
+	for _, r := range q {
+		b = append(b, r.hdr...)
+		if len(r.data) <= copyMax {
+			b = append(b, r.data...)
+		} else {
+			head := min(len(r.data), channelPacket-len(b)%channelPacket)
+			b = append(b, r.data[:head]...)
+			if _, err := s.ch.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+			if _, err := s.ch.Write(r.data[head:]); err != nil {
+				return err
+			}
+		}
+		if len(b) >= receiveWindow/4 {
+			if _, err := s.ch.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
+	}
+	if len(b) > 0 {
+		if _, err := s.ch.Write(b); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -111,8 +111,18 @@ var ErrNotDirectory = errors.New("not a directory")
 // allowed). A failing source is recorded in the result and the others are
 // still copied. The returned error is non-nil only when the run could not
 // go on: the target is unusable, or ctx was cancelled.
-func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (*Result, error) {
-	c := &copier{opts: o, res: &Result{MaxStreams: 1}}
+func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *Result, err error) {
+	c := newCopier(o, srcs, target)
+	for _, s := range srcs {
+		c.prepare(ctx, s.FS)
+	}
+	c.prepare(ctx, target.FS)
+	defer func() {
+		c.finish(ctx)
+		if err == nil {
+			err = ctx.Err()
+		}
+	}()
 	var expanded []Endpoint
 	for _, s := range srcs {
 		names, err := expand(s)
@@ -146,6 +156,7 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (*Re
 			Hint: "a target ending in / must be an existing directory; create it first"}
 	}
 
+	targets := map[string]bool{}
 	for _, s := range expanded {
 		if err := ctx.Err(); err != nil {
 			return c.res, err
@@ -164,7 +175,8 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (*Re
 			}
 			dst = target.FS.Join(target.Path, base)
 		}
-		c.copyAny(ctx, s, Endpoint{target.FS, dst}, si, "", 0)
+		c.sameTarget(targets, dst)
+		c.copyAny(ctx, s, Endpoint{target.FS, dst}, si, "", 0, false)
 	}
 	if err := ctx.Err(); err != nil {
 		return c.res, err
@@ -176,34 +188,42 @@ type copier struct {
 	opts      Options
 	res       *Result
 	tarProbes tarProbes // what tar each server has, asked once per run
+	*sched
 }
 
 func (c *copier) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.res.Errors = append(c.res.Errors, err)
 	var where string
 	var te *Error
 	if errors.As(err, &te) {
 		where = te.Path
 	}
-	c.report(FileReport{Path: where, Status: StatusFailed, Error: err.Error()})
+	c.reportLocked(FileReport{Path: where, Status: StatusFailed, Error: err.Error()})
 }
 
 // failFile records that the file src could not be copied.
 func (c *copier) failFile(src Endpoint, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.res.Errors = append(c.res.Errors, err)
-	c.report(FileReport{Path: src.String(), Status: StatusFailed, Error: err.Error()})
+	c.reportLocked(FileReport{Path: src.String(), Status: StatusFailed, Error: err.Error()})
 }
 
 func (c *copier) logf(format string, args ...any) {
 	if c.opts.Logf != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		c.opts.Logf(format, args...)
 	}
 }
 
 // copyAny copies a file or, with -r, a directory whose info (links
-// followed) is si. rel is src's path relative to its source operand, ""
-// for the operand itself.
-func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int) {
+// followed) is si, in a job of its own. rel is src's path relative to its
+// source operand, "" for the operand itself. fresh says dst's directory
+// was created by this run: dst cannot exist.
+func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool) {
 	switch {
 	case si.IsDir():
 		if !c.opts.Recursive {
@@ -215,7 +235,7 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		if rel == "" && c.copyDirTar(ctx, src, dst, si) {
 			return
 		}
-		c.copyDir(ctx, src, dst, si, rel, depth)
+		c.goDir(ctx, src, dst, si, rel, depth, fresh)
 	case si.Mode().IsRegular():
 		if rel == "" {
 			rel = src.FS.Base(src.Path)
@@ -223,30 +243,34 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		if !c.opts.Shard.Keep(rel) {
 			return
 		}
-		if err := c.copyFile(ctx, src, dst, si); err != nil {
-			c.failFile(src, err)
-		}
+		c.goFile(ctx, src, dst, si, fresh)
 	default:
 		c.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("not a regular file")})
 	}
 }
 
-func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int) {
+// copyDir copies the directory src to dst. It calls listed once src is
+// listed, before its entries are copied.
+func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool, listed func()) {
 	if depth >= maxDepth {
 		c.fail(&Error{Op: "copy", Path: src.String(),
 			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
 			Hint: "a symbolic link may point to one of its own parent directories"})
 		return
 	}
-	created := false
-	di, err := dst.FS.Stat(dst.Path)
+	created, modeSet := false, false
+	var di fs.FileInfo
+	err := fs.ErrNotExist
+	if !fresh {
+		di, err = dst.FS.Stat(dst.Path)
+	}
 	switch {
 	case err == nil && !di.IsDir():
 		c.fail(&Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: ErrNotDirectory})
 		return
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist):
-		if err := dst.FS.Mkdir(dst.Path); err != nil {
+		if modeSet, err = c.mkdir(ctx, dst, si); err != nil {
 			// Shards of one run create the same directories at once.
 			if di, serr := dst.FS.Stat(dst.Path); serr == nil && di.IsDir() {
 				break
@@ -255,13 +279,13 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 			return
 		}
 		created = true
-		c.res.Dirs++
+		c.record(func(r *Result) { r.Dirs++ })
 		c.logf("created directory %s", dst)
 	default:
 		c.fail(&Error{Op: "stat", Path: dst.String(), Err: err})
 		return
 	}
-	if created && !c.opts.Preserve {
+	if created && !c.opts.Preserve && !modeSet {
 		// Like scp: the new directory gets the source's permissions as the
 		// receiving end's umask allows, and stays writable for the copy.
 		if err := c.setMode(dst, si.Mode().Perm()|0o700); err != nil {
@@ -274,6 +298,7 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		c.fail(&Error{Op: "read directory", Path: src.String(), Err: err})
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	listed()
 	for _, e := range entries {
 		if ctx.Err() != nil {
 			return
@@ -293,16 +318,11 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 				continue
 			}
 		}
-		c.copyAny(ctx, child, Endpoint{dst.FS, dst.FS.Join(dst.Path, name)}, info, path.Join(rel, name), depth+1)
+		c.copyAny(ctx, child, Endpoint{dst.FS, dst.FS.Join(dst.Path, name)}, info, path.Join(rel, name), depth+1, created)
 	}
 
-	if c.opts.Preserve && ctx.Err() == nil {
-		if err := dst.FS.Chmod(dst.Path, si.Mode()&modeBits); err != nil {
-			c.fail(&Error{Op: "set mode of", Path: dst.String(), Err: err})
-		}
-		if err := dst.FS.Chtimes(dst.Path, atimeOf(si), si.ModTime()); err != nil {
-			c.fail(&Error{Op: "set times of", Path: dst.String(), Err: err})
-		}
+	if c.opts.Preserve {
+		c.addFix(dst, si, depth)
 	}
 }
 
@@ -338,10 +358,15 @@ func (c *copier) setMode(dst Endpoint, perm fs.FileMode) error {
 // dst, which is renamed to dst only when every byte arrived; on a failure
 // an existing dst is left as it was and the temporary file is removed,
 // unless --resume keeps it for the next run (resume.go).
-func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo) (err error) {
+func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo, fresh bool) (err error) {
 	op := "copy " + src.String() + " to"
 	var existing fs.FileInfo
-	switch di, err := dst.FS.Stat(dst.Path); {
+	var di fs.FileInfo
+	serr := fs.ErrNotExist
+	if !fresh {
+		di, serr = dst.FS.Stat(dst.Path)
+	}
+	switch err := serr; {
 	case err == nil && di.IsDir():
 		return &Error{Op: op, Path: dst.String(), Err: errors.New("is a directory")}
 	case err == nil:
@@ -356,20 +381,42 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		}
 		if skip {
 			c.forgetTarget(dst)
-			c.res.Skipped++
+			c.record(func(r *Result) { r.Skipped++ })
 			c.report(FileReport{Path: src.String(), Status: StatusSkipped, SHA256: sum})
 			c.logf("skipped %s: %s has it already", src, dst)
 			return nil
 		}
 	}
 
+	start := time.Now()
+	if ok, n, err := c.putSmall(ctx, src, dst, si, existing); ok {
+		if err != nil {
+			return err
+		}
+		c.done(src, dst, n, 0, "", start)
+		return nil
+	}
 	part, err := c.resumePoint(ctx, src, dst, si)
 	if err != nil {
 		return err
 	}
 	from := part.resumed()
-	f, err := part.openSource(ctx, src)
+	big := c.parallelOK(src.FS, dst.FS, si.Size())
+	release, err := c.reserve(ctx, src, dst, si, big)
 	if err != nil {
+		return err
+	}
+	defer release()
+	var f io.ReadCloser
+	if from > 0 {
+		f, err = part.openSource(ctx, src)
+	} else {
+		f, err = c.openSource(ctx, src, si)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return &Error{Op: "read", Path: src.String(), Err: err}
 	}
 	defer f.Close()
@@ -406,9 +453,8 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		c.opts.Progress.StartFile(src.FS.Base(src.Path), si.Size()-from)
 		defer c.opts.Progress.EndFile()
 	}
-	start := time.Now()
 	var n int64
-	if c.parallelOK(src.FS, dst.FS, si.Size()) {
+	if big {
 		closed = true
 		if err := out.Close(); err != nil {
 			return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
@@ -417,7 +463,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		// The streams read the source on their own: verify re-reads it.
 		srcHash = nil
 	} else {
-		po := pipeline.Options{BufferSize: c.opts.BufferSize, Limiter: c.opts.Limiter}
+		po := pipeline.Options{BufferSize: bufferFor(c.opts.BufferSize, si.Size()), Limiter: c.opts.Limiter}
 		if c.opts.Progress != nil {
 			po.Progress = c.opts.Progress.Add
 		}
@@ -490,12 +536,20 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		return &Error{Op: op, Path: dst.String(), Err: err}
 	}
 	part.forget()
-	c.res.Files++
-	c.res.Bytes += n
-	c.res.Resumed += from
-	c.report(FileReport{Path: src.String(), Bytes: n, Status: StatusCopied, SHA256: sum, ResumedFrom: from})
-	c.logf("copied %s to %s: %d bytes in %s", src, dst, n, time.Since(start).Round(time.Millisecond))
+	c.done(src, dst, n, from, sum, start)
 	return nil
+}
+
+// done records that src was copied to dst: n bytes, with hex SHA-256 sum
+// when one was computed.
+func (c *copier) done(src, dst Endpoint, n, from int64, sum string, start time.Time) {
+	c.record(func(r *Result) {
+		r.Files++
+		r.Bytes += n
+		r.Resumed += from
+	})
+	c.report(FileReport{Path: src.String(), Bytes: n, Status: StatusCopied, SHA256: sum, ResumedFrom: from})
+	c.logf("copied %s to %s: %d bytes in %s", src, dst, n, since(start))
 }
 
 // ValidName reports whether name, as listed by the far end, is a single

@@ -106,8 +106,10 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 		po.Done = part.done
 	}
 	res, err := pipeline.Parallel(ctx, open, po)
-	c.res.MaxStreams = max(c.res.MaxStreams, res.MaxStreams)
-	c.res.Conns = max(c.res.Conns, res.Conns)
+	c.record(func(r *Result) {
+		r.MaxStreams = max(r.MaxStreams, res.MaxStreams)
+		r.Conns = max(r.Conns, res.Conns)
+	})
 	return res.Bytes, err
 }
 

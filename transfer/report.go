@@ -1,6 +1,10 @@
 package transfer
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
 // ReportVersion is the version of the JSON report's schema. It changes
 // only when a field is removed or changes meaning; new fields may appear
@@ -55,8 +59,11 @@ type Report struct {
 }
 
 // NewReport sums up files, the entries a run's Options.Report received,
-// with the streams of res and the run's duration.
+// with the streams of res and the run's duration. The entries are sorted
+// by path: files are copied many at once and finish in no set order.
 func NewReport(files []FileReport, res *Result, elapsed time.Duration) Report {
+	files = slices.Clone(files)
+	slices.SortStableFunc(files, func(a, b FileReport) int { return strings.Compare(a.Path, b.Path) })
 	r := Report{Version: ReportVersion, Files: files}
 	if r.Files == nil {
 		r.Files = []FileReport{}
@@ -86,6 +93,13 @@ func NewReport(files []FileReport, res *Result, elapsed time.Duration) Report {
 
 // report tells Options.Report what happened to one file.
 func (c *copier) report(f FileReport) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reportLocked(f)
+}
+
+// reportLocked is report with c.mu held.
+func (c *copier) reportLocked(f FileReport) {
 	if c.opts.Report != nil {
 		c.opts.Report(f)
 	}

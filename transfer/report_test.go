@@ -83,8 +83,12 @@ func TestReport(t *testing.T) {
 	if r.Totals != want {
 		t.Errorf("totals = %+v, want %+v", r.Totals, want)
 	}
-	if r.Files[0].Status != StatusCopied || r.Files[0].SHA256 == "" {
-		t.Errorf("first entry %+v: want copied with its sha256", r.Files[0])
+	// Sorted by path: dir/missing, dir/src/a, dir/src/b.
+	if r.Files[1].Status != StatusCopied || r.Files[1].SHA256 == "" || filepath.Base(r.Files[1].Path) != "a" {
+		t.Errorf("second entry %+v: want a, copied with its sha256", r.Files[1])
+	}
+	if r.Files[0].Status != StatusFailed || r.Files[2].Status != StatusSkipped {
+		t.Errorf("entries %+v: want missing failed first, b skipped last", r.Files)
 	}
 }
 

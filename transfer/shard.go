@@ -143,7 +143,7 @@ func (c *copier) copyList(ctx context.Context, srcs []Endpoint, target Endpoint)
 			continue
 		}
 		dst := Endpoint{target.FS, target.FS.Join(append([]string{target.Path}, elems...)...)}
-		c.copyAny(ctx, src, dst, si, rel, 0)
+		c.copyAny(ctx, src, dst, si, rel, 0, false)
 	}
 	if err := ctx.Err(); err != nil {
 		return c.res, err
@@ -159,9 +159,13 @@ func (c *copier) mkdirAll(base Endpoint, elems []string) error {
 			p = base.FS.Join(p, elems[i])
 		}
 		d := Endpoint{base.FS, p}
+		if c.knownDir(d) {
+			continue
+		}
 		fi, err := d.FS.Stat(d.Path)
 		switch {
 		case err == nil && fi.IsDir():
+			c.addKnownDir(d)
 			continue
 		case err == nil:
 			return &Error{Op: "create directory", Path: d.String(), Err: ErrNotDirectory}
@@ -173,9 +177,11 @@ func (c *copier) mkdirAll(base Endpoint, elems []string) error {
 			if fi, serr := d.FS.Stat(d.Path); serr != nil || !fi.IsDir() {
 				return &Error{Op: "create directory", Path: d.String(), Err: err}
 			}
+			c.addKnownDir(d)
 			continue
 		}
-		c.res.Dirs++
+		c.addKnownDir(d)
+		c.record(func(r *Result) { r.Dirs++ })
 		c.logf("created directory %s", d)
 	}
 	return nil

@@ -141,6 +141,10 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	if !ok {
 		return false
 	}
+	// Tar mode keeps its own account of the tree (results, held reports)
+	// from this goroutine: the jobs still running for earlier operands
+	// finish first.
+	c.wg.Wait()
 	t := c.opts.Tar
 	root := &tarNode{src: src, dst: dst, info: si}
 	switch di, err := dst.FS.Stat(dst.Path); {
@@ -379,7 +383,7 @@ func (c *copier) copyOthers(ctx context.Context, run *tarRun, files []*tarNode) 
 		}
 		// A copier of its own for each file: copyFile records into it,
 		// and the outcomes are merged in order below.
-		sub := &copier{opts: c.opts, res: &Result{}}
+		sub := &copier{opts: c.opts, res: &Result{}, sched: c.sched}
 		sub.opts.Report = func(r FileReport) { outs[i].reports = append(outs[i].reports, r) }
 		if c.opts.Progress != nil {
 			sub.opts.Progress = shared.view()
@@ -389,7 +393,7 @@ func (c *copier) copyOthers(ctx context.Context, run *tarRun, files []*tarNode) 
 		if run.whole {
 			dst.Path = dst.FS.Join(run.base, f.rel)
 		}
-		if err := sub.copyFile(ctx, f.src, dst, f.info); err != nil {
+		if err := sub.copyFile(ctx, f.src, dst, f.info, false); err != nil {
 			sub.failFile(f.src, err)
 		}
 		outs[i].res = *sub.res

@@ -35,3 +35,26 @@ func TestBarProgressFailedFileEndsLine(t *testing.T) {
 		t.Errorf("a bar stopped halfway should stay as it was, on its own line: %q", s)
 	}
 }
+
+func TestBarProgressCountsFilesInFlightTogether(t *testing.T) {
+	var out bytes.Buffer
+	p := newBarProgress(&out)
+	p.StartFile("a", 1<<20)
+	p.StartFile("b", 1<<20)
+	p.Add(1 << 20)
+	p.EndFile()
+	if s := out.String(); strings.HasSuffix(s, "\n") {
+		t.Errorf("the bar ended its line with a file still in flight: %q", s)
+	}
+	p.Add(1 << 20)
+	p.EndFile()
+	s := out.String()
+	for _, want := range []string{"2 files", "100%", "2.0/2.0 MiB"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("progress output lacks %q:\n%q", want, s)
+		}
+	}
+	if !strings.HasSuffix(s, "\n") {
+		t.Errorf("a finished bar should end its line: %q", s)
+	}
+}

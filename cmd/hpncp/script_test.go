@@ -78,6 +78,7 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"mtime":    cmdMtime,
 	"noglob":   cmdNoglob,
 	"jsoncmp":  cmdJSONCmp,
+	"mkmany":   cmdMkmany,
 }
 
 // noglob PATTERN fails if any file matches PATTERN: no temporary file may

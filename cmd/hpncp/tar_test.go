@@ -10,24 +10,24 @@ import (
 )
 
 func init() {
-	scriptCmds["mkmany"] = cmdMkmany
+	scriptCmds["mkflat"] = cmdMkflat
 }
 
-// mkmany DIR COUNT SIZE writes COUNT files of SIZE bytes of noise below
+// mkflat DIR COUNT SIZE writes COUNT files of SIZE bytes of noise below
 // DIR, spread over ten subdirectories d0 to d9: the many-small-files tree
 // tar mode is for. Each file's content differs.
-func cmdMkmany(ts *testscript.TestScript, neg bool, args []string) {
+func cmdMkflat(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 3 {
-		ts.Fatalf("usage: mkmany dir count size")
+		ts.Fatalf("usage: mkflat dir count size")
 	}
 	count, err := strconv.Atoi(args[1])
 	ts.Check(err)
 	size, err := parseSize(args[2])
 	ts.Check(err)
-	ts.Check(makeMany(ts.MkAbs(args[0]), count, size))
+	ts.Check(makeFlat(ts.MkAbs(args[0]), count, size))
 }
 
-func makeMany(root string, count int, size int64) error {
+func makeFlat(root string, count int, size int64) error {
 	for i := range 10 {
 		if err := os.MkdirAll(filepath.Join(root, fmt.Sprintf("d%d", i)), 0o755); err != nil {
 			return err

@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# Many small files: hpncp against scp -r and rsync -a on an emulated WAN
+# path, side by side in one run, uploads and downloads of one tree to an
+# empty target. The tree: --dirs directories of --per-dir files of 4 KiB
+# (10,000 by default) and five files of 10 MiB. Every run copies the whole
+# tree, and the copy is compared with the source.
+#
+#   bench/many.sh [--rtt 50] [--rate 1gbit] [--runs 3] [--dirs 100]
+#                 [--per-dir 100] [--tools "scp rsync hpn hpnd"]
+#                 [--scp-sample 500] [--scp-runs 1] [--out FILE.md]
+#                 [--hpncp BINARY]
+#
+#   --rtt         RTT in ms through bench/netns.sh's emulator at --rate
+#   --tools       any of: scp (scp -r, SFTP mode), rsync (rsync -a -e ssh),
+#                 hpn (hpncp -r) and hpnd (hpncp -r --hpn-disabled)
+#   --scp-sample  scp takes a round trip or more per file: 10,000 files at
+#                 50 ms are half an hour. With a sample of N < all small
+#                 files, scp's time is estimated from three runs, each
+#                 timed: the big files alone (B), one small file (S: the
+#                 set-up) and N small files (T), as B + S + (T - S) x
+#                 all/N, and the table says so. 0 copies the whole tree.
+#   --scp-runs    runs that include scp (the first ones): at minutes a
+#                 run, one is usually enough
+#
+# The server is a stock OpenSSH sshd in the far namespace, set up as
+# bench/wan.sh does (Subsystem sftp internal-sftp; rsync execs through
+# root's shell, whose ~/.bashrc costs about 0.65 s on this machine). The
+# files live on /dev/shm. Each row: min, median and max seconds, wall time
+# with connection set-up, and the ratio of hpncp's median to the tool's.
+# Needs root, sshd, scp, rsync, go.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+rtt=50 rate=1gbit runs=3 ndirs=100 per_dir=100 tools="scp rsync hpn hpnd"
+scp_sample=500 scp_runs=1 out= hpncp_bin=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--rtt) rtt=$2 ;;
+	--rate) rate=$2 ;;
+	--runs) runs=$2 ;;
+	--dirs) ndirs=$2 ;;
+	--per-dir) per_dir=$2 ;;
+	--tools) tools=$2 ;;
+	--scp-sample) scp_sample=$2 ;;
+	--scp-runs) scp_runs=$2 ;;
+	--out) out=$2 ;;
+	--hpncp) hpncp_bin=$2 ;;
+	*)
+		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+		exit 2
+		;;
+	esac
+	shift 2
+done
+[ "$(id -u)" = 0 ] || { echo "many.sh: needs root (network namespaces)" >&2; exit 1; }
+small=$((ndirs * per_dir))
+
+work=$(mktemp -d /dev/shm/hpncp-many.XXXXXX)
+sshd_pid=
+cleanup() {
+	if [ -n "$sshd_pid" ]; then
+		kill "$sshd_pid" 2>/dev/null || true
+		wait "$sshd_pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+# shellcheck source=bench/netns.sh
+source "$here/netns.sh"
+
+if [ -z "$hpncp_bin" ]; then
+	echo "building hpncp" >&2
+	(cd "$root" && go build -o "$work/hpncp" ./cmd/hpncp)
+	hpncp_bin=$work/hpncp
+fi
+ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
+ssh-keygen -q -t ed25519 -N '' -f "$work/id"
+cp "$work/id.pub" "$work/authorized_keys"
+
+# mktree DIR NDIRS PER_DIR BIG: NDIRS directories of PER_DIR 4 KiB files,
+# and BIG files of 10 MiB in DIR/big.
+mktree() {
+	local dir=$1 nd=$2 pd=$3 big=$4 d
+	mkdir -p "$dir"
+	for d in $(seq -w 1 "$nd"); do
+		mkdir "$dir/d$d"
+		if [ "$pd" -gt 0 ]; then
+			head -c $((pd * 4096)) /dev/urandom | (cd "$dir/d$d" && split -b 4096 -a 4 -d - f)
+		fi
+	done
+	if [ "$big" -gt 0 ]; then
+		mkdir "$dir/big"
+		for d in $(seq 1 "$big"); do
+			head -c $((10 << 20)) /dev/urandom >"$dir/big/b$d"
+		done
+	fi
+}
+echo "creating the trees: $small files of 4 KiB and 5 of 10 MiB" >&2
+mkdir -p "$work/src" "$work/remote" "$work/local"
+mktree "$work/src/tree" "$ndirs" "$per_dir" 5
+if [ "$scp_sample" -gt 0 ] && [ "$scp_sample" -lt "$small" ]; then
+	sample_dirs=$(((scp_sample + per_dir - 1) / per_dir))
+	scp_sample=$((sample_dirs * per_dir))
+	mktree "$work/src/sample-big" 0 0 5
+	mktree "$work/src/sample-one" 1 1 0
+	mktree "$work/src/sample-small" "$sample_dirs" "$per_dir" 0
+else
+	scp_sample=0
+fi
+
+start_sshd() {
+	local addr=$1 ns=$2
+	cat >"$work/sshd_config" <<EOF
+ListenAddress $addr
+Port 2222
+HostKey $work/host_key
+PidFile $work/sshd.pid
+AuthorizedKeysFile $work/authorized_keys
+StrictModes no
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+UseDNS no
+Subsystem sftp internal-sftp
+MaxStartups 100:30:200
+EOF
+	echo "[$addr]:2222 $(cat "$work/host_key.pub")" >"$work/known_hosts"
+	cat >"$work/ssh_config" <<EOF
+Host bench
+	HostName $addr
+	Port 2222
+	User root
+	IdentityFile $work/id
+	IdentitiesOnly yes
+	UserKnownHostsFile $work/known_hosts
+	GlobalKnownHostsFile /dev/null
+	StrictHostKeyChecking yes
+	BatchMode yes
+	LogLevel ERROR
+EOF
+	mkdir -p /run/sshd
+	ip netns exec "$ns" /usr/sbin/sshd -D -f "$work/sshd_config" &
+	sshd_pid=$!
+	for _ in $(seq 50); do
+		if client ssh -F "$work/ssh_config" bench true 2>/dev/null; then
+			return
+		fi
+		sleep 0.1
+	done
+	echo "many.sh: sshd did not come up on $addr" >&2
+	exit 1
+}
+
+client() { ip netns exec "$NS_A" "$@"; }
+
+# copy TOOL DIR NAME: one timed copy of $work/src/NAME (up) or of
+# $work/remote/NAME, a copy of it put there beforehand (down), into an
+# empty directory; prints seconds.
+copy() {
+	local tool=$1 dir=$2 name=$3 cfg=$work/ssh_config from to src dst
+	if [ "$dir" = up ]; then
+		src=$work/src dst=$work/remote
+		rm -rf "$dst/$name"
+		from=$src/$name to=bench:$dst/
+	else
+		src=$work/remote dst=$work/local
+		rm -rf "$dst/$name"
+		from=bench:$src/$name to=$dst/
+		[ -d "$src/$name" ] || cp -a "$work/src/$name" "$src/"
+	fi
+	local t0 t1
+	t0=$(date +%s.%N)
+	case $tool in
+	scp) client scp -F "$cfg" -q -r "$from" "$to" ;;
+	rsync) client rsync -a -e "ssh -F $cfg" "$from" "$to" ;;
+	hpnd) client "$hpncp_bin" -F "$cfg" -q -r --hpn-disabled "$from" "$to" ;;
+	hpn) client "$hpncp_bin" -F "$cfg" -q -r "$from" "$to" ;;
+	esac
+	t1=$(date +%s.%N)
+	diff -r -q "$src/$name" "$dst/$name" >/dev/null || { echo "many.sh: $tool $dir $name: the copy differs" >&2; exit 1; }
+	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }'
+}
+
+wan_up --rtt "${rtt}ms" --rate "$rate" --tcp-mem 67108864
+start_sshd "$WAN_ADDR_B" "$NS_B"
+
+results=$work/results # lines: dir tool seconds
+: >"$results"
+for run in $(seq "$runs"); do
+	for dir in up down; do
+		for tool in $tools; do
+			if [ "$tool" = scp ] && [ "$run" -gt "$scp_runs" ]; then
+				continue
+			fi
+			if [ "$tool" = scp ] && [ "$scp_sample" -gt 0 ]; then
+				b=$(copy scp "$dir" sample-big)
+				s=$(copy scp "$dir" sample-one)
+				t=$(copy scp "$dir" sample-small)
+				secs=$(awk -v b="$b" -v s="$s" -v t="$t" -v n="$scp_sample" -v all="$small" \
+					'BEGIN { printf "%.3f\n", b + s + (t - s) * all / n }')
+				echo "run=$run $dir scp: big $b s, one file $s s, $scp_sample files $t s: estimated $secs s" >&2
+			else
+				secs=$(copy "$tool" "$dir" tree)
+				echo "run=$run $dir $tool: $secs s" >&2
+			fi
+			echo "$dir $tool $secs" >>"$results"
+		done
+	done
+done
+kill "$sshd_pid" 2>/dev/null || true
+wait "$sshd_pid" 2>/dev/null || true
+sshd_pid=
+wan_stats >&2 || true
+wan_down
+
+table=$(awk -v tools="$tools" '
+function median(arr, n,   i, j, t, a) {
+	for (i = 1; i <= n; i++) a[i] = arr[i]
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{ k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3 }
+END {
+	printf "| dir | tool | runs | min s | median s | max s | tool time / hpncp time |\n"
+	printf "|---|---|---|---|---|---|---|\n"
+	nt = split(tools, T, " "); split("up down", D, " ")
+	for (d = 1; d <= 2; d++) {
+		kh = D[d] SUBSEP "hpn"
+		hmed = 0
+		if (n[kh]) { for (i = 1; i <= n[kh]; i++) x[i] = v[kh, i]; hmed = median(x, n[kh]) }
+		for (t = 1; t <= nt; t++) {
+			k = D[d] SUBSEP T[t]
+			if (!n[k]) continue
+			mn = 1e18; mx = 0
+			for (i = 1; i <= n[k]; i++) { x[i] = v[k, i]; if (x[i] < mn) mn = x[i]; if (x[i] > mx) mx = x[i] }
+			med = median(x, n[k])
+			ratio = (hmed > 0) ? sprintf("%.2f", med / hmed) : "-"
+			printf "| %s | %s | %d | %.2f | %.2f | %.2f | %s |\n", D[d], T[t], n[k], mn, med, mx, ratio
+		}
+	}
+}' "$results")
+
+{
+	echo "Many small files: $small x 4 KiB in $ndirs directories + 5 x 10 MiB, $(date -u +%Y-%m-%d), RTT ${rtt} ms, rate $rate, $runs run(s) each, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server, to an empty target"
+	echo
+	echo "$table"
+	echo
+	echo "The last column is the tool's median time over hpncp's (hpn): above 1, hpncp is faster."
+	if [[ " $tools " == *" scp "* ]] && [ "$scp_sample" -gt 0 ]; then
+		echo
+		echo "scp's times are estimates: big files + set-up + (a sample of $scp_sample small files - set-up) x $small / $scp_sample, each part timed."
+	fi
+} | tee ${out:+"$out"}

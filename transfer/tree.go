@@ -1,0 +1,539 @@
+package transfer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hpncp/hpncp/pipeline"
+	"github.com/hpncp/hpncp/protocol"
+)
+
+// A tree is copied as a pipeline: directories are listed and created
+// several at once, and every file found becomes a job run beside the
+// others. Over a path of 50 ms a small file costs a few round trips and
+// next to no bandwidth, so only many files in flight keep the path busy;
+// one file after another, 10,000 of them take minutes.
+
+// Bounds of the work in flight at once, with a remote end and with two
+// local ones.
+const (
+	remoteFiles = 1024 // files being copied: what hides the round trips
+	remoteDirs  = 16   // directories being listed or created
+	// remoteStreams bounds files that each take a session of their own:
+	// those too large for one batch and too small for several streams.
+	// With the batch sessions and the main one it stays within OpenSSH's
+	// MaxSessions of 10.
+	remoteStreams = 4
+	// parallelFiles bounds files on the parallel pipeline, each of which
+	// takes as many streams as its window controller plans: two keep the
+	// path busy while the other sets up or finishes.
+	parallelFiles = 2
+
+	localFiles = 4
+	localDirs  = 4
+
+	// smallMemory bounds the bytes of the small files held whole in
+	// memory at once, moving in one batch each.
+	smallMemory = 64 << 20
+)
+
+// sched runs a copy's jobs and serialises what they record.
+type sched struct {
+	// mu guards the Result and the calls of Report, Logf and Progress,
+	// which may come from any job.
+	mu sync.Mutex
+	wg sync.WaitGroup
+
+	files    chan struct{}
+	dirs     chan struct{}
+	ahead    chan struct{}
+	memory   *budget
+	streams  chan struct{}
+	parallel chan struct{}
+
+	fixes   []dirFix // directories whose mode and times -p sets at the end
+	retries []retry  // files to try again alone
+	// known holds the target directories seen to exist, so that the
+	// files of a list (FilesFrom) in one directory stat it once, not
+	// once each.
+	known map[string]bool
+}
+
+// dirFix is a directory whose mode and times -p sets once every file
+// below it is in place: each file renamed into it changes its times.
+type dirFix struct {
+	dst   Endpoint
+	si    fs.FileInfo
+	depth int
+}
+
+func newSched(remote bool) *sched {
+	files, dirs := localFiles, localDirs
+	if remote {
+		files, dirs = remoteFiles, remoteDirs
+	}
+	return &sched{
+		files:    make(chan struct{}, files),
+		dirs:     make(chan struct{}, dirs),
+		ahead:    make(chan struct{}, 4*dirs),
+		memory:   newBudget(smallMemory),
+		streams:  make(chan struct{}, remoteStreams),
+		parallel: make(chan struct{}, parallelFiles),
+	}
+}
+
+// newCopier returns a copier for a run from srcs to target.
+func newCopier(o Options, srcs []Endpoint, target Endpoint) *copier {
+	remote := target.FS.Label() != ""
+	for _, s := range srcs {
+		remote = remote || s.FS.Label() != ""
+	}
+	c := &copier{opts: o, res: &Result{MaxStreams: 1}, sched: newSched(remote)}
+	if o.Progress != nil {
+		c.opts.Progress = &lockedProgress{mu: &c.mu, p: o.Progress}
+	}
+	return c
+}
+
+// acquire takes a slot of sem, or fails when ctx is done first.
+func acquire(ctx context.Context, sem chan struct{}) error {
+	select {
+	case sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// goDir copies a directory in a job of its own. The job holds one of the
+// slots for directories while it creates and lists it, and one of those
+// for directories listed ahead until it has handed out every entry: the
+// next directories are ready by the time the files of this one are on
+// their way, and the listings held in memory stay bounded.
+func (c *copier) goDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if acquire(ctx, c.ahead) != nil {
+			return
+		}
+		defer func() { <-c.ahead }()
+		if acquire(ctx, c.dirs) != nil {
+			return
+		}
+		listed := sync.OnceFunc(func() { <-c.dirs })
+		defer listed()
+		c.copyDir(ctx, src, dst, si, rel, depth, fresh, listed)
+	}()
+}
+
+// goFile copies a regular file in a job of its own once one of the
+// slots for files is free. fresh says dst's directory was created by
+// this run, so dst cannot exist.
+func (c *copier) goFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo, fresh bool) {
+	if acquire(ctx, c.files) != nil {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() { <-c.files }()
+		if err := c.copyFile(ctx, src, dst, si, fresh); err != nil {
+			if noSpace(err) && ctx.Err() == nil {
+				c.mu.Lock()
+				c.retries = append(c.retries, retry{src, dst, si, err})
+				c.mu.Unlock()
+				return
+			}
+			c.failFile(src, err)
+		}
+	}()
+}
+
+// retry is a file that failed for want of space while others were in
+// flight: it is tried again alone once every other file is done.
+type retry struct {
+	src, dst Endpoint
+	si       fs.FileInfo
+	err      error
+}
+
+// noSpace reports whether err says the target's disk or quota is full;
+// an SFTP server gives no reason (OpenSSH answers SSH_FX_FAILURE).
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
+		strings.Contains(err.Error(), "SSH_FX_FAILURE")
+}
+
+// retryAlone copies the files that failed for want of space again, one
+// at a time, smallest first: the space the files beside them held is
+// free again (failed temporary files are removed), and a file that fits
+// alone goes, as it would have one file after another. Once one fails
+// for space again, the larger ones are not tried.
+func (c *copier) retryAlone(ctx context.Context) {
+	rs := c.retries
+	c.retries = nil
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i].si.Size() < rs[j].si.Size() })
+	full := false
+	for _, r := range rs {
+		err := r.err
+		if ctx.Err() == nil && !full {
+			err = c.copyFile(ctx, r.src, r.dst, r.si, false)
+			full = err != nil && noSpace(err)
+		}
+		if err != nil {
+			c.failFile(r.src, err)
+		}
+	}
+}
+
+// finish waits for every job, then gives the directories -p copied
+// their modes and times, deepest first: a directory made read-only or
+// unsearchable first would refuse the change to those below it.
+func (c *copier) finish(ctx context.Context) {
+	c.wg.Wait()
+	c.retryAlone(ctx)
+	if ctx.Err() != nil || len(c.fixes) == 0 {
+		return
+	}
+	sort.SliceStable(c.fixes, func(i, j int) bool { return c.fixes[i].depth > c.fixes[j].depth })
+	for i := 0; i < len(c.fixes); {
+		j := i
+		for j < len(c.fixes) && c.fixes[j].depth == c.fixes[i].depth {
+			j++
+		}
+		// The directories of one depth are independent: set them all at
+		// once, round trips overlapping.
+		for _, f := range c.fixes[i:j] {
+			if acquire(ctx, c.dirs) != nil {
+				break
+			}
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				defer func() { <-c.dirs }()
+				c.fixDir(f)
+			}()
+		}
+		c.wg.Wait()
+		i = j
+	}
+	c.fixes = nil
+}
+
+func (c *copier) fixDir(f dirFix) {
+	if err := f.dst.FS.Chmod(f.dst.Path, f.si.Mode()&modeBits); err != nil {
+		c.fail(&Error{Op: "set mode of", Path: f.dst.String(), Err: err})
+	}
+	if err := f.dst.FS.Chtimes(f.dst.Path, atimeOf(f.si), f.si.ModTime()); err != nil {
+		c.fail(&Error{Op: "set times of", Path: f.dst.String(), Err: err})
+	}
+}
+
+// addFix records a directory for finish.
+func (c *copier) addFix(dst Endpoint, si fs.FileInfo, depth int) {
+	c.mu.Lock()
+	c.fixes = append(c.fixes, dirFix{dst, si, depth})
+	c.mu.Unlock()
+}
+
+func (c *copier) knownDir(d Endpoint) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.known[d.String()]
+}
+
+func (c *copier) addKnownDir(d Endpoint) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.known == nil {
+		c.known = map[string]bool{}
+	}
+	c.known[d.String()] = true
+}
+
+// record counts a file done.
+func (c *copier) record(fn func(r *Result)) {
+	c.mu.Lock()
+	fn(c.res)
+	c.mu.Unlock()
+}
+
+// lockedProgress serialises the calls of the files in flight.
+type lockedProgress struct {
+	mu *sync.Mutex
+	p  Progress
+}
+
+func (l *lockedProgress) StartFile(name string, size int64) {
+	l.mu.Lock()
+	l.p.StartFile(name, size)
+	l.mu.Unlock()
+}
+
+func (l *lockedProgress) Add(n int) {
+	l.mu.Lock()
+	l.p.Add(n)
+	l.mu.Unlock()
+}
+
+func (l *lockedProgress) EndFile() {
+	l.mu.Lock()
+	l.p.EndFile()
+	l.mu.Unlock()
+}
+
+// smallGetter and smallPutter are ends that move a small file whole in
+// one batch of requests (protocol.SFTP).
+type smallGetter interface {
+	GetSmall(ctx context.Context, name string, size int64) ([]byte, fs.FileInfo, error)
+}
+
+type smallPutter interface {
+	PutSmall(ctx context.Context, tmp, name string, data []byte, a protocol.PutAttrs) error
+}
+
+// modeMkdirer is an end that creates a directory with a mode in one
+// request (protocol.SFTP).
+type modeMkdirer interface {
+	MkdirMode(ctx context.Context, name string, perm fs.FileMode) error
+}
+
+// smallPreparer is an end that can open what PutSmall and GetSmall use
+// before the first file needs it.
+type smallPreparer interface {
+	PrepareSmall(ctx context.Context)
+}
+
+// mkdir creates the directory dst for the source directory of info si,
+// and reports whether it has its mode already: like scp, the source's
+// permissions as the receiving end's umask allows, writable for the copy
+// (with -p the mode is set once the copy is done).
+func (c *copier) mkdir(ctx context.Context, dst Endpoint, si fs.FileInfo) (bool, error) {
+	if m, ok := dst.FS.(modeMkdirer); ok && !c.opts.Preserve {
+		err := m.MkdirMode(ctx, dst.Path, si.Mode().Perm()|0o700)
+		if !errors.Is(err, protocol.ErrNoBatch) {
+			return err == nil, err
+		}
+	}
+	return false, dst.FS.Mkdir(dst.Path)
+}
+
+// prepare lets the ends that move small files in batches open what they
+// need while the walk begins.
+func (c *copier) prepare(ctx context.Context, ends ...FS) {
+	if !c.opts.Recursive {
+		return
+	}
+	for _, e := range ends {
+		if p, ok := e.(smallPreparer); ok {
+			p.PrepareSmall(ctx)
+		}
+	}
+}
+
+// isRemote reports whether an end is reached over the network.
+func isRemote(f FS) bool { return f.Label() != "" }
+
+// openSource opens src, of info si, to be read front to back. A small
+// file of an end that can fetch it in one batch arrives whole.
+func (c *copier) openSource(ctx context.Context, src Endpoint, si fs.FileInfo) (io.ReadCloser, error) {
+	if g, ok := src.FS.(smallGetter); ok && si.Size() <= protocol.SmallMax {
+		data, _, err := g.GetSmall(ctx, src.Path, si.Size())
+		switch {
+		case err == nil:
+			return io.NopCloser(bytes.NewReader(data)), nil
+		case !errors.Is(err, protocol.ErrNoBatch):
+			return nil, err
+		}
+	}
+	return src.FS.Open(src.Path)
+}
+
+// reserve waits for what copying src to dst the ordinary way holds: a
+// slot on the parallel pipeline for a big file; else, with a remote end, a
+// slot of the files that take a session of their own (a download) or a
+// share of the main one (an upload), and buffers; and the memory of a
+// small file that arrives whole. The function it returns gives it all
+// back.
+func (c *copier) reserve(ctx context.Context, src, dst Endpoint, si fs.FileInfo, big bool) (func(), error) {
+	var gives []func()
+	release := func() {
+		for _, g := range gives {
+			g()
+		}
+	}
+	_, whole := src.FS.(smallGetter)
+	whole = whole && si.Size() <= protocol.SmallMax
+	sem := c.streams
+	switch {
+	case big:
+		sem = c.parallel
+	case whole || !(isRemote(src.FS) || isRemote(dst.FS)):
+		sem = nil
+	}
+	if sem != nil {
+		if err := acquire(ctx, sem); err != nil {
+			return nil, err
+		}
+		gives = append(gives, func() { <-sem })
+	}
+	if whole {
+		give, err := c.memory.take(ctx, si.Size())
+		if err != nil {
+			release()
+			return nil, err
+		}
+		gives = append(gives, give)
+	}
+	return release, nil
+}
+
+// sameTarget waits, when dst is the target of an earlier source operand
+// too, until that one is done: as with scp, the later one wins.
+func (c *copier) sameTarget(seen map[string]bool, dst string) {
+	if seen[dst] {
+		c.wg.Wait()
+	}
+	seen[dst] = true
+}
+
+// budget is a count of bytes that jobs take and give back, in tokens of
+// budgetToken bytes.
+type budget struct {
+	turn   chan struct{} // one taker at a time, so no two hold part of what they need
+	tokens chan struct{}
+}
+
+const budgetToken = 32 << 10
+
+func newBudget(bytes int) *budget {
+	return &budget{turn: make(chan struct{}, 1), tokens: make(chan struct{}, bytes/budgetToken)}
+}
+
+// take waits until n bytes are free and takes them; the function it
+// returns gives them back.
+func (b *budget) take(ctx context.Context, n int64) (func(), error) {
+	k := int(max(1, (n+budgetToken-1)/budgetToken))
+	select {
+	case b.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-b.turn }()
+	for got := 0; got < k; got++ {
+		select {
+		case b.tokens <- struct{}{}:
+		case <-ctx.Done():
+			for range got {
+				<-b.tokens
+			}
+			return nil, ctx.Err()
+		}
+	}
+	return func() {
+		for range k {
+			<-b.tokens
+		}
+	}, nil
+}
+
+// putSmall copies src, a small file, to a remote dst in one batch of
+// requests: the bytes into a temporary file, its mode and times, and the
+// rename once the server holds every byte. It reports false when dst's
+// end cannot take the file that way.
+func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing fs.FileInfo) (bool, int64, error) {
+	p, ok := dst.FS.(smallPutter)
+	if !ok || si.Size() > protocol.SmallMax || c.opts.Verify {
+		return false, 0, nil
+	}
+	op := "copy " + src.String() + " to"
+	give, err := c.memory.take(ctx, si.Size())
+	if err != nil {
+		return true, 0, err
+	}
+	defer give()
+	r, err := c.openSource(ctx, src, si)
+	if err != nil {
+		if ctx.Err() != nil {
+			return true, 0, ctx.Err()
+		}
+		return true, 0, &Error{Op: "read", Path: src.String(), Err: err}
+	}
+	// One byte more than the file should hold: a file grown since it was
+	// listed shows.
+	data := make([]byte, si.Size()+1)
+	n, err := io.ReadFull(r, data)
+	_ = r.Close()
+	data = data[:n]
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return true, 0, &Error{Op: "read", Path: src.String(), Err: err}
+	}
+	if int64(len(data)) != si.Size() {
+		return true, 0, &Error{Op: "read", Path: src.String(),
+			Err: fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), len(data))}
+	}
+	if l := c.opts.Limiter; l != nil {
+		for left := len(data); left > 0; {
+			n := min(left, l.Burst())
+			if err := l.WaitN(ctx, n); err != nil {
+				return true, 0, ctx.Err()
+			}
+			left -= n
+		}
+	}
+	a := protocol.PutAttrs{Perm: si.Mode().Perm()}
+	switch {
+	case c.opts.Preserve:
+		a.SetMode, a.Mode = true, si.Mode()&modeBits
+		a.SetTimes, a.Atime, a.Mtime = true, atimeOf(si), si.ModTime()
+	case existing != nil:
+		// Overwriting keeps the target's mode, as scp's truncate-in-place
+		// does.
+		a.SetMode, a.Mode = true, existing.Mode()&modeBits
+	}
+	tmp := dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
+	err = p.PutSmall(ctx, tmp, dst.Path, data, a)
+	switch {
+	case errors.Is(err, protocol.ErrNoBatch):
+		return false, 0, nil
+	case err != nil && ctx.Err() != nil:
+		return true, 0, ctx.Err()
+	case errors.Is(err, protocol.ErrSizeMismatch):
+		return true, 0, &Error{Op: op, Path: dst.String(), Err: fmt.Errorf("%w: %w", pipeline.ErrShortWrite, err)}
+	case err != nil:
+		return true, 0, &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
+	}
+	// The bytes go in one batch: they are all sent or none is.
+	if pr := c.opts.Progress; pr != nil {
+		pr.StartFile(src.FS.Base(src.Path), si.Size())
+		pr.Add(len(data))
+		pr.EndFile()
+	}
+	return true, int64(len(data)), nil
+}
+
+// bufferFor returns the pipeline buffer size for a file of size bytes:
+// want (the default when 0), or less for a smaller file. Thousands of
+// small files each given two buffers of a megabyte spent more time
+// clearing memory than copying.
+func bufferFor(want int, size int64) int {
+	if want <= 0 {
+		want = pipeline.DefaultBufferSize
+	}
+	// One byte more than the file: the read that finds the end needs no
+	// second buffer.
+	return int(min(int64(want), max(size+1, 4<<10)))
+}
+
+// since formats the time a file took for the -v log.
+func since(start time.Time) time.Duration { return time.Since(start).Round(time.Millisecond) }
