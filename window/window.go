@@ -46,8 +46,10 @@
 //     that already failed, goodput being monotonic in streams and
 //     connections), the controller settles on the best plan. If that plan
 //     has more streams than the bandwidth-delay product needs (goodput ×
-//     smallest RTT / ChannelWindow, plus 15 %: the start was a guess and
-//     probes double), it tries that many, keeping the connections, and
+//     smallest RTT / ChannelWindow, plus 15 %, plus up to one window for
+//     the time each window takes to cross the bottleneck: the start was a
+//     guess and probes double), it tries that many, keeping the
+//     connections, and
 //     keeps them unless goodput drops by the margin; surplus windows would
 //     only queue at the bottleneck. Then it holds. It does not re-probe
 //     on a timer: a plateau never oscillates. It re-probes only when the
@@ -413,11 +415,19 @@ func (c *Controller) probeNext() {
 
 // bdpStreams is how many windows carry rate over the path's round trip,
 // with headroom; MaxInt when the round trip or the rate is unknown.
+//
+// A stream's cycle is not one round trip but a round trip plus the time
+// its window takes to cross the bottleneck (2 MiB at 1 Gbit/s: 17 ms),
+// so a window carries less than window / RTT: one stream moves about 30
+// MB/s at 50 ms, not 42. Where the path holds at least a window, that is
+// up to one window more than the bandwidth-delay product alone asks for;
+// on a LAN, where the product is a sliver of a window, next to nothing.
 func (c *Controller) bdpStreams(rate float64) int {
 	if c.minRTT <= 0 || rate <= 0 {
 		return math.MaxInt
 	}
-	return int(math.Ceil(rate * c.minRTT.Seconds() * (1 + headroom) / float64(c.cfg.ChannelWindow)))
+	windows := rate * c.minRTT.Seconds() / float64(c.cfg.ChannelWindow)
+	return int(math.Ceil(windows*(1+headroom) + min(1, windows)))
 }
 
 // hold settles on base until the path changes.
