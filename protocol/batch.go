@@ -278,9 +278,10 @@ func (s *SFTP) MkdirMode(ctx context.Context, name string, perm fs.FileMode) err
 }
 
 // PrepareSmall opens, in the background, the sessions that PutSmall,
-// GetSmall and MkdirMode use, so that the first files of a tree need not
-// wait for them.
+// GetSmall and MkdirMode use, and the one of listings, so that the first
+// files of a tree need not wait for them.
 func (s *SFTP) PrepareSmall(ctx context.Context) {
+	s.PrepareList(ctx)
 	for range batchSessions {
 		go func() {
 			if bs, err := s.batch.open(ctx); err == nil {
@@ -406,54 +407,11 @@ func (a *attrInfo) AccessTime() time.Time { return a.atime }
 
 // parseAttrs reads the ATTRS of a reply for the file name.
 func parseAttrs(b []byte, name string) (*attrInfo, error) {
-	u32 := func() (uint32, error) {
-		if len(b) < 4 {
-			return 0, errors.New("short attributes")
-		}
-		v := binary.BigEndian.Uint32(b)
-		b = b[4:]
-		return v, nil
-	}
-	flags, err := u32()
+	a, _, err := readAttrs(b)
 	if err != nil {
 		return nil, err
 	}
-	a := &attrInfo{name: baseName(name)}
-	if flags&attrSize != 0 {
-		hi, err := u32()
-		if err != nil {
-			return nil, err
-		}
-		lo, err := u32()
-		if err != nil {
-			return nil, err
-		}
-		a.size = int64(uint64(hi)<<32 | uint64(lo))
-	}
-	if flags&attrUIDGID != 0 {
-		if len(b) < 8 {
-			return nil, errors.New("short attributes")
-		}
-		b = b[8:]
-	}
-	if flags&attrPermissions != 0 {
-		m, err := u32()
-		if err != nil {
-			return nil, err
-		}
-		a.mode = statMode(m)
-	}
-	if flags&attrACModTime != 0 {
-		at, err := u32()
-		if err != nil {
-			return nil, err
-		}
-		mt, err := u32()
-		if err != nil {
-			return nil, err
-		}
-		a.atime, a.mtime = time.Unix(int64(at), 0), time.Unix(int64(mt), 0)
-	}
+	a.name = baseName(name)
 	return a, nil
 }
 

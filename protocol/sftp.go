@@ -42,6 +42,7 @@ type SFTP struct {
 	rtt          func() time.Duration
 	reqRTT       time.Duration // an SFTP request's round trip, measured at start
 	tar          tarConn       // tar mode's connection (tar.go)
+	lister       lister        // the session of listings (readdir.go)
 }
 
 // Options say how to open an SFTP end.
@@ -98,6 +99,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 func (s *SFTP) Close() error {
 	s.closeTar()
 	s.batch.close()
+	s.lister.close(s.pool)
 	s.pool.close()
 	return s.c.Close()
 }
@@ -181,7 +183,9 @@ func (s *SFTP) Label() string { return s.label }
 
 func (s *SFTP) Stat(name string) (fs.FileInfo, error) { return s.c.Stat(name) }
 
-func (s *SFTP) ReadDir(name string) ([]fs.FileInfo, error) { return s.c.ReadDir(name) }
+func (s *SFTP) ReadDir(name string) ([]fs.FileInfo, error) {
+	return s.ReadDirContext(context.Background(), name)
+}
 
 func (s *SFTP) Glob(pattern string) ([]string, error) { return s.c.Glob(pattern) }
 

@@ -231,7 +231,11 @@ func (s *rawSession) readReply(c *call, typ byte, rest int64) error {
 		c.n = int(n)
 		return err
 	}
-	if rest > maxSmallReply {
+	limit := int64(maxSmallReply)
+	if typ == fxpName {
+		limit = maxNameReply
+	}
+	if rest > limit {
 		return fmt.Errorf("sftp: reply of type %d is %d bytes long", typ, rest)
 	}
 	c.body = make([]byte, rest)

@@ -145,6 +145,8 @@ type tarConn struct {
 // PrepareTar starts opening the connection tar streams will use, so that
 // it is ready by the time they start.
 func (s *SFTP) PrepareTar(ctx context.Context) {
+	// The size check after an upload lists the target.
+	s.PrepareList(ctx)
 	s.tar.mu.Lock()
 	defer s.tar.mu.Unlock()
 	if s.tar.done != nil || s.pool.dial == nil {

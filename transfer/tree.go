@@ -27,11 +27,14 @@ import (
 // local ones.
 const (
 	remoteFiles = 1024 // files being copied: what hides the round trips
-	remoteDirs  = 16   // directories being listed or created
+	// remoteDirs bounds directories being listed or created: a listing
+	// takes two round trips on a session of its own (protocol.ReadDir),
+	// and a wide tree's level should list in about that time.
+	remoteDirs = 64
 	// remoteStreams bounds files that each take a session of their own:
 	// those too large for one batch and too small for several streams.
-	// With the batch sessions and the main one it stays within OpenSSH's
-	// MaxSessions of 10.
+	// With the batch sessions, the listing one and the main one it stays
+	// within OpenSSH's MaxSessions of 10.
 	remoteStreams = 4
 	// parallelFiles bounds files on the parallel pipeline, each of which
 	// takes as many streams as its window controller plans: two keep the
