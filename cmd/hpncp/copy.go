@@ -400,6 +400,10 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 			return err
 		}
 		ends[i] = e
+		// A tree is listed first: its listing session opens meanwhile.
+		if p, ok := e.FS.(interface{ PrepareList(context.Context) }); ok && o.Recursive {
+			p.PrepareList(ctx)
+		}
 	}
 	if legacy && o.needsSFTP() {
 		return usagef("the legacy scp protocol sends files blind: these need an SFTP server",
