@@ -51,46 +51,45 @@ func (l Limits) Packet() int {
 // (OpenSSH's limits@openssh.com, in OpenSSH 8.7 and later). A server without
 // the extension yields zero Limits and no error.
 func QueryLimits(conn *ssh.Client) (Limits, error) {
-	sess, err := conn.NewSession()
-	if err != nil {
-		return Limits{}, fmt.Errorf("open channel: %w", err)
-	}
-	defer sess.Close()
-	w, err := sess.StdinPipe()
+	ch, lim, err := limitsSession(conn)
 	if err != nil {
 		return Limits{}, err
 	}
-	r, err := sess.StdoutPipe()
-	if err != nil {
-		return Limits{}, err
-	}
-	if err := sess.RequestSubsystem("sftp"); err != nil {
-		return Limits{}, fmt.Errorf("start sftp subsystem: %w", err)
-	}
+	_ = ch.Close()
+	return lim, nil
+}
 
-	sent := time.Now()
-	if err := writePacket(w, fxpInit, binary.BigEndian.AppendUint32(nil, 3)); err != nil {
-		return Limits{}, err
-	}
-	typ, body, err := readPacket(r)
+// limitsSession opens an SFTP session and asks it for the server's
+// limits, as QueryLimits, and returns the session, with no request in
+// flight, to be used on rather than closed: its set-up took as many round
+// trips as the question.
+func limitsSession(conn *ssh.Client) (ssh.Channel, Limits, error) {
+	ch, h, err := helloSFTP(conn)
 	if err != nil {
-		return Limits{}, err
+		return nil, Limits{}, fmt.Errorf("ask for limits: %w", err)
 	}
-	if typ != fxpVersion || len(body) < 4 {
-		return Limits{}, fmt.Errorf("sftp: unexpected reply %d to init", typ)
+	if !hasExtension(h.ext, limitsExtension) {
+		return ch, Limits{RTT: h.rtt}, nil
 	}
-	if !hasExtension(body[4:], limitsExtension) {
-		return Limits{RTT: time.Since(sent)}, nil
+	lim, err := askLimits(ch)
+	if err != nil {
+		_ = ch.Close()
+		return nil, Limits{}, err
 	}
+	return ch, lim, nil
+}
 
+// askLimits sends limits@openssh.com on rw, an SFTP session past its
+// hello, and reads the answer.
+func askLimits(rw io.ReadWriter) (Limits, error) {
 	const id = 1
 	req := binary.BigEndian.AppendUint32(nil, id)
 	req = appendString(req, limitsExtension)
-	sent = time.Now()
-	if err := writePacket(w, fxpExtended, req); err != nil {
+	sent := time.Now()
+	if err := writePacket(rw, fxpExtended, req); err != nil {
 		return Limits{}, err
 	}
-	typ, body, err = readPacket(r)
+	typ, body, err := readPacket(rw)
 	rtt := time.Since(sent)
 	if err != nil {
 		return Limits{}, err

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 	"time"
 
@@ -31,6 +32,10 @@ type pool struct {
 	dialErr   error // the last failed dial; no more are tried once one failed
 	closed    bool
 	dialReady chan struct{} // closed and replaced whenever a dial ends
+	// preparing counts sessions being opened ahead of need (prepare);
+	// prepared is closed and replaced whenever one of them is ready.
+	preparing int
+	prepared  chan struct{}
 }
 
 type pconn struct {
@@ -44,9 +49,19 @@ type pconn struct {
 
 func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*ssh.Client, error),
 	packet int, logf func(string, ...any)) *pool {
-	p := &pool{dial: dial, packet: packet, logf: logf, dialReady: make(chan struct{})}
+	p := &pool{dial: dial, packet: packet, logf: logf, dialReady: make(chan struct{}), prepared: make(chan struct{})}
 	p.watch(&pconn{c: first, open: firstSessions})
 	return p
+}
+
+// adopt makes s, a session already open on the first connection, the
+// first idle one.
+func (p *pool) adopt(s *rawSession) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc := p.conns[0]
+	pc.open++
+	pc.idle = append(pc.idle, s)
 }
 
 // watch adds a connection and marks it dead when it goes away.
@@ -78,6 +93,12 @@ type session struct {
 // ends). When no more connections can be opened it makes do with channels
 // on the ones it has.
 func (p *pool) acquire(ctx context.Context, conns int) (*session, error) {
+	return p.get(ctx, conns, false)
+}
+
+// get is acquire; fresh skips the idle sessions and those being prepared,
+// to open a new one.
+func (p *pool) get(ctx context.Context, conns int, fresh bool) (*session, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -94,7 +115,7 @@ func (p *pool) acquire(ctx context.Context, conns int) (*session, error) {
 				continue
 			}
 			live++
-			if n := len(pc.idle); n > 0 {
+			if n := len(pc.idle); n > 0 && !fresh {
 				c := pc.idle[n-1]
 				pc.idle = pc.idle[:n-1]
 				p.mu.Unlock()
@@ -103,6 +124,17 @@ func (p *pool) acquire(ctx context.Context, conns int) (*session, error) {
 			if !pc.full && (best == nil || pc.open < best.open) {
 				best = pc
 			}
+		}
+		if p.preparing > 0 && !fresh {
+			// A session opened ahead is on its way: the wait is shorter
+			// than opening another.
+			ready := p.prepared
+			p.mu.Unlock()
+			select {
+			case <-ready:
+			case <-ctx.Done():
+			}
+			continue
 		}
 		// Grow towards conns connections, and past them when every one
 		// is at the server's MaxSessions.
@@ -155,8 +187,57 @@ func (p *pool) acquire(ctx context.Context, conns int) (*session, error) {
 			p.mu.Unlock()
 			continue
 		}
+		if err == io.EOF {
+			// The connection is gone and its watcher has not yet been told:
+			// its channels close before its Wait returns.
+			best.dead = true
+			p.mu.Unlock()
+			continue
+		}
 		p.mu.Unlock()
 		return nil, err
+	}
+}
+
+// prepare opens sessions in the background, placed as acquire would place
+// them among up to conns connections, until n are idle or being opened,
+// so that the streams of a copy about to start find them ready. A
+// session that cannot be opened is left for acquire to fail on.
+func (p *pool) prepare(ctx context.Context, n, conns int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	ready := p.preparing
+	for _, pc := range p.conns {
+		if !pc.dead {
+			ready += len(pc.idle)
+		}
+	}
+	for range n - ready {
+		p.preparing++
+		go func() {
+			s, err := p.get(ctx, conns, true)
+			var unused *session
+			p.mu.Lock()
+			p.preparing--
+			if err == nil {
+				// Made idle before the waiters are woken, for them to find.
+				if s.pc.dead || p.closed {
+					s.pc.open--
+					unused = s
+				} else {
+					s.pc.idle = append(s.pc.idle, s.rawSession)
+				}
+			}
+			close(p.prepared)
+			p.prepared = make(chan struct{})
+			p.mu.Unlock()
+			if unused != nil {
+				_ = unused.Close()
+			}
+		}()
 	}
 }
 

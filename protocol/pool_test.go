@@ -171,7 +171,14 @@ func TestLostConnectionIsStreamLost(t *testing.T) {
 	end := openEnd(t, srv, true)
 	name := filepath.Join(srv.Root, "f")
 	os.WriteFile(name, []byte("x"), 0o644)
-	// The stream gets a connection of its own (the second accepted).
+	// The first stream takes the session kept from the limits question,
+	// on the first connection; the second gets a connection of its own
+	// (the second accepted).
+	first, err := end.OpenWriterAt(context.Background(), name, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
 	f, err := end.OpenWriterAt(context.Background(), name, 2)
 	if err != nil {
 		t.Fatal(err)

@@ -58,35 +58,36 @@ type Options struct {
 	RTT func() time.Duration
 }
 
-// OpenSFTP starts an SFTP session on conn, after asking the server for
-// the largest requests it accepts.
+// OpenSFTP starts an SFTP session on conn, with requests as large as the
+// server accepts (see startSFTP).
 func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	logf := o.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	limits, err := QueryLimits(conn)
+	st, err := startSFTP(conn, func(packet int) []sftp.ClientOption {
+		return []sftp.ClientOption{
+			sftp.MaxPacketUnchecked(packet),
+			sftp.UseConcurrentWrites(true),
+			sftp.UseConcurrentReads(true),
+			// Enough requests in flight to cover a 2 MiB channel window and
+			// the next one: the window, not the request count, is the limit.
+			sftp.MaxConcurrentRequestsPerFile(max(64, 2*(2<<20)/packet)),
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("start sftp session on %s %w", o.Label, err)
 	}
+	limits := st.limits
 	packet := limits.Packet()
 	logf("sftp requests of up to %d bytes (server limits read %d, write %d)", packet, limits.MaxRead, limits.MaxWrite)
-	opts := []sftp.ClientOption{
-		sftp.MaxPacketUnchecked(packet),
-		sftp.UseConcurrentWrites(true),
-		sftp.UseConcurrentReads(true),
-		// Enough requests in flight to cover a 2 MiB channel window and
-		// the next one: the window, not the request count, is the limit.
-		sftp.MaxConcurrentRequestsPerFile(max(64, 2*(2<<20)/packet)),
-	}
-	c, err := sftp.NewClient(conn, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("start sftp session on %s %w", o.Label, err)
-	}
-	_, ok := c.HasExtension(posixRename)
+	_, ok := st.c.HasExtension(posixRename)
 	p := newPool(conn, 1, o.Dial, packet, logf)
+	if st.spare != nil {
+		p.adopt(newRawSession(st.spare, packet))
+	}
 	return &SFTP{
-		c: c, label: o.Label, atomicRename: ok, packet: packet,
+		c: st.c, label: o.Label, atomicRename: ok, packet: packet,
 		pool:   p,
 		batch:  &batcher{p: p, ready: make(chan struct{})},
 		rtt:    o.RTT,
@@ -117,6 +118,15 @@ func (s *SFTP) OpenReaderAt(ctx context.Context, name string, conns int) (Reader
 // session of its own, like OpenReaderAt.
 func (s *SFTP) OpenWriterAt(ctx context.Context, name string, conns int) (WriterAtCloser, error) {
 	return s.openStream(ctx, name, fxfWrite, conns)
+}
+
+// PrepareStreams starts opening, in the background, the sessions that
+// OpenReaderAt and OpenWriterAt will want for a copy about to start:
+// until streams are idle or on their way, over up to conns connections.
+// Their set-up then overlaps the copy's own round trips (the target's
+// stat, the temporary file) rather than following them.
+func (s *SFTP) PrepareStreams(ctx context.Context, streams, conns int) {
+	s.pool.prepare(ctx, streams, conns)
 }
 
 // ReaderAtCloser and WriterAtCloser are files opened for parallel I/O.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"sync"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -119,9 +120,19 @@ func putCall(c *call) {
 // subsystem on it and says hello. A refused channel comes back as the
 // *ssh.OpenChannelError it is, so that MaxSessions can be recognised.
 func openRawSession(conn *ssh.Client, packet int) (*rawSession, error) {
-	ch, reqs, err := conn.OpenChannel("session", nil)
+	ch, _, err := helloSFTP(conn)
 	if err != nil {
 		return nil, err
+	}
+	return newRawSession(ch, packet), nil
+}
+
+// helloSFTP opens a session channel on conn, starts the sftp subsystem on
+// it and exchanges INIT and VERSION.
+func helloSFTP(conn *ssh.Client) (ssh.Channel, hello, error) {
+	ch, reqs, err := conn.OpenChannel("session", nil)
+	if err != nil {
+		return nil, hello{}, err
 	}
 	go ssh.DiscardRequests(reqs)
 	// The server's stderr shares the channel's window: unread, it could
@@ -131,23 +142,42 @@ func openRawSession(conn *ssh.Client, packet int) (*rawSession, error) {
 	if err == nil && !ok {
 		err = errors.New("the server refused the sftp subsystem")
 	}
+	sent := time.Now()
 	if err == nil {
 		err = writePacket(ch, fxpInit, binary.BigEndian.AppendUint32(nil, 3))
 	}
+	var h hello
 	if err == nil {
 		var typ byte
-		typ, _, err = readPacket(ch)
-		if err == nil && typ != fxpVersion {
+		var body []byte
+		typ, body, err = readPacket(ch)
+		switch {
+		case err != nil:
+		case typ != fxpVersion || len(body) < 4:
 			err = fmt.Errorf("sftp: unexpected reply %d to init", typ)
+		default:
+			h = hello{ext: body[4:], rtt: time.Since(sent)}
 		}
 	}
 	if err != nil {
 		_ = ch.Close()
-		return nil, fmt.Errorf("start sftp session: %w", err)
+		return nil, hello{}, fmt.Errorf("start sftp session: %w", err)
 	}
+	return ch, h, nil
+}
+
+// hello is what a server's VERSION reply told.
+type hello struct {
+	ext []byte        // the extension pairs announced
+	rtt time.Duration // the round trip of INIT
+}
+
+// newRawSession takes over ch, an SFTP session past its hello with no
+// request in flight.
+func newRawSession(ch ssh.Channel, packet int) *rawSession {
 	s := &rawSession{ch: ch, packet: packet, pending: map[uint32]*call{}}
 	go s.receive()
-	return s, nil
+	return s
 }
 
 // Close closes the channel; calls in flight fail.

@@ -147,6 +147,9 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *
 	case !errors.Is(err, fs.ErrNotExist):
 		return c.res, &Error{Op: "stat target", Path: target.String(), Err: err}
 	}
+	if !targetIsDir {
+		c.target = &statted{target.Path, ti, err}
+	}
 	if (len(srcs) > 1 || len(expanded) > 1) && !targetIsDir {
 		return c.res, &Error{Op: "copy to", Path: target.String(), Err: ErrNotDirectory,
 			Hint: "with several sources the target must be an existing directory"}
@@ -188,6 +191,7 @@ type copier struct {
 	opts      Options
 	res       *Result
 	tarProbes tarProbes // what tar each server has, asked once per run
+	target    *statted  // the target operand as Copy found it (setup.go)
 	*sched
 }
 
@@ -337,6 +341,11 @@ func (c *copier) setMode(dst Endpoint, perm fs.FileMode) error {
 	if err != nil {
 		return &Error{Op: "stat", Path: dst.String(), Err: err}
 	}
+	return c.setModeFrom(dst, fi, perm)
+}
+
+// setModeFrom is setMode for a dst already stat'ed as fi.
+func (c *copier) setModeFrom(dst Endpoint, fi fs.FileInfo, perm fs.FileMode) error {
 	created := fi.Mode().Perm()
 	base := fs.FileMode(0o666)
 	if fi.IsDir() {
@@ -360,11 +369,15 @@ func (c *copier) setMode(dst Endpoint, perm fs.FileMode) error {
 // unless --resume keeps it for the next run (resume.go).
 func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo, fresh bool) (err error) {
 	op := "copy " + src.String() + " to"
+	if c.opts.Skip == CopyAlways {
+		// A target that is there will be replaced: the streams will be wanted.
+		c.prepareStreams(ctx, src.FS, dst.FS, si.Size())
+	}
 	var existing fs.FileInfo
 	var di fs.FileInfo
 	serr := fs.ErrNotExist
 	if !fresh {
-		di, serr = dst.FS.Stat(dst.Path)
+		di, serr = c.statTarget(dst)
 	}
 	switch err := serr; {
 	case err == nil && di.IsDir():
@@ -408,9 +421,14 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	}
 	defer release()
 	var f io.ReadCloser
-	if from > 0 {
+	switch {
+	case big && isRemote(src.FS):
+		// The streams open the source on sessions of their own: a reader
+		// here would cost a round trip and hold a session they want.
+		f = io.NopCloser(strings.NewReader(""))
+	case from > 0:
 		f, err = part.openSource(ctx, src)
-	} else {
+	default:
 		f, err = c.openSource(ctx, src, si)
 	}
 	if err != nil {
@@ -524,7 +542,8 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 			}
 		}
 	default:
-		if err := c.setMode(tmpEnd, si.Mode().Perm()); err != nil {
+		// ti is the new file's stat from the size check, mode as created.
+		if err := c.setModeFrom(tmpEnd, ti, si.Mode().Perm()); err != nil {
 			return err
 		}
 	}

@@ -137,3 +137,25 @@ func requestSize(a, b FS) int {
 	}
 	return n
 }
+
+// streamPreparer is an end that can open streams ahead of need.
+type streamPreparer interface {
+	PrepareStreams(ctx context.Context, streams, conns int)
+}
+
+// prepareStreams has the ends of a copy of size bytes from src to dst
+// open the streams of the window controller's first plan, when the copy
+// will go over several: their set-up then runs while the target is looked
+// at and the temporary file created. A copy that will not use them (a
+// small file, a local one) opens none.
+func (c *copier) prepareStreams(ctx context.Context, src, dst FS, size int64) {
+	if !c.parallelOK(src, dst, size) {
+		return
+	}
+	plan := c.opts.Parallel.Controller().Start(pathRTT(src, dst)())
+	for _, e := range []FS{src, dst} {
+		if p, ok := e.(streamPreparer); ok {
+			p.PrepareStreams(ctx, plan.Streams, plan.Conns)
+		}
+	}
+}
