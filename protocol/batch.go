@@ -268,7 +268,7 @@ func (s *SFTP) MkdirMode(ctx context.Context, name string, perm fs.FileMode) err
 	err = bs.s.simple(fxpMkdir, func(b []byte) []byte {
 		b = appendString(b, name)
 		b = binary.BigEndian.AppendUint32(b, attrPermissions)
-		return binary.BigEndian.AppendUint32(b, unixMode(perm))
+		return binary.BigEndian.AppendUint32(b, UnixMode(perm))
 	})
 	if err != nil {
 		s.batch.drop(bs, err)
@@ -334,7 +334,7 @@ func (s *rawSession) openAttrs(name string, pflags uint32, perm fs.FileMode) (*r
 			return binary.BigEndian.AppendUint32(b, 0)
 		}
 		b = binary.BigEndian.AppendUint32(b, attrPermissions)
-		return binary.BigEndian.AppendUint32(b, unixMode(perm.Perm()))
+		return binary.BigEndian.AppendUint32(b, UnixMode(perm.Perm()))
 	}, nil)
 	if err == nil {
 		err = wait(c, fxpHandle)
@@ -363,7 +363,7 @@ func setAttrs(a PutAttrs) []byte {
 	}
 	b := binary.BigEndian.AppendUint32(nil, flags)
 	if a.SetMode {
-		b = binary.BigEndian.AppendUint32(b, unixMode(a.Mode))
+		b = binary.BigEndian.AppendUint32(b, UnixMode(a.Mode))
 	}
 	if a.SetTimes {
 		b = binary.BigEndian.AppendUint32(b, uint32(a.Atime.Unix()))
@@ -372,8 +372,9 @@ func setAttrs(a PutAttrs) []byte {
 	return b
 }
 
-// unixMode returns the permission bits of m as the protocol carries them.
-func unixMode(m fs.FileMode) uint32 {
+// UnixMode returns the permission bits of m (with setuid, setgid and
+// sticky) as SFTP, scp and tar carry them.
+func UnixMode(m fs.FileMode) uint32 {
 	u := uint32(m.Perm())
 	if m&fs.ModeSetuid != 0 {
 		u |= 0o4000

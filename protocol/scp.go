@@ -233,28 +233,13 @@ func fileMode(m uint32) fs.FileMode {
 	return mode
 }
 
-// octalMode is the inverse of fileMode.
-func octalMode(mode fs.FileMode) uint32 {
-	m := uint32(mode.Perm())
-	if mode&fs.ModeSetuid != 0 {
-		m |= 0o4000
-	}
-	if mode&fs.ModeSetgid != 0 {
-		m |= 0o2000
-	}
-	if mode&fs.ModeSticky != 0 {
-		m |= 0o1000
-	}
-	return m
-}
-
 // Line returns the record as a protocol line, without its newline.
 func (r SCPRecord) Line() string {
 	switch r.Type {
 	case SCPFile:
-		return fmt.Sprintf("C%04o %d %s", octalMode(r.Mode), r.Size, r.Name)
+		return fmt.Sprintf("C%04o %d %s", UnixMode(r.Mode), r.Size, r.Name)
 	case SCPDir:
-		return fmt.Sprintf("D%04o 0 %s", octalMode(r.Mode), r.Name)
+		return fmt.Sprintf("D%04o 0 %s", UnixMode(r.Mode), r.Name)
 	case SCPEnd:
 		return "E"
 	case SCPTime:

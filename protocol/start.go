@@ -10,12 +10,11 @@ import (
 // Starting an SFTP end costs round trips before the first byte: a session
 // for the limits question (channel, subsystem, INIT, the question) and
 // pkg/sftp's main session (channel, subsystem, INIT). Both are set up at
-// once, pkg/sftp's with the packet size every server takes: its session
-// carries metadata and the writes of mid-sized files, while the streams
-// and batches, which carry the bulk, use the size the server states. The
-// limits session is kept for the first stream rather than closed. At
-// 50 ms of RTT, start-up falls from seven round trips and a close to four,
-// and the first stream needs none.
+// once, pkg/sftp's with the packet size every server takes, raised to
+// the size the server states once the answer is in and before the client
+// is used. The limits session is kept for the first stream rather than
+// closed. At 50 ms of RTT, start-up falls from seven round trips and a
+// close to four, and the first stream needs none.
 
 // started is an SFTP end's sessions, ready to use.
 type started struct {
@@ -60,6 +59,16 @@ func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption) (*st
 	if err != nil {
 		_ = a.ch.Close()
 		return nil, err
+	}
+	// Nothing uses the client yet: it may now take the size the server
+	// states, so that mid-sized files and --hpn-disabled, which write
+	// through it, do not go in 32 KiB requests.
+	for _, opt := range opts(a.lim.Packet()) {
+		if err := opt(c); err != nil {
+			_ = a.ch.Close()
+			_ = c.Close()
+			return nil, err
+		}
 	}
 	return &started{c: c, limits: a.lim, spare: a.ch}, nil
 }

@@ -1060,7 +1060,7 @@ func (c *copier) writeEntry(tw *tar.Writer, f *tarFile, run *tarRun) error {
 		name = path.Join(path.Dir(f.rel), run.root.dst.FS.Base(f.tmp))
 	}
 	h := &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: f.info.Size(),
-		Mode: int64(unixMode(f.info.Mode())),
+		Mode: int64(protocol.UnixMode(f.info.Mode())),
 		// Whole seconds, as SFTP mode sets them: archive/tar would round.
 		ModTime: f.info.ModTime().Truncate(time.Second)}
 	if err := tw.WriteHeader(h); err != nil {
@@ -1079,21 +1079,6 @@ func (c *copier) writeEntry(tw *tar.Writer, f *tarFile, run *tarRun) error {
 			Err: fmt.Errorf("file changed size during the copy: expected %d bytes", f.info.Size())}
 	}
 	return nil
-}
-
-// unixMode is mode's permission bits as tar and chmod write them.
-func unixMode(mode fs.FileMode) uint32 {
-	m := uint32(mode.Perm())
-	if mode&fs.ModeSetuid != 0 {
-		m |= 0o4000
-	}
-	if mode&fs.ModeSetgid != 0 {
-		m |= 0o2000
-	}
-	if mode&fs.ModeSticky != 0 {
-		m |= 0o1000
-	}
-	return m
 }
 
 // meter counts the bytes of the streams for Progress and holds them to
