@@ -1,6 +1,11 @@
 package transfer
 
 import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -89,6 +94,87 @@ func NewReport(files []FileReport, res *Result, elapsed time.Duration) Report {
 		r.Totals.Streams = res.MaxStreams
 	}
 	return r
+}
+
+// ParseReport reads a --json report strictly, as its documentation
+// promises it: no field unknown to this version, every required field
+// present, statuses from the list, an error exactly on failed files, hex
+// SHA-256s, and totals that add up. Scripts merging the reports of a
+// sharded run can rely on it; the tests check hpncp's output with it.
+func ParseReport(data []byte) (Report, error) {
+	var r Report
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return r, fmt.Errorf("report: %w", err)
+	}
+	if dec.More() {
+		return r, errors.New("report: more than one JSON document")
+	}
+	var raw struct {
+		Version *int             `json:"version"`
+		Files   []map[string]any `json:"files"`
+		Totals  map[string]any   `json:"totals"`
+	}
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return r, fmt.Errorf("report: %w", err)
+	}
+	if raw.Version == nil || *raw.Version != ReportVersion {
+		return r, fmt.Errorf("report: version missing or not %d", ReportVersion)
+	}
+	if raw.Files == nil {
+		return r, errors.New("report: files missing")
+	}
+	var errs []error
+	for i, f := range raw.Files {
+		for _, k := range []string{"path", "bytes", "status"} {
+			if _, ok := f[k]; !ok {
+				errs = append(errs, fmt.Errorf("files[%d] lacks %q", i, k))
+			}
+		}
+		e := r.Files[i]
+		switch e.Status {
+		case StatusCopied, StatusSkipped, StatusFailed:
+		default:
+			errs = append(errs, fmt.Errorf("files[%d]: unknown status %q", i, e.Status))
+		}
+		if _, ok := f["error"]; ok != (e.Status == StatusFailed) {
+			errs = append(errs, fmt.Errorf("files[%d]: error must be there exactly when the file failed", i))
+		}
+		if b, err := hex.DecodeString(e.SHA256); e.SHA256 != "" && (err != nil || len(b) != 32) {
+			errs = append(errs, fmt.Errorf("files[%d]: sha256 %q is not a hex SHA-256", i, e.SHA256))
+		}
+	}
+	for _, k := range []string{"files", "copied", "skipped", "failed", "bytes", "seconds", "mb_per_s", "streams"} {
+		if _, ok := raw.Totals[k]; !ok {
+			errs = append(errs, fmt.Errorf("totals lack %q", k))
+		}
+	}
+	t := r.Totals
+	var copied, skipped, failed int
+	var sent, resumed int64
+	for _, f := range r.Files {
+		switch f.Status {
+		case StatusCopied:
+			copied++
+		case StatusSkipped:
+			skipped++
+		case StatusFailed:
+			failed++
+		}
+		sent += f.Bytes
+		resumed += f.ResumedFrom
+	}
+	// The totals count every file; the entries may be fewer (with -O only
+	// the failures are listed), never more.
+	if t.Files != t.Copied+t.Skipped+t.Failed || t.Copied < copied || t.Skipped < skipped ||
+		t.Failed < failed || t.Bytes < sent || t.ResumedBytes < resumed {
+		errs = append(errs, fmt.Errorf("totals %+v do not add up with the %d files listed", t, len(r.Files)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return r, fmt.Errorf("report: %w", err)
+	}
+	return r, nil
 }
 
 // report tells Options.Report what happened to one file.

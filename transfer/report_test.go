@@ -1,54 +1,20 @@
 package transfer
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
 
-// checkReportSchema decodes a --json report strictly: unknown fields are
-// an error, and so are missing required ones.
+// checkReportSchema decodes a --json report with ParseReport.
 func checkReportSchema(t *testing.T, data []byte) Report {
 	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var r Report
-	if err := dec.Decode(&r); err != nil {
-		t.Fatalf("report does not match the schema: %v\n%s", err, data)
-	}
-	var raw struct {
-		Version *int             `json:"version"`
-		Files   []map[string]any `json:"files"`
-		Totals  map[string]any   `json:"totals"`
-	}
-	if err := json.Unmarshal(data, &raw); err != nil {
-		t.Fatal(err)
-	}
-	if raw.Version == nil || *raw.Version != ReportVersion || raw.Files == nil {
-		t.Fatalf("report lacks version %d or files: %s", ReportVersion, data)
-	}
-	for _, f := range raw.Files {
-		for _, k := range []string{"path", "bytes", "status"} {
-			if _, ok := f[k]; !ok {
-				t.Errorf("file entry %v lacks %q", f, k)
-			}
-		}
-		switch f["status"] {
-		case StatusCopied, StatusSkipped, StatusFailed:
-		default:
-			t.Errorf("file entry %v: unknown status", f)
-		}
-		if _, ok := f["error"]; ok != (f["status"] == StatusFailed) {
-			t.Errorf("file entry %v: error must be there exactly when it failed", f)
-		}
-	}
-	for _, k := range []string{"files", "copied", "skipped", "failed", "bytes", "seconds", "mb_per_s", "streams"} {
-		if _, ok := raw.Totals[k]; !ok {
-			t.Errorf("totals lack %q: %v", k, raw.Totals)
-		}
+	r, err := ParseReport(data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
 	}
 	return r
 }
@@ -100,5 +66,36 @@ func TestReportEmpty(t *testing.T) {
 	r := checkReportSchema(t, data)
 	if len(r.Files) != 0 || r.Totals.MBPerS != 0 {
 		t.Errorf("empty run: %s", data)
+	}
+}
+
+func TestParseReportRejects(t *testing.T) {
+	good := `{"version":1,"files":[{"path":"a","bytes":4,"status":"copied","sha256":"` +
+		strings.Repeat("ab", 32) + `"},{"path":"b","bytes":0,"status":"failed","error":"gone"}],` +
+		`"totals":{"files":2,"copied":1,"skipped":0,"failed":1,"bytes":4,"seconds":1,"mb_per_s":0.000004,"streams":1}}`
+	if _, err := ParseReport([]byte(good)); err != nil {
+		t.Fatalf("a valid report: %v", err)
+	}
+	for _, tc := range []struct{ name, old, new string }{
+		{"unknown field", `"streams":1}`, `"streams":1,"extra":0}`},
+		{"version", `"version":1`, `"version":2`},
+		{"no status", `"status":"copied",`, ``},
+		{"unknown status", `"status":"copied"`, `"status":"done"`},
+		{"error on a copied file", `"status":"copied"`, `"status":"copied","error":"x"`},
+		{"no error on a failed file", `,"error":"gone"`, ``},
+		{"short sha256", strings.Repeat("ab", 32), "abcd"},
+		{"totals off", `"copied":1,`, `"copied":2,`},
+		{"bytes below the files'", `"bytes":4,"seconds"`, `"bytes":3,"seconds"`},
+		{"files not the sum", `"totals":{"files":2`, `"totals":{"files":3`},
+		{"totals field missing", `"mb_per_s":0.000004,`, ``},
+		{"two documents", `"streams":1}}`, `"streams":1}}{}`},
+	} {
+		bad := strings.Replace(good, tc.old, tc.new, 1)
+		if bad == good {
+			t.Fatalf("%s: the replacement changed nothing", tc.name)
+		}
+		if _, err := ParseReport([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted %s", tc.name, bad)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/hpncp/hpncp/internal/sshtest"
+	"github.com/hpncp/hpncp/transfer"
 )
 
 func TestMain(m *testing.M) {
@@ -69,16 +70,17 @@ func scriptCondition(cond string) (bool, error) {
 
 // scriptCmds are the commands scripts get beyond testscript's own.
 var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
-	"mkfile":   cmdMkfile,
-	"mktree":   cmdMktree,
-	"treeeq":   cmdTreeeq,
-	"status":   cmdStatus,
-	"waitfile": cmdWaitfile,
-	"tmpfs":    cmdTmpfs,
-	"mtime":    cmdMtime,
-	"noglob":   cmdNoglob,
-	"jsoncmp":  cmdJSONCmp,
-	"mkmany":   cmdMkmany,
+	"mkfile":     cmdMkfile,
+	"mktree":     cmdMktree,
+	"treeeq":     cmdTreeeq,
+	"status":     cmdStatus,
+	"waitfile":   cmdWaitfile,
+	"tmpfs":      cmdTmpfs,
+	"mtime":      cmdMtime,
+	"noglob":     cmdNoglob,
+	"jsoncmp":    cmdJSONCmp,
+	"jsonreport": cmdJSONReport,
+	"mkmany":     cmdMkmany,
 }
 
 // noglob PATTERN fails if any file matches PATTERN: no temporary file may
@@ -330,6 +332,21 @@ func cmdMtime(ts *testscript.TestScript, neg bool, args []string) {
 	sec, err := strconv.ParseInt(args[1], 10, 64)
 	ts.Check(err)
 	ts.Check(os.Chtimes(ts.MkAbs(args[0]), time.Unix(sec, 0), time.Unix(sec, 0)))
+}
+
+// jsonreport FILE checks that FILE is a --json report as README documents
+// it (transfer.ParseReport: strict fields, statuses, totals that add up).
+func cmdJSONReport(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: jsonreport file")
+	}
+	_, err := transfer.ParseReport([]byte(ts.ReadFile(args[0])))
+	switch {
+	case neg && err == nil:
+		ts.Fatalf("%s is a valid report", args[0])
+	case !neg && err != nil:
+		ts.Fatalf("%s: %v", args[0], err)
+	}
 }
 
 // jsoncmp FILE FIELD OP VALUE compares a number in a JSON document, named
