@@ -15,9 +15,10 @@
 // completed. Each call returns the Plan to run until the next one.
 //
 //   - Start. The link rate is unknown, so the first plan sizes the streams
-//     for the bandwidth-delay product of an assumed 1 Gbit/s path,
-//     ceil(rate × RTT / ChannelWindow), and never more than one connection's
-//     worth (StreamsPerConn). Below about 16 ms RTT that is one stream, which
+//     for the bandwidth-delay product of an assumed 1 Gbit/s path, with up
+//     to one window more for the time each window takes to cross the link
+//     (see bdpStreams), and never more than two connections' worth
+//     (StreamsPerConn each). Below about 8 ms RTT that is one stream, which
 //     is where a LAN belongs: there the CPU, not the window, is the limit.
 //     Where an earlier measurement of the path is known (Config.Start),
 //     the first plan takes its stream count instead.
@@ -278,10 +279,14 @@ func (c *Controller) Start(rtt time.Duration) Plan {
 	}
 	streams := 1
 	if c.rtt > 0 {
-		bdp := guessRate * c.rtt.Seconds()
-		streams = int(math.Ceil(bdp / float64(c.cfg.ChannelWindow)))
+		// As bdpStreams, without the headroom: the windows the guessed
+		// rate needs, each also crossing the link.
+		windows := guessRate * c.rtt.Seconds() / float64(c.cfg.ChannelWindow)
+		streams = int(math.Ceil(windows + min(1, windows)))
 	}
-	streams = min(streams, c.cfg.StreamsPerConn)
+	// Up to two connections' worth: probing up to the product from one
+	// connection's worth costs a long path several seconds of measuring.
+	streams = min(streams, 2*c.cfg.StreamsPerConn)
 	c.change(c.normalize(shape{streams, 1}), phaseBaseline)
 	if c.rtt > 0 {
 		c.reason = fmt.Sprintf("start: rtt %s, sized for an assumed 1 Gbit/s", c.rtt)
