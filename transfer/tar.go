@@ -206,6 +206,17 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	if t.Mode == TarAuto && len(small) < minFiles {
 		return false
 	}
+	// A new tree's large files go into its temporary tree, where a killed
+	// run leaves nothing --resume can find: a tree with a file worth
+	// resuming keeps to SFTP mode unless --tar says otherwise.
+	if t.Mode == TarAuto && upload && root.existing == nil {
+		for _, f := range other {
+			if f.info.Size() >= journalMinSize {
+				c.logf("tar mode not used: %s is large enough to be resumed if the copy is cut", f.src)
+				return false
+			}
+		}
+	}
 	support, err := c.tarSupport(end)
 	if err == nil && !support.GNU {
 		err = fmt.Errorf("the server's tar is not GNU tar (%q)", support.Version)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,4 +193,59 @@ func shortTree(t *testing.T, dir string) string {
 		out = append(out, line)
 	}
 	return strings.Join(out, "\n")
+}
+
+// countingTar is waitingTar counting the tar streams started.
+type countingTar struct {
+	waitingTar
+	streams atomic.Int32
+}
+
+func (c *countingTar) TarExtract(ctx context.Context, dir string, o protocol.TarOptions) (io.WriteCloser, error) {
+	c.streams.Add(1)
+	return c.waitingTar.TarExtract(ctx, dir, o)
+}
+
+// TestTarAutoKeepsResumableTrees: a new tree holding a file large enough
+// to be journaled goes over SFTP by default, since a cut run would leave
+// that file in the temporary tree, out of --resume's reach; into an
+// existing directory, where it keeps its own temporary name, tar mode
+// still carries the small files.
+func TestTarAutoKeepsResumableTrees(t *testing.T) {
+	for _, existing := range []bool{false, true} {
+		base := t.TempDir()
+		src := filepath.Join(base, "src", "tree")
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			if err := os.WriteFile(filepath.Join(src, fmt.Sprint("small", i)), []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Sparse: the size is what counts.
+		if err := os.Truncate(filepath.Join(src, "small0"), journalMinSize); err != nil {
+			t.Fatal(err)
+		}
+		target := filepath.Join(base, "dst")
+		if existing {
+			if err := os.MkdirAll(filepath.Join(target, "tree"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.MkdirAll(target, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fake := &countingTar{}
+		o := Options{Recursive: true, Tar: TarOptions{Mode: TarAuto, MaxSize: 1024, MinFiles: 2}, Logf: t.Logf}
+		res, err := Copy(context.Background(), []Endpoint{local(src)}, Endpoint{FS: fake, Path: target}, o)
+		if err != nil || len(res.Errors) > 0 {
+			t.Fatalf("existing %v: %v %v", existing, err, res.Errors)
+		}
+		if got := fake.streams.Load() > 0; got != existing {
+			t.Errorf("existing target %v: tar streams used %v, want %v", existing, got, existing)
+		}
+		if res.Files != 4 {
+			t.Errorf("existing target %v: %d files copied, want 4", existing, res.Files)
+		}
+	}
 }
