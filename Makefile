@@ -15,7 +15,7 @@ test:
 	./scripts/ensure-deps.sh
 	$(GO) vet ./...
 	HPNCP_E2E=$(HPNCP_E2E) $(GO) test -race -count=1 $(GOTESTFLAGS) ./...
-	$(GO) test -run='^$$' -fuzz=FuzzParseSCPLine -fuzztime=$(FUZZTIME) ./protocol
+	$(GO) test -run='^$$' -fuzz=FuzzParseSCPLine -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./protocol
 
 build:
 	$(GO) build -o hpncp ./cmd/hpncp
