@@ -427,26 +427,10 @@ type rawFile struct {
 	handle string
 }
 
-// open opens name with SFTP open flags pflags.
+// open opens the existing file name with SFTP open flags pflags (read
+// or write, no create: no attributes go with the request).
 func (s *rawSession) open(name string, pflags uint32) (*rawFile, error) {
-	c := getCall(nil)
-	defer putCall(c)
-	err := s.send(c, fxpOpen, func(b []byte) []byte {
-		b = appendString(b, name)
-		b = binary.BigEndian.AppendUint32(b, pflags)
-		return binary.BigEndian.AppendUint32(b, 0) // no attributes
-	}, nil)
-	if err == nil {
-		err = wait(c, fxpHandle)
-	}
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
-	}
-	h, _, err := readString(c.body)
-	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: sftp: %w in handle reply", ErrStreamLost, err)}
-	}
-	return &rawFile{s: s, handle: h}, nil
+	return s.openAttrs(name, pflags, 0)
 }
 
 func (f *rawFile) Close() error {
