@@ -60,15 +60,14 @@ small=$((ndirs * per_dir))
 work=$(mktemp -d /dev/shm/hpncp-many.XXXXXX)
 sshd_pid=
 cleanup() {
-	if [ -n "$sshd_pid" ]; then
-		kill "$sshd_pid" 2>/dev/null || true
-		wait "$sshd_pid" 2>/dev/null || true
-	fi
+	[ -z "$sshd_pid" ] || stop_sshd
 	rm -rf "$work"
 }
 trap cleanup EXIT
 # shellcheck source=bench/netns.sh
 source "$here/netns.sh"
+# shellcheck source=bench/sshd.sh
+source "$here/sshd.sh"
 
 if [ -z "$hpncp_bin" ]; then
 	echo "building hpncp" >&2
@@ -109,50 +108,6 @@ if [ "$scp_sample" -gt 0 ] && [ "$scp_sample" -lt "$small" ]; then
 else
 	scp_sample=0
 fi
-
-start_sshd() {
-	local addr=$1 ns=$2
-	cat >"$work/sshd_config" <<EOF
-ListenAddress $addr
-Port 2222
-HostKey $work/host_key
-PidFile $work/sshd.pid
-AuthorizedKeysFile $work/authorized_keys
-StrictModes no
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-UseDNS no
-Subsystem sftp internal-sftp
-MaxStartups 100:30:200
-EOF
-	echo "[$addr]:2222 $(cat "$work/host_key.pub")" >"$work/known_hosts"
-	cat >"$work/ssh_config" <<EOF
-Host bench
-	HostName $addr
-	Port 2222
-	User root
-	IdentityFile $work/id
-	IdentitiesOnly yes
-	UserKnownHostsFile $work/known_hosts
-	GlobalKnownHostsFile /dev/null
-	StrictHostKeyChecking yes
-	BatchMode yes
-	LogLevel ERROR
-EOF
-	mkdir -p /run/sshd
-	ip netns exec "$ns" /usr/sbin/sshd -D -f "$work/sshd_config" &
-	sshd_pid=$!
-	for _ in $(seq 50); do
-		if client ssh -F "$work/ssh_config" bench true 2>/dev/null; then
-			return
-		fi
-		sleep 0.1
-	done
-	echo "many.sh: sshd did not come up on $addr" >&2
-	exit 1
-}
 
 client() { ip netns exec "$NS_A" "$@"; }
 
@@ -210,9 +165,7 @@ for run in $(seq "$runs"); do
 		done
 	done
 done
-kill "$sshd_pid" 2>/dev/null || true
-wait "$sshd_pid" 2>/dev/null || true
-sshd_pid=
+stop_sshd
 wan_stats >&2 || true
 wan_down
 
