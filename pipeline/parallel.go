@@ -66,7 +66,12 @@ type ParallelOptions struct {
 	// at offset off, in the order they complete (not the file's order).
 	// It is called with the copy's lock held: it must be quick.
 	Done func(off int64, n int)
-	Logf func(format string, args ...any)
+	// Complete, when not nil, is called once, with the copy's lock held,
+	// as soon as every byte is written and acknowledged: before the lanes
+	// close their handles, which costs a round trip of its own. What it
+	// starts (the size check of the target) then overlaps with that.
+	Complete func()
+	Logf     func(format string, args ...any)
 }
 
 // ParallelResult says what a parallel copy used.
@@ -353,6 +358,9 @@ func (p *parallel) work(l *lane) {
 				p.o.Done(off, n)
 			}
 			if p.done == p.total {
+				if p.o.Complete != nil {
+					p.o.Complete()
+				}
 				p.cond.Broadcast()
 				p.notify()
 			}

@@ -223,3 +223,37 @@ func TestParallelFromOffset(t *testing.T) {
 		t.Error("an offset past the end was accepted")
 	}
 }
+
+// Complete comes once, when every byte is in, before the last lane closes:
+// what it starts overlaps with the handles' closing.
+func TestParallelCompleteBeforeClose(t *testing.T) {
+	const chunk, size = 64 << 10, 20*64<<10 + 3
+	src := noise(size)
+	dst := &memFile{}
+	var opened, closed atomic.Int32
+	open := func(context.Context, int) (*Stream, error) {
+		opened.Add(1)
+		return &Stream{Src: bytes.NewReader(src), Dst: dst, Close: func(bool) error { closed.Add(1); return nil }}, nil
+	}
+	calls, closedThen := 0, int32(-1)
+	var held int
+	_, err := Parallel(context.Background(), open, ParallelOptions{
+		Size: size, Chunk: chunk, Depth: 2, Controller: fixed(3),
+		Complete: func() {
+			calls++
+			closedThen = closed.Load()
+			dst.mu.Lock()
+			held = len(dst.b)
+			dst.mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || held != size {
+		t.Fatalf("Complete called %d times, with %d of %d bytes in place", calls, held, size)
+	}
+	if closedThen >= opened.Load() {
+		t.Errorf("Complete came after all %d lanes closed", opened.Load())
+	}
+}

@@ -472,12 +472,18 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		defer c.opts.Progress.EndFile()
 	}
 	var n int64
+	var ti fs.FileInfo // the temporary file's stat, once written
 	if big {
+		// The streams open the file on handles of their own. This one
+		// closes meanwhile: waiting for it would hold every stream back a
+		// round trip.
 		closed = true
-		if err := out.Close(); err != nil {
-			return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
+		closeErr := make(chan error, 1)
+		go func() { closeErr <- out.Close() }()
+		n, ti, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part)
+		if cerr := <-closeErr; cerr != nil && err == nil {
+			err = cerr
 		}
-		n, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part)
 		// The streams read the source on their own: verify re-reads it.
 		srcHash = nil
 	} else {
@@ -506,9 +512,10 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	}
 	// Trust no writer's count alone: the size on the receiving end must be
 	// what was sent before the file may take its final name.
-	ti, err := dst.FS.Stat(tmp)
-	if err != nil {
-		return &Error{Op: op, Path: dst.String(), Err: err}
+	if ti == nil {
+		if ti, err = dst.FS.Stat(tmp); err != nil {
+			return &Error{Op: op, Path: dst.String(), Err: err}
+		}
 	}
 	if ti.Size() != from+n {
 		return &Error{Op: op, Path: dst.String(),

@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"time"
 
@@ -66,7 +67,11 @@ func (c *copier) parallelOK(src, dst FS, size int64) bool {
 // copyParallel copies src into the existing temporary file tmp on dst's
 // end, over as many streams as the window controller plans, from where
 // part was resumed (nil for a file without a journal entry).
-func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64, part *partial) (int64, error) {
+//
+// The returned stat of tmp, when not nil, was taken once every byte was
+// acknowledged, while the lanes closed their handles: the caller's size
+// check need not cost a round trip of its own.
+func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64, part *partial) (int64, fs.FileInfo, error) {
 	p := c.opts.Parallel
 	r := src.FS.(streamReader)
 	w := dstFS.(streamWriter)
@@ -105,12 +110,31 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 	if part != nil {
 		po.Done = part.done
 	}
+	type sized struct {
+		fi  fs.FileInfo
+		err error
+	}
+	var early chan sized
+	po.Complete = func() {
+		early = make(chan sized, 1)
+		go func() {
+			fi, err := dstFS.Stat(tmp)
+			early <- sized{fi, err}
+		}()
+	}
 	res, err := pipeline.Parallel(ctx, open, po)
 	c.record(func(r *Result) {
 		r.MaxStreams = max(r.MaxStreams, res.MaxStreams)
 		r.Conns = max(r.Conns, res.Conns)
 	})
-	return res.Bytes, err
+	var fi fs.FileInfo
+	if early != nil {
+		// A failed early stat is not an error yet: the caller stats again.
+		if s := <-early; s.err == nil {
+			fi = s.fi
+		}
+	}
+	return res.Bytes, fi, err
 }
 
 // pathRTT returns a function giving the larger RTT the two ends report.
