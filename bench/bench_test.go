@@ -20,6 +20,8 @@ type fakeRunner struct {
 	down    map[string]time.Duration   // each download, per config name
 	removed []string
 	failAt  string
+	// replaced counts uploads that found the last run's file still there.
+	replaced int
 }
 
 func (f *fakeRunner) wait(c Config) error {
@@ -35,6 +37,9 @@ func (f *fakeRunner) wait(c Config) error {
 }
 
 func (f *fakeRunner) Upload(_ context.Context, c Config, local, remote string) error {
+	if _, err := os.Stat(filepath.Join(f.remote, remote)); err == nil {
+		f.replaced++
+	}
 	if err := f.wait(c); err != nil {
 		return err
 	}
@@ -95,8 +100,21 @@ func TestRun(t *testing.T) {
 	if r := rep.Recommendation; r == nil || r.Config == "hpnd" {
 		t.Errorf("recommendation %+v, want hpn (hpnd was far slower)", rep.Recommendation)
 	}
-	if len(f.removed) != 1 || !strings.HasPrefix(f.removed[0], ".hpncp-bench-") {
-		t.Errorf("removed %q, want the one scratch file", f.removed)
+	// Before each upload but the first, and at the end.
+	if len(f.removed) != 6 {
+		t.Errorf("removed %d times, want 6", len(f.removed))
+	}
+	for _, r := range f.removed {
+		if r != f.removed[0] || !strings.HasPrefix(r, ".hpncp-bench-") {
+			t.Errorf("removed %q, want the one scratch file", f.removed)
+			break
+		}
+	}
+	if f.replaced != 0 {
+		t.Errorf("%d uploads found the last run's file in place, want none", f.replaced)
+	}
+	if rep.Rows[0].Connect != nil {
+		t.Errorf("a wall-clock runner's rows hold connection times: %v", rep.Rows[0].Connect)
 	}
 	if left, _ := os.ReadDir(f.remote); len(left) != 0 {
 		t.Errorf("remote left with %d files", len(left))
@@ -112,6 +130,48 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// timedRunner's copies say they took `took`, less than the wall clock saw.
+type timedRunner struct {
+	*fakeRunner
+	took time.Duration
+}
+
+func (r timedRunner) LastTransfer() time.Duration { return r.took }
+
+func TestRunTransferTimer(t *testing.T) {
+	f := &fakeRunner{remote: t.TempDir(), delays: map[string][]time.Duration{
+		"hpn": {40 * time.Millisecond, 40 * time.Millisecond},
+	}, down: map[string]time.Duration{"hpn": 40 * time.Millisecond}}
+	cs, _ := ParseConfigs("hpn")
+	const size = 1e6
+	rep, err := Run(context.Background(), timedRunner{f, 10 * time.Millisecond}, "h", Options{Size: size, Runs: 2, Configs: cs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range rep.Rows {
+		for i, s := range row.Seconds {
+			if s != 0.01 || row.MBps[i] != 100 {
+				t.Errorf("%s run %d: %gs, %g MB/s; want the copy's own 0.01s, 100 MB/s", row.Direction, i, s, row.MBps[i])
+			}
+		}
+		if len(row.Connect) != 2 || row.ConnectSummary == nil {
+			t.Fatalf("%s: connection times %v, want 2", row.Direction, row.Connect)
+		}
+		for _, c := range row.Connect {
+			if c < 0.029 {
+				t.Errorf("%s: %gs connecting, want the wall clock's 40 ms less the copy's 10", row.Direction, c)
+			}
+		}
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "connecting (TCP, SSH handshake, authentication, SFTP start) took a further") {
+		t.Errorf("table does not say the set-up is left out:\n%s", table.String())
+	}
+}
+
 func TestRunFailureCleansUp(t *testing.T) {
 	f := &fakeRunner{remote: t.TempDir(), failAt: "s4"}
 	cs, _ := ParseConfigs("hpn,s4")
@@ -119,8 +179,12 @@ func TestRunFailureCleansUp(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "s4 upload") {
 		t.Fatalf("Run = %v, want the s4 upload's error", err)
 	}
-	if len(f.removed) != 1 {
-		t.Errorf("removed %q after a failure, want the scratch file", f.removed)
+	// Before s4's upload, then on the way out, whatever that upload left.
+	if len(f.removed) != 2 {
+		t.Errorf("removed %q after a failure, want the scratch file twice", f.removed)
+	}
+	if left, _ := os.ReadDir(f.remote); len(left) != 0 {
+		t.Errorf("remote left with %d files", len(left))
 	}
 }
 

@@ -46,6 +46,9 @@ func WriteTable(w io.Writer, rep *Report) error {
 		}
 	}
 	b.WriteString(" MB/s are 10^6 bytes per second; the seconds line holds the same runs.\n")
+	if c, ok := rep.connectMedian(); ok {
+		fmt.Fprintf(&b, "Each run is timed from its connected SFTP session to the file in place, as scp's and rsync's meters time a file; connecting (TCP, SSH handshake, authentication, SFTP start) took a further %.3fs (median), not in the figures.\n", c)
+	}
 	if r := rep.Recommendation; r != nil {
 		fmt.Fprintf(&b, "\nRecommendation for %s: %s (%s), median %.1f MB/s", rep.Host, r.Config, recommendedFlags(*r), r.MBps)
 		if r.StartStreams > 0 {
@@ -79,6 +82,19 @@ func (rep *Report) Ratio(a, b string) (float64, bool) {
 		return 0, false
 	}
 	return (sa / float64(na)) / (sb / float64(nb)), true
+}
+
+// connectMedian is the median of every run's connection set-up; false
+// when the runs were timed on the wall clock, set-up included.
+func (rep *Report) connectMedian() (float64, bool) {
+	var all []float64
+	for _, row := range rep.Rows {
+		all = append(all, row.Connect...)
+	}
+	if len(all) == 0 {
+		return 0, false
+	}
+	return Summarize(all).Median, true
 }
 
 // WriteJSON prints rep as one JSON document.

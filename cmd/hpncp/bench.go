@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -145,6 +147,7 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) er
 
 	var loc transfer.Location
 	emulated := ""
+	demoRoot := ""
 	if o.Embedded {
 		bits, err := bench.ParseRate(o.Rate)
 		if err != nil {
@@ -158,6 +161,7 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) er
 			return err
 		}
 		defer demo.Close()
+		demoRoot = demo.Root
 		o.conn.ConfigFile = demo.ConfigFile
 		o.conn.Batch = true
 		loc = transfer.Location{Host: bench.DemoHost}
@@ -183,7 +187,7 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) er
 			fmt.Fprintf(stderr, "hpncp: bench %-5s %-8s run %d/%d: %.2fs\n", c.Name, d, run+1, bo.Runs, secs)
 		}
 	}
-	runner := &copyRunner{base: o.conn, host: loc, stderr: stderr}
+	runner := &copyRunner{base: o.conn, host: loc, stderr: stderr, localRoot: demoRoot}
 	rep, err := bench.Run(ctx, runner, strings.TrimSuffix(loc.HostLabel(), ":"), bo)
 	if err != nil {
 		return err
@@ -303,9 +307,14 @@ type copyRunner struct {
 	base   copyOptions
 	host   transfer.Location // Path unused
 	stderr io.Writer
-	// streams is the most streams the last transfer used, from its JSON
-	// report.
+	// streams is the most streams the last transfer used, and took how
+	// long the copy took after connecting, from its JSON report.
 	streams int
+	took    time.Duration
+	// localRoot, when set, is the remote side's directory on this machine
+	// (the embedded demo's): Remove deletes there without connecting,
+	// which would cost the demo a second per removal.
+	localRoot string
 }
 
 func (r *copyRunner) options(c bench.Config, operands ...string) *copyOptions {
@@ -327,19 +336,23 @@ func (r *copyRunner) options(c bench.Config, operands ...string) *copyOptions {
 // copy runs one transfer and keeps the stream count its report gives.
 func (r *copyRunner) copy(ctx context.Context, o *copyOptions) error {
 	var out bytes.Buffer
-	r.streams = 0
+	r.streams, r.took = 0, 0
 	if err := runCopy(ctx, o, nil, &out, r.stderr); err != nil {
 		return err
 	}
 	var rep transfer.Report
 	if err := json.Unmarshal(out.Bytes(), &rep); err == nil {
 		r.streams = rep.Totals.Streams
+		r.took = time.Duration(rep.Totals.Seconds * float64(time.Second))
 	}
 	return nil
 }
 
 // LastStreams is the most streams the last transfer used; 0 if unknown.
 func (r *copyRunner) LastStreams() int { return r.streams }
+
+// LastTransfer is how long the last copy took once connected; 0 if unknown.
+func (r *copyRunner) LastTransfer() time.Duration { return r.took }
 
 func (r *copyRunner) remote(path string) string {
 	l := r.host
@@ -356,6 +369,12 @@ func (r *copyRunner) Download(ctx context.Context, c bench.Config, remote, local
 }
 
 func (r *copyRunner) Remove(ctx context.Context, remote string) error {
+	if r.localRoot != "" {
+		if err := transfer.ValidName(remote); err != nil {
+			return fmt.Errorf("remove %s: %w", remote, err)
+		}
+		return os.Remove(filepath.Join(r.localRoot, remote))
+	}
 	hosts := newRemotes(r.base.connOptions(r.stderr))
 	defer hosts.Close()
 	l := r.host

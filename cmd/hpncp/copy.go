@@ -446,10 +446,19 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 		to.Progress = newBarProgress(stderr)
 	}
 
+	// The copy is timed from its connected ends on, in both protocols, as
+	// scp's and rsync's meters time a file: the connection's set-up is
+	// the same whatever the copy does after it.
+	var scpEnds []transfer.SCPEndpoint
+	if legacy {
+		if scpEnds, err = hosts.scpEndpoints(ctx, locs); err != nil {
+			return err
+		}
+	}
 	start := time.Now()
 	var res *transfer.Result
 	if legacy {
-		res, err = hosts.copySCP(ctx, locs, to)
+		res, err = transfer.CopySCP(ctx, scpEnds[:len(scpEnds)-1], scpEnds[len(scpEnds)-1], to)
 	} else {
 		res, err = transfer.Copy(ctx, ends[:len(ends)-1], ends[len(ends)-1], to)
 	}
@@ -654,16 +663,17 @@ func remotePath(p string) string {
 var errNoSFTP = errors.New("no sftp subsystem")
 
 // copySCP runs the copy over the legacy scp protocol.
-func (r *remotes) copySCP(ctx context.Context, locs []transfer.Location, to transfer.Options) (*transfer.Result, error) {
+// scpEndpoints gives locs as the legacy protocol's ends, connected.
+func (r *remotes) scpEndpoints(ctx context.Context, locs []transfer.Location) ([]transfer.SCPEndpoint, error) {
 	ends := make([]transfer.SCPEndpoint, len(locs))
 	for i, l := range locs {
 		e, err := r.scpEndpoint(ctx, l)
 		if err != nil {
-			return &transfer.Result{}, err
+			return nil, err
 		}
 		ends[i] = e
 	}
-	return transfer.CopySCP(ctx, ends[:len(ends)-1], ends[len(ends)-1], to)
+	return ends, nil
 }
 
 // scpEndpoint returns l as an SCPEndpoint, connecting to its host on
