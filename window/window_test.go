@@ -278,6 +278,43 @@ func TestGrowsToBandwidthDelayProduct(t *testing.T) {
 	}
 }
 
+// Where the start's windows already fill the link, the round trips grow
+// by the queue they build at the bottleneck: no probe adds streams or
+// connections, which would only deepen it until the router drops.
+func TestFullLinkIsNotProbed(t *testing.T) {
+	for _, l := range []link{
+		{rate: 1 * gbit, rtt: 50 * time.Millisecond},
+		{rate: 1 * gbit, rtt: 100 * time.Millisecond},
+		{rate: 1 * gbit, rtt: 100 * time.Millisecond, noise: 0.05, state: 3},
+	} {
+		t.Run(l.rtt.String(), func(t *testing.T) {
+			c := New(Config{})
+			start := c.Start(l.rtt)
+			if l.goodput(start) < l.rate {
+				t.Fatalf("start %v does not fill the link; the test wants one that does", start)
+			}
+			steps := simFrom(t, c, &l, start, 100, nil)
+			for i, st := range steps {
+				if st.plan.Streams > start.Streams || st.plan.Conns > start.Conns {
+					t.Fatalf("interval %d: %v, more than the start's %v on a full link", i, st.plan, start)
+				}
+			}
+			if last := steps[len(steps)-1]; last.goodput < 0.99*l.rate {
+				t.Errorf("holding %v at %.0f MB/s, want the link's %.0f", last.plan, last.goodput/1e6, l.rate/1e6)
+			}
+		})
+	}
+	// The same round trips without a queue (the windows carry less than
+	// the link) leave the probes to decide.
+	l := link{rate: 10 * gbit, rtt: 100 * time.Millisecond}
+	c := New(Config{})
+	start := c.Start(l.rtt)
+	steps := simFrom(t, c, &l, start, 100, nil)
+	if last := steps[len(steps)-1].plan; last.Streams <= start.Streams {
+		t.Errorf("10 Gbit/s at 100 ms held %v, want more than the start's %d streams", last, start.Streams)
+	}
+}
+
 func TestStaysSmallOnLAN(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
@@ -366,9 +403,15 @@ func TestBacksOffOnErrors(t *testing.T) {
 	if m := maxStreams(steps); m > capped {
 		t.Errorf("grew to %d streams within 56 s of a second back-off at %d", m, last.Streams)
 	}
+	// Then the cap lifts. Here the capped plan already fills the link (its
+	// round trips show the queue), so lifting it need not add streams.
 	steps = simFor(t, c, l, steps[len(steps)-1].plan, 12*time.Second)
-	if m := maxStreams(steps); m <= capped {
-		t.Errorf("no probe past the cap of %d streams 64 s after a second back-off", capped)
+	last = steps[len(steps)-1].plan
+	if c.errCap != 0 || !strings.Contains(last.Reason, "no errors for 1m0s") {
+		t.Errorf("cap of %d streams not lifted 64 s after a second back-off: %v", capped, last)
+	}
+	if m := maxStreams(steps); m <= capped && steps[len(steps)-1].goodput < 0.99*l.rate {
+		t.Errorf("the lifted cap left %v at %.0f MB/s of %.0f", last, steps[len(steps)-1].goodput/1e6, l.rate/1e6)
 	}
 }
 
