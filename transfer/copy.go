@@ -400,6 +400,11 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 			return nil
 		}
 	}
+	if c.opts.Skip != CopyAlways {
+		// Now it is known to be copied: its streams open while the
+		// temporary file is created.
+		c.prepareStreams(ctx, src.FS, dst.FS, si.Size())
+	}
 
 	start := time.Now()
 	if ok, n, err := c.putSmall(ctx, src, dst, si, existing); ok {
