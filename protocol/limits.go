@@ -63,37 +63,38 @@ func QueryLimits(conn *ssh.Client) (Limits, error) {
 // limits, as QueryLimits, and returns the session, with no request in
 // flight, to be used on rather than closed: its set-up took as many round
 // trips as the question.
+//
+// The question goes out right behind INIT, before VERSION tells whether
+// the server knows it: one round trip for both. A server that does not
+// know it answers with a status, as SFTP asks of unknown extended
+// requests, and gets no other question.
 func limitsSession(conn *ssh.Client) (ssh.Channel, Limits, error) {
-	ch, h, err := helloSFTP(conn)
+	const id = 1
+	ask := sftpPacket(fxpExtended, appendString(binary.BigEndian.AppendUint32(nil, id), limitsExtension))
+	ch, h, err := helloSFTP(conn, ask)
 	if err != nil {
 		return nil, Limits{}, fmt.Errorf("ask for limits: %w", err)
 	}
-	if !hasExtension(h.ext, limitsExtension) {
-		return ch, Limits{RTT: h.rtt}, nil
+	typ, body, err := readPacket(ch)
+	if err == nil {
+		if hasExtension(h.ext, limitsExtension) {
+			var lim Limits
+			if lim, err = parseLimits(typ, body, id); err == nil {
+				lim.RTT = time.Since(h.sent)
+				return ch, lim, nil
+			}
+		} else if typ != fxpStatus || len(body) < 4 || binary.BigEndian.Uint32(body) != id {
+			err = fmt.Errorf("sftp: unexpected reply %d to %s from a server without it", typ, limitsExtension)
+		} else {
+			return ch, Limits{RTT: h.rtt}, nil
+		}
 	}
-	lim, err := askLimits(ch)
-	if err != nil {
-		_ = ch.Close()
-		return nil, Limits{}, err
-	}
-	return ch, lim, nil
+	_ = ch.Close()
+	return nil, Limits{}, fmt.Errorf("ask for limits: %w", err)
 }
 
-// askLimits sends limits@openssh.com on rw, an SFTP session past its
-// hello, and reads the answer.
-func askLimits(rw io.ReadWriter) (Limits, error) {
-	const id = 1
-	req := binary.BigEndian.AppendUint32(nil, id)
-	req = appendString(req, limitsExtension)
-	sent := time.Now()
-	if err := writePacket(rw, fxpExtended, req); err != nil {
-		return Limits{}, err
-	}
-	typ, body, err := readPacket(rw)
-	rtt := time.Since(sent)
-	if err != nil {
-		return Limits{}, err
-	}
+// parseLimits reads the reply of type typ to limits@openssh.com request id.
+func parseLimits(typ byte, body []byte, id uint32) (Limits, error) {
 	if typ != fxpExtendedReply || len(body) < 4+4*8 || binary.BigEndian.Uint32(body) != id {
 		return Limits{}, fmt.Errorf("sftp: unexpected reply %d to %s", typ, limitsExtension)
 	}
@@ -104,7 +105,7 @@ func askLimits(rw io.ReadWriter) (Limits, error) {
 	if readLen > sane || writeLen > sane {
 		return Limits{}, fmt.Errorf("sftp: implausible limits read=%d write=%d", readLen, writeLen)
 	}
-	return Limits{MaxRead: int64(readLen), MaxWrite: int64(writeLen), RTT: rtt}, nil
+	return Limits{MaxRead: int64(readLen), MaxWrite: int64(writeLen)}, nil
 }
 
 func appendString(b []byte, s string) []byte {
@@ -112,12 +113,11 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-func writePacket(w io.Writer, typ byte, payload []byte) error {
+// sftpPacket frames payload as an SFTP packet of type typ.
+func sftpPacket(typ byte, payload []byte) []byte {
 	p := binary.BigEndian.AppendUint32(make([]byte, 0, 5+len(payload)), uint32(1+len(payload)))
 	p = append(p, typ)
-	p = append(p, payload...)
-	_, err := w.Write(p)
-	return err
+	return append(p, payload...)
 }
 
 // readPacket reads one reply; replies here are small, so anything large

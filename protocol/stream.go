@@ -128,8 +128,10 @@ func openRawSession(conn *ssh.Client, packet int) (*rawSession, error) {
 }
 
 // helloSFTP opens a session channel on conn, starts the sftp subsystem on
-// it and exchanges INIT and VERSION.
-func helloSFTP(conn *ssh.Client) (ssh.Channel, hello, error) {
+// it and exchanges INIT and VERSION. Any packets in ahead (whole SFTP
+// packets, length first) go out in the same write as INIT, before VERSION
+// is in: their replies are the caller's to read.
+func helloSFTP(conn *ssh.Client, ahead ...[]byte) (ssh.Channel, hello, error) {
 	ch, reqs, err := conn.OpenChannel("session", nil)
 	if err != nil {
 		return nil, hello{}, err
@@ -144,7 +146,11 @@ func helloSFTP(conn *ssh.Client) (ssh.Channel, hello, error) {
 	}
 	sent := time.Now()
 	if err == nil {
-		err = writePacket(ch, fxpInit, binary.BigEndian.AppendUint32(nil, 3))
+		out := sftpPacket(fxpInit, binary.BigEndian.AppendUint32(nil, 3))
+		for _, p := range ahead {
+			out = append(out, p...)
+		}
+		_, err = ch.Write(out)
 	}
 	var h hello
 	if err == nil {
@@ -156,7 +162,7 @@ func helloSFTP(conn *ssh.Client) (ssh.Channel, hello, error) {
 		case typ != fxpVersion || len(body) < 4:
 			err = fmt.Errorf("sftp: unexpected reply %d to init", typ)
 		default:
-			h = hello{ext: body[4:], rtt: time.Since(sent)}
+			h = hello{ext: body[4:], rtt: time.Since(sent), sent: sent}
 		}
 	}
 	if err != nil {
@@ -168,8 +174,9 @@ func helloSFTP(conn *ssh.Client) (ssh.Channel, hello, error) {
 
 // hello is what a server's VERSION reply told.
 type hello struct {
-	ext []byte        // the extension pairs announced
-	rtt time.Duration // the round trip of INIT
+	ext  []byte        // the extension pairs announced
+	rtt  time.Duration // the round trip of INIT
+	sent time.Time     // when INIT went out
 }
 
 // newRawSession takes over ch, an SFTP session past its hello with no
