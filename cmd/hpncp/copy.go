@@ -631,13 +631,18 @@ func minRTT(cs []*sshconn.Client) time.Duration {
 }
 
 func (r *remotes) Close() {
+	// Everything the copy asked of the servers has been answered by now.
+	// The connections close first: closed the other way round, pkg/sftp's
+	// session waits a round trip for its server to end it.
+	r.mu.Lock()
+	clients := r.clients
+	r.clients = nil
+	r.mu.Unlock()
+	for _, c := range clients {
+		_ = c.Close()
+	}
 	for _, e := range r.ends {
 		_ = e.Close()
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, c := range r.clients {
-		_ = c.Close()
 	}
 }
 
