@@ -369,10 +369,11 @@ func (c *copier) setModeFrom(dst Endpoint, fi fs.FileInfo, perm fs.FileMode) err
 // unless --resume keeps it for the next run (resume.go).
 func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo, fresh bool) (err error) {
 	op := "copy " + src.String() + " to"
-	if c.opts.Skip == CopyAlways {
-		// A target that is there will be replaced: the streams will be wanted.
-		c.prepareStreams(ctx, src.FS, dst.FS, si.Size())
-	}
+	// A file large enough for several streams has them opened now, while
+	// the target is looked at and the temporary file created: on a long
+	// path each is several round trips. Should the quick check skip the
+	// file, they wait idle for the next one.
+	c.prepareStreams(ctx, src.FS, dst.FS, si.Size())
 	var existing fs.FileInfo
 	var di fs.FileInfo
 	serr := fs.ErrNotExist
@@ -399,11 +400,6 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 			c.logf("skipped %s: %s has it already", src, dst)
 			return nil
 		}
-	}
-	if c.opts.Skip != CopyAlways {
-		// Now it is known to be copied: its streams open while the
-		// temporary file is created.
-		c.prepareStreams(ctx, src.FS, dst.FS, si.Size())
 	}
 
 	start := time.Now()
