@@ -51,6 +51,14 @@ func noise(n int) []byte {
 	return b
 }
 
+// counted opens streams from src to dst, counting those opened and closed.
+func counted(src []byte, dst *memFile, opened, closed *atomic.Int32) OpenStream {
+	return func(context.Context, int) (*Stream, error) {
+		opened.Add(1)
+		return &Stream{Src: bytes.NewReader(src), Dst: dst, Close: func(bool) error { closed.Add(1); return nil }}, nil
+	}
+}
+
 func fixed(streams int) *window.Controller { return window.New(window.Config{Fixed: streams}) }
 
 func TestParallelChunkBoundaries(t *testing.T) {
@@ -60,10 +68,7 @@ func TestParallelChunkBoundaries(t *testing.T) {
 			src := noise(size)
 			dst := &memFile{}
 			var opened, closed atomic.Int32
-			open := func(context.Context, int) (*Stream, error) {
-				opened.Add(1)
-				return &Stream{Src: bytes.NewReader(src), Dst: dst, Close: func(bool) error { closed.Add(1); return nil }}, nil
-			}
+			open := counted(src, dst, &opened, &closed)
 			var progress atomic.Int64
 			res, err := Parallel(context.Background(), open, ParallelOptions{
 				Size: int64(size), Chunk: chunk, Depth: 2, Controller: fixed(4),
@@ -231,10 +236,7 @@ func TestParallelCompleteBeforeClose(t *testing.T) {
 	src := noise(size)
 	dst := &memFile{}
 	var opened, closed atomic.Int32
-	open := func(context.Context, int) (*Stream, error) {
-		opened.Add(1)
-		return &Stream{Src: bytes.NewReader(src), Dst: dst, Close: func(bool) error { closed.Add(1); return nil }}, nil
-	}
+	open := counted(src, dst, &opened, &closed)
 	calls, closedThen := 0, int32(-1)
 	var held int
 	_, err := Parallel(context.Background(), open, ParallelOptions{
