@@ -22,6 +22,9 @@ import (
 const benchHelpText = `hpncp bench measures hpncp against a host: timed uploads and downloads of a
 scratch file with each pipeline configuration, summarised per configuration
 as min, median, max, average and standard deviation of MB/s and of seconds.
+Each run is timed as scp's and rsync's meters time a file, from the
+connected SFTP session to the file in place; connecting is shown apart,
+and the remote scratch file is removed before each upload, untimed.
 It ends with the best configuration for the host, which it keeps in
 $XDG_CACHE_HOME/hpncp/hosts/HOST.json for later copies to start from.
 
