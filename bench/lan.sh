@@ -82,23 +82,20 @@ if [ -z "$dir" ]; then
 fi
 
 work=$(mktemp -d "$dir/hpncp-lan.XXXXXX")
-sshd_pid=
 cleanup() {
-	if [ -n "$sshd_pid" ]; then
-		kill -TERM "$sshd_pid" 2>/dev/null || true
-		wait "$sshd_pid" 2>/dev/null || true
-	fi
+	[ -z "${sshd_pid:-}" ] || stop_sshd
 	rm -rf -- "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
+# shellcheck source=bench/sshd.sh
+source "$here/sshd.sh"
+
 # Where sshd listens and how clients run: the host's loopback, or the
 # two ends of an emulated path.
 listen=127.0.0.1
-run_client=()
-run_server=()
 if [ "$rtt" != 0 ]; then
 	[ "$(id -u)" -eq 0 ] || die "--rtt needs root (network namespaces)"
 	# shellcheck source=bench/netns.sh
@@ -117,69 +114,10 @@ if [ -z "$hpncp_bin" ]; then
 fi
 hpncp_bin=$(cd "$(dirname "$hpncp_bin")" && pwd)/$(basename "$hpncp_bin")
 
-# sshd as root refuses to start without its privilege separation directory.
-mkdir -p /run/sshd
 ssh-keygen -q -t ed25519 -N '' -C lan-host -f "$work/host_key"
 ssh-keygen -q -t ed25519 -N '' -C lan-client -f "$work/client_key"
 cp "$work/client_key.pub" "$work/authorized_keys"
-
-# start_sshd PORT: writes the configs for PORT, starts sshd and waits until
-# it answers; fails, with sshd stopped, when it does not.
-start_sshd() {
-	local port=$1 i
-	cat >"$work/sshd_config" <<EOF
-ListenAddress $listen
-Port $port
-HostKey $work/host_key
-PidFile $work/sshd.pid
-AuthorizedKeysFile $work/authorized_keys
-StrictModes no
-UsePAM no
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-Subsystem sftp internal-sftp
-UseDNS no
-LogLevel ERROR
-EOF
-	echo "[$listen]:$port $(cat "$work/host_key.pub")" >"$work/known_hosts"
-	cat >"$work/ssh_config" <<EOF
-Host lan
-	HostName $listen
-	Port $port
-	User $(id -un)
-	IdentityFile $work/client_key
-	IdentitiesOnly yes
-	UserKnownHostsFile $work/known_hosts
-	GlobalKnownHostsFile /dev/null
-	StrictHostKeyChecking yes
-	BatchMode yes
-	LogLevel ERROR
-EOF
-	"$sshd_bin" -t -f "$work/sshd_config"
-	"${run_server[@]}" "$sshd_bin" -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
-	sshd_pid=$!
-	for i in $(seq 50); do
-		if "${run_client[@]}" ssh -F "$work/ssh_config" lan true 2>/dev/null; then
-			return 0
-		fi
-		kill -0 "$sshd_pid" 2>/dev/null || break
-		sleep 0.2
-	done
-	kill -TERM "$sshd_pid" 2>/dev/null || true
-	wait "$sshd_pid" 2>/dev/null || true
-	sshd_pid=
-	return 1
-}
-
-# A free port, as the kernel picks one; another process may take it before
-# sshd binds it, hence the retries.
-for attempt in 1 2 3 4 5; do
-	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
-		echo $((20000 + RANDOM % 20000)))
-	start_sshd "$port" && break
-	[ "$attempt" -lt 5 ] || die "sshd on $listen:$port does not answer: $(cat "$work/sshd.log")"
-done
+start_sshd_free "$listen" || die "sshd on $listen does not answer: $(cat "$work/sshd.log")"
 
 log "creating a $bytes-byte test file in $work"
 head -c "$bytes" /dev/urandom >"$work/src"
@@ -197,21 +135,21 @@ hp="$hpncp_bin -q -F $work/ssh_config"
 for group in $only; do
 	case $group in
 	scp)
-		add_row "scp" up "scp -q -F $work/ssh_config SRC lan:DST"
-		add_row "scp" down "scp -q -F $work/ssh_config lan:SRC DST"
+		add_row "scp" up "scp -q -F $work/ssh_config SRC bench:DST"
+		add_row "scp" down "scp -q -F $work/ssh_config bench:SRC DST"
 		;;
 	hpncp)
-		add_row "hpncp" up "$hp $hpncp_args SRC lan:DST"
-		add_row "hpncp" down "$hp $hpncp_args lan:SRC DST"
+		add_row "hpncp" up "$hp $hpncp_args SRC bench:DST"
+		add_row "hpncp" down "$hp $hpncp_args bench:SRC DST"
 		;;
 	seq)
-		add_row "hpncp --hpn-disabled" up "$hp --hpn-disabled SRC lan:DST"
-		add_row "hpncp --hpn-disabled" down "$hp --hpn-disabled lan:SRC DST"
+		add_row "hpncp --hpn-disabled" up "$hp --hpn-disabled SRC bench:DST"
+		add_row "hpncp --hpn-disabled" down "$hp --hpn-disabled bench:SRC DST"
 		;;
 	base)
 		[ -n "$baseline" ] || die "--only base needs --baseline"
-		add_row "base" up "$baseline -q -F $work/ssh_config $hpncp_args SRC lan:DST"
-		add_row "base" down "$baseline -q -F $work/ssh_config $hpncp_args lan:SRC DST"
+		add_row "base" up "$baseline -q -F $work/ssh_config $hpncp_args SRC bench:DST"
+		add_row "base" down "$baseline -q -F $work/ssh_config $hpncp_args bench:SRC DST"
 		;;
 	*) die "--only: unknown group $group (want scp, hpncp, seq, base)" ;;
 	esac
@@ -230,8 +168,8 @@ run_row() {
 		case ${cmd[$k]} in
 		SRC) cmd[k]=$work/src ;;
 		DST) cmd[k]=$out ;;
-		lan:SRC) cmd[k]=lan:$work/src ;;
-		lan:DST) cmd[k]=lan:$out ;;
+		bench:SRC) cmd[k]=bench:$work/src ;;
+		bench:DST) cmd[k]=bench:$out ;;
 		esac
 	done
 	if ! "${run_client[@]}" /usr/bin/time -f '%e %U %S %M' -o "$work/time" "${cmd[@]}" 2>"$work/stderr"; then

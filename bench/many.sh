@@ -58,9 +58,8 @@ done
 small=$((ndirs * per_dir))
 
 work=$(mktemp -d /dev/shm/hpncp-many.XXXXXX)
-sshd_pid=
 cleanup() {
-	[ -z "$sshd_pid" ] || stop_sshd
+	[ -z "${sshd_pid:-}" ] || stop_sshd
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -75,8 +74,8 @@ if [ -z "$hpncp_bin" ]; then
 	hpncp_bin=$work/hpncp
 fi
 ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
-ssh-keygen -q -t ed25519 -N '' -f "$work/id"
-cp "$work/id.pub" "$work/authorized_keys"
+ssh-keygen -q -t ed25519 -N '' -f "$work/client_key"
+cp "$work/client_key.pub" "$work/authorized_keys"
 
 # mktree DIR NDIRS PER_DIR BIG: NDIRS directories of PER_DIR 4 KiB files,
 # and BIG files of 10 MiB in DIR/big.
@@ -109,7 +108,7 @@ else
 	scp_sample=0
 fi
 
-client() { ip netns exec "$NS_A" "$@"; }
+client() { "${run_client[@]}" "$@"; }
 
 # copy TOOL DIR NAME: one timed copy of $work/src/NAME (up) or of
 # $work/remote/NAME, a copy of it put there beforehand (down), into an
@@ -140,7 +139,9 @@ copy() {
 }
 
 wan_up --rtt "${rtt}ms" --rate "$rate" --tcp-mem 67108864
-start_sshd "$WAN_ADDR_B" "$NS_B"
+run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")
+start_sshd "$WAN_ADDR_B" 2222 "MaxStartups 100:30:200" ||
+	{ echo "many.sh: sshd did not come up on $WAN_ADDR_B: $(cat "$work/sshd.log")" >&2; exit 1; }
 
 results=$work/results # lines: dir tool seconds
 : >"$results"

@@ -63,13 +63,16 @@ if [ -z "$dir" ]; then
 	[ -d /dev/shm ] && [ -w /dev/shm ] && dir=/dev/shm
 fi
 
+# shellcheck source=bench/sshd.sh
+source "$here/sshd.sh"
 work=$(mktemp -d "$dir/hpncp-resume.XXXXXX")
-sshd_pid= hp_pid=
+hp_pid=
 cleanup() {
-	for pid in $hp_pid $sshd_pid; do
-		kill -TERM "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
+	if [ -n "$hp_pid" ]; then
+		kill -TERM "$hp_pid" 2>/dev/null || true
+		wait "$hp_pid" 2>/dev/null || true
+	fi
+	stop_sshd
 	rm -rf -- "$work"
 }
 trap cleanup EXIT
@@ -82,49 +85,10 @@ if [ -z "$hpncp_bin" ]; then
 	hpncp_bin=$work/hpncp
 fi
 
-mkdir -p /run/sshd
 ssh-keygen -q -t ed25519 -N '' -C resume-host -f "$work/host_key"
 ssh-keygen -q -t ed25519 -N '' -C resume-client -f "$work/client_key"
 cp "$work/client_key.pub" "$work/authorized_keys"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-cat >"$work/sshd_config" <<EOF
-ListenAddress 127.0.0.1
-Port $port
-HostKey $work/host_key
-PidFile $work/sshd.pid
-AuthorizedKeysFile $work/authorized_keys
-StrictModes no
-UsePAM no
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-Subsystem sftp internal-sftp
-UseDNS no
-LogLevel ERROR
-EOF
-echo "[127.0.0.1]:$port $(cat "$work/host_key.pub")" >"$work/known_hosts"
-cat >"$work/ssh_config" <<EOF
-Host lan
-	HostName 127.0.0.1
-	Port $port
-	User $(id -un)
-	IdentityFile $work/client_key
-	IdentitiesOnly yes
-	UserKnownHostsFile $work/known_hosts
-	GlobalKnownHostsFile /dev/null
-	StrictHostKeyChecking yes
-	BatchMode yes
-	LogLevel ERROR
-EOF
-"$sshd_bin" -t -f "$work/sshd_config"
-"$sshd_bin" -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
-sshd_pid=$!
-for i in $(seq 50); do
-	ssh -F "$work/ssh_config" lan true 2>/dev/null && break
-	kill -0 "$sshd_pid" 2>/dev/null || die "sshd did not start: $(cat "$work/sshd.log")"
-	[ "$i" -lt 50 ] || die "sshd on 127.0.0.1:$port does not answer"
-	sleep 0.2
-done
+start_sshd_free 127.0.0.1 || die "sshd on 127.0.0.1 does not answer: $(cat "$work/sshd.log")"
 
 # The tree: a-tree (copied first, names sort before big) and big.
 log "creating $files small files and a $bytes-byte file in $work/src"
@@ -147,9 +111,9 @@ files_total=$(find "$work/src" -type f | wc -l)
 export XDG_STATE_HOME=$work/state
 hp=("$hpncp_bin" -q -F "$work/ssh_config" -r)
 if [ "$direction" = up ]; then
-	from=$work/src to=lan:$work/out got=$work/out/src
+	from=$work/src to=bench:$work/out got=$work/out/src
 else
-	from=lan:$work/src to=$work/out got=$work/out/src
+	from=bench:$work/src to=$work/out got=$work/out/src
 fi
 
 log "copying $direction ($total bytes in $files_total files), SIGKILL once big passes half"

@@ -1,36 +1,47 @@
 # shellcheck shell=bash
-# The stock sshd the WAN benchmarks (wan.sh, many.sh) copy to, sourced by
-# them. It uses the caller's $work (host_key, id and authorized_keys made
-# there already), its client function (how to run a command on the client
-# side of the path) and sets sshd_pid, which the caller's cleanup stops.
+# The stock OpenSSH sshd every benchmark copies to, sourced by lan.sh,
+# wan.sh, many.sh, tar.sh and resume.sh. The caller makes $work/host_key,
+# $work/client_key and $work/authorized_keys, may set run_server and
+# run_client after sourcing this (arrays: what runs a command on the
+# server's and on the client's side of the path, such as ip netns exec NS;
+# empty for this host), and calls stop_sshd in its cleanup.
 
-# start_sshd ADDR [NS]: a stock sshd on ADDR:2222, in namespace NS if
-# given, with $work/ssh_config naming it "bench"; returns once ssh reaches
-# it through client.
+run_server=()
+run_client=()
+sshd_pid=
+
+# start_sshd ADDR PORT [LINE...]: a stock sshd on ADDR:PORT, with any
+# extra sshd_config LINEs, and $work/ssh_config naming it "bench". Returns
+# once ssh reaches it; returns 1, sshd stopped and its log in
+# $work/sshd.log, when it exits or does not answer within 10 s.
 start_sshd() {
-	local addr=$1 ns=${2:-}
-	cat >"$work/sshd_config" <<EOF
+	local addr=$1 port=$2 i
+	shift 2
+	{
+		cat <<EOF
 ListenAddress $addr
-Port 2222
+Port $port
 HostKey $work/host_key
 PidFile $work/sshd.pid
 AuthorizedKeysFile $work/authorized_keys
 StrictModes no
+UsePAM no
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no
-UsePAM no
-UseDNS no
 Subsystem sftp internal-sftp
-MaxStartups 100:30:200
+UseDNS no
+LogLevel ERROR
 EOF
-	echo "[$addr]:2222 $(cat "$work/host_key.pub")" >"$work/known_hosts"
+		printf '%s\n' "$@"
+	} >"$work/sshd_config"
+	echo "[$addr]:$port $(cat "$work/host_key.pub")" >"$work/known_hosts"
 	cat >"$work/ssh_config" <<EOF
 Host bench
 	HostName $addr
-	Port 2222
-	User root
-	IdentityFile $work/id
+	Port $port
+	User $(id -un)
+	IdentityFile $work/client_key
 	IdentitiesOnly yes
 	UserKnownHostsFile $work/known_hosts
 	GlobalKnownHostsFile /dev/null
@@ -38,26 +49,40 @@ Host bench
 	BatchMode yes
 	LogLevel ERROR
 EOF
+	# sshd as root refuses to start without its privilege separation
+	# directory.
 	mkdir -p /run/sshd
-	if [ -n "$ns" ]; then
-		ip netns exec "$ns" /usr/sbin/sshd -D -f "$work/sshd_config" &
-	else
-		/usr/sbin/sshd -D -f "$work/sshd_config" &
-	fi
+	/usr/sbin/sshd -t -f "$work/sshd_config" || return 1
+	"${run_server[@]}" /usr/sbin/sshd -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
 	sshd_pid=$!
-	for _ in $(seq 50); do
-		if client ssh -F "$work/ssh_config" bench true 2>/dev/null; then
-			return
+	for i in $(seq 100); do
+		if "${run_client[@]}" ssh -F "$work/ssh_config" bench true 2>/dev/null; then
+			return 0
 		fi
+		kill -0 "$sshd_pid" 2>/dev/null || break
 		sleep 0.1
 	done
-	echo "$(basename "$0"): sshd did not come up on $addr" >&2
-	exit 1
+	stop_sshd
+	return 1
+}
+
+# start_sshd_free ADDR: start_sshd on a free port, as the kernel picks one;
+# another process may take it before sshd binds it, hence five tries.
+start_sshd_free() {
+	local addr=$1 attempt port
+	for attempt in 1 2 3 4 5; do
+		port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
+			echo $((20000 + RANDOM % 20000)))
+		start_sshd "$addr" "$port" && return 0
+	done
+	return 1
 }
 
 # stop_sshd stops the sshd start_sshd started, by its PID.
 stop_sshd() {
-	kill "$sshd_pid" 2>/dev/null || true
-	wait "$sshd_pid" 2>/dev/null || true
+	if [ -n "$sshd_pid" ]; then
+		kill -TERM "$sshd_pid" 2>/dev/null || true
+		wait "$sshd_pid" 2>/dev/null || true
+	fi
 	sshd_pid=
 }

@@ -45,20 +45,16 @@ die() {
 base=/dev/shm
 [ -d "$base" ] || base=${TMPDIR:-/tmp}
 work=$(mktemp -d "$base/hpncp-tarbench.XXXXXX")
-sshd_pid=
+# shellcheck source=bench/sshd.sh
+source "$here/sshd.sh"
 cleanup() {
-	if [ -n "$sshd_pid" ]; then
-		kill -TERM "$sshd_pid" 2>/dev/null || true
-		wait "$sshd_pid" 2>/dev/null || true
-	fi
+	stop_sshd
 	[ "$rtt" = 0 ] || wan_down >&2 || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
 listen=127.0.0.1
-run_client=()
-run_server=()
 if [ "$rtt" != 0 ]; then
 	[ "$(id -u)" -eq 0 ] || die "--rtt needs root (network namespaces)"
 	# shellcheck source=bench/netns.sh
@@ -86,45 +82,10 @@ for d in $(seq 0 99); do
 done
 for k in 1 2 3 4 5; do head -c $((10 << 20)) /dev/urandom >"$src/big$k"; done
 
-mkdir -p /run/sshd
 ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
 ssh-keygen -q -t ed25519 -N '' -f "$work/client_key"
 cp "$work/client_key.pub" "$work/authorized_keys"
-port=$((20000 + RANDOM % 20000))
-cat >"$work/sshd_config" <<EOF
-ListenAddress $listen
-Port $port
-HostKey $work/host_key
-PidFile $work/sshd.pid
-AuthorizedKeysFile $work/authorized_keys
-StrictModes no
-UsePAM no
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-Subsystem sftp internal-sftp
-UseDNS no
-LogLevel ERROR
-EOF
-echo "[$listen]:$port $(cat "$work/host_key.pub")" >"$work/known_hosts"
-cat >"$work/ssh_config" <<EOF
-Host bench
-	HostName $listen
-	Port $port
-	User $(id -un)
-	IdentityFile $work/client_key
-	IdentitiesOnly yes
-	UserKnownHostsFile $work/known_hosts
-	GlobalKnownHostsFile /dev/null
-	StrictHostKeyChecking yes
-	BatchMode yes
-	LogLevel ERROR
-EOF
-"${run_server[@]}" /usr/sbin/sshd -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
-sshd_pid=$!
-for _ in $(seq 50); do
-	"${run_client[@]}" ssh -F "$work/ssh_config" bench true 2>/dev/null && break
-	sleep 0.1
-done
+start_sshd_free "$listen" || die "sshd on $listen does not answer: $(cat "$work/sshd.log")"
 
 cfg=$work/ssh_config
 hp="$work/hpncp -q -F $cfg $hpncp_args"

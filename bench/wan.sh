@@ -66,9 +66,8 @@ bytes() {
 }
 
 work=$(mktemp -d /dev/shm/hpncp-wan.XXXXXX)
-sshd_pid=
 cleanup() {
-	[ -z "$sshd_pid" ] || stop_sshd
+	[ -z "${sshd_pid:-}" ] || stop_sshd
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -83,8 +82,8 @@ if [ -z "$hpncp_bin" ]; then
 	hpncp_bin=$work/hpncp
 fi
 ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
-ssh-keygen -q -t ed25519 -N '' -f "$work/id"
-cp "$work/id.pub" "$work/authorized_keys"
+ssh-keygen -q -t ed25519 -N '' -f "$work/client_key"
+cp "$work/client_key.pub" "$work/authorized_keys"
 mkdir -p "$work/remote" "$work/local"
 
 declare -A made
@@ -99,14 +98,7 @@ testfile() { # SIZE -> path of a random file of that size
 	echo "$work/src-$n"
 }
 
-client_ns=
-client() {
-	if [ -n "$client_ns" ]; then
-		ip netns exec "$client_ns" "$@"
-	else
-		"$@"
-	fi
-}
+client() { "${run_client[@]}" "$@"; }
 
 # copy TOOL DIR SRC: one timed copy; prints seconds.
 copy() {
@@ -150,13 +142,13 @@ results=$work/results # lines: rtt dir tool bytes seconds
 : >"$results"
 for rtt in $rtts; do
 	if [ "$rtt" = lo ]; then
-		client_ns=
-		start_sshd 127.0.0.1
+		addr=127.0.0.1 run_server=() run_client=()
 	else
 		wan_up --rtt "${rtt}ms" --rate "$rate" --mtu "$mtu" --tcp-mem 67108864
-		client_ns=$NS_A
-		start_sshd "$WAN_ADDR_B" "$NS_B"
+		addr=$WAN_ADDR_B run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")
 	fi
+	start_sshd "$addr" 2222 "MaxStartups 100:30:200" ||
+		{ echo "wan.sh: sshd did not come up on $addr: $(cat "$work/sshd.log")" >&2; exit 1; }
 	for run in $(seq "$runs"); do
 		for dir in $dirs; do
 			for tool in $tools; do
