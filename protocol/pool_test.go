@@ -18,19 +18,7 @@ import (
 
 func dialer(t *testing.T, srv *sshtest.Server) func(context.Context) (*ssh.Client, error) {
 	t.Helper()
-	pem, err := os.ReadFile(srv.ClientKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(pem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &ssh.ClientConfig{
-		User:            "tester",
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.FixedHostKey(srv.HostKey.PublicKey()),
-	}
+	cfg := srv.ClientConfig(t)
 	var mu sync.Mutex
 	var clients []*ssh.Client
 	t.Cleanup(func() {

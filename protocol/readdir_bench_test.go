@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -74,16 +73,7 @@ func BenchmarkReadDir50ms(b *testing.B) {
 			go delayed(c, s, 25*time.Millisecond)
 		}
 	}()
-	pem, err := os.ReadFile(srv.ClientKeyFile)
-	if err != nil {
-		b.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(pem)
-	if err != nil {
-		b.Fatal(err)
-	}
-	conn, err := ssh.Dial("tcp", ln.Addr().String(), &ssh.ClientConfig{User: "tester",
-		Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: ssh.FixedHostKey(srv.HostKey.PublicKey())})
+	conn, err := ssh.Dial("tcp", ln.Addr().String(), srv.ClientConfig(b))
 	if err != nil {
 		b.Fatal(err)
 	}

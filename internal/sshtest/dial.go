@@ -7,9 +7,9 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// Dial connects to the server as a client would, with ClientKeyFile and
-// the server's own host key, and closes the connection when the test ends.
-func (s *Server) Dial(t testing.TB) *ssh.Client {
+// ClientConfig is how a client logs in: with ClientKeyFile, checking the
+// server's own host key.
+func (s *Server) ClientConfig(t testing.TB) *ssh.ClientConfig {
 	t.Helper()
 	key, err := os.ReadFile(s.ClientKeyFile)
 	if err != nil {
@@ -19,11 +19,18 @@ func (s *Server) Dial(t testing.TB) *ssh.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ssh.Dial("tcp", s.Addr, &ssh.ClientConfig{
+	return &ssh.ClientConfig{
 		User:            "test",
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
 		HostKeyCallback: ssh.FixedHostKey(s.HostKey.PublicKey()),
-	})
+	}
+}
+
+// Dial connects to the server as a client would (ClientConfig) and closes
+// the connection when the test ends.
+func (s *Server) Dial(t testing.TB) *ssh.Client {
+	t.Helper()
+	c, err := ssh.Dial("tcp", s.Addr, s.ClientConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}
