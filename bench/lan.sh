@@ -114,9 +114,6 @@ if [ -z "$hpncp_bin" ]; then
 fi
 hpncp_bin=$(cd "$(dirname "$hpncp_bin")" && pwd)/$(basename "$hpncp_bin")
 
-ssh-keygen -q -t ed25519 -N '' -C lan-host -f "$work/host_key"
-ssh-keygen -q -t ed25519 -N '' -C lan-client -f "$work/client_key"
-cp "$work/client_key.pub" "$work/authorized_keys"
 start_sshd_free "$listen" || die "sshd on $listen does not answer: $(cat "$work/sshd.log")"
 
 log "creating a $bytes-byte test file in $work"

@@ -73,9 +73,6 @@ if [ -z "$hpncp_bin" ]; then
 	(cd "$root" && go build -o "$work/hpncp" ./cmd/hpncp)
 	hpncp_bin=$work/hpncp
 fi
-ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
-ssh-keygen -q -t ed25519 -N '' -f "$work/client_key"
-cp "$work/client_key.pub" "$work/authorized_keys"
 
 # mktree DIR NDIRS PER_DIR BIG: NDIRS directories of PER_DIR 4 KiB files,
 # and BIG files of 10 MiB in DIR/big.

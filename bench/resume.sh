@@ -85,9 +85,6 @@ if [ -z "$hpncp_bin" ]; then
 	hpncp_bin=$work/hpncp
 fi
 
-ssh-keygen -q -t ed25519 -N '' -C resume-host -f "$work/host_key"
-ssh-keygen -q -t ed25519 -N '' -C resume-client -f "$work/client_key"
-cp "$work/client_key.pub" "$work/authorized_keys"
 start_sshd_free 127.0.0.1 || die "sshd on 127.0.0.1 does not answer: $(cat "$work/sshd.log")"
 
 # The tree: a-tree (copied first, names sort before big) and big.

@@ -1,22 +1,28 @@
 # shellcheck shell=bash
 # The stock OpenSSH sshd every benchmark copies to, sourced by lan.sh,
-# wan.sh, many.sh, tar.sh and resume.sh. The caller makes $work/host_key,
-# $work/client_key and $work/authorized_keys, may set run_server and
-# run_client after sourcing this (arrays: what runs a command on the
-# server's and on the client's side of the path, such as ip netns exec NS;
-# empty for this host), and calls stop_sshd in its cleanup.
+# wan.sh, many.sh, tar.sh and resume.sh. The caller gives $work, may set
+# run_server and run_client after sourcing this (arrays: what runs a
+# command on the server's and on the client's side of the path, such as
+# ip netns exec NS; empty for this host), and calls stop_sshd in its
+# cleanup.
 
 run_server=()
 run_client=()
 sshd_pid=
 
 # start_sshd ADDR PORT [LINE...]: a stock sshd on ADDR:PORT, with any
-# extra sshd_config LINEs, and $work/ssh_config naming it "bench". Returns
-# once ssh reaches it; returns 1, sshd stopped and its log in
-# $work/sshd.log, when it exits or does not answer within 10 s.
+# extra sshd_config LINEs, and $work/ssh_config naming it "bench"; the
+# host and client keys are made in $work the first time. Returns once ssh
+# reaches it; returns 1, sshd stopped and its log in $work/sshd.log, when
+# it exits or does not answer within 10 s.
 start_sshd() {
 	local addr=$1 port=$2 i
 	shift 2
+	if [ ! -f "$work/host_key" ]; then
+		ssh-keygen -q -t ed25519 -N '' -C bench-host -f "$work/host_key"
+		ssh-keygen -q -t ed25519 -N '' -C bench-client -f "$work/client_key"
+		cp "$work/client_key.pub" "$work/authorized_keys"
+	fi
 	{
 		cat <<EOF
 ListenAddress $addr

@@ -82,9 +82,6 @@ for d in $(seq 0 99); do
 done
 for k in 1 2 3 4 5; do head -c $((10 << 20)) /dev/urandom >"$src/big$k"; done
 
-ssh-keygen -q -t ed25519 -N '' -f "$work/host_key"
-ssh-keygen -q -t ed25519 -N '' -f "$work/client_key"
-cp "$work/client_key.pub" "$work/authorized_keys"
 start_sshd_free "$listen" || die "sshd on $listen does not answer: $(cat "$work/sshd.log")"
 
 cfg=$work/ssh_config
