@@ -414,11 +414,16 @@ func (p *parallel) leave(l *lane) {
 // the expected size is an error, never a smaller file.
 func (p *parallel) copyChunk(st *Stream, b []byte, off int64) error {
 	n, err := st.Src.ReadAt(b, off)
-	if n < len(b) {
-		if err == nil || err == io.EOF {
+	switch {
+	case err != nil && !(err == io.EOF && n == len(b)):
+		// io.ReaderAt may return a full count beside an error; the bytes
+		// of a read that failed are not the file's, whatever the count.
+		if err == io.EOF {
 			err = fmt.Errorf("file shrank: %d bytes at offset %d, expected %d", n, off, len(b))
 		}
 		return fmt.Errorf("read: %w", err)
+	case n < len(b):
+		return fmt.Errorf("read: file shrank: %d bytes at offset %d, expected %d", n, off, len(b))
 	}
 	if l := p.o.Limiter; l != nil {
 		for left := len(b); left > 0; {

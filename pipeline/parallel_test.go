@@ -259,3 +259,43 @@ func TestParallelCompleteBeforeClose(t *testing.T) {
 		t.Errorf("Complete came after all %d lanes closed", opened.Load())
 	}
 }
+
+// fullCountReader reads like src, except that its read number failAt
+// garbles the buffer and returns a full count beside a lost stream, as
+// io.ReaderAt allows.
+type fullCountReader struct {
+	src    []byte
+	failAt int32
+	n      *atomic.Int32
+}
+
+func (r fullCountReader) ReadAt(p []byte, off int64) (int, error) {
+	if r.n.Add(1) == r.failAt {
+		for i := range p {
+			p[i] = 0xee
+		}
+		return len(p), fmt.Errorf("%w: reply cut short", protocol.ErrStreamLost)
+	}
+	return bytes.NewReader(r.src).ReadAt(p, off)
+}
+
+// TestParallelFullCountWithErrorIsNotCopied: a read that failed is not
+// the file's bytes however many it counts; its chunk goes to another
+// lane and the target ends equal to the source.
+func TestParallelFullCountWithErrorIsNotCopied(t *testing.T) {
+	const chunk = 64 << 10
+	src := noise(20 * chunk)
+	dst := &memFile{}
+	var reads atomic.Int32
+	open := func(context.Context, int) (*Stream, error) {
+		return &Stream{Src: fullCountReader{src, 5, &reads}, Dst: dst, Close: func(bool) error { return nil }}, nil
+	}
+	if _, err := Parallel(context.Background(), open, ParallelOptions{
+		Size: int64(len(src)), Chunk: chunk, Depth: 2, Controller: fixed(2),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst.b, src) {
+		t.Fatal("a chunk whose read failed with a full count was written as copied")
+	}
+}

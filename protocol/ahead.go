@@ -100,7 +100,10 @@ func (r *aheadReader) advance() error {
 		if err == nil {
 			err = wait(p.c, fxpData)
 		}
-		n := p.c.n
+		n := 0
+		if err == nil {
+			n = p.c.n
+		}
 		putCall(p.c)
 		r.buf, r.cur = p.buf, p.buf[:n]
 		switch {

@@ -264,9 +264,14 @@ func (s *rawSession) readReply(c *call, typ byte, rest int64) error {
 		if n != rest-4 || n > int64(len(c.buf)) || n == 0 {
 			return fmt.Errorf("sftp: %d bytes of data in a reply of %d to a read of %d", n, rest, len(c.buf))
 		}
-		_, err := io.ReadFull(s.ch, c.buf[:n])
+		// The count is set only once every byte is in: a reply cut short
+		// by a lost stream leaves the rest of the buffer as it was, and
+		// counting it would pass those stale bytes off as the file's.
+		if _, err := io.ReadFull(s.ch, c.buf[:n]); err != nil {
+			return err
+		}
 		c.n = int(n)
-		return err
+		return nil
 	}
 	limit := int64(maxSmallReply)
 	if typ == fxpName {
@@ -485,7 +490,10 @@ func (f *rawFile) ReadAt(b []byte, off int64) (int, error) {
 		if err == nil {
 			err = wait(p.c, fxpData)
 		}
-		got := p.c.n
+		got := 0
+		if err == nil {
+			got = p.c.n
+		}
 		putCall(p.c)
 		for err == nil && got < len(p.b) {
 			var m int
@@ -508,7 +516,10 @@ func (f *rawFile) readOnce(b []byte, off int64) (int, error) {
 	if err == nil {
 		err = wait(c, fxpData)
 	}
-	return c.n, err
+	if err != nil {
+		return 0, err
+	}
+	return c.n, nil
 }
 
 func readFields(handle string, off int64, n int) func([]byte) []byte {

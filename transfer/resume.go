@@ -306,7 +306,8 @@ func readTail(ctx context.Context, e Endpoint, end, n int64) ([]byte, error) {
 	}
 	defer f.Close()
 	b := make([]byte, n)
-	if k, err := f.ReadAt(b, end-n); k < len(b) {
+	// A full count beside an error is not the file's bytes.
+	if k, err := f.ReadAt(b, end-n); k < len(b) || (err != nil && err != io.EOF) {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = fmt.Errorf("%d bytes at offset %d, expected %d", k, end-n, n)
 		}
