@@ -158,7 +158,7 @@ func (s *SFTP) PutSmall(ctx context.Context, tmp, name string, data []byte, a Pu
 		// The removal must happen even when ctx was cancelled: that is when
 		// a half-written temporary file is most likely.
 		if rs.simple(fxpRemove, func(b []byte) []byte { return appendString(b, tmp) }) != nil {
-			_ = s.c.Remove(tmp)
+			_ = s.Remove(tmp)
 		}
 		s.batch.drop(bs, first)
 		return first

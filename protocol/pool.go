@@ -3,7 +3,9 @@ package protocol
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -18,6 +20,18 @@ const dialGap = 100 * time.Millisecond
 // maxDialing bounds connections being set up at once, for the same reason.
 const maxDialing = 3
 
+// DefaultReconnect is how long a pool whose every connection was lost
+// keeps dialing again before it gives up, when its Options say nothing.
+const DefaultReconnect = 30 * time.Second
+
+// Re-dials after a lost connection wait redialFirst, then twice as long
+// each time, up to redialMax: a server that is restarting, or refusing
+// bursts (MaxStartups), is not asked again in a tight loop.
+const (
+	redialFirst = 250 * time.Millisecond
+	redialMax   = 4 * time.Second
+)
+
 // pool hands out SFTP sessions (one channel each) spread over several SSH
 // connections to one host. Sessions are reused once released.
 type pool struct {
@@ -25,13 +39,21 @@ type pool struct {
 	packet int // request size of the sessions
 	logf   func(format string, args ...any)
 
-	mu        sync.Mutex
-	conns     []*pconn
-	dialing   int
-	lastDial  time.Time
-	dialErr   error // the last failed dial; no more are tried once one failed
-	closed    bool
-	dialReady chan struct{} // closed and replaced whenever a dial ends
+	mu       sync.Mutex
+	conns    []*pconn
+	dialing  int
+	lastDial time.Time
+	// dialErr is the last failed dial: while a connection is alive, no more
+	// are tried once one failed, and the copy goes on with what it has.
+	dialErr error
+	// reconnect bounds re-dialing once every connection is lost: from
+	// lostAt, dials are tried again, redialWait apart, until it passes.
+	reconnect  time.Duration
+	lostAt     time.Time
+	redialWait time.Duration
+	nextDial   time.Time // no dial before it
+	closed     bool
+	dialReady  chan struct{} // closed and replaced whenever a dial ends
 	// preparing counts sessions being opened ahead of need (prepare);
 	// prepared is closed and replaced whenever one of them is ready.
 	preparing int
@@ -49,7 +71,8 @@ type pconn struct {
 
 func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*ssh.Client, error),
 	packet int, logf func(string, ...any)) *pool {
-	p := &pool{dial: dial, packet: packet, logf: logf, dialReady: make(chan struct{}), prepared: make(chan struct{})}
+	p := &pool{dial: dial, packet: packet, logf: logf, reconnect: DefaultReconnect,
+		dialReady: make(chan struct{}), prepared: make(chan struct{})}
 	p.watch(&pconn{c: first, open: firstSessions})
 	return p
 }
@@ -137,14 +160,22 @@ func (p *pool) get(ctx context.Context, conns int, fresh bool) (*session, error)
 			continue
 		}
 		// Grow towards conns connections, and past them when every one
-		// is at the server's MaxSessions.
-		growing := p.dial != nil && p.dialErr == nil && (live+p.dialing < conns || best == nil)
+		// is at the server's MaxSessions. With none alive, dial again
+		// whatever failed before, until the reconnect budget is spent.
+		redial := live == 0 && p.dial != nil
+		if redial {
+			if err := p.redialDue(); err != nil {
+				p.mu.Unlock()
+				return nil, err
+			}
+		}
+		growing := p.dial != nil && (p.dialErr == nil || redial) && (live+p.dialing < conns || best == nil)
 		if growing && (best == nil || best.open > 0) {
 			if p.dialing >= maxDialing {
 				p.waitDial(ctx) // unlocks
 				continue
 			}
-			if wait := time.Until(p.lastDial.Add(dialGap)); wait > 0 {
+			if wait := time.Until(laterOf(p.lastDial.Add(dialGap), p.nextDial)); wait > 0 {
 				p.mu.Unlock()
 				if err := sleep(ctx, wait); err != nil {
 					return nil, err
@@ -167,7 +198,7 @@ func (p *pool) get(ctx context.Context, conns int, fresh bool) (*session, error)
 			if err == nil {
 				err = errors.New("no connection can take another SFTP session: all are closed or at the server's MaxSessions")
 			}
-			return nil, err
+			return nil, &ConnError{Err: err}
 		}
 		best.open++
 		p.mu.Unlock()
@@ -187,7 +218,7 @@ func (p *pool) get(ctx context.Context, conns int, fresh bool) (*session, error)
 			p.mu.Unlock()
 			continue
 		}
-		if err == io.EOF {
+		if connGone(err) {
 			// The connection is gone and its watcher has not yet been told:
 			// its channels close before its Wait returns.
 			best.dead = true
@@ -264,13 +295,65 @@ func (p *pool) dialOne(ctx context.Context) {
 	switch {
 	case err != nil:
 		p.dialErr = err
-		p.logf("could not open another connection, going on with %d: %v", len(p.conns), err)
+		if p.live() == 0 {
+			p.redialWait = min(max(2*p.redialWait, redialFirst), redialMax)
+			p.nextDial = time.Now().Add(p.redialWait)
+			p.logf("could not connect again: %v", err)
+		} else {
+			p.logf("could not open another connection, going on with %d: %v", p.live(), err)
+		}
 	case p.closed:
 		_ = c.Close()
 	default:
+		p.dialErr = nil
+		p.lostAt, p.redialWait = time.Time{}, 0
 		p.watch(&pconn{c: c, owned: true})
 		p.logf("opened connection %d", len(p.conns))
 	}
+}
+
+// connGone reports whether err, from opening a channel, says the
+// connection under it failed: x/crypto answers io.EOF once it knows, the
+// socket's error while it does not yet.
+func connGone(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.As(err, &ne) || Lost(err)
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// live counts the connections not known to be gone; p.mu is held.
+func (p *pool) live() int {
+	n := 0
+	for _, pc := range p.conns {
+		if !pc.dead {
+			n++
+		}
+	}
+	return n
+}
+
+// redialDue is called, with p.mu held, when no connection is alive: it
+// starts the reconnect budget's clock the first time, and fails once the
+// budget is spent, with the last dial's error.
+func (p *pool) redialDue() error {
+	if p.lostAt.IsZero() {
+		p.lostAt = time.Now()
+		p.logf("every connection is lost; connecting again for up to %s", p.reconnect)
+	}
+	if time.Since(p.lostAt) <= p.reconnect {
+		return nil
+	}
+	cause := p.dialErr
+	if cause == nil {
+		cause = errors.New("every connection was closed")
+	}
+	return &ConnError{Err: fmt.Errorf("no connection to the server for %s: %w", p.reconnect.Round(time.Second), cause)}
 }
 
 // release returns a session for reuse, or closes it when it failed, its
@@ -316,5 +399,30 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// liveConn returns a connection that is alive, dialing one as acquire
+// would when every connection is lost. The session acquire opened on it
+// to make sure is kept idle for the streams.
+func (p *pool) liveConn(ctx context.Context) (*ssh.Client, error) {
+	s, err := p.acquire(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	c := s.pc.c
+	p.release(s, false)
+	return c, nil
+}
+
+// gone marks conn's connection dead ahead of its watcher, which will
+// close its idle sessions.
+func (p *pool) gone(conn *ssh.Client) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pc := range p.conns {
+		if pc.c == conn {
+			pc.dead = true
+		}
 	}
 }

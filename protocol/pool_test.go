@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -195,4 +196,61 @@ func TestLostConnectionIsStreamLost(t *testing.T) {
 		t.Fatal(fmt.Errorf("new stream after a loss: %w", err))
 	}
 	g.Close()
+}
+
+// TestEveryConnectionLost: once every connection is gone, the end dials
+// again, streams open on the new connection and the main session starts
+// again for metadata; with the server gone for good, the pool gives up
+// within its reconnect budget with a connection error.
+func TestEveryConnectionLost(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	end := openEnd(t, srv, true)
+	name := filepath.Join(srv.Root, "f")
+	if err := os.WriteFile(name, []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := end.OpenReaderAt(context.Background(), name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	before := srv.Connections()
+	srv.KillConnections()
+
+	fi, err := end.Stat(name)
+	if err != nil || fi.Size() != 5 {
+		t.Fatalf("stat after every connection was lost: %v, %v", fi, err)
+	}
+	r, err = end.OpenReaderAt(context.Background(), name, 1)
+	if err != nil {
+		t.Fatalf("open a stream after every connection was lost: %v", err)
+	}
+	b := make([]byte, 5)
+	if n, err := r.ReadAt(b, 0); n != 5 || (err != nil && err != io.EOF) || string(b) != "hello" {
+		t.Fatalf("read on the new connection: %d, %v, %q", n, err, b)
+	}
+	r.Close()
+	if srv.Connections() <= before {
+		t.Fatal("no new connection was dialed")
+	}
+
+	end.pool.reconnect = 300 * time.Millisecond
+	dial := end.pool.dial
+	end.pool.dial = func(ctx context.Context) (*ssh.Client, error) {
+		return nil, errors.New("connection refused")
+	}
+	defer func() { end.pool.dial = dial }()
+	srv.KillConnections()
+	start := time.Now()
+	_, err = end.OpenReaderAt(context.Background(), name, 1)
+	var ce *ConnError
+	if !errors.As(err, &ce) || !Lost(err) {
+		t.Fatalf("open with the server gone: %v, want a *ConnError", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("giving up took %s with a 300ms budget", d)
+	}
+	if _, err := end.Stat(name); !Lost(err) && !errors.Is(err, io.EOF) {
+		t.Fatalf("stat with the server gone: %v, want a lost connection", err)
+	}
 }

@@ -140,7 +140,7 @@ func acquireSlot(ctx context.Context, sem chan struct{}) error {
 func (s *SFTP) ReadDirContext(ctx context.Context, name string) ([]fs.FileInfo, error) {
 	ls, err := s.lister.get(ctx, s.pool)
 	if errors.Is(err, errNoLister) {
-		return s.c.ReadDirContext(ctx, name)
+		return s.mc.current().ReadDirContext(ctx, name)
 	}
 	if err != nil {
 		return nil, err
@@ -158,7 +158,7 @@ func (s *SFTP) ReadDirContext(ctx context.Context, name string) ([]fs.FileInfo, 
 	}()
 	if errors.Is(err, ErrStreamLost) {
 		// A listing changes nothing: another session can start it over.
-		return s.c.ReadDirContext(ctx, name)
+		return s.mc.current().ReadDirContext(ctx, name)
 	}
 	return list, err
 }

@@ -105,8 +105,8 @@ func BenchmarkReadDir50ms(b *testing.B) {
 		}
 	}
 	batched := func(d string) ([]fs.FileInfo, error) { return end.ReadDirContext(context.Background(), d) }
-	b.Run("1dir/pkgsftp", func(b *testing.B) { list(b, dirs[:1], end.c.ReadDir) })
+	b.Run("1dir/pkgsftp", func(b *testing.B) { list(b, dirs[:1], end.mc.current().ReadDir) })
 	b.Run("1dir/batched", func(b *testing.B) { list(b, dirs[:1], batched) })
-	b.Run("100dirs/pkgsftp", func(b *testing.B) { list(b, dirs, end.c.ReadDir) })
+	b.Run("100dirs/pkgsftp", func(b *testing.B) { list(b, dirs, end.mc.current().ReadDir) })
 	b.Run("100dirs/batched", func(b *testing.B) { list(b, dirs, batched) })
 }

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"sync"
 	"time"
 
 	"github.com/pkg/sftp"
@@ -32,7 +33,9 @@ const posixRename = "posix-rename@openssh.com"
 // and Open's, speak SFTP directly (stream.go) rather than through
 // pkg/sftp, to keep the data path free of copies and allocations.
 type SFTP struct {
-	c     *sftp.Client
+	// mc is the main session, for metadata; it is started again on a
+	// live connection when the one under it is lost (see onMain).
+	mc    mainClient
 	label string
 	// atomicRename is set when the server offers posix-rename.
 	atomicRename bool
@@ -56,6 +59,92 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// RTT, when not nil, measures the path's round-trip time.
 	RTT func() time.Duration
+	// Reconnect bounds how long the sessions' connections are dialed
+	// again once every one is lost; DefaultReconnect when zero.
+	Reconnect time.Duration
+}
+
+// clientOptions are pkg/sftp's options for a main session whose requests
+// carry up to packet bytes.
+func clientOptions(packet int) []sftp.ClientOption {
+	return []sftp.ClientOption{
+		sftp.MaxPacketUnchecked(packet),
+		sftp.UseConcurrentWrites(true),
+		sftp.UseConcurrentReads(true),
+		// Enough requests in flight to cover a 2 MiB channel window and
+		// the next one: the window, not the request count, is the limit.
+		sftp.MaxConcurrentRequestsPerFile(max(64, 2*(2<<20)/packet)),
+	}
+}
+
+// mainClient holds the main session, replaced when its connection is lost.
+type mainClient struct {
+	mu sync.Mutex
+	c  *sftp.Client
+}
+
+func (m *mainClient) current() *sftp.Client {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.c
+}
+
+// onMain runs op on the main session. When op fails because the
+// connection under the session is gone, the session is started again on
+// a live connection (the pool dials one within its reconnect budget) and
+// op runs once more there: a copy whose streams went on over new
+// connections need not fail at its rename for want of the first one.
+// Every op is one that may run twice: a lookup, or a change whose repeat
+// fails without harm.
+func (s *SFTP) onMain(op func(c *sftp.Client) error) error {
+	c := s.mc.current()
+	err := op(c)
+	if err == nil || !mainLost(err) {
+		return err
+	}
+	c2, rerr := s.restartMain(c)
+	if rerr != nil {
+		return fmt.Errorf("%w (connecting again: %w)", err, rerr)
+	}
+	return op(c2)
+}
+
+// mainLost reports whether err from pkg/sftp says its session's
+// connection is gone: no SFTP reply is io.EOF.
+func mainLost(err error) bool {
+	return Lost(err) || errors.Is(err, io.EOF)
+}
+
+// restartMain replaces old, the main session, with one on a live
+// connection, unless another caller has already done so.
+func (s *SFTP) restartMain(old *sftp.Client) (*sftp.Client, error) {
+	s.mc.mu.Lock()
+	defer s.mc.mu.Unlock()
+	if s.mc.c != old {
+		return s.mc.c, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.pool.reconnect+time.Second)
+	defer cancel()
+	var c *sftp.Client
+	// A connection's death is known a moment after its sessions see it:
+	// the one the pool offers may be on its way out too.
+	for try := 1; c == nil; try++ {
+		conn, err := s.pool.liveConn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c, err = sftp.NewClient(conn, clientOptions(s.packet)...)
+		if err != nil {
+			if !connGone(err) || try == maxOpenTries {
+				return nil, &ConnError{Err: fmt.Errorf("start sftp session again: %w", err)}
+			}
+			s.pool.gone(conn)
+		}
+	}
+	_ = old.Close()
+	s.mc.c = c
+	s.pool.logf("the main sftp session is started again on a new connection")
+	return c, nil
 }
 
 // OpenSFTP starts an SFTP session on conn, with requests as large as the
@@ -65,16 +154,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	st, err := startSFTP(conn, func(packet int) []sftp.ClientOption {
-		return []sftp.ClientOption{
-			sftp.MaxPacketUnchecked(packet),
-			sftp.UseConcurrentWrites(true),
-			sftp.UseConcurrentReads(true),
-			// Enough requests in flight to cover a 2 MiB channel window and
-			// the next one: the window, not the request count, is the limit.
-			sftp.MaxConcurrentRequestsPerFile(max(64, 2*(2<<20)/packet)),
-		}
-	})
+	st, err := startSFTP(conn, clientOptions)
 	if err != nil {
 		return nil, fmt.Errorf("start sftp session on %s %w", o.Label, err)
 	}
@@ -83,11 +163,14 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	logf("sftp requests of up to %d bytes (server limits read %d, write %d)", packet, limits.MaxRead, limits.MaxWrite)
 	_, ok := st.c.HasExtension(posixRename)
 	p := newPool(conn, 1, o.Dial, packet, logf)
+	if o.Reconnect > 0 {
+		p.reconnect = o.Reconnect
+	}
 	if st.spare != nil {
 		p.adopt(newRawSession(st.spare, packet))
 	}
 	return &SFTP{
-		c: st.c, label: o.Label, atomicRename: ok, packet: packet,
+		mc: mainClient{c: st.c}, label: o.Label, atomicRename: ok, packet: packet,
 		pool:   p,
 		batch:  &batcher{p: p, ready: make(chan struct{})},
 		rtt:    o.RTT,
@@ -102,7 +185,7 @@ func (s *SFTP) Close() error {
 	s.batch.close()
 	s.lister.close(s.pool)
 	s.pool.close()
-	return s.c.Close()
+	return s.mc.current().Close()
 }
 
 // Packet is the request payload size in use.
@@ -150,11 +233,6 @@ type streamFile struct {
 	pool *pool
 }
 
-// ErrStreamLost marks a failure of the stream (the channel or the
-// connection under it), not of the file: the work can be retried on
-// another stream.
-var ErrStreamLost = errors.New("stream lost")
-
 func (f *streamFile) Close() error {
 	err := f.rawFile.Close()
 	// A session whose close failed may be on a broken connection: drop it.
@@ -162,17 +240,27 @@ func (f *streamFile) Close() error {
 	return err
 }
 
+// maxOpenTries bounds how many sessions one open tries: an idle session
+// may sit on a connection that died since it was released, and the next
+// is then as likely to work as the first was.
+const maxOpenTries = 8
+
 func (s *SFTP) openStream(ctx context.Context, name string, pflags uint32, conns int) (*streamFile, error) {
-	sess, err := s.pool.acquire(ctx, conns)
-	if err != nil {
-		return nil, err
+	for try := 1; ; try++ {
+		sess, err := s.pool.acquire(ctx, conns)
+		if err != nil {
+			return nil, err
+		}
+		f, err := sess.open(name, pflags)
+		if err == nil {
+			return &streamFile{f, sess, s.pool}, nil
+		}
+		lost := errors.Is(err, ErrStreamLost)
+		s.pool.release(sess, lost)
+		if !lost || try == maxOpenTries || ctx.Err() != nil {
+			return nil, err
+		}
 	}
-	f, err := sess.open(name, pflags)
-	if err != nil {
-		s.pool.release(sess, errors.Is(err, ErrStreamLost))
-		return nil, err
-	}
-	return &streamFile{f, sess, s.pool}, nil
 }
 
 // RTT returns the path's round-trip time, or 0 when it cannot be told.
@@ -191,13 +279,27 @@ func (s *SFTP) RTT() time.Duration {
 
 func (s *SFTP) Label() string { return s.label }
 
-func (s *SFTP) Stat(name string) (fs.FileInfo, error) { return s.c.Stat(name) }
+func (s *SFTP) Stat(name string) (fs.FileInfo, error) {
+	var fi fs.FileInfo
+	err := s.onMain(func(c *sftp.Client) (err error) { fi, err = c.Stat(name); return })
+	return fi, err
+}
+
+func (s *SFTP) lstat(name string) (fs.FileInfo, error) {
+	var fi fs.FileInfo
+	err := s.onMain(func(c *sftp.Client) (err error) { fi, err = c.Lstat(name); return })
+	return fi, err
+}
 
 func (s *SFTP) ReadDir(name string) ([]fs.FileInfo, error) {
 	return s.ReadDirContext(context.Background(), name)
 }
 
-func (s *SFTP) Glob(pattern string) ([]string, error) { return s.c.Glob(pattern) }
+func (s *SFTP) Glob(pattern string) ([]string, error) {
+	var names []string
+	err := s.onMain(func(c *sftp.Client) (err error) { names, err = c.Glob(pattern); return })
+	return names, err
+}
 
 // Open opens name to be read front to back. The reads go on a session of
 // their own, requests in flight ahead of the reader (see aheadReader);
@@ -205,7 +307,7 @@ func (s *SFTP) Glob(pattern string) ([]string, error) { return s.c.Glob(pattern)
 func (s *SFTP) Open(name string) (io.ReadCloser, error) {
 	sess, err := s.pool.acquire(context.Background(), 1)
 	if err != nil {
-		return s.c.Open(name)
+		return s.mc.current().Open(name)
 	}
 	f, err := sess.open(name, fxfRead)
 	if err != nil {
@@ -219,10 +321,14 @@ func (s *SFTP) Open(name string) (io.ReadCloser, error) {
 
 // CreateExclusive creates name, failing with fs.ErrExist if it exists.
 func (s *SFTP) CreateExclusive(name string) (io.WriteCloser, error) {
-	f, err := s.c.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+	var f *sftp.File
+	err := s.onMain(func(c *sftp.Client) (err error) {
+		f, err = c.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+		return
+	})
 	if err != nil {
 		// SFTP v3 has no "exists" status: OpenSSH answers a plain failure.
-		if _, serr := s.c.Lstat(name); serr == nil {
+		if _, serr := s.lstat(name); serr == nil {
 			return nil, &fs.PathError{Op: "create", Path: name, Err: fs.ErrExist}
 		}
 		return nil, err
@@ -230,37 +336,48 @@ func (s *SFTP) CreateExclusive(name string) (io.WriteCloser, error) {
 	return f, nil
 }
 
-func (s *SFTP) Mkdir(name string) error { return s.c.Mkdir(name) }
+func (s *SFTP) Mkdir(name string) error {
+	return s.onMain(func(c *sftp.Client) error { return c.Mkdir(name) })
+}
 
 // Rename replaces newname with oldname. Without posix-rename the server
 // cannot replace atomically, so the old target is removed first: the only
 // window in which neither exists.
 func (s *SFTP) Rename(oldname, newname string) error {
 	if s.atomicRename {
-		return s.c.PosixRename(oldname, newname)
+		return s.onMain(func(c *sftp.Client) error { return c.PosixRename(oldname, newname) })
 	}
-	err := s.c.Rename(oldname, newname)
+	rename := func(c *sftp.Client) error { return c.Rename(oldname, newname) }
+	err := s.onMain(rename)
 	if err == nil {
 		return nil
 	}
-	if _, serr := s.c.Lstat(newname); serr != nil {
+	if _, serr := s.lstat(newname); serr != nil {
 		return err
 	}
-	if rerr := s.c.Remove(newname); rerr != nil {
+	if rerr := s.Remove(newname); rerr != nil {
 		return errors.Join(err, rerr)
 	}
-	return s.c.Rename(oldname, newname)
+	return s.onMain(rename)
 }
 
-func (s *SFTP) Remove(name string) error { return s.c.Remove(name) }
+func (s *SFTP) Remove(name string) error {
+	return s.onMain(func(c *sftp.Client) error { return c.Remove(name) })
+}
 
-func (s *SFTP) Chmod(name string, mode fs.FileMode) error { return s.c.Chmod(name, mode) }
+func (s *SFTP) Chmod(name string, mode fs.FileMode) error {
+	return s.onMain(func(c *sftp.Client) error { return c.Chmod(name, mode) })
+}
 
 func (s *SFTP) Chtimes(name string, atime, mtime time.Time) error {
-	return s.c.Chtimes(name, atime, mtime)
+	return s.onMain(func(c *sftp.Client) error { return c.Chtimes(name, atime, mtime) })
 }
 
-func (s *SFTP) Abs(name string) (string, error) { return s.c.RealPath(name) }
+func (s *SFTP) Abs(name string) (string, error) {
+	var p string
+	err := s.onMain(func(c *sftp.Client) (err error) { p, err = c.RealPath(name); return })
+	return p, err
+}
 
 func (s *SFTP) Join(elem ...string) string { return path.Join(elem...) }
 func (s *SFTP) Dir(name string) string     { return path.Dir(name) }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"github.com/hpncp/hpncp/protocol"
 )
 
 // Error is a failure of one operation on one path. Its text reads
@@ -49,7 +51,7 @@ func hintFor(err error) string {
 		return "the target's disk quota is exceeded"
 	case errors.Is(err, fs.ErrPermission):
 		return "check the target directory's owner and permissions"
-	case strings.Contains(err.Error(), "SSH_FX_FAILURE"):
+	case protocol.ServerFailure(err):
 		return "the server gave no reason; a full disk or a quota on the remote side are the usual causes"
 	}
 	return ""

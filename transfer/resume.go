@@ -24,8 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pkg/sftp"
-
 	"github.com/hpncp/hpncp/protocol"
 )
 
@@ -482,18 +480,11 @@ func (p *partial) keep(ctx context.Context, err error) bool {
 	if p == nil || !p.resume || p.e.Temp == "" {
 		return false
 	}
-	if ctx.Err() == nil && !connectionLost(err) {
+	if ctx.Err() == nil && !protocol.Lost(err) {
 		return false
 	}
 	defer p.close()
 	return p.save() == nil
-}
-
-// connectionLost reports whether err says the connection under a copy
-// failed, rather than the file.
-func connectionLost(err error) bool {
-	return errors.Is(err, protocol.ErrStreamLost) || errors.Is(err, sftp.ErrSSHFxConnectionLost) ||
-		errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // removed is told whether removing the temporary file after a failure

@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -173,8 +172,7 @@ type retry struct {
 // noSpace reports whether err says the target's disk or quota is full;
 // an SFTP server gives no reason (OpenSSH answers SSH_FX_FAILURE).
 func noSpace(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
-		strings.Contains(err.Error(), "SSH_FX_FAILURE")
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || protocol.ServerFailure(err)
 }
 
 // retryAlone copies the files that failed for want of space again, one

@@ -495,7 +495,11 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 		fmt.Fprintln(stderr)
 	}
 	if len(res.Errors) > 0 {
-		return &partialError{failed: len(res.Errors), done: res.Files + res.Skipped}
+		pe := &partialError{failed: len(res.Errors), done: res.Files + res.Skipped}
+		for _, e := range res.Errors {
+			pe.lost = pe.lost || protocol.Lost(e)
+		}
+		return pe
 	}
 	return nil
 }
@@ -591,6 +595,9 @@ func (r *remotes) endpoint(ctx context.Context, l transfer.Location) (transfer.E
 		end, err = protocol.OpenSFTP(first.Client, protocol.Options{
 			Label: l.HostLabel(),
 			Logf:  logf,
+			// Connections lost mid-copy are dialed again for as long as
+			// one may take to set up.
+			Reconnect: first.Config.ConnectTimeout,
 			Dial: func(ctx context.Context) (*ssh.Client, error) {
 				c, err := dial(ctx)
 				if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
 )
@@ -31,8 +32,11 @@ func usagef(hint, format string, args ...any) error {
 
 // partialError reports that a run went to the end but some files failed;
 // each failure has been printed already. done counts the files copied or
-// found already at the target.
-type partialError struct{ failed, done int }
+// found already at the target; lost says a failure was the connection's.
+type partialError struct {
+	failed, done int
+	lost         bool
+}
 
 func (e *partialError) Error() string {
 	return fmt.Sprintf("%d file(s) or directories could not be copied", e.failed)
@@ -61,6 +65,10 @@ func report(stderr io.Writer, err error) int {
 			fmt.Fprintln(stderr, "hpncp: hint: run hpncp --help for usage")
 		}
 		return exitUsage
+	case errors.As(err, &pe) && pe.lost:
+		// The files that failed may well copy on a re-run: what failed
+		// is the connection, and the status says so, as ssh's does.
+		return exitConnection
 	case errors.As(err, &pe) && pe.done > 0:
 		return exitPartial
 	case errors.As(err, &pe):
@@ -70,6 +78,9 @@ func report(stderr io.Writer, err error) int {
 		return exitConnection
 	}
 	printError(stderr, err.Error(), hintOf(err))
+	if protocol.Lost(err) {
+		return exitConnection
+	}
 	return exitFailed
 }
 

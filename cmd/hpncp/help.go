@@ -113,5 +113,6 @@ Exit status:
   2    usage error
   3    partial: some files copied, others failed (each is reported)
   130  interrupted (SIGINT or SIGTERM)
-  255  connection, host key or authentication failure
+  255  connection, host key or authentication failure, or a connection
+       lost during the copy and not regained
 `

@@ -12,12 +12,16 @@ import (
 	"github.com/hpncp/hpncp/internal/sshtest"
 )
 
-// TestKilledConnectionMidTransfer kills one of several connections while a
-// large file is being copied: the copy must finish on the remaining ones
-// (or fail cleanly), never leave a corrupt file under the final name.
+// TestKilledConnectionMidTransfer kills one of several connections, or
+// every one, while a large file is being copied: the copy must finish on
+// the remaining ones or on new ones (or fail cleanly), never leave a
+// corrupt file under the final name.
 func TestKilledConnectionMidTransfer(t *testing.T) {
-	for _, dir := range []string{"upload", "download"} {
-		t.Run(dir, func(t *testing.T) {
+	for _, tc := range []struct{ dir, kill string }{
+		{"upload", "one"}, {"download", "one"}, {"upload", "all"}, {"download", "all"},
+	} {
+		dir := tc.dir
+		t.Run(dir+"/"+tc.kill, func(t *testing.T) {
 			srv := sshtest.Start(t, sshtest.Options{})
 			work := t.TempDir()
 			src := filepath.Join(work, "big")
@@ -47,11 +51,19 @@ func TestKilledConnectionMidTransfer(t *testing.T) {
 				matches, _ := filepath.Glob(filepath.Join(work, ".hpncp.copy.*.part"))
 				for _, m := range matches {
 					if fi, err := os.Stat(m); err == nil && fi.Size() > 12<<20 {
-						killed = srv.KillConnection(2)
+						if tc.kill == "all" {
+							srv.KillConnections()
+							killed = true
+						} else {
+							killed = srv.KillConnection(2)
+						}
 					}
 				}
 			}
 			err := <-done
+			if err != nil && tc.kill == "all" {
+				t.Fatalf("the copy did not connect again after every connection was killed: %v", err)
+			}
 			if err != nil {
 				t.Logf("copy failed after the kill: %v", err)
 				if _, serr := os.Stat(dst); serr == nil {

@@ -15,9 +15,9 @@ import (
 )
 
 // TestResumeAfterLostConnection cuts every connection of an upload with
-// --resume midway: the temporary file stays, and the same command
-// continues it instead of starting over. (A download's streams reconnect
-// and finish the file: only the upload's metadata session cannot.)
+// --resume midway and refuses new ones until the copy has given up (it
+// dials again for ConnectTimeout): the temporary file stays, and the same
+// command continues it instead of starting over.
 func TestResumeAfterLostConnection(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	srv := sshtest.Start(t, sshtest.Options{})
@@ -31,7 +31,7 @@ func TestResumeAfterLostConnection(t *testing.T) {
 	from, to := src, "testhost:"+dst
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	args := []string{"hpncp", "-F", srv.ConfigFile, "-q", "--resume", "--bwlimit", "16M", from, to}
+	args := []string{"hpncp", "-F", srv.ConfigFile, "-o", "ConnectTimeout=2", "-q", "--resume", "--bwlimit", "16M", from, to}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, nil, io.Discard, io.Discard) }()
 	temp := filepath.Join(work, ".hpncp.copy.*.part")
@@ -44,14 +44,16 @@ func TestResumeAfterLostConnection(t *testing.T) {
 		matches, _ := filepath.Glob(temp)
 		for _, m := range matches {
 			if fi, err := os.Stat(m); err == nil && fi.Size() > 16<<20 {
+				srv.Refuse(true)
 				srv.KillConnections()
 				cut = true
 			}
 		}
 	}
 	if err := <-done; err == nil {
-		t.Fatal("the copy succeeded with its connections cut")
+		t.Fatal("the copy succeeded with its connections cut and new ones refused")
 	}
+	srv.Refuse(false)
 	if matches, _ := filepath.Glob(temp); len(matches) != 1 {
 		t.Fatalf("temporary files after the cut: %q, want one", matches)
 	}

@@ -81,6 +81,7 @@ type Server struct {
 	order    []net.Conn // every connection accepted, in order
 	accepted int
 	closed   bool
+	refusing bool // new connections are closed at once (Refuse)
 }
 
 // maxReadLength is what OpenSSH's sftp-server returns at most for one read
@@ -157,6 +158,15 @@ func (s *Server) Connections() int {
 	return s.accepted
 }
 
+// Refuse makes the server close every new connection as soon as it is
+// accepted, as a host whose sshd is gone would refuse it, until Refuse
+// is called with false.
+func (s *Server) Refuse(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusing = on
+}
+
 // KillConnections drops every open connection abruptly, without an SSH
 // disconnect message, as a network failure or a killed sshd would; so are
 // the connections it opened for direct-tcpip channels. The server keeps
@@ -231,7 +241,13 @@ func (s *Server) acceptLoop() {
 		}
 		s.mu.Lock()
 		s.accepted++
+		refuse := s.refusing
 		s.mu.Unlock()
+		if refuse {
+			s.untrack(nc)
+			nc.Close()
+			continue
+		}
 		s.wg.Add(1)
 		go s.serveConn(nc)
 	}
