@@ -14,11 +14,15 @@
 #                 sending again at most 10 % of the file beyond what was
 #                 missing
 #
+# With --outage the sshd itself is stopped with its sessions and started
+# again only once hpncp has exited: the copy cannot reconnect (it tries
+# for ConnectTimeout, 5 s here) and must fail cleanly.
+#
 # Prints one line per run and the counts; exits 1 when any run broke a
 # rule.
 #
 #   bench/kill.sh [--runs 20] [--size 1G] [--at 300M] [--direction up|down]
-#                 [--resume] [--dir DIR] [--hpncp HPNCP_BINARY]
+#                 [--resume] [--outage] [--dir DIR] [--hpncp HPNCP_BINARY]
 #
 # Needs /usr/sbin/sshd, ssh, ssh-keygen, python3, go and root (sshd).
 set -euo pipefail
@@ -26,7 +30,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 
-runs=20 size=1G at=300M direction=down resume= dir= hpncp_bin=
+runs=20 size=1G at=300M direction=down resume= outage= dir= hpncp_bin=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--runs) runs=$2 ;;
@@ -34,6 +38,7 @@ while [ $# -gt 0 ]; do
 	--at) at=$2 ;;
 	--direction) direction=$2 ;;
 	--resume) resume=1; shift; continue ;;
+	--outage) outage=1; shift; continue ;;
 	--dir) dir=$2 ;;
 	--hpncp) hpncp_bin=$2 ;;
 	*)
@@ -91,7 +96,8 @@ head -c 4096 /dev/urandom >"$work/old"
 old=$(sha256sum <"$work/old" | cut -d' ' -f1)
 export XDG_STATE_HOME=$work/state
 
-hp=("$hpncp_bin" -q -F "$work/ssh_config")
+port=$(awk '$1 == "Port" { print $2 }' "$work/ssh_config")
+hp=("$hpncp_bin" -q -F "$work/ssh_config" -o ConnectTimeout=5)
 [ -n "$resume" ] && hp+=(--resume)
 if [ "$direction" = up ]; then
 	from=$work/src/big to=bench:$work/out/big
@@ -126,6 +132,7 @@ for run in $(seq "$runs"); do
 			[ -e "$tmp" ] || continue
 			if [ "$(stat -c %s "$tmp")" -ge "$at_bytes" ] && kill_sessions; then
 				killed=1
+				[ -n "$outage" ] && stop_sshd
 				break 2
 			fi
 		done
@@ -134,6 +141,9 @@ for run in $(seq "$runs"); do
 	rc=0
 	wait "$hp_pid" || rc=$?
 	hp_pid=
+	if [ -z "$sshd_pid" ]; then
+		start_sshd 127.0.0.1 "$port" || die "sshd did not start again on port $port: $(cat "$work/sshd.log")"
+	fi
 	verdict= why=
 	if [ -z "$killed" ]; then
 		verdict=skip why="the copy ended before the kill"
@@ -160,14 +170,14 @@ for run in $(seq "$runs"); do
 				elif [ "$(sha "$got")" != "$want" ]; then
 					verdict=VIOLATION why="the --resume re-run ended with a target that differs"
 				else
-					again=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; size,written=int(sys.argv[2]),int(sys.argv[3]); print(max(t["bytes"]-(size-written),0)*100//size)' \
+					read -r again detail < <(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; size,written=int(sys.argv[2]),int(sys.argv[3]); print(max(t["bytes"]-(size-written),0)*100//size, "written %d MB, resumed from %d MB, sent %d MB" % (written>>20, t.get("resumed_bytes",0)>>20, t["bytes"]>>20))' \
 						"$work/report.json" "$bytes" "$written")
 					max_again=$((again > max_again ? again : max_again))
 					resumed=$((resumed + 1))
 					if [ "$again" -gt 10 ]; then
-						verdict=VIOLATION why="the re-run sent $again % of the file again"
+						verdict=VIOLATION why="the re-run sent $again % of the file again: $detail"
 					else
-						verdict=failed-clean why="exit $rc; resumed, $again % sent again"
+						verdict=failed-clean why="exit $rc; resumed, $again % sent again: $detail"
 					fi
 				fi
 			fi
@@ -182,6 +192,6 @@ for run in $(seq "$runs"); do
 	esac
 	echo "run $run: $verdict${why:+ ($why)}"
 done
-echo "direction $direction${resume:+ --resume}, $runs runs of $bytes bytes, killed at $at_bytes:" \
+echo "direction $direction${resume:+ --resume}${outage:+ --outage}, $runs runs of $bytes bytes, killed at $at_bytes:" \
 	"$ok exit 0 and identical, $failed_clean failed cleanly ($resumed resumed, at most $max_again % sent again), $violations violations"
 [ "$violations" = 0 ]

@@ -106,7 +106,7 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 		return ParallelResult{}, fmt.Errorf("offset %d outside a file of %d bytes", o.Offset, o.Size)
 	}
 	p := &parallel{o: o, open: open, ctx: ctx, events: make(chan struct{}, 1),
-		next: o.Offset, total: o.Size - o.Offset}
+		next: o.Offset, contig: o.Offset, total: o.Size - o.Offset}
 	p.cond = sync.NewCond(&p.mu)
 	stop := context.AfterFunc(ctx, func() {
 		p.mu.Lock()
@@ -184,6 +184,35 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 	return res, fmt.Errorf("no stream left to copy on: %w", p.openErr)
 }
 
+// maxAhead bounds how far past the first chunk not yet copied others are
+// handed out. A lane that stalls (its connection slow, or dying) then
+// holds the others back once they are this far ahead: what a resumed
+// copy must send again, the chunks past the journal's contiguous
+// watermark, stays bounded, and so does the spread of a file's writes.
+var maxAhead int64 = 64 << 20 // a variable for the tests
+
+// advance records the chunk of n bytes at off as copied; p.mu is held.
+func (p *parallel) advance(off int64, n int) {
+	if off != p.contig {
+		if p.ahead == nil {
+			p.ahead = map[int64]int{}
+		}
+		p.ahead[off] = n
+		return
+	}
+	p.contig += int64(n)
+	for {
+		m, ok := p.ahead[p.contig]
+		if !ok {
+			break
+		}
+		delete(p.ahead, p.contig)
+		p.contig += int64(m)
+	}
+	// Lanes may be waiting for the window to move.
+	p.cond.Broadcast()
+}
+
 // maxLaneFailures bounds how often lanes may fail in one copy before it
 // is given up: a path that keeps dropping connections will not recover by
 // reopening them forever.
@@ -203,10 +232,12 @@ type parallel struct {
 
 	mu        sync.Mutex
 	cond      *sync.Cond
-	next      int64   // first offset never handed out
-	total     int64   // bytes to copy: Size - Offset
-	retry     []int64 // offsets of chunks a failed lane gave back
-	done      int64   // bytes copied and checked
+	next      int64         // first offset never handed out
+	total     int64         // bytes to copy: Size - Offset
+	retry     []int64       // offsets of chunks a failed lane gave back
+	done      int64         // bytes copied and checked
+	contig    int64         // every byte before it is copied and checked
+	ahead     map[int64]int // chunks copied past contig: offset → length
 	fatal     error
 	closing   bool
 	lanes     []*lane
@@ -314,7 +345,7 @@ func (p *parallel) take(l *lane) (int64, bool) {
 			off := p.retry[len(p.retry)-1]
 			p.retry = p.retry[:len(p.retry)-1]
 			return off, true
-		case p.next < p.o.Size:
+		case p.next < p.o.Size && p.next-p.contig < maxAhead:
 			off := p.next
 			p.next += int64(p.o.Chunk)
 			return off, true
@@ -351,6 +382,7 @@ func (p *parallel) work(l *lane) {
 		switch {
 		case err == nil:
 			p.done += int64(n)
+			p.advance(off, n)
 			if p.o.Progress != nil {
 				p.o.Progress(n)
 			}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/window"
@@ -297,5 +298,67 @@ func TestParallelFullCountWithErrorIsNotCopied(t *testing.T) {
 	}
 	if !bytes.Equal(dst.b, src) {
 		t.Fatal("a chunk whose read failed with a full count was written as copied")
+	}
+}
+
+// stallFirst reads like src, but its read at offset 0 waits for release.
+type stallFirst struct {
+	src     []byte
+	release chan struct{}
+	highest *atomic.Int64
+}
+
+func (r stallFirst) ReadAt(p []byte, off int64) (int, error) {
+	if off == 0 {
+		<-r.release
+	}
+	for {
+		h := r.highest.Load()
+		if off <= h || r.highest.CompareAndSwap(h, off) {
+			break
+		}
+	}
+	return bytes.NewReader(r.src).ReadAt(p, off)
+}
+
+// TestParallelBoundsTheSpread: while the first chunk is held up, the
+// other lanes go no further than maxAhead past it, so that a journal's
+// contiguous watermark never trails the written bytes by more.
+func TestParallelBoundsTheSpread(t *testing.T) {
+	const chunk = 64 << 10
+	defer func(m int64) { maxAhead = m }(maxAhead)
+	maxAhead = 16 * chunk
+	src := noise(int(maxAhead) + 32*chunk)
+	dst := &memFile{}
+	release := make(chan struct{})
+	var highest atomic.Int64
+	open := func(context.Context, int) (*Stream, error) {
+		return &Stream{Src: stallFirst{src, release, &highest}, Dst: dst, Close: func(bool) error { return nil }}, nil
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Parallel(context.Background(), open, ParallelOptions{
+			Size: int64(len(src)), Chunk: chunk, Depth: 2, Controller: fixed(4),
+		})
+		done <- err
+	}()
+	// Let the other lanes run as far as they are allowed.
+	for prev := int64(-1); ; {
+		time.Sleep(50 * time.Millisecond)
+		h := highest.Load()
+		if h == prev {
+			break
+		}
+		prev = h
+	}
+	if h := highest.Load(); h >= maxAhead {
+		t.Errorf("with the first chunk held, a chunk at %d was read: more than %d ahead", h, maxAhead)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst.b, src) {
+		t.Fatal("the target differs from the source")
 	}
 }
