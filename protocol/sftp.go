@@ -262,6 +262,9 @@ func (s *SFTP) Chtimes(name string, atime, mtime time.Time) error {
 
 func (s *SFTP) Abs(name string) (string, error) { return s.c.RealPath(name) }
 
+// ReadLink returns the target of the symbolic link name, as stored.
+func (s *SFTP) ReadLink(name string) (string, error) { return s.c.ReadLink(name) }
+
 func (s *SFTP) Join(elem ...string) string { return path.Join(elem...) }
 func (s *SFTP) Dir(name string) string     { return path.Dir(name) }
 func (s *SFTP) Base(name string) string    { return path.Base(name) }

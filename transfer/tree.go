@@ -118,24 +118,36 @@ func acquire(ctx context.Context, sem chan struct{}) error {
 }
 
 // goDir copies a directory in a job of its own. The job holds one of the
-// slots for directories while it creates and lists it, and one of those
-// for directories listed ahead until it has handed out every entry: the
-// next directories are ready by the time the files of this one are on
-// their way, and the listings held in memory stay bounded.
-func (c *copier) goDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		if acquire(ctx, c.ahead) != nil {
-			return
-		}
-		defer func() { <-c.ahead }()
+// slots for directories listed ahead until it has handed out every
+// entry, and one of the slots for directories while it creates and lists
+// it: the next directories are ready by the time the files of this one
+// are on their way, and the listings held in memory stay bounded.
+//
+// When every slot for directories listed ahead is taken, the directory
+// is copied at once by the caller, depth first, rather than by a job
+// that waits for a slot: a job for every directory found and not yet
+// listed would hold memory without bound on a tree wide enough, or
+// endless (a link loop the walk has not caught, a hostile server).
+func (c *copier) goDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool, at *walkDir) {
+	run := func() {
 		if acquire(ctx, c.dirs) != nil {
 			return
 		}
 		listed := sync.OnceFunc(func() { <-c.dirs })
 		defer listed()
-		c.copyDir(ctx, src, dst, si, rel, depth, fresh, listed)
+		c.copyDir(ctx, src, dst, si, rel, depth, fresh, listed, at)
+	}
+	select {
+	case c.ahead <- struct{}{}:
+	default:
+		run()
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() { <-c.ahead }()
+		run()
 	}()
 }
 
