@@ -61,7 +61,7 @@ func readDir(ctx context.Context, fsys FS, name string) ([]fs.FileInfo, error) {
 // something to say.
 func listingHint(err error) string {
 	if errors.Is(err, protocol.ErrTooManyEntries) {
-		return "the server kept sending names; a broken or hostile server does that. The directory was not copied"
+		return "the server kept sending names, as a broken or hostile server does; the directory's entries were not copied"
 	}
 	return ""
 }

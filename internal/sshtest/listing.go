@@ -26,12 +26,21 @@ const (
 // maxPacket bounds a client's SFTP packet, as OpenSSH's sftp-server does.
 const maxPacket = 256 << 10
 
+// SFTP requests whose first field is a path, which Options.Hold is asked
+// about.
+var pathRequests = map[byte]bool{
+	3: true, 7: true, 9: true, 11: true, 13: true, 14: true,
+	15: true, 16: true, 17: true, 18: true, 19: true, 20: true,
+}
+
 // listingProxy stands between a session channel and pkg/sftp's server:
-// it answers the listings Options.ListDir takes over and hands every
-// other request to the server, whose replies it passes back whole, so
-// that its own replies never split one of the server's.
+// it answers the listings Options.ListDir takes over, holds the requests
+// Options.Hold names, and hands every other request to the server, whose
+// replies it passes back whole, so that its own replies never split one
+// of the server's.
 type listingProxy struct {
 	list func(dir string) func() []string
+	hold func(path string) <-chan struct{}
 
 	wmu sync.Mutex
 	out io.Writer // the channel
@@ -62,6 +71,7 @@ func (p *listingProxy) serve(ch io.Reader, toServer io.WriteCloser, fromServer i
 		if err != nil {
 			break
 		}
+		p.wait(pkt)
 		if p.answer(pkt) {
 			continue
 		}
@@ -73,10 +83,22 @@ func (p *listingProxy) serve(ch io.Reader, toServer io.WriteCloser, fromServer i
 	wg.Wait()
 }
 
+// wait returns once Options.Hold lets pkt through.
+func (p *listingProxy) wait(pkt []byte) {
+	if p.hold == nil || len(pkt) < 9 || !pathRequests[pkt[4]] {
+		return
+	}
+	if name, _, ok := cutString(pkt[9:]); ok {
+		if held := p.hold(name); held != nil {
+			<-held
+		}
+	}
+}
+
 // answer replies to pkt itself when it belongs to a listing the hook
 // serves, and reports whether it did.
 func (p *listingProxy) answer(pkt []byte) bool {
-	if len(pkt) < 9 {
+	if p.list == nil || len(pkt) < 9 {
 		return false
 	}
 	typ, id, body := pkt[4], pkt[5:9], pkt[9:]

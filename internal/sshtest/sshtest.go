@@ -51,6 +51,12 @@ type Options struct {
 	// broken or hostile server's would. nil lists every directory as it
 	// is on disk.
 	ListDir func(dir string) func() []string
+	// Hold, if set, is asked about every SFTP request that names a path
+	// (STAT, OPEN, OPENDIR, MKDIR and the like), with the path as the
+	// client sent it. Where it returns a channel, the session answers
+	// nothing more until the channel is closed, as a server that stopped
+	// answering would; the test must close it before the server stops.
+	Hold func(path string) <-chan struct{}
 }
 
 // Server is a running in-process SSH server. It stops when the test that
