@@ -98,8 +98,9 @@ type Result struct {
 	Resumed int64
 }
 
-// maxDepth bounds recursion: scp follows symbolic links to directories, so
-// a link to an ancestor would otherwise recurse until memory runs out.
+// maxDepth bounds recursion where no loop is seen (loop.go): a server
+// whose REALPATH and links say nothing useful, or a tree that is endless
+// by design, such as a hostile server's.
 const maxDepth = 255
 
 // ErrNotDirectory is returned when several sources are copied to a target

@@ -87,7 +87,8 @@ func loopError(d, a *walkDir) error {
 func (d *walkDir) canonical() string {
 	d.once.Do(func() {
 		if d.up != nil && !d.link {
-			// An entry that is no link is where its parent is.
+			// An entry that is no link adds its name to its parent's
+			// path, and a loop needs a link: no round trip.
 			if up := d.up.canonical(); up != "" {
 				d.canon = path.Join(up, d.at.FS.Base(d.at.Path))
 			}
