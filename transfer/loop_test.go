@@ -3,10 +3,13 @@ package transfer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,5 +144,40 @@ func TestTreeLinkLoopSCP(t *testing.T) {
 	loopErrors(t, res.Errors, "", d, "s1", "s2", "sub/up")
 	if got, want := strings.Join(tree(t, filepath.Join(dst, "d")), " "), "a:a sub/ sub/b:b"; got != want {
 		t.Errorf("copied %q, want %q", got, want)
+	}
+}
+
+// TestTreeWideHoldsBoundedJobs: a directory with many more directories
+// than the walk starts jobs for is copied whole, the rest depth first by
+// the job that found them; before, a goroutine waited for each, which a
+// tree endless enough (a loop not caught) turned into unbounded memory.
+func TestTreeWideHoldsBoundedJobs(t *testing.T) {
+	src, dst := filepath.Join(t.TempDir(), "src"), t.TempDir()
+	const dirs = 1500
+	for i := range dirs {
+		write(t, filepath.Join(src, fmt.Sprintf("d%04d", i), "f"), fmt.Sprint(i))
+	}
+	var mu sync.Mutex
+	most := 0
+	o := Options{Recursive: true, Report: func(FileReport) {
+		mu.Lock()
+		most = max(most, runtime.NumGoroutine())
+		mu.Unlock()
+	}}
+	res, err := Copy(context.Background(), []Endpoint{local(src)}, local(dst), o)
+	if err != nil || len(res.Errors) > 0 {
+		t.Fatalf("copy: %v %v", err, res.Errors)
+	}
+	if res.Files != dirs {
+		t.Errorf("%d files copied, want %d", res.Files, dirs)
+	}
+	for i := range dirs {
+		if b, err := os.ReadFile(filepath.Join(dst, "src", fmt.Sprintf("d%04d", i), "f")); err != nil || string(b) != fmt.Sprint(i) {
+			t.Fatalf("d%04d/f: %q, %v", i, b, err)
+		}
+	}
+	// The jobs for directories, those for files and the test's own.
+	if bound := cap(newSched(false).dirJobs) + localFiles + 50; most > bound {
+		t.Errorf("%d goroutines at once, want at most %d", most, bound)
 	}
 }

@@ -59,6 +59,7 @@ type sched struct {
 	files    chan struct{}
 	dirs     chan struct{}
 	ahead    chan struct{}
+	dirJobs  chan struct{} // directory jobs started and not done
 	memory   *budget
 	streams  chan struct{}
 	parallel chan struct{}
@@ -88,6 +89,7 @@ func newSched(remote bool) *sched {
 		files:    make(chan struct{}, files),
 		dirs:     make(chan struct{}, dirs),
 		ahead:    make(chan struct{}, 4*dirs),
+		dirJobs:  make(chan struct{}, 64*dirs),
 		memory:   newBudget(smallMemory),
 		streams:  make(chan struct{}, remoteStreams),
 		parallel: make(chan struct{}, parallelFiles),
@@ -123,11 +125,11 @@ func acquire(ctx context.Context, sem chan struct{}) error {
 // it: the next directories are ready by the time the files of this one
 // are on their way, and the listings held in memory stay bounded.
 //
-// When every slot for directories listed ahead is taken, the directory
-// is copied at once by the caller, depth first, rather than by a job
-// that waits for a slot: a job for every directory found and not yet
-// listed would hold memory without bound on a tree wide enough, or
-// endless (a link loop the walk has not caught, a hostile server).
+// When the jobs already started, most of them waiting for a slot, reach
+// the bound of dirJobs, the directory is copied at once by the caller,
+// depth first, in the slot the caller holds: a job for every directory
+// found and not yet listed held memory without bound on a tree wide or
+// endless enough (a link loop the walk does not catch, a hostile server).
 func (c *copier) goDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool, at *walkDir) {
 	run := func() {
 		if acquire(ctx, c.dirs) != nil {
@@ -138,7 +140,7 @@ func (c *copier) goDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, r
 		c.copyDir(ctx, src, dst, si, rel, depth, fresh, listed, at)
 	}
 	select {
-	case c.ahead <- struct{}{}:
+	case c.dirJobs <- struct{}{}:
 	default:
 		run()
 		return
@@ -146,6 +148,10 @@ func (c *copier) goDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, r
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		defer func() { <-c.dirJobs }()
+		if acquire(ctx, c.ahead) != nil {
+			return
+		}
 		defer func() { <-c.ahead }()
 		run()
 	}()
