@@ -40,6 +40,15 @@ const (
 // OpenSSH's own bound on any SFTP message.
 const maxNameReply = 256 << 10
 
+// MaxDirEntries bounds the entries of one listing: a server that never
+// ends a listing, broken or hostile, would otherwise have it grow until
+// memory runs out (names arrive at tens of megabytes a second). A million
+// entries hold about 150 MB; real directories rarely come near.
+const MaxDirEntries = 1 << 20
+
+// ErrTooManyEntries is the error of a listing longer than MaxDirEntries.
+var ErrTooManyEntries = fmt.Errorf("more than %d entries", MaxDirEntries)
+
 // listerMax bounds the listings in flight at once on the listing
 // session, each of which holds a directory open on the server.
 const listerMax = 128
@@ -145,7 +154,7 @@ func (s *SFTP) ReadDirContext(ctx context.Context, name string) ([]fs.FileInfo, 
 	if err != nil {
 		return nil, err
 	}
-	list, rest, err := ls.readDir(name)
+	list, rest, err := ls.readDir(ctx, name)
 	// The listing is complete before the server has answered the last
 	// requests on the directory and closed it: the slot waits for that,
 	// the caller does not.
@@ -164,14 +173,22 @@ func (s *SFTP) ReadDirContext(ctx context.Context, name string) ([]fs.FileInfo, 
 }
 
 // readDir lists name. It returns as soon as the server has said the
-// listing is complete, with the requests still in flight then, which end
-// with the CLOSE of the directory; the caller must wait for each.
-func (s *rawSession) readDir(name string) ([]fs.FileInfo, []*call, error) {
+// listing is complete, or ctx is done, with the requests still in flight
+// then, which end with the CLOSE of the directory; the caller must wait
+// for each. A listing of more than MaxDirEntries fails.
+func (s *rawSession) readDir(ctx context.Context, name string) ([]fs.FileInfo, []*call, error) {
 	c := getCall(nil)
 	err := s.send(c, fxpOpendir, func(b []byte) []byte { return appendString(b, name) }, nil)
-	if err == nil {
-		err = wait(c, fxpHandle)
+	if err != nil {
+		putCall(c)
+		return nil, nil, &fs.PathError{Op: "opendir", Path: name, Err: err}
 	}
+	if err := waitContext(ctx, c); err != nil {
+		// The handle, should it come, stays open: the session is
+		// abandoned with the run.
+		return nil, []*call{c}, err
+	}
+	err = wait(c, fxpHandle)
 	body := c.body
 	putCall(c)
 	if err != nil {
@@ -202,6 +219,10 @@ func (s *rawSession) readDir(name string) ([]fs.FileInfo, []*call, error) {
 	more(readdirFirst)
 	for first == nil && len(inFlight) > 0 {
 		c := inFlight[0]
+		if err := waitContext(ctx, c); err != nil {
+			first = err
+			break
+		}
 		inFlight = inFlight[1:]
 		err := wait(c, fxpName)
 		body := c.body
@@ -217,6 +238,8 @@ func (s *rawSession) readDir(name string) ([]fs.FileInfo, []*call, error) {
 		var n int
 		if list, n, err = appendNames(list, body); err != nil {
 			first = fmt.Errorf("%w: sftp: %w in directory entries", ErrStreamLost, err)
+		} else if len(list) > MaxDirEntries {
+			first = ErrTooManyEntries
 		} else if n > 0 {
 			more(2)
 		} else {
@@ -232,10 +255,26 @@ func (s *rawSession) readDir(name string) ([]fs.FileInfo, []*call, error) {
 	} else {
 		inFlight = append(inFlight, closing)
 	}
-	if first != nil {
+	switch {
+	case first != nil && ctx.Err() != nil:
+		return nil, inFlight, ctx.Err()
+	case first != nil:
 		return nil, inFlight, &fs.PathError{Op: "readdir", Path: name, Err: first}
 	}
 	return list, inFlight, nil
+}
+
+// waitContext waits for c's reply or for ctx to be done, whichever comes
+// first; the reply is left for wait.
+func waitContext(ctx context.Context, c *call) error {
+	select {
+	case <-c.done:
+		// wait reads it again.
+		c.done <- struct{}{}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // appendNames appends the entries of a NAME reply other than "." and ".."

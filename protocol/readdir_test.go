@@ -233,3 +233,58 @@ func TestReadDirFallback(t *testing.T) {
 		t.Error("the listing session is not marked unavailable")
 	}
 }
+
+// endless returns a ListDir hook for sshtest under which dir never ends:
+// every READDIR brings a hundred names not seen before, as a broken or
+// hostile server's might.
+func endless(dir string) func(string) func() []string {
+	return func(p string) func() []string {
+		if p != dir {
+			return nil
+		}
+		var mu sync.Mutex
+		n := 0
+		return func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			names := make([]string, 100)
+			for i := range names {
+				n++
+				names[i] = fmt.Sprintf("name-%09d", n)
+			}
+			return names
+		}
+	}
+}
+
+// TestReadDirEndless: a listing that never ends stops at MaxDirEntries
+// with an error naming the directory, and once ctx is done at once; the
+// session lists other directories afterwards.
+func TestReadDirEndless(t *testing.T) {
+	const dir = "/endless"
+	srv := sshtest.Start(t, sshtest.Options{ListDir: endless(dir)})
+	end := openEnd(t, srv, false)
+
+	start := time.Now()
+	got, err := end.ReadDirContext(context.Background(), dir)
+	if !errors.Is(err, ErrTooManyEntries) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("endless listing: %d entries, %v; want ErrTooManyEntries naming %s", len(got), err, dir)
+	}
+	t.Logf("stopped at the bound after %v", time.Since(start))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	got, err = end.ReadDirContext(ctx, dir)
+	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || took > time.Second {
+		t.Fatalf("endless listing cancelled after 200ms: %d entries, %v after %v; want the context's error within 1s", len(got), err, took)
+	}
+
+	real := filepath.Join(srv.Root, "d")
+	mkEntries(t, real, 150, func(i int) string { return fmt.Sprint(i) })
+	list, err := end.ReadDirContext(context.Background(), real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameListing(t, real, list)
+}

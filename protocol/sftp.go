@@ -379,6 +379,13 @@ func (s *SFTP) Abs(name string) (string, error) {
 	return p, err
 }
 
+// ReadLink returns the target of the symbolic link name, as stored.
+func (s *SFTP) ReadLink(name string) (string, error) {
+	var target string
+	err := s.onMain(func(c *sftp.Client) (err error) { target, err = c.ReadLink(name); return })
+	return target, err
+}
+
 func (s *SFTP) Join(elem ...string) string { return path.Join(elem...) }
 func (s *SFTP) Dir(name string) string     { return path.Dir(name) }
 func (s *SFTP) Base(name string) string    { return path.Base(name) }

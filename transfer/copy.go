@@ -98,8 +98,9 @@ type Result struct {
 	Resumed int64
 }
 
-// maxDepth bounds recursion: scp follows symbolic links to directories, so
-// a link to an ancestor would otherwise recurse until memory runs out.
+// maxDepth bounds recursion where no loop is seen (loop.go): a server
+// whose REALPATH and links say nothing useful, or a tree that is endless
+// by design, such as a hostile server's.
 const maxDepth = 255
 
 // ErrNotDirectory is returned when several sources are copied to a target
@@ -179,7 +180,7 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *
 			dst = target.FS.Join(target.Path, base)
 		}
 		c.sameTarget(targets, dst)
-		c.copyAny(ctx, s, Endpoint{target.FS, dst}, si, "", 0, false)
+		c.copyAny(ctx, s, Endpoint{target.FS, dst}, si, "", 0, false, nil)
 	}
 	if err := ctx.Err(); err != nil {
 		return c.res, err
@@ -226,8 +227,9 @@ func (c *copier) logf(format string, args ...any) {
 // copyAny copies a file or, with -r, a directory whose info (links
 // followed) is si, in a job of its own. rel is src's path relative to its
 // source operand, "" for the operand itself. fresh says dst's directory
-// was created by this run: dst cannot exist.
-func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool) {
+// was created by this run: dst cannot exist. at is the directory src on
+// the walk's path, nil for a file or a source operand.
+func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool, at *walkDir) {
 	switch {
 	case si.IsDir():
 		if !c.opts.Recursive {
@@ -239,7 +241,7 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		if rel == "" && c.copyDirTar(ctx, src, dst, si) {
 			return
 		}
-		c.goDir(ctx, src, dst, si, rel, depth, fresh)
+		c.goDir(ctx, src, dst, si, rel, depth, fresh, at)
 	case si.Mode().IsRegular():
 		if rel == "" {
 			rel = src.FS.Base(src.Path)
@@ -254,12 +256,19 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 }
 
 // copyDir copies the directory src to dst. It calls listed once src is
-// listed, before its entries are copied.
-func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool, listed func()) {
+// listed, before its entries are copied. at is src on the walk's path,
+// nil for a source operand.
+func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool, listed func(), at *walkDir) {
 	if depth >= maxDepth {
 		c.fail(&Error{Op: "copy", Path: src.String(),
 			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
 			Hint: "a symbolic link may point to one of its own parent directories"})
+		return
+	}
+	if at == nil {
+		at = newWalkRoot(src, si)
+	} else if err := at.loop(); err != nil {
+		c.fail(err)
 		return
 	}
 	created, modeSet := false, false
@@ -297,9 +306,12 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		}
 	}
 
-	entries, err := src.FS.ReadDir(src.Path)
-	if err != nil {
-		c.fail(&Error{Op: "read directory", Path: src.String(), Err: err})
+	entries, err := readDir(ctx, src.FS, src.Path)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return
+	case err != nil:
+		c.fail(&Error{Op: "read directory", Path: src.String(), Err: err, Hint: listingHint(err)})
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	listed()
@@ -315,14 +327,19 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		}
 		child := Endpoint{src.FS, src.FS.Join(src.Path, name)}
 		info := e
-		if e.Mode()&fs.ModeSymlink != 0 {
+		link := e.Mode()&fs.ModeSymlink != 0
+		if link {
 			// scp follows links: copy what they point to.
 			if info, err = src.FS.Stat(child.Path); err != nil {
 				c.fail(&Error{Op: "read", Path: child.String(), Err: err})
 				continue
 			}
 		}
-		c.copyAny(ctx, child, Endpoint{dst.FS, dst.FS.Join(dst.Path, name)}, info, path.Join(rel, name), depth+1, created)
+		var below *walkDir
+		if info.IsDir() {
+			below = at.child(child, info, link)
+		}
+		c.copyAny(ctx, child, Endpoint{dst.FS, dst.FS.Join(dst.Path, name)}, info, path.Join(rel, name), depth+1, created, below)
 	}
 
 	if c.opts.Preserve {

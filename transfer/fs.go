@@ -1,9 +1,13 @@
 package transfer
 
 import (
+	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"time"
+
+	"github.com/hpncp/hpncp/protocol"
 )
 
 // FS is one end of a copy: the local file system or a remote one reached
@@ -36,6 +40,30 @@ type FS interface {
 	Join(elem ...string) string
 	Dir(name string) string
 	Base(name string) string
+}
+
+// contextDirReader is an end whose listings end when their context is
+// done (protocol.SFTP).
+type contextDirReader interface {
+	ReadDirContext(ctx context.Context, name string) ([]fs.FileInfo, error)
+}
+
+// readDir lists name on fsys, without following links, and gives up once
+// ctx is done where fsys allows it.
+func readDir(ctx context.Context, fsys FS, name string) ([]fs.FileInfo, error) {
+	if r, ok := fsys.(contextDirReader); ok {
+		return r.ReadDirContext(ctx, name)
+	}
+	return fsys.ReadDir(name)
+}
+
+// listingHint says what to make of a listing that failed, where there is
+// something to say.
+func listingHint(err error) string {
+	if errors.Is(err, protocol.ErrTooManyEntries) {
+		return "the server kept sending names, as a broken or hostile server does; the directory's entries were not copied"
+	}
+	return ""
 }
 
 // atimeOf returns the access time an FS put in a FileInfo's Sys, or the

@@ -540,7 +540,7 @@ func (j *scpJob) upload(ctx context.Context, src string, target SCPEndpoint, sev
 		return
 	}
 	u := &scpUpload{scpJob: j, snd: snd, target: target.String()}
-	err = u.entry(ctx, src, name, si, 0)
+	err = u.entry(ctx, src, name, si, 0, nil)
 	cerr := snd.Close()
 	switch {
 	case ctx.Err() != nil:
@@ -559,8 +559,9 @@ type scpUpload struct {
 }
 
 // entry sends a local file or directory; a returned error ends the
-// session.
-func (u *scpUpload) entry(ctx context.Context, p, name string, si fs.FileInfo, depth int) error {
+// session. at is a directory's place on the walk's path, nil for the
+// source operand.
+func (u *scpUpload) entry(ctx context.Context, p, name string, si fs.FileInfo, depth int, at *walkDir) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -571,7 +572,7 @@ func (u *scpUpload) entry(ctx context.Context, p, name string, si fs.FileInfo, d
 	}
 	switch {
 	case si.IsDir():
-		return u.dir(ctx, p, name, si, depth)
+		return u.dir(ctx, p, name, si, depth, at)
 	case si.Mode().IsRegular():
 		return u.file(ctx, p, name, si)
 	}
@@ -585,11 +586,17 @@ func (u *scpUpload) refused(err error, p string) bool {
 	return u.remoteWarning(err, "copy "+p+" to", u.target)
 }
 
-func (u *scpUpload) dir(ctx context.Context, p, name string, si fs.FileInfo, depth int) error {
+func (u *scpUpload) dir(ctx context.Context, p, name string, si fs.FileInfo, depth int, at *walkDir) error {
 	if depth >= maxDepth {
 		u.fail(&Error{Op: "copy", Path: p,
 			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
 			Hint: "a symbolic link may point to one of its own parent directories"})
+		return nil
+	}
+	if at == nil {
+		at = newWalkRoot(Endpoint{Local{}, p}, si)
+	} else if err := at.loop(); err != nil {
+		u.fail(err)
 		return nil
 	}
 	entries, err := Local{}.ReadDir(p)
@@ -610,14 +617,15 @@ func (u *scpUpload) dir(ctx context.Context, p, name string, si fs.FileInfo, dep
 	for _, e := range entries {
 		child := filepath.Join(p, e.Name())
 		info := e
-		if e.Mode()&fs.ModeSymlink != 0 {
+		link := e.Mode()&fs.ModeSymlink != 0
+		if link {
 			// scp follows links: send what they point to.
 			if info, err = os.Stat(child); err != nil {
 				u.fail(&Error{Op: "read", Path: child, Err: err})
 				continue
 			}
 		}
-		if err := u.entry(ctx, child, e.Name(), info, depth+1); err != nil {
+		if err := u.entry(ctx, child, e.Name(), info, depth+1, at.child(Endpoint{Local{}, child}, info, link)); err != nil {
 			return err
 		}
 	}

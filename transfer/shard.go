@@ -143,7 +143,7 @@ func (c *copier) copyList(ctx context.Context, srcs []Endpoint, target Endpoint)
 			continue
 		}
 		dst := Endpoint{target.FS, target.FS.Join(append([]string{target.Path}, elems...)...)}
-		c.copyAny(ctx, src, dst, si, rel, 0, false)
+		c.copyAny(ctx, src, dst, si, rel, 0, false, nil)
 	}
 	if err := ctx.Err(); err != nil {
 		return c.res, err

@@ -129,6 +129,7 @@ type tarNode struct {
 	existing fs.FileInfo // the target's, links followed; nil when missing
 	parent   *tarNode
 	children []*tarNode // sorted by name
+	at       *walkDir   // a directory's place on the walk's path
 }
 
 // tarFile is a file that goes over a tar stream.
@@ -154,7 +155,7 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	// finish first.
 	c.wg.Wait()
 	t := c.opts.Tar
-	root := &tarNode{src: src, dst: dst, info: si}
+	root := &tarNode{src: src, dst: dst, info: si, at: newWalkRoot(src, si)}
 	switch di, err := dst.FS.Stat(dst.Path); {
 	case err == nil && !di.IsDir():
 		c.fail(&Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: ErrNotDirectory})
@@ -598,19 +599,19 @@ func (w *treeWalk) walk(ctx context.Context, n *tarNode, depth int) {
 		return
 	}
 	w.sem <- struct{}{}
-	entries, err := n.src.FS.ReadDir(n.src.Path)
+	entries, err := readDir(ctx, n.src.FS, n.src.Path)
 	var existing map[string]fs.FileInfo
 	if err == nil && n.existing != nil {
 		existing = map[string]fs.FileInfo{}
-		have, derr := n.dst.FS.ReadDir(n.dst.Path)
+		have, derr := readDir(ctx, n.dst.FS, n.dst.Path)
 		if derr != nil {
-			err = &Error{Op: "read directory", Path: n.dst.String(), Err: derr}
+			err = &Error{Op: "read directory", Path: n.dst.String(), Err: derr, Hint: listingHint(derr)}
 		}
 		for _, e := range have {
 			existing[e.Name()] = e
 		}
 	} else if err != nil {
-		err = &Error{Op: "read directory", Path: n.src.String(), Err: err}
+		err = &Error{Op: "read directory", Path: n.src.String(), Err: err, Hint: listingHint(err)}
 	}
 	var children []*tarNode
 	for _, e := range entries {
@@ -630,7 +631,8 @@ func (w *treeWalk) walk(ctx context.Context, n *tarNode, depth int) {
 			dst:    Endpoint{n.dst.FS, n.dst.FS.Join(n.dst.Path, name)},
 			info:   e,
 		}
-		if e.Mode()&fs.ModeSymlink != 0 {
+		link := e.Mode()&fs.ModeSymlink != 0
+		if link {
 			// scp follows links: copy what they point to.
 			fi, serr := child.src.FS.Stat(child.src.Path)
 			if serr != nil {
@@ -649,12 +651,20 @@ func (w *treeWalk) walk(ctx context.Context, n *tarNode, depth int) {
 			}
 			child.existing = x
 		}
+		var loop error
+		if child.info.IsDir() && w.recursive {
+			child.at = n.at.child(child.src, child.info, link)
+			loop = child.at.loop()
+		}
 		switch {
 		case child.info.IsDir() && !w.recursive:
 		case child.info.IsDir() && depth+1 >= maxDepth:
 			w.failf(&Error{Op: "copy", Path: child.src.String(),
 				Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
 				Hint: "a symbolic link may point to one of its own parent directories"})
+			continue
+		case loop != nil:
+			w.failf(loop)
 			continue
 		case child.info.IsDir() && child.existing != nil && !child.existing.IsDir():
 			w.failf(&Error{Op: "copy " + child.src.String() + " to", Path: child.dst.String(), Err: ErrNotDirectory})

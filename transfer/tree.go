@@ -58,6 +58,7 @@ type sched struct {
 	files    chan struct{}
 	dirs     chan struct{}
 	ahead    chan struct{}
+	dirJobs  chan struct{} // directory jobs started and not done
 	memory   *budget
 	streams  chan struct{}
 	parallel chan struct{}
@@ -87,6 +88,7 @@ func newSched(remote bool) *sched {
 		files:    make(chan struct{}, files),
 		dirs:     make(chan struct{}, dirs),
 		ahead:    make(chan struct{}, 4*dirs),
+		dirJobs:  make(chan struct{}, 64*dirs),
 		memory:   newBudget(smallMemory),
 		streams:  make(chan struct{}, remoteStreams),
 		parallel: make(chan struct{}, parallelFiles),
@@ -117,24 +119,40 @@ func acquire(ctx context.Context, sem chan struct{}) error {
 }
 
 // goDir copies a directory in a job of its own. The job holds one of the
-// slots for directories while it creates and lists it, and one of those
-// for directories listed ahead until it has handed out every entry: the
-// next directories are ready by the time the files of this one are on
-// their way, and the listings held in memory stay bounded.
-func (c *copier) goDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool) {
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		if acquire(ctx, c.ahead) != nil {
-			return
-		}
-		defer func() { <-c.ahead }()
+// slots for directories listed ahead until it has handed out every
+// entry, and one of the slots for directories while it creates and lists
+// it: the next directories are ready by the time the files of this one
+// are on their way, and the listings held in memory stay bounded.
+//
+// When the jobs already started, most of them waiting for a slot, reach
+// the bound of dirJobs, the directory is copied at once by the caller,
+// depth first, in the slot the caller holds: a job for every directory
+// found and not yet listed held memory without bound on a tree wide or
+// endless enough (a link loop the walk does not catch, a hostile server).
+func (c *copier) goDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool, at *walkDir) {
+	run := func() {
 		if acquire(ctx, c.dirs) != nil {
 			return
 		}
 		listed := sync.OnceFunc(func() { <-c.dirs })
 		defer listed()
-		c.copyDir(ctx, src, dst, si, rel, depth, fresh, listed)
+		c.copyDir(ctx, src, dst, si, rel, depth, fresh, listed, at)
+	}
+	select {
+	case c.dirJobs <- struct{}{}:
+	default:
+		run()
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() { <-c.dirJobs }()
+		if acquire(ctx, c.ahead) != nil {
+			return
+		}
+		defer func() { <-c.ahead }()
+		run()
 	}()
 }
 

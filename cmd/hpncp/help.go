@@ -112,7 +112,7 @@ Exit status:
   1    no file could be copied (each failure is reported)
   2    usage error
   3    partial: some files copied, others failed (each is reported)
-  130  interrupted (SIGINT or SIGTERM)
+  130  interrupted (SIGINT or SIGTERM; a second one ends hpncp at once)
   255  connection, host key or authentication failure, or a connection
        lost during the copy and not regained
 `

@@ -15,13 +15,20 @@ func main() { os.Exit(mainExit()) }
 
 // mainExit runs hpncp on the process's arguments and streams and returns
 // its exit code. SIGINT and SIGTERM cancel the run, which then cleans up;
-// a second signal kills at once, as users expect of a stuck program.
+// a second signal ends the process at once, as users expect of a stuck
+// program, whatever still waits (a server that stopped answering).
 func mainExit() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sig)
 	go func() {
-		<-ctx.Done()
-		stop()
+		<-sig
+		cancel()
+		<-sig
+		fmt.Fprintln(os.Stderr, "hpncp: interrupted")
+		os.Exit(exitInterrupted)
 	}()
 	// HPNCP_CPUPROFILE (undocumented, for benchmarking) writes a CPU
 	// profile of the run, so that the hot path can be measured on real

@@ -149,7 +149,31 @@ func reply(req *ssh.Request, ok bool) {
 
 func (s *Server) serveSFTP(ch ssh.Channel) {
 	defer ch.Close()
-	srv, err := sftp.NewServer(ch, sftp.WithServerWorkingDirectory(s.Root), sftp.WithMaxTxPacket(maxReadLength))
+	var rwc io.ReadWriteCloser = ch
+	if s.opts.ListDir != nil || s.opts.Hold != nil {
+		// The listings the test serves are answered, and the requests it
+		// holds held, between the channel and the server.
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		p := &listingProxy{list: s.opts.ListDir, hold: s.opts.Hold, out: ch}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			p.serve(ch, inW, outR)
+		}()
+		defer func() {
+			outW.Close()
+			inR.Close()
+			ch.Close()
+			<-done
+		}()
+		rwc = struct {
+			io.Reader
+			io.Writer
+			io.Closer
+		}{inR, outW, outW}
+	}
+	srv, err := sftp.NewServer(rwc, sftp.WithServerWorkingDirectory(s.Root), sftp.WithMaxTxPacket(maxReadLength))
 	if err != nil {
 		s.logf("start sftp server: %v", err)
 		return

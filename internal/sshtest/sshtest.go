@@ -43,6 +43,20 @@ type Options struct {
 	// channel's streams and returns the exit status. It must return once
 	// its streams fail, so that the server can stop. nil refuses exec.
 	Exec func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int
+	// ListDir, if set, is asked about every directory a client opens for
+	// listing, with the path as the client sent it. Where it returns a
+	// function, the server lists that directory itself: each READDIR is
+	// answered with the names the function returns, as regular files,
+	// until it returns none. A test makes a listing that never ends, as a
+	// broken or hostile server's would. nil lists every directory as it
+	// is on disk.
+	ListDir func(dir string) func() []string
+	// Hold, if set, is asked about every SFTP request that names a path
+	// (STAT, OPEN, OPENDIR, MKDIR and the like), with the path as the
+	// client sent it. Where it returns a channel, the session answers
+	// nothing more until the channel is closed, as a server that stopped
+	// answering would; the test must close it before the server stops.
+	Hold func(path string) <-chan struct{}
 }
 
 // Server is a running in-process SSH server. It stops when the test that
