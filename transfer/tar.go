@@ -248,13 +248,19 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	}
 	if root.existing == nil {
 		base := Endpoint{dst.FS, run.base}
-		if err := dst.FS.Mkdir(run.base); err != nil {
+		var err error
+		if run.whole {
+			err = c.mkdirPrivate(ctx, base)
+		} else {
+			err = dst.FS.Mkdir(run.base)
+		}
+		if err != nil {
 			c.fail(&Error{Op: "create directory", Path: dst.String(), Err: err})
 			return true
 		}
 		c.res.Dirs++
 		c.logf("created directory %s", base)
-		if !c.opts.Preserve {
+		if !c.opts.Preserve && !run.whole {
 			if err := c.setMode(base, si.Mode().Perm()|0o700); err != nil {
 				c.fail(err)
 			}
@@ -342,6 +348,9 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 			late = nil
 		}
 		if err == nil && ctx.Err() == nil {
+			err = c.setRootMode(ctx, src, dst, run.base, si)
+		}
+		if err == nil && ctx.Err() == nil {
 			if rerr := dst.FS.Rename(run.base, dst.Path); rerr != nil {
 				err = &Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: rerr}
 				c.fail(err)
@@ -384,6 +393,49 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 		c.preserveDirs(append([]*tarNode{root}, dirs...))
 	}
 	return true
+}
+
+// mkdirPrivate creates the temporary directory of a new tree owner-only
+// (0700): nothing below it can be reached until setRootMode opens it,
+// just before it takes its final name. Files then go in under their final
+// names and modes.
+func (c *copier) mkdirPrivate(ctx context.Context, dir Endpoint) error {
+	c.learnUmask(ctx, dir)
+	err := protocol.ErrNoBatch
+	if m, ok := dir.FS.(modeMkdirer); ok {
+		err = m.MkdirMode(ctx, dir.Path, 0o700)
+	}
+	if errors.Is(err, protocol.ErrNoBatch) {
+		err = dir.FS.Mkdir(dir.Path)
+	}
+	if err != nil {
+		return err
+	}
+	// Set too when the mode went with the mkdir: a server may ignore it
+	// (pkg/sftp's does).
+	if err := dir.FS.Chmod(dir.Path, 0o700); err != nil {
+		_ = dir.FS.Remove(dir.Path)
+		return err
+	}
+	return nil
+}
+
+// setRootMode gives the temporary directory of a new tree the mode the
+// tree's root gets (-p sets the source's exactly once the files are in).
+func (c *copier) setRootMode(ctx context.Context, src, dst Endpoint, tmp string, si fs.FileInfo) error {
+	mode := si.Mode().Perm() | 0o700
+	if !c.opts.Preserve {
+		mode = c.newFileMode(ctx, dst, mode)
+	}
+	if mode == 0o700 {
+		return nil
+	}
+	if err := dst.FS.Chmod(tmp, mode); err != nil {
+		err = &Error{Op: "set mode of", Path: dst.String(), Err: err}
+		c.fail(err)
+		return err
+	}
+	return nil
 }
 
 // makeOtherDirs creates over SFTP, parents first, the new directories
@@ -1219,8 +1271,9 @@ func (c *copier) finishDownload(f *tarFile) error {
 		if err := tmp.FS.Chtimes(f.tmp, atimeOf(f.info), f.mtime); err != nil {
 			return &Error{Op: "set times of", Path: f.dst.String(), Err: err}
 		}
-	} else if err := c.setMode(tmp, f.info.Mode().Perm()); err != nil {
-		return err
+	} else if err := tmp.FS.Chmod(f.tmp, c.newFileMode(context.Background(), f.dst, f.info.Mode().Perm())); err != nil {
+		// The temporary file was created owner-only.
+		return &Error{Op: "set mode of", Path: f.dst.String(), Err: err}
 	}
 	if err := f.dst.FS.Rename(f.tmp, f.dst.Path); err != nil {
 		return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err}
