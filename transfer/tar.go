@@ -1043,6 +1043,8 @@ func checkUploaded(dstFS FS, root *tarNode, files []*tarFile) error {
 		for _, f := range byDir[order[i]] {
 			got, ok := size[dstFS.Base(f.tmp)]
 			switch {
+			case f.err != nil:
+				// Left out of the archive (writeArchive).
 			case !ok:
 				f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(),
 					Err: errors.New("tar reported success but the file is missing")}
@@ -1096,7 +1098,16 @@ func (c *copier) writeArchive(w io.Writer, dirs []*tarNode, files []*tarFile, ru
 		}
 	}
 	for _, f := range files {
-		if err := c.writeEntry(tw, f, run); err != nil {
+		in, err := f.src.FS.Open(f.src.Path)
+		if err != nil {
+			// Left out of the archive, as SFTP mode leaves it out of the
+			// copy: the tree's other files still go.
+			f.err = &Error{Op: "read", Path: f.src.String(), Err: err}
+			continue
+		}
+		err = c.writeEntry(tw, f, in, run)
+		_ = in.Close()
+		if err != nil {
 			return err
 		}
 	}
@@ -1111,13 +1122,9 @@ func (c *copier) writeArchive(w io.Writer, dirs []*tarNode, files []*tarFile, ru
 	return bw.Flush()
 }
 
-// writeEntry adds one file to the archive under its temporary name.
-func (c *copier) writeEntry(tw *tar.Writer, f *tarFile, run *tarRun) error {
-	in, err := f.src.FS.Open(f.src.Path)
-	if err != nil {
-		return &Error{Op: "read", Path: f.src.String(), Err: err}
-	}
-	defer in.Close()
+// writeEntry adds one file, open as in, to the archive under its
+// temporary name.
+func (c *copier) writeEntry(tw *tar.Writer, f *tarFile, in io.Reader, run *tarRun) error {
 	name := f.rel
 	if !run.whole {
 		name = path.Join(path.Dir(f.rel), run.root.dst.FS.Base(f.tmp))
@@ -1234,7 +1241,7 @@ func (c *copier) downloadTar(ctx context.Context, run *tarRun, files []*tarFile)
 			return fmt.Errorf("%w (%v)", cerr, rerr)
 		}
 		return rerr
-	case cerr != nil:
+	case cerr != nil && !tarSkipped(cerr, files):
 		return cerr
 	}
 	received := time.Now()
@@ -1258,6 +1265,61 @@ func (c *copier) downloadTar(ctx context.Context, run *tarRun, files []*tarFile)
 		}
 	})
 	return nil
+}
+
+// tarSkipped reports whether a tar -c that failed sent every file it did
+// not complain of whole, and gives each file it complained of its
+// message. GNU tar exits 2 when it cannot open or stat a file, leaves it
+// out of the archive and goes on with the others; those, checked against
+// their sizes, are complete. Every complaint must name a file missing
+// from the archive: any other (a file that shrank is padded with zeros)
+// fails the whole stream, as does a message tar cut short or one not
+// told apart.
+func tarSkipped(err error, files []*tarFile) bool {
+	var te *protocol.TarExitError
+	if !errors.As(err, &te) || te.Status != 2 || te.Truncated {
+		return false
+	}
+	missing := map[string]*tarFile{}
+	for _, f := range files {
+		if !f.seen {
+			missing["./"+f.rel] = f // as TarCreate names them
+		}
+	}
+	why := map[*tarFile]string{}
+	for line := range strings.Lines(te.Stderr) {
+		// "tar: ./name: Cannot open: Permission denied"; tar names itself
+		// as it was run.
+		prog, rest, ok := strings.Cut(strings.TrimSuffix(line, "\n"), ": ")
+		if !ok || !strings.HasSuffix(prog, "tar") {
+			return false
+		}
+		if rest == "Exiting with failure status due to previous errors" {
+			continue
+		}
+		var f *tarFile
+		for i := 0; f == nil; i++ {
+			j := strings.Index(rest[i:], ": ")
+			if j < 0 {
+				return false
+			}
+			i += j
+			if f = missing[rest[:i]]; f != nil {
+				why[f] = rest[i+2:]
+			}
+		}
+	}
+	if len(why) == 0 {
+		return false
+	}
+	for f, msg := range why {
+		var cause error = errors.New(msg)
+		if strings.HasSuffix(msg, ": Permission denied") {
+			cause = fs.ErrPermission // as SFTP mode says it
+		}
+		f.err = &Error{Op: "read", Path: f.src.String(), Err: cause}
+	}
+	return true
 }
 
 // finishDownload gives a received file its mode and times and its final
