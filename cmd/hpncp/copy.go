@@ -463,6 +463,10 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 		res, err = transfer.Copy(ctx, ends[:len(ends)-1], ends[len(ends)-1], to)
 	}
 	for _, e := range res.Errors {
+		if (ctx.Err() != nil || errors.Is(err, context.Canceled)) && errors.Is(e, context.Canceled) {
+			// Cut by the interruption, which report prints once.
+			continue
+		}
 		printError(stderr, e.Error(), hintOf(e))
 	}
 	if o.JSON {
