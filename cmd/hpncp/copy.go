@@ -329,7 +329,7 @@ func (o *copyOptions) connOptions(stderr io.Writer) sshconn.Options {
 		co.AddressFamily = "inet6"
 	}
 	if o.Verbose {
-		co.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "hpncp: "+format+"\n", args...) }
+		co.Logf = logTo(stderr)
 	}
 	if !o.Quiet {
 		co.Warnf = func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
@@ -436,7 +436,7 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 	var files []transfer.FileReport
 	to.Report = func(f transfer.FileReport) { files = append(files, f) }
 	if o.Verbose {
-		to.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "hpncp: "+format+"\n", args...) }
+		to.Logf = logTo(stderr)
 	}
 	if o.Compress && to.Tar.Mode == transfer.TarOff && to.Logf != nil {
 		to.Logf("-C compresses tar streams only; this copy uses none")
