@@ -348,7 +348,8 @@ func (m *tempModes) EndFile()                {}
 func (m *tempModes) Add(int) {
 	parts, _ := filepath.Glob(filepath.Join(m.dir, tempPrefix+"*.part"))
 	for _, p := range parts {
-		if fi, err := os.Stat(p); err == nil {
+		// Files only: the directory that learns the umask may be there.
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
 			m.modes[fi.Mode().Perm()] = true
 		}
 	}
