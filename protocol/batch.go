@@ -25,6 +25,7 @@ import (
 const (
 	fxpRemove  = 13
 	fxpMkdir   = 14
+	fxpRmdir   = 15
 	fxpSetstat = 9
 	fxpFstat   = 8
 	fxpStat    = 17
@@ -56,7 +57,8 @@ const (
 // PutAttrs say what a file written by PutSmall gets besides its bytes.
 type PutAttrs struct {
 	// Perm is the permission the file is created with, which the server's
-	// umask may narrow, as for a file scp creates.
+	// umask may narrow: owner-only (0600) for a temporary file, which
+	// SetMode then gives its final mode.
 	Perm fs.FileMode
 	// SetMode sets Mode exactly once the bytes are written (-p, or the
 	// mode of the file being replaced).
@@ -275,6 +277,67 @@ func (s *SFTP) MkdirMode(ctx context.Context, name string, perm fs.FileMode) err
 		return &fs.PathError{Op: "mkdir", Path: name, Err: err}
 	}
 	return nil
+}
+
+// Umask learns which permission bits the server takes away from a new
+// entry (its umask, or what a default ACL of dir gives): SFTP has no
+// request to ask. It creates, stats and removes an empty directory of
+// the name probe in dir, the three requests sent at once, so that it
+// costs one round trip. It fails with ErrNoBatch where no session is
+// free for it.
+func (s *SFTP) Umask(ctx context.Context, probe string) (fs.FileMode, error) {
+	bs, err := s.batch.get(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer s.batch.put(bs)
+	rs := bs.s.rawSession
+	name := func(b []byte) []byte { return appendString(b, probe) }
+	reqs := []struct {
+		typ, reply byte
+		fields     func([]byte) []byte
+	}{
+		{fxpMkdir, fxpStatus, func(b []byte) []byte {
+			b = appendString(b, probe)
+			b = binary.BigEndian.AppendUint32(b, attrPermissions)
+			return binary.BigEndian.AppendUint32(b, 0o777)
+		}},
+		{fxpStat, fxpAttrs, name},
+		{fxpRmdir, fxpStatus, name},
+	}
+	ops := []string{"mkdir", "stat", "rmdir"}
+	var calls []*call
+	defer func() {
+		for _, c := range calls {
+			putCall(c)
+		}
+	}()
+	var first error
+	for _, r := range reqs {
+		c := getCall(nil)
+		if err := rs.send(c, r.typ, r.fields, nil); err != nil {
+			putCall(c)
+			first = err
+			break
+		}
+		calls = append(calls, c)
+	}
+	// Every request sent is waited for: its reply lands in its call.
+	for i, c := range calls {
+		if err := wait(c, reqs[i].reply); err != nil && first == nil {
+			first = &fs.PathError{Op: ops[i], Path: probe, Err: err}
+		}
+	}
+	if first != nil {
+		s.batch.drop(bs, first)
+		return 0, first
+	}
+	stat := calls[1]
+	fi, err := parseAttrs(stat.body, probe)
+	if err != nil {
+		return 0, &fs.PathError{Op: "stat", Path: probe, Err: fmt.Errorf("%w: sftp: %w in attributes", ErrStreamLost, err)}
+	}
+	return 0o777 &^ fi.Mode().Perm(), nil
 }
 
 // PrepareSmall opens, in the background, the sessions that PutSmall,

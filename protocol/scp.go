@@ -12,10 +12,11 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/vis"
 )
 
 // The legacy scp protocol, as OpenSSH's scp speaks it with -O: the client
@@ -100,7 +101,7 @@ func ParseSCPLine(line string) (SCPRecord, error) {
 	}
 	switch line[0] {
 	case SCPWarning, SCPFatal:
-		return SCPRecord{Type: line[0], Message: boundMessage(printable(line[1:]))}, nil
+		return SCPRecord{Type: line[0], Message: boundMessage(vis.String(line[1:]))}, nil
 	case SCPEnd:
 		if line != "E" {
 			return SCPRecord{}, fmt.Errorf("%w: end of directory with trailing text %s", ErrSCPProtocol, quoteLine(line))
@@ -247,7 +248,7 @@ func (r SCPRecord) Line() string {
 		as, au := scpTime(r.Atime)
 		return fmt.Sprintf("T%d %d %d %d", ms, mu, as, au)
 	case SCPWarning, SCPFatal:
-		return string(rune(r.Type)) + printable(r.Message)
+		return string(rune(r.Type)) + vis.String(r.Message)
 	}
 	return ""
 }
@@ -263,28 +264,6 @@ func scpTime(t time.Time) (sec int64, usec int) {
 		return maxSCPTime, 0
 	}
 	return sec, t.Nanosecond() / 1000
-}
-
-// printable escapes what a terminal would not print as text: control
-// characters (escape sequences among them), invalid UTF-8 and invisible
-// format characters. Printing a server's words as they came would let it
-// rewrite the user's screen.
-func printable(s string) string {
-	var b strings.Builder
-	for len(s) > 0 {
-		r, n := utf8.DecodeRuneInString(s)
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[0])
-		case unicode.IsPrint(r):
-			b.WriteRune(r)
-		default:
-			q := strconv.QuoteRuneToASCII(r)
-			b.WriteString(q[1 : len(q)-1])
-		}
-		s = s[n:]
-	}
-	return b.String()
 }
 
 // quoteLine quotes a line for an error message, shortened.
@@ -511,7 +490,7 @@ func (c *scpConn) response() error {
 			return err
 		}
 		c.reported = true
-		return &SCPError{Fatal: b == SCPFatal, Msg: printable(line)}
+		return &SCPError{Fatal: b == SCPFatal, Msg: vis.String(line)}
 	}
 	// Not scp speaking: most often a login script printing text.
 	_ = c.r.UnreadByte()
@@ -529,7 +508,7 @@ func (c *scpConn) write(s string) error {
 // refuse answers no, with why.
 func (c *scpConn) refuse(why error) error {
 	c.reported = true
-	return c.write("\x01scp: " + printable(why.Error()) + "\n")
+	return c.write("\x01scp: " + vis.String(why.Error()) + "\n")
 }
 
 // close ends the remote command. After a complete exchange (clean) it
@@ -595,7 +574,7 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return printable(strings.Join(strings.Fields(string(t.b)), " "))
+	return vis.String(strings.Join(strings.Fields(string(t.b)), " "))
 }
 
 // SCPReceiver is the receiving end of a download: it runs "scp -f" on
@@ -990,7 +969,7 @@ func (s *SCPSender) EndFile(readErr error) error {
 	s.inFile = false
 	status := "\x00"
 	if readErr != nil {
-		status = "\x01scp: " + printable(readErr.Error()) + "\n"
+		status = "\x01scp: " + vis.String(readErr.Error()) + "\n"
 	}
 	if err := s.c.write(status); err != nil {
 		return s.check(err)

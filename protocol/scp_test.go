@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hpncp/hpncp/internal/sshtest"
+	"github.com/hpncp/hpncp/internal/vis"
 )
 
 func TestParseSCPLine(t *testing.T) {
@@ -39,7 +40,7 @@ func TestParseSCPLine(t *testing.T) {
 		{line: "T1000000000 0 1000000001 999999", want: SCPRecord{Type: SCPTime, Times: true,
 			Mtime: time.Unix(1e9, 0), Atime: time.Unix(1e9+1, 999999000)}},
 		{line: "\x01scp: /x: No such file or directory", want: SCPRecord{Type: SCPWarning, Message: "scp: /x: No such file or directory"}},
-		{line: "\x02scp: \x1b[2Jgone", want: SCPRecord{Type: SCPFatal, Message: `scp: \x1b[2Jgone`}},
+		{line: "\x02scp: \x1b[2Jgone", want: SCPRecord{Type: SCPFatal, Message: `scp: \033[2Jgone`}},
 
 		{line: "", err: "empty line"},
 		{line: "C0644 5 ../evil", err: "contains a slash"},
@@ -114,28 +115,11 @@ func TestSCPRecordLine(t *testing.T) {
 		{SCPRecord{Type: SCPTime, Mtime: time.Unix(1e9, 123456789), Atime: time.Unix(5, 0)}, "T1000000000 123456 5 0"},
 		// Times before 1970 go as 1970, as OpenSSH's scp sends them.
 		{SCPRecord{Type: SCPTime, Mtime: time.Unix(-100, 0), Atime: time.Unix(-1, 5)}, "T0 0 0 0"},
-		{SCPRecord{Type: SCPWarning, Message: "no\nway"}, "\x01no\\nway"},
+		{SCPRecord{Type: SCPWarning, Message: "no\nway"}, "\x01no\\012way"},
 	}
 	for _, tt := range tests {
 		if got := tt.rec.Line(); got != tt.want {
 			t.Errorf("%+v.Line() = %q, want %q", tt.rec, got, tt.want)
-		}
-	}
-}
-
-func TestPrintable(t *testing.T) {
-	tests := map[string]string{
-		"plain text: 1/2":      "plain text: 1/2",
-		"ünïcödé 名前":           "ünïcödé 名前",
-		"\x1b]0;title\x07":     `\x1b]0;title\a`,
-		"bad\xffutf8":          `bad\xffutf8`,
-		"rtl\u202eoverride":    `rtl\u202eoverride`,
-		"tab\tnewline\ncr\r":   `tab\tnewline\ncr\r`,
-		`already \x1b escaped`: `already \x1b escaped`,
-	}
-	for in, want := range tests {
-		if got := printable(in); got != want {
-			t.Errorf("printable(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -176,7 +160,7 @@ func FuzzParseSCPLine(f *testing.F) {
 				}
 			}
 		case SCPWarning, SCPFatal:
-			if printable(rec.Message) != rec.Message {
+			if vis.String(rec.Message) != rec.Message {
 				t.Fatalf("ParseSCPLine(%q) gave an unprintable message %q", line, rec.Message)
 			}
 		case SCPEnd:

@@ -320,20 +320,55 @@ func (s *SFTP) Open(name string) (io.ReadCloser, error) {
 }
 
 // CreateExclusive creates name, failing with fs.ErrExist if it exists.
+// The file is created owner-only (0600), in the OPEN request itself: a
+// file created with the server's default mode and narrowed after could
+// be opened by anyone in between, and read as it fills. The copy gives
+// it its final mode before it takes its name. The writes go on a session
+// of their own, as Open's reads; where the server allows none beyond the
+// main one, pkg/sftp creates the file (it sends no mode) and narrows it
+// at once, before any byte is written.
 func (s *SFTP) CreateExclusive(name string) (io.WriteCloser, error) {
+	sess, err := s.pool.acquire(context.Background(), 1)
+	if err != nil {
+		return s.createMain(name)
+	}
+	f, err := sess.openAttrs(name, fxfWrite|fxfCreat|fxfExcl, 0o600)
+	if err != nil {
+		s.pool.release(sess, errors.Is(err, ErrStreamLost))
+		return nil, s.createError(name, err)
+	}
+	sf := &streamFile{f, sess, s.pool}
+	return struct {
+		io.Writer
+		io.Closer
+	}{io.NewOffsetWriter(sf, 0), sf}, nil
+}
+
+// createMain is CreateExclusive on the main session.
+func (s *SFTP) createMain(name string) (io.WriteCloser, error) {
 	var f *sftp.File
 	err := s.onMain(func(c *sftp.Client) (err error) {
 		f, err = c.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 		return
 	})
 	if err != nil {
-		// SFTP v3 has no "exists" status: OpenSSH answers a plain failure.
-		if _, serr := s.lstat(name); serr == nil {
-			return nil, &fs.PathError{Op: "create", Path: name, Err: fs.ErrExist}
-		}
+		return nil, s.createError(name, err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		_ = f.Close()
+		_ = s.Remove(name)
 		return nil, err
 	}
 	return f, nil
+}
+
+// createError is the error of a failed exclusive create of name.
+func (s *SFTP) createError(name string, err error) error {
+	// SFTP v3 has no "exists" status: OpenSSH answers a plain failure.
+	if _, serr := s.lstat(name); serr == nil {
+		return &fs.PathError{Op: "create", Path: name, Err: fs.ErrExist}
+	}
+	return err
 }
 
 func (s *SFTP) Mkdir(name string) error {

@@ -258,15 +258,38 @@ func (t *tarCommand) wait() error {
 		if err == nil {
 			return
 		}
-		msg := firstLines(strings.TrimSpace(t.stderr.String()), 4)
-		if msg == "" {
-			t.err = fmt.Errorf("%s: %w", t.what, err)
-			return
+		stderr, cut := t.stderr.contents()
+		te := &TarExitError{What: t.what, Err: err, Status: -1, Stderr: stderr, Truncated: cut}
+		var exit *ssh.ExitError
+		if errors.As(err, &exit) && exit.Signal() == "" {
+			te.Status = exit.ExitStatus()
 		}
-		t.err = fmt.Errorf("%s: %w: %s", t.what, err, msg)
+		t.err = te
 	})
 	return t.err
 }
+
+// TarExitError is a tar command that failed: how, and what it wrote to
+// stderr, which says which files it could not read.
+type TarExitError struct {
+	What   string // "tar -c in host:dir"
+	Err    error
+	Status int // the exit status; -1 when tar did not exit (a signal, a lost channel)
+	Stderr string
+	// Truncated is set when Stderr holds only the start of what tar
+	// wrote (maxStderr).
+	Truncated bool
+}
+
+func (e *TarExitError) Error() string {
+	msg := firstLines(strings.TrimSpace(e.Stderr), 4)
+	if msg == "" {
+		return fmt.Sprintf("%s: %v", e.What, e.Err)
+	}
+	return fmt.Sprintf("%s: %v: %s", e.What, e.Err, msg)
+}
+
+func (e *TarExitError) Unwrap() error { return e.Err }
 
 // TarExtract starts tar -x in the existing directory dir on the server.
 // The archive is written to the returned writer; its Close ends the
@@ -370,15 +393,23 @@ type boundedBuffer struct {
 	mu  sync.Mutex
 	b   bytes.Buffer
 	max int
+	cut bool // more was written than kept
 }
 
 func (b *boundedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if room := b.max - b.b.Len(); room > 0 {
-		b.b.Write(p[:min(len(p), room)])
-	}
+	room := max(b.max-b.b.Len(), 0)
+	b.b.Write(p[:min(len(p), room)])
+	b.cut = b.cut || len(p) > room
 	return len(p), nil
+}
+
+// contents returns what was kept, and whether more was written.
+func (b *boundedBuffer) contents() (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String(), b.cut
 }
 
 func (b *boundedBuffer) String() string {

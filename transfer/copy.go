@@ -120,6 +120,8 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *
 	c.prepare(ctx, target.FS)
 	defer func() {
 		c.finish(ctx)
+		// A probe still running would leave its directory behind.
+		c.umask.wait()
 		if err == nil {
 			err = ctx.Err()
 		}
@@ -419,6 +421,9 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		}
 	}
 
+	if existing == nil {
+		c.learnUmask(ctx, dst)
+	}
 	start := time.Now()
 	if ok, n, err := c.putSmall(ctx, src, dst, si, existing); ok {
 		if err != nil {
@@ -567,9 +572,12 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 			}
 		}
 	default:
-		// ti is the new file's stat from the size check, mode as created.
-		if err := c.setModeFrom(tmpEnd, ti, si.Mode().Perm()); err != nil {
-			return err
+		// ti is the temporary file's stat from the size check, mode as
+		// created: owner-only.
+		if want := c.newFileMode(ctx, dst, si.Mode().Perm()); ti.Mode()&modeBits != want {
+			if err := dst.FS.Chmod(tmp, want); err != nil {
+				return &Error{Op: "set mode of", Path: dst.String(), Err: err}
+			}
 		}
 	}
 

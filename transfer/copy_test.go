@@ -335,3 +335,60 @@ func TestCopyNewFileModeFollowsUmask(t *testing.T) {
 		}
 	}
 }
+
+// tempModes records, at every Add, the permission bits of the temporary
+// files in dir.
+type tempModes struct {
+	dir   string
+	modes map[fs.FileMode]bool
+}
+
+func (m *tempModes) StartFile(string, int64) {}
+func (m *tempModes) EndFile()                {}
+func (m *tempModes) Add(int) {
+	parts, _ := filepath.Glob(filepath.Join(m.dir, tempPrefix+"*.part"))
+	for _, p := range parts {
+		// Files only: the directory that learns the umask may be there.
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
+			m.modes[fi.Mode().Perm()] = true
+		}
+	}
+}
+
+func TestTempFileOwnerOnlyUntilRenamed(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		src, want fs.FileMode
+		o         Options
+	}{
+		{"0644 source", 0o644, 0o644, Options{}},
+		{"0755 source", 0o755, 0o755, Options{}},
+		{"0600 source", 0o600, 0o600, Options{}},
+		{"-p 0664 source", 0o664, 0o664, Options{Preserve: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			old := syscall.Umask(0o022)
+			defer syscall.Umask(old)
+			src, dst := filepath.Join(t.TempDir(), "f"), t.TempDir()
+			write(t, src, strings.Repeat("x", 3<<20))
+			if err := os.Chmod(src, tt.src); err != nil {
+				t.Fatal(err)
+			}
+			m := &tempModes{dir: dst, modes: map[fs.FileMode]bool{}}
+			tt.o.Progress, tt.o.BufferSize = m, 64<<10
+			if _, err := copyLocal(t, tt.o, src, dst); err != nil {
+				t.Fatal(err)
+			}
+			if len(m.modes) != 1 || !m.modes[0o600] {
+				t.Errorf("temporary file modes while copying: %v, want 0600 alone", m.modes)
+			}
+			fi, err := os.Stat(filepath.Join(dst, "f"))
+			if err != nil || fi.Mode().Perm() != tt.want {
+				t.Fatalf("target mode %v (%v), want %v", fi.Mode().Perm(), err, tt.want)
+			}
+			if got := tree(t, dst); len(got) != 1 {
+				t.Errorf("target directory holds %q, want the file alone", got)
+			}
+		})
+	}
+}

@@ -42,8 +42,10 @@ func (Local) Glob(pattern string) ([]string, error) { return filepath.Glob(patte
 
 func (Local) Open(name string) (io.ReadCloser, error) { return os.Open(name) }
 
+// CreateExclusive creates name owner-only: it is a temporary file, which
+// the copy gives its final mode before the rename (umask.go).
 func (Local) CreateExclusive(name string) (io.WriteCloser, error) {
-	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 }
 
 func (Local) Mkdir(name string) error { return os.Mkdir(name, 0o777) }

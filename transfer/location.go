@@ -95,21 +95,22 @@ func remoteColon(s string) int {
 // after the host's slash is relative to the remote home, so scp://h/d is
 // ~/d and scp://h//tmp is /tmp.
 func parseURI(s string) (Location, error) {
+	shown := hidePassword(s)
 	u, err := url.Parse(s)
 	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return Location{}, fmt.Errorf("%q: not a valid scp:// URI (want scp://[user@]host[:port][/path])", s)
+		return Location{}, fmt.Errorf("%q: not a valid scp:// URI (want scp://[user@]host[:port][/path])", shown)
 	}
 	l := Location{Host: u.Hostname()}
 	if u.User != nil {
 		l.User = u.User.Username()
 		if _, ok := u.User.Password(); ok {
-			return Location{}, fmt.Errorf("%q: passwords in URIs are not accepted", s)
+			return Location{}, fmt.Errorf("%q: passwords in URIs are not accepted", shown)
 		}
 	}
 	if p := u.Port(); p != "" {
 		n, err := strconv.Atoi(p)
 		if err != nil || n < 1 || n > 65535 {
-			return Location{}, fmt.Errorf("%q: bad port %q", s, p)
+			return Location{}, fmt.Errorf("%q: bad port %q", shown, p)
 		}
 		l.Port = n
 	}
@@ -118,4 +119,25 @@ func parseURI(s string) (Location, error) {
 		l.Path = "."
 	}
 	return l, nil
+}
+
+// hidePassword returns the scp:// URI s with the password of its user
+// part, if any, replaced by "***", for messages: the command line is
+// refused, but its error must not carry the password on to a terminal
+// or a log.
+func hidePassword(s string) string {
+	rest := strings.TrimPrefix(s, "scp://")
+	auth := rest
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		auth = rest[:end]
+	}
+	at := strings.LastIndexByte(auth, '@')
+	if at < 0 {
+		return s
+	}
+	colon := strings.IndexByte(auth[:at], ':')
+	if colon < 0 {
+		return s
+	}
+	return "scp://" + auth[:colon+1] + "***" + rest[at:]
 }

@@ -1,6 +1,9 @@
 package transfer
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseLocation(t *testing.T) {
 	tests := []struct {
@@ -58,6 +61,29 @@ func TestLocationString(t *testing.T) {
 		}
 		if got := l.String(); got != want {
 			t.Errorf("%q.String() = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A password in an scp:// operand is refused, and no message repeats it:
+// error output ends up in logs and terminals others read.
+func TestParseLocationHidesPassword(t *testing.T) {
+	for in, want := range map[string]string{
+		"scp://u:s3cret@host/x":        `"scp://u:***@host/x": passwords in URIs are not accepted`,
+		"scp://u:s3cret@host:0/x":      `"scp://u:***@host:0/x": passwords in URIs are not accepted`,
+		"scp://u:s3cret@host/x?y":      `"scp://u:***@host/x?y": not a valid scp:// URI`,
+		"scp://u:s3cret@ho%zzst/x":     `"scp://u:***@ho%zzst/x": not a valid scp:// URI`,
+		"scp://a@b:s3cret@host/x":      `"scp://a@b:***@host/x": passwords in URIs are not accepted`,
+		"scp://u:s3cret@host:99999/x":  `"scp://u:***@host:99999/x": passwords in URIs are not accepted`,
+		"scp://u:s3cret@[::1]:22/a%zz": `"scp://u:***@[::1]:22/a%zz": not a valid scp:// URI`,
+	} {
+		_, err := ParseLocation(in)
+		if err == nil {
+			t.Errorf("ParseLocation(%q) accepted a password", in)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("ParseLocation(%q): %q, want it to start %q", in, err, want)
 		}
 	}
 }

@@ -286,10 +286,14 @@ func TestResumeCountsNewerTargetComplete(t *testing.T) {
 }
 
 // unremovable is the local file system as a remote whose connection is
-// gone when a failed copy tries to remove its temporary file.
+// gone when a failed copy tries to remove its temporary file. The
+// directory that learns the end's umask (umask.go) goes while it is up.
 type unremovable struct{ pseudoRemote }
 
-func (unremovable) Remove(name string) error {
+func (u unremovable) Remove(name string) error {
+	if strings.HasPrefix(filepath.Base(name), tempPrefix+"umask.") {
+		return u.pseudoRemote.Remove(name)
+	}
 	return fmt.Errorf("remove %s: %w", name, protocol.ErrStreamLost)
 }
 

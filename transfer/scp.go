@@ -128,6 +128,7 @@ type scpRun struct {
 	mu     sync.Mutex
 	res    *Result
 	active int
+	umask  umasks // the local end's, for new files (umask.go)
 }
 
 func (r *scpRun) fail(err error) {
@@ -483,8 +484,10 @@ func (d *scpDownload) finish(ctx context.Context, rec protocol.SCPRecord, src, t
 			}
 		}
 	default:
-		if err := (&copier{}).setMode(Endpoint{Local{}, tmp}, rec.Mode.Perm()); err != nil {
-			return err
+		// The temporary file was created owner-only.
+		mode := d.scpJob.run.umask.mode(ctx, Local{}, filepath.Dir(dst), rec.Mode.Perm(), d.logf)
+		if err := os.Chmod(tmp, mode); err != nil {
+			return &Error{Op: "set mode of", Path: dst, Err: err}
 		}
 	}
 	if err := ctx.Err(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/hpncp/hpncp/window"
@@ -16,7 +17,7 @@ type preparingFS struct {
 	Local
 	label    string
 	prepared *[]int
-	stats    *int
+	stats    *atomic.Int64 // the umask probe stats from a goroutine of its own
 }
 
 func (p preparingFS) Label() string { return p.label }
@@ -26,7 +27,7 @@ func (p preparingFS) PrepareStreams(_ context.Context, streams, _ int) {
 }
 
 func (p preparingFS) Stat(name string) (fs.FileInfo, error) {
-	*p.stats++
+	p.stats.Add(1)
 	return p.Local.Stat(name)
 }
 
@@ -48,7 +49,7 @@ func TestStreamsPreparedOnlyForParallelCopies(t *testing.T) {
 				t.Fatal(err)
 			}
 			var prepared []int
-			var stats int
+			var stats atomic.Int64
 			dst := Endpoint{preparingFS{label: tc.label, prepared: &prepared, stats: &stats}, filepath.Join(dir, "dst")}
 			o := Options{Parallel: ParallelOptions{MinSize: 1 << 20, Chunk: 256 << 10,
 				Controller: func() *window.Controller { return window.New(window.Config{Fixed: 3}) }}}
@@ -73,19 +74,21 @@ func TestTargetNameStatOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var prepared []int
-	var stats int
+	var stats atomic.Int64
 	dstFS := preparingFS{label: "pseudo:", prepared: &prepared, stats: &stats}
 	dst := Endpoint{dstFS, filepath.Join(dir, "dst")}
 	// The first copy creates the target, the second replaces it: each
 	// stats the target once, and the temporary file once for its size.
-	for i := range 2 {
-		stats = 0
+	// The first also learns the end's umask, for the new file's mode
+	// (umask.go).
+	for i, want := range []int{3, 2} {
+		stats.Store(0)
 		res, err := Copy(context.Background(), []Endpoint{local(src)}, dst, Options{})
 		if err != nil || len(res.Errors) > 0 {
 			t.Fatalf("copy %d: %v %v", i, err, res.Errors)
 		}
-		if stats != 2 {
-			t.Errorf("copy %d: %d stats on the receiving end, want 2 (the target, the temporary file)", i, stats)
+		if got := stats.Load(); got != int64(want) {
+			t.Errorf("copy %d: %d stats on the receiving end, want %d (the target, the temporary file, the umask probe of a new file)", i, got, want)
 		}
 		fi, err := os.Stat(dst.Path)
 		if err != nil || fi.Mode().Perm() != 0o640 {

@@ -249,13 +249,19 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	}
 	if root.existing == nil {
 		base := Endpoint{dst.FS, run.base}
-		if err := dst.FS.Mkdir(run.base); err != nil {
+		var err error
+		if run.whole {
+			err = c.mkdirPrivate(ctx, base)
+		} else {
+			err = dst.FS.Mkdir(run.base)
+		}
+		if err != nil {
 			c.fail(&Error{Op: "create directory", Path: dst.String(), Err: err})
 			return true
 		}
 		c.res.Dirs++
 		c.logf("created directory %s", base)
-		if !c.opts.Preserve {
+		if !c.opts.Preserve && !run.whole {
 			if err := c.setMode(base, si.Mode().Perm()|0o700); err != nil {
 				c.fail(err)
 			}
@@ -343,6 +349,9 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 			late = nil
 		}
 		if err == nil && ctx.Err() == nil {
+			err = c.setRootMode(ctx, src, dst, run.base, si)
+		}
+		if err == nil && ctx.Err() == nil {
 			if rerr := dst.FS.Rename(run.base, dst.Path); rerr != nil {
 				err = &Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: rerr}
 				c.fail(err)
@@ -385,6 +394,49 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 		c.preserveDirs(append([]*tarNode{root}, dirs...))
 	}
 	return true
+}
+
+// mkdirPrivate creates the temporary directory of a new tree owner-only
+// (0700): nothing below it can be reached until setRootMode opens it,
+// just before it takes its final name. Files then go in under their final
+// names and modes.
+func (c *copier) mkdirPrivate(ctx context.Context, dir Endpoint) error {
+	c.learnUmask(ctx, dir)
+	err := protocol.ErrNoBatch
+	if m, ok := dir.FS.(modeMkdirer); ok {
+		err = m.MkdirMode(ctx, dir.Path, 0o700)
+	}
+	if errors.Is(err, protocol.ErrNoBatch) {
+		err = dir.FS.Mkdir(dir.Path)
+	}
+	if err != nil {
+		return err
+	}
+	// Set too when the mode went with the mkdir: a server may ignore it
+	// (pkg/sftp's does).
+	if err := dir.FS.Chmod(dir.Path, 0o700); err != nil {
+		_ = dir.FS.Remove(dir.Path)
+		return err
+	}
+	return nil
+}
+
+// setRootMode gives the temporary directory of a new tree the mode the
+// tree's root gets (-p sets the source's exactly once the files are in).
+func (c *copier) setRootMode(ctx context.Context, src, dst Endpoint, tmp string, si fs.FileInfo) error {
+	mode := si.Mode().Perm() | 0o700
+	if !c.opts.Preserve {
+		mode = c.newFileMode(ctx, dst, mode)
+	}
+	if mode == 0o700 {
+		return nil
+	}
+	if err := dst.FS.Chmod(tmp, mode); err != nil {
+		err = &Error{Op: "set mode of", Path: dst.String(), Err: err}
+		c.fail(err)
+		return err
+	}
+	return nil
 }
 
 // makeOtherDirs creates over SFTP, parents first, the new directories
@@ -1001,6 +1053,8 @@ func checkUploaded(dstFS FS, root *tarNode, files []*tarFile) error {
 		for _, f := range byDir[order[i]] {
 			got, ok := size[dstFS.Base(f.tmp)]
 			switch {
+			case f.err != nil:
+				// Left out of the archive (writeArchive).
 			case !ok:
 				f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(),
 					Err: errors.New("tar reported success but the file is missing")}
@@ -1054,7 +1108,16 @@ func (c *copier) writeArchive(w io.Writer, dirs []*tarNode, files []*tarFile, ru
 		}
 	}
 	for _, f := range files {
-		if err := c.writeEntry(tw, f, run); err != nil {
+		in, err := f.src.FS.Open(f.src.Path)
+		if err != nil {
+			// Left out of the archive, as SFTP mode leaves it out of the
+			// copy: the tree's other files still go.
+			f.err = &Error{Op: "read", Path: f.src.String(), Err: err}
+			continue
+		}
+		err = c.writeEntry(tw, f, in, run)
+		_ = in.Close()
+		if err != nil {
 			return err
 		}
 	}
@@ -1069,13 +1132,9 @@ func (c *copier) writeArchive(w io.Writer, dirs []*tarNode, files []*tarFile, ru
 	return bw.Flush()
 }
 
-// writeEntry adds one file to the archive under its temporary name.
-func (c *copier) writeEntry(tw *tar.Writer, f *tarFile, run *tarRun) error {
-	in, err := f.src.FS.Open(f.src.Path)
-	if err != nil {
-		return &Error{Op: "read", Path: f.src.String(), Err: err}
-	}
-	defer in.Close()
+// writeEntry adds one file, open as in, to the archive under its
+// temporary name.
+func (c *copier) writeEntry(tw *tar.Writer, f *tarFile, in io.Reader, run *tarRun) error {
 	name := f.rel
 	if !run.whole {
 		name = path.Join(path.Dir(f.rel), run.root.dst.FS.Base(f.tmp))
@@ -1192,7 +1251,7 @@ func (c *copier) downloadTar(ctx context.Context, run *tarRun, files []*tarFile)
 			return fmt.Errorf("%w (%v)", cerr, rerr)
 		}
 		return rerr
-	case cerr != nil:
+	case cerr != nil && !tarSkipped(cerr, files):
 		return cerr
 	}
 	received := time.Now()
@@ -1218,6 +1277,61 @@ func (c *copier) downloadTar(ctx context.Context, run *tarRun, files []*tarFile)
 	return nil
 }
 
+// tarSkipped reports whether a tar -c that failed sent every file it did
+// not complain of whole, and gives each file it complained of its
+// message. GNU tar exits 2 when it cannot open or stat a file, leaves it
+// out of the archive and goes on with the others; those, checked against
+// their sizes, are complete. Every complaint must name a file missing
+// from the archive: any other (a file that shrank is padded with zeros)
+// fails the whole stream, as does a message tar cut short or one not
+// told apart.
+func tarSkipped(err error, files []*tarFile) bool {
+	var te *protocol.TarExitError
+	if !errors.As(err, &te) || te.Status != 2 || te.Truncated {
+		return false
+	}
+	missing := map[string]*tarFile{}
+	for _, f := range files {
+		if !f.seen {
+			missing["./"+f.rel] = f // as TarCreate names them
+		}
+	}
+	why := map[*tarFile]string{}
+	for line := range strings.Lines(te.Stderr) {
+		// "tar: ./name: Cannot open: Permission denied"; tar names itself
+		// as it was run.
+		prog, rest, ok := strings.Cut(strings.TrimSuffix(line, "\n"), ": ")
+		if !ok || !strings.HasSuffix(prog, "tar") {
+			return false
+		}
+		if rest == "Exiting with failure status due to previous errors" {
+			continue
+		}
+		var f *tarFile
+		for i := 0; f == nil; i++ {
+			j := strings.Index(rest[i:], ": ")
+			if j < 0 {
+				return false
+			}
+			i += j
+			if f = missing[rest[:i]]; f != nil {
+				why[f] = rest[i+2:]
+			}
+		}
+	}
+	if len(why) == 0 {
+		return false
+	}
+	for f, msg := range why {
+		var cause error = errors.New(msg)
+		if strings.HasSuffix(msg, ": Permission denied") {
+			cause = fs.ErrPermission // as SFTP mode says it
+		}
+		f.err = &Error{Op: "read", Path: f.src.String(), Err: cause}
+	}
+	return true
+}
+
 // finishDownload gives a received file its mode and times and its final
 // name.
 func (c *copier) finishDownload(f *tarFile) error {
@@ -1229,8 +1343,9 @@ func (c *copier) finishDownload(f *tarFile) error {
 		if err := tmp.FS.Chtimes(f.tmp, atimeOf(f.info), f.mtime); err != nil {
 			return &Error{Op: "set times of", Path: f.dst.String(), Err: err}
 		}
-	} else if err := c.setMode(tmp, f.info.Mode().Perm()); err != nil {
-		return err
+	} else if err := tmp.FS.Chmod(f.tmp, c.newFileMode(context.Background(), f.dst, f.info.Mode().Perm())); err != nil {
+		// The temporary file was created owner-only.
+		return &Error{Op: "set mode of", Path: f.dst.String(), Err: err}
 	}
 	if err := f.dst.FS.Rename(f.tmp, f.dst.Path); err != nil {
 		return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err}

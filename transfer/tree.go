@@ -69,6 +69,7 @@ type sched struct {
 	// files of a list (FilesFrom) in one directory stat it once, not
 	// once each.
 	known map[string]bool
+	umask umasks // each end's umask, for new files (umask.go)
 }
 
 // dirFix is a directory whose mode and times -p sets once every file
@@ -510,16 +511,21 @@ func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing f
 			left -= n
 		}
 	}
-	a := protocol.PutAttrs{Perm: si.Mode().Perm()}
+	// The temporary file is owner-only until the setstat after its bytes
+	// gives it its final mode.
+	a := protocol.PutAttrs{Perm: 0o600}
 	switch {
 	case c.opts.Preserve:
-		a.SetMode, a.Mode = true, si.Mode()&modeBits
+		a.Mode = si.Mode() & modeBits
 		a.SetTimes, a.Atime, a.Mtime = true, atimeOf(si), si.ModTime()
 	case existing != nil:
 		// Overwriting keeps the target's mode, as scp's truncate-in-place
 		// does.
-		a.SetMode, a.Mode = true, existing.Mode()&modeBits
+		a.Mode = existing.Mode() & modeBits
+	default:
+		a.Mode = c.newFileMode(ctx, dst, si.Mode().Perm())
 	}
+	a.SetMode = a.Mode != a.Perm
 	tmp := dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
 	err = p.PutSmall(ctx, tmp, dst.Path, data, a)
 	switch {

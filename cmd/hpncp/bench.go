@@ -267,8 +267,13 @@ func benchLocation(target string) (transfer.Location, error) {
 	if err == nil && !loc.Remote() && !strings.Contains(target, "/") {
 		loc, err = transfer.ParseLocation(target + ":")
 	}
-	if err != nil || !loc.Remote() {
-		return loc, usagef("e.g. hpncp bench user@host or hpncp bench host:/data", "bench: %q is not a host", target)
+	const hint = "e.g. hpncp bench user@host or hpncp bench host:/data"
+	switch {
+	case err != nil:
+		// ParseLocation's message hides a password the operand holds.
+		return loc, usagef(hint, "bench: %v", err)
+	case !loc.Remote():
+		return loc, usagef(hint, "bench: %q is not a host", target)
 	}
 	if loc.Path == "" || loc.Path == "." {
 		loc.Path = "/tmp"

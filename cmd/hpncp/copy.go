@@ -329,7 +329,7 @@ func (o *copyOptions) connOptions(stderr io.Writer) sshconn.Options {
 		co.AddressFamily = "inet6"
 	}
 	if o.Verbose {
-		co.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "hpncp: "+format+"\n", args...) }
+		co.Logf = logTo(stderr)
 	}
 	if !o.Quiet {
 		co.Warnf = func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
@@ -436,7 +436,7 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 	var files []transfer.FileReport
 	to.Report = func(f transfer.FileReport) { files = append(files, f) }
 	if o.Verbose {
-		to.Logf = func(format string, args ...any) { fmt.Fprintf(stderr, "hpncp: "+format+"\n", args...) }
+		to.Logf = logTo(stderr)
 	}
 	if o.Compress && to.Tar.Mode == transfer.TarOff && to.Logf != nil {
 		to.Logf("-C compresses tar streams only; this copy uses none")
@@ -463,6 +463,10 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 		res, err = transfer.Copy(ctx, ends[:len(ends)-1], ends[len(ends)-1], to)
 	}
 	for _, e := range res.Errors {
+		if (ctx.Err() != nil || errors.Is(err, context.Canceled)) && errors.Is(e, context.Canceled) {
+			// Cut by the interruption, which report prints once.
+			continue
+		}
 		printError(stderr, e.Error(), hintOf(e))
 	}
 	if o.JSON {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
@@ -85,9 +86,10 @@ func report(stderr io.Writer, err error) int {
 }
 
 func printError(w io.Writer, msg, hint string) {
-	fmt.Fprintf(w, "hpncp: error: %s\n", msg)
+	// The message names files and repeats what servers said: escaped.
+	fmt.Fprintf(w, "hpncp: error: %s\n", vis.String(msg))
 	if hint != "" {
-		fmt.Fprintf(w, "hpncp: hint: %s\n", hint)
+		fmt.Fprintf(w, "hpncp: hint: %s\n", vis.String(hint))
 	}
 }
 

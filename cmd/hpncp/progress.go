@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+
+	"github.com/hpncp/hpncp/internal/vis"
 )
 
 // barProgress shows a progress bar on a terminal: name, bytes, rate and
@@ -33,7 +35,7 @@ func (p *barProgress) StartFile(name string, size int64) {
 	}
 	p.bar = progressbar.NewOptions64(size,
 		progressbar.OptionSetWriter(p.w),
-		progressbar.OptionSetDescription(name),
+		progressbar.OptionSetDescription(vis.String(name)),
 		progressbar.OptionShowBytes(true),
 		progressbar.OptionShowTotalBytes(true),
 		progressbar.OptionShowCount(),

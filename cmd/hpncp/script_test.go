@@ -81,6 +81,29 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"jsoncmp":    cmdJSONCmp,
 	"jsonreport": cmdJSONReport,
 	"mkmany":     cmdMkmany,
+	"perm":       cmdPerm,
+}
+
+// perm GLOB MODE checks the permission bits (octal) of every file
+// matching GLOB; at least one must match.
+func cmdPerm(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: perm glob mode")
+	}
+	want, err := strconv.ParseUint(args[1], 8, 32)
+	ts.Check(err)
+	matches, err := filepath.Glob(ts.MkAbs(args[0]))
+	ts.Check(err)
+	if len(matches) == 0 {
+		ts.Fatalf("no file matches %s", args[0])
+	}
+	for _, m := range matches {
+		fi, err := os.Stat(m)
+		ts.Check(err)
+		if got := fi.Mode().Perm(); got != fs.FileMode(want) {
+			ts.Fatalf("%s: mode %04o, want %04o", m, got, want)
+		}
+	}
 }
 
 // noglob PATTERN fails if any file matches PATTERN: no temporary file may

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v3"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/sshconn"
 )
 
@@ -290,7 +291,7 @@ func (o *sshOptions) logf(stderr io.Writer) func(string, ...any) {
 	if !o.Verbose {
 		return func(string, ...any) {}
 	}
-	return func(format string, args ...any) { fmt.Fprintf(stderr, "hpncp: "+format+"\n", args...) }
+	return logTo(stderr)
 }
 
 func (o *sshOptions) connOptions(stderr io.Writer) sshconn.Options {
@@ -310,7 +311,7 @@ func (o *sshOptions) connOptions(stderr io.Writer) sshconn.Options {
 	}
 	if !o.Quiet {
 		co.Warnf = func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
-		co.Banner = func(msg string) { io.WriteString(stderr, msg) }
+		co.Banner = func(msg string) { io.WriteString(stderr, vis.Text(msg)) }
 	}
 	return co
 }
