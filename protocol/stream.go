@@ -267,9 +267,14 @@ func (s *rawSession) readReply(c *call, typ byte, rest int64) error {
 		if n != rest-4 || n > int64(len(c.buf)) || n == 0 {
 			return fmt.Errorf("sftp: %d bytes of data in a reply of %d to a read of %d", n, rest, len(c.buf))
 		}
-		_, err := io.ReadFull(s.ch, c.buf[:n])
+		// The count is set only once every byte is in: a reply cut short
+		// leaves the rest of buf as it was, and none of it may pass for
+		// data read.
+		if _, err := io.ReadFull(s.ch, c.buf[:n]); err != nil {
+			return err
+		}
 		c.n = int(n)
-		return err
+		return nil
 	}
 	limit := int64(maxSmallReply)
 	if typ == fxpName {
