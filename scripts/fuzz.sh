@@ -28,6 +28,7 @@ targets=(
 	transfer:FuzzReceiveTar
 	transfer:FuzzReadJournal
 	transfer:FuzzParseReport
+	transfer:FuzzReadFileList
 	sshconn:FuzzSSHG
 )
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -192,6 +193,27 @@ func FuzzParseReport(f *testing.F) {
 		}
 		if !reflect.DeepEqual(again, r) {
 			t.Fatalf("report read from %q reads back as %+v, not %+v", b, again, r)
+		}
+	})
+}
+
+// FuzzReadFileList reads --files-from lists, newline- or NUL-separated (the
+// seeds are find's output over a small tree, both ways): every path it
+// returns must name something below the source directory.
+func FuzzReadFileList(f *testing.F) {
+	f.Add([]byte("a\n../b\n"), false)
+	f.Add([]byte("/etc/passwd\x00"), true)
+	f.Add([]byte("a/./b/../../..\r\n"), false)
+	f.Fuzz(func(t *testing.T, b []byte, nul bool) {
+		list, err := ReadFileList(bytes.NewReader(b), nul)
+		if err != nil {
+			return
+		}
+		for _, p := range list {
+			joined := path.Join("/src", p)
+			if p == "" || path.Clean(p) != p || !strings.HasPrefix(joined, "/src/") || strings.ContainsRune(p, 0) {
+				t.Fatalf("%q (nul %v) listed %q, which is not a clean path below the source (%s)", b, nul, p, joined)
+			}
 		}
 	})
 }
