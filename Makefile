@@ -6,16 +6,24 @@ GO ?= go
 HPNCP_E2E ?= require
 # Extra go test flags; .ci/run sets -v so that skipped tests are listed.
 GOTESTFLAGS ?=
-# How long the scp line parser is fuzzed on every test run.
-FUZZTIME ?= 60s
+# How long each fuzz target (scripts/fuzz.sh lists them) runs: briefly on
+# every test run, longer with make fuzz.
+FUZZTIME ?= 8s
+FUZZTIME_LONG ?= 5m
 
-.PHONY: test build bench-wan bench-lan bench-many release-check
+.PHONY: test fuzz build bench-wan bench-lan bench-many release-check
 
 test:
 	./scripts/ensure-deps.sh
 	$(GO) vet ./...
 	HPNCP_E2E=$(HPNCP_E2E) $(GO) test -race -count=1 $(GOTESTFLAGS) ./...
-	$(GO) test -run='^$$' -fuzz=FuzzParseSCPLine -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./protocol
+	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+# Every parser of bytes from a server or the disk, fuzzed for
+# FUZZTIME_LONG each; new failing inputs land in the packages'
+# testdata/fuzz.
+fuzz:
+	GO=$(GO) FUZZTIME=$(FUZZTIME_LONG) ./scripts/fuzz.sh
 
 build:
 	$(GO) build -o hpncp ./cmd/hpncp

@@ -75,22 +75,33 @@ func limitsSession(conn *ssh.Client) (ssh.Channel, Limits, error) {
 	if err != nil {
 		return nil, Limits{}, fmt.Errorf("ask for limits: %w", err)
 	}
-	typ, body, err := readPacket(ch)
-	if err == nil {
-		if hasExtension(h.ext, limitsExtension) {
-			var lim Limits
-			if lim, err = parseLimits(typ, body, id); err == nil {
-				lim.RTT = time.Since(h.sent)
-				return ch, lim, nil
-			}
-		} else if typ != fxpStatus || len(body) < 4 || binary.BigEndian.Uint32(body) != id {
-			err = fmt.Errorf("sftp: unexpected reply %d to %s from a server without it", typ, limitsExtension)
-		} else {
-			return ch, Limits{RTT: h.rtt}, nil
-		}
+	lim, err := readLimits(ch, h, id)
+	if err != nil {
+		_ = ch.Close()
+		return nil, Limits{}, fmt.Errorf("ask for limits: %w", err)
 	}
-	_ = ch.Close()
-	return nil, Limits{}, fmt.Errorf("ask for limits: %w", err)
+	return ch, lim, nil
+}
+
+// readLimits reads the reply to limits@openssh.com request id from a
+// server whose VERSION reply was h: the limits, or a status from a
+// server that did not announce the extension.
+func readLimits(r io.Reader, h hello, id uint32) (Limits, error) {
+	typ, body, err := readPacket(r)
+	switch {
+	case err != nil:
+		return Limits{}, err
+	case hasExtension(h.ext, limitsExtension):
+		lim, err := parseLimits(typ, body, id)
+		if err != nil {
+			return Limits{}, err
+		}
+		lim.RTT = time.Since(h.sent)
+		return lim, nil
+	case typ != fxpStatus || len(body) < 4 || binary.BigEndian.Uint32(body) != id:
+		return Limits{}, fmt.Errorf("sftp: unexpected reply %d to %s from a server without it", typ, limitsExtension)
+	}
+	return Limits{RTT: h.rtt}, nil
 }
 
 // parseLimits reads the reply of type typ to limits@openssh.com request id.

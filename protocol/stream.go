@@ -154,22 +154,25 @@ func helloSFTP(conn *ssh.Client, ahead ...[]byte) (ssh.Channel, hello, error) {
 	}
 	var h hello
 	if err == nil {
-		var typ byte
-		var body []byte
-		typ, body, err = readPacket(ch)
-		switch {
-		case err != nil:
-		case typ != fxpVersion || len(body) < 4:
-			err = fmt.Errorf("sftp: unexpected reply %d to init", typ)
-		default:
-			h = hello{ext: body[4:], rtt: time.Since(sent), sent: sent}
-		}
+		h, err = readHello(ch, sent)
 	}
 	if err != nil {
 		_ = ch.Close()
 		return nil, hello{}, fmt.Errorf("start sftp session: %w", err)
 	}
 	return ch, h, nil
+}
+
+// readHello reads the server's VERSION reply to an INIT sent at sent.
+func readHello(r io.Reader, sent time.Time) (hello, error) {
+	typ, body, err := readPacket(r)
+	switch {
+	case err != nil:
+		return hello{}, err
+	case typ != fxpVersion || len(body) < 4:
+		return hello{}, fmt.Errorf("sftp: unexpected reply %d to init", typ)
+	}
+	return hello{ext: body[4:], rtt: time.Since(sent), sent: sent}, nil
 }
 
 // hello is what a server's VERSION reply told.

@@ -416,4 +416,36 @@ func TestStreamCutDataReplyCountsNothing(t *testing.T) {
 	if r.n != 0 {
 		t.Fatalf("a read cut short by a lost stream counted %d bytes, want 0", r.n)
 	}
+// TestStreamCutDataReportsNoBytes cuts the connection in the middle of a
+// DATA reply: the bytes the reply announced did not all arrive, and
+// neither ReadAt nor a read-ahead may hand them out as read.
+func TestStreamCutDataReportsNoBytes(t *testing.T) {
+	cut := func(t *testing.T, sr io.Reader, sw io.Writer) {
+		_, id := readRequest(t, sr)
+		b := binary.BigEndian.AppendUint32(nil, uint32(5+4+10))
+		b = append(b, fxpData)
+		b = binary.BigEndian.AppendUint32(b, id)
+		b = binary.BigEndian.AppendUint32(b, 10)
+		sw.Write(append(b, "abcd"...))
+		sw.(io.Closer).Close()
+	}
+	t.Run("ReadAt", func(t *testing.T) {
+		s, sr, sw := scripted(t, 16)
+		f := &rawFile{s: s, handle: "h"}
+		go cut(t, sr, sw)
+		b := bytes.Repeat([]byte{'?'}, 10)
+		n, err := f.ReadAt(b, 0)
+		if !errors.Is(err, ErrStreamLost) || n > 4 || string(b[:n]) != "abcd"[:n] {
+			t.Fatalf("ReadAt = %d, %v with %q in the buffer; want ErrStreamLost and at most the 4 bytes that came", n, err, b[:n])
+		}
+	})
+	t.Run("read ahead", func(t *testing.T) {
+		s, sr, sw := scripted(t, 16)
+		r := newAheadReader(&streamFile{rawFile: &rawFile{s: s, handle: "h"}, s: &session{rawSession: s}}, 10, 1)
+		go cut(t, sr, sw)
+		got, err := io.ReadAll(r)
+		if !errors.Is(err, ErrStreamLost) || len(got) > 4 || string(got) != "abcd"[:len(got)] {
+			t.Fatalf("read %q, %v; want ErrStreamLost and at most the 4 bytes that came", got, err)
+		}
+	})
 }

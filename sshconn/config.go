@@ -221,8 +221,14 @@ func sshG(ctx context.Context, sshPath, host string, o Options) (map[string][]st
 		return nil, &Error{Op: "read ssh config for", Host: host, Err: fmt.Errorf("ssh -G: %s", msg),
 			Hint: "check the -o options and the ssh_config files (-F)"}
 	}
+	return parseSSHG(stdout.Bytes()), nil
+}
+
+// parseSSHG reads the "key value" lines `ssh -G` prints, keys lowercased,
+// the values of a repeated key in order.
+func parseSSHG(out []byte) map[string][]string {
 	vals := make(map[string][]string)
-	sc := bufio.NewScanner(&stdout)
+	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		key, val, _ := strings.Cut(sc.Text(), " ")
@@ -232,7 +238,7 @@ func sshG(ctx context.Context, sshPath, host string, o Options) (map[string][]st
 		key = strings.ToLower(key)
 		vals[key] = append(vals[key], val)
 	}
-	return vals, nil
+	return vals
 }
 
 // sshGMessage keeps ssh's own error lines and drops its chatter, such as

@@ -261,6 +261,16 @@ func TestTokensAndTimes(t *testing.T) {
 	if _, err := parseTime("5x"); err == nil {
 		t.Error("parseTime accepted 5x")
 	}
+	// OpenSSH refuses times past INT_MAX seconds; wrapped around, they
+	// made a negative ConnectTimeout, which fails every dial at once.
+	if got, err := parseTime("24855d"); err != nil || got != 24855*24*time.Hour {
+		t.Errorf("parseTime(24855d) = %v, %v", got, err)
+	}
+	for _, in := range []string{"2147483647w", "24856d", "2147483647s1s", "9999999999"} {
+		if got, err := parseTime(in); err == nil {
+			t.Errorf("parseTime(%q) = %v, want an error: more than OpenSSH takes", in, got)
+		}
+	}
 	for in, want := range map[string][2]string{"Port=22": {"Port", "22"}, "User bob": {"User", "bob"}, "Port = 2": {"Port", "2"}} {
 		k, v, err := splitOption(in)
 		if err != nil || k != want[0] || v != want[1] {

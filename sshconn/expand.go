@@ -2,6 +2,7 @@ package sshconn
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -118,6 +119,7 @@ func parseTime(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, fmt.Errorf("empty time value")
 	}
+	orig := s
 	var total time.Duration
 	for s != "" {
 		i := 0
@@ -149,10 +151,18 @@ func parseTime(s string) (time.Duration, error) {
 			}
 			s = s[1:]
 		}
+		// OpenSSH takes no more than INT_MAX seconds in all; past that a
+		// Duration would also wrap around to a negative time.
+		if time.Duration(n) > (maxTime-total)/unit {
+			return 0, fmt.Errorf("invalid time value %q: more than %d seconds", orig, int64(maxTime/time.Second))
+		}
 		total += time.Duration(n) * unit
 	}
 	return total, nil
 }
+
+// maxTime is the longest time OpenSSH's configuration takes.
+const maxTime = math.MaxInt32 * time.Second
 
 // parseYesNo parses OpenSSH's booleans; -G prints some as true/false.
 func parseYesNo(key, v string) (bool, error) {

@@ -140,6 +140,10 @@ func ParseReport(data []byte) (Report, error) {
 		}
 		if _, ok := f["error"]; ok != (e.Status == StatusFailed) {
 			errs = append(errs, fmt.Errorf("files[%d]: error must be there exactly when the file failed", i))
+		} else if ok && e.Error == "" {
+			// hpncp never writes one, and it would not survive being
+			// written again (the field is left out when empty).
+			errs = append(errs, fmt.Errorf("files[%d]: a failed file's error is empty", i))
 		}
 		if b, err := hex.DecodeString(e.SHA256); e.SHA256 != "" && (err != nil || len(b) != 32) {
 			errs = append(errs, fmt.Errorf("files[%d]: sha256 %q is not a hex SHA-256", i, e.SHA256))

@@ -83,6 +83,8 @@ func TestParseReportRejects(t *testing.T) {
 		{"unknown status", `"status":"copied"`, `"status":"done"`},
 		{"error on a copied file", `"status":"copied"`, `"status":"copied","error":"x"`},
 		{"no error on a failed file", `,"error":"gone"`, ``},
+		{"empty error on a failed file", `"error":"gone"`, `"error":""`},
+		{"null error on a failed file", `"error":"gone"`, `"error":null`},
 		{"short sha256", strings.Repeat("ab", 32), "abcd"},
 		{"totals off", `"copied":1,`, `"copied":2,`},
 		{"bytes below the files'", `"bytes":4,"seconds"`, `"bytes":3,"seconds"`},
