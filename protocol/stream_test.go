@@ -384,38 +384,6 @@ func TestOpenWithoutSpareSessionUsesTheMainOne(t *testing.T) {
 	}
 }
 
-// TestStreamCutDataReplyCountsNothing is the download corruption of a
-// lost connection: a DATA reply whose header promised the whole read but
-// whose bytes stopped half way. The read must count none of it, so that
-// the rest of the buffer (a pooled buffer still holding an earlier
-// chunk) is never taken for the file's bytes.
-func TestStreamCutDataReplyCountsNothing(t *testing.T) {
-	s, sr, sw := scripted(t, 1<<20)
-	f := &rawFile{s: s, handle: "h"}
-	type result struct {
-		n   int
-		err error
-	}
-	done := make(chan result, 1)
-	buf := make([]byte, 1000)
-	go func() {
-		n, err := f.ReadAt(buf, 0)
-		done <- result{n, err}
-	}()
-	_, id := readRequest(t, sr)
-	b := binary.BigEndian.AppendUint32(nil, uint32(5+4+len(buf)))
-	b = append(b, fxpData)
-	b = binary.BigEndian.AppendUint32(b, id)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(buf)))
-	sw.Write(append(b, make([]byte, 500)...))
-	sw.(io.Closer).Close()
-	r := <-done
-	if !errors.Is(r.err, ErrStreamLost) {
-		t.Fatalf("err = %v, want ErrStreamLost", r.err)
-	}
-	if r.n != 0 {
-		t.Fatalf("a read cut short by a lost stream counted %d bytes, want 0", r.n)
-	}
 // TestStreamCutDataReportsNoBytes cuts the connection in the middle of a
 // DATA reply: the bytes the reply announced did not all arrive, and
 // neither ReadAt nor a read-ahead may hand them out as read.
