@@ -43,6 +43,11 @@ type Options struct {
 	// channel's streams and returns the exit status. It must return once
 	// its streams fail, so that the server can stop. nil refuses exec.
 	Exec func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int
+	// WrapConn, if set, wraps each accepted connection before the SSH
+	// handshake; n counts connections from 0 in the order accepted.
+	// Fault tests use it to cut, stall or slow connections
+	// (internal/faultnet).
+	WrapConn func(n int, c net.Conn) net.Conn
 }
 
 // Server is a running in-process SSH server. It stops when the test that
@@ -226,12 +231,16 @@ func (s *Server) acceptLoop() {
 		if err != nil {
 			return
 		}
+		s.mu.Lock()
+		n := s.accepted
+		s.accepted++
+		s.mu.Unlock()
+		if s.opts.WrapConn != nil {
+			nc = s.opts.WrapConn(n, nc)
+		}
 		if !s.track(nc) {
 			return
 		}
-		s.mu.Lock()
-		s.accepted++
-		s.mu.Unlock()
 		s.wg.Add(1)
 		go s.serveConn(nc)
 	}
