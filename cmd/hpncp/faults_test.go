@@ -241,23 +241,54 @@ func runFaults(t *testing.T, test string, env faultEnv, trialsVar string, defaul
 		timeout = d
 	}
 
+	// Trials run one at a time unless HPNCP_FAULT_PARALLEL is set: then
+	// as many at once as go test's -parallel allows, their journals in
+	// one directory (an entry per target, and each trial has its own).
+	parallel := os.Getenv("HPNCP_FAULT_PARALLEL") != ""
+	if parallel {
+		t.Setenv("XDG_STATE_HOME", t.TempDir())
+	}
+	var mu sync.Mutex
 	tallies := map[string]*faultTally{}
 	start := time.Now()
+	t.Cleanup(func() {
+		table := faultTable(test, tallies, time.Since(start))
+		t.Log("\n" + table)
+		if path := os.Getenv("HPNCP_FAULT_REPORT"); path != "" {
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err == nil {
+				_, err = io.WriteString(f, table)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				t.Errorf("write the fault report: %v", err)
+			}
+		}
+	})
 	for _, tr := range trials {
 		name := tr.c.String()
-		tally := tallies[name]
-		if tally == nil {
-			tally = &faultTally{}
-			tallies[name] = tally
-		}
 		t.Run(fmt.Sprintf("%s/%d", name, tr.seed), func(t *testing.T) {
 			if tr.skip != "" {
 				t.Skip(tr.skip)
+			}
+			if parallel {
+				t.Parallel()
+			} else {
+				t.Setenv("XDG_STATE_HOME", t.TempDir())
 			}
 			ft := &faultTrial{c: tr.c, seed: tr.seed, timeout: timeout, env: env,
 				rerun: fmt.Sprintf("%s=1 HPNCP_FAULT_SEED=%d go test ./cmd/hpncp -run '^%s$/^%s$/^%d$' -v",
 					trialsVar, tr.seed, test, name, tr.seed)}
 			ft.run(t)
+			mu.Lock()
+			defer mu.Unlock()
+			tally := tallies[name]
+			if tally == nil {
+				tally = &faultTally{}
+				tallies[name] = tally
+			}
 			tally.trials++
 			if ft.fired {
 				tally.fired++
@@ -276,20 +307,6 @@ func runFaults(t *testing.T, test string, env faultEnv, trialsVar string, defaul
 				tally.failedClean++
 			}
 		})
-	}
-	table := faultTable(test, tallies, time.Since(start))
-	t.Log("\n" + table)
-	if path := os.Getenv("HPNCP_FAULT_REPORT"); path != "" {
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err == nil {
-			_, err = io.WriteString(f, table)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
-			t.Errorf("write the fault report: %v", err)
-		}
 	}
 }
 
@@ -390,7 +407,6 @@ func (ft *faultTrial) run(t *testing.T) {
 	io.WriteString(h, ft.c.String())
 	r := rand.New(rand.NewPCG(ft.seed, h.Sum64()))
 	work := t.TempDir()
-	t.Setenv("XDG_STATE_HOME", filepath.Join(work, "state"))
 	src, dst, old := filepath.Join(work, "src"), filepath.Join(work, "dst"), filepath.Join(work, "old")
 	for _, d := range []string{src, dst, old} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -537,7 +553,7 @@ func (ft *faultTrial) run(t *testing.T) {
 	for _, c := range plan.snapshot() {
 		ft.fired = ft.fired || c.Fired()
 	}
-	t.Logf("exit %d, faults fired: %v\n%s", code, ft.fired, stderr)
+	t.Logf("exit %d, faults fired: %v\n%s", code, ft.fired, headLines(stderr, 4))
 	if timedOut {
 		ft.violatef("hang: the copy had not ended after %v", ft.timeout)
 		return
@@ -545,7 +561,7 @@ func (ft *faultTrial) run(t *testing.T) {
 	if code == exitUsage || code == exitInterrupted {
 		ft.violatef("exit %d: %s", code, firstLine(stderr))
 	}
-	ft.check(t, files, dst, old, code == 0, ft.c.resume, "the faulted run")
+	temps := ft.check(t, files, dst, old, code, ft.c.resume, "the faulted run", nil)
 
 	if ft.c.resume && code != 0 {
 		plan.next(nil)
@@ -557,7 +573,7 @@ func (ft *faultTrial) run(t *testing.T) {
 			ft.violatef("the fault-free re-run with --resume exited %d: %s", code, firstLine(stderr))
 		default:
 			ft.resumed = true
-			ft.check(t, files, dst, old, true, false, "the re-run with --resume")
+			ft.check(t, files, dst, old, code, false, "the re-run with --resume", temps)
 		}
 	}
 }
@@ -583,7 +599,15 @@ func (ft *faultTrial) copy(t *testing.T, args []string) (code int, stderr string
 
 // check compares every target with its source and old content after a
 // run that exited 0 (ok) or not.
-func (ft *faultTrial) check(t *testing.T, files []faultFile, dst, old string, ok, resume bool, run string) {
+//
+// Temporary files may stay after a failure with --resume, or where the
+// server that holds them could no longer be reached to remove them. A
+// re-run may leave those of the run before (before, which it is not told
+// of: hpncp cannot know whether another copy is writing them), except
+// those of files large enough to be resumed, which it must have resumed or
+// replaced. check returns the temporary files it found.
+func (ft *faultTrial) check(t *testing.T, files []faultFile, dst, old string, code int, resume bool, run string, before map[string]bool) map[string]bool {
+	ok := code == 0
 	inPlace := ft.c.mode == "legacy" && !ft.c.download
 	want := map[string]faultFile{}
 	for _, f := range files {
@@ -632,11 +656,38 @@ func (ft *faultTrial) check(t *testing.T, files []faultFile, dst, old string, ok
 			ft.violatef("%s failed and lost the old %s", run, f.rel)
 		}
 	}
-	// Temporary files stay only for --resume, or where the server that
-	// holds them could no longer be reached to remove them.
-	if len(temps) > 0 && !resume && (ok || ft.c.download) {
-		ft.violatef("%s exited %d and left temporary files %q", run, ft.exit, temps)
+	found := map[string]bool{}
+	var stray []string
+	for _, tmp := range temps {
+		found[tmp] = true
+		switch {
+		case before[tmp]:
+			if f, ok := want[tempOf(tmp)]; ok && fileSize(t, filepath.Join(ft.srcDir(dst), f.rel)) >= resumableSize {
+				ft.violatef("%s neither resumed nor removed %s, left by the run before", run, tmp)
+			}
+		case resume && !ok, !ok && !ft.c.download:
+		default:
+			stray = append(stray, tmp)
+		}
 	}
+	if len(stray) > 0 {
+		ft.violatef("%s exited %d and left temporary files %q", run, code, stray)
+	}
+	return found
+}
+
+// resumableSize is the smallest file --resume continues (resumeMinSize
+// in transfer/resume.go): a smaller one starts over.
+const resumableSize = 1 << 20
+
+// tempOf is the final name of temporary file tmp
+// (DIR/.hpncp.NAME.XXXX.part).
+func tempOf(tmp string) string {
+	base := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(tmp), ".hpncp."), ".part")
+	if i := strings.LastIndexByte(base, '.'); i >= 0 {
+		base = base[:i]
+	}
+	return filepath.Join(filepath.Dir(tmp), base)
 }
 
 // srcDir is the trial's source directory, beside dst.
@@ -827,6 +878,15 @@ func fileSize(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	return fi.Size()
+}
+
+// headLines is the first n lines of s, and how many more there were.
+func headLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) <= n {
+		return strings.Join(lines, "\n")
+	}
+	return strings.Join(lines[:n], "\n") + fmt.Sprintf("\n(%d more lines)", len(lines)-n)
 }
 
 func firstLine(s string) string {
