@@ -414,7 +414,9 @@ func (p *parallel) leave(l *lane) {
 // the expected size is an error, never a smaller file.
 func (p *parallel) copyChunk(st *Stream, b []byte, off int64) error {
 	n, err := st.Src.ReadAt(b, off)
-	if n < len(b) {
+	// Only io.EOF may come with a full buffer: any other error leaves
+	// the buffer's bytes in doubt.
+	if n < len(b) || err != nil && err != io.EOF {
 		if err == nil || err == io.EOF {
 			err = fmt.Errorf("file shrank: %d bytes at offset %d, expected %d", n, off, len(b))
 		}

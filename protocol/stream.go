@@ -264,9 +264,13 @@ func (s *rawSession) readReply(c *call, typ byte, rest int64) error {
 		if n != rest-4 || n > int64(len(c.buf)) || n == 0 {
 			return fmt.Errorf("sftp: %d bytes of data in a reply of %d to a read of %d", n, rest, len(c.buf))
 		}
-		_, err := io.ReadFull(s.ch, c.buf[:n])
+		// A reply cut short counts none of its bytes: the buffer's tail
+		// may hold another read's.
+		if _, err := io.ReadFull(s.ch, c.buf[:n]); err != nil {
+			return err
+		}
 		c.n = int(n)
-		return err
+		return nil
 	}
 	limit := int64(maxSmallReply)
 	if typ == fxpName {
@@ -482,15 +486,18 @@ func (f *rawFile) ReadAt(b []byte, off int64) (int, error) {
 	var first error
 	for _, p := range ps {
 		err := p.err
+		got := 0
 		if err == nil {
-			err = wait(p.c, fxpData)
+			if err = wait(p.c, fxpData); err == nil {
+				got = p.c.n
+			}
 		}
-		got := p.c.n
 		putCall(p.c)
 		for err == nil && got < len(p.b) {
 			var m int
-			m, err = f.readOnce(p.b[got:], p.off+int64(got))
-			got += m
+			if m, err = f.readOnce(p.b[got:], p.off+int64(got)); err == nil {
+				got += m
+			}
 		}
 		if first == nil {
 			n += got
