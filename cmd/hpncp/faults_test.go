@@ -634,7 +634,7 @@ func (ft *faultTrial) check(t *testing.T, files []faultFile, dst, old string, co
 		switch {
 		case got == f.sum:
 		case ok:
-			ft.violatef("%s exited 0 but %s differs from its source", run, rel)
+			ft.violatef("%s exited 0 but %s differs from its source (%s)", run, rel, difference(t, p, filepath.Join(ft.srcDir(dst), rel)))
 		case f.hasOld && got == f.oldSum:
 		case inPlace && partlyNew(t, p, filepath.Join(ft.srcDir(dst), rel), filepath.Join(old, rel), f.hasOld):
 		case f.hasOld:
@@ -688,6 +688,32 @@ func tempOf(tmp string) string {
 		base = base[:i]
 	}
 	return filepath.Join(filepath.Dir(tmp), base)
+}
+
+// difference says where file a differs from file b.
+func difference(t *testing.T, a, b string) string {
+	x, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last, n := -1, -1, 0
+	for i := range min(len(x), len(y)) {
+		if x[i] != y[i] {
+			if first < 0 {
+				first = i
+			}
+			last = i
+			n++
+		}
+	}
+	if first < 0 {
+		return fmt.Sprintf("%d bytes where the source has %d", len(x), len(y))
+	}
+	return fmt.Sprintf("%d of %d bytes differ, from offset %d to %d", n, len(y), first, last)
 }
 
 // srcDir is the trial's source directory, beside dst.
