@@ -34,7 +34,7 @@ faults:
 	./scripts/ensure-deps.sh
 	@report=$$(mktemp); \
 	HPNCP_E2E=$(HPNCP_E2E) HPNCP_FAULT_TRIALS=$(FAULT_TRIALS) HPNCP_FAULT_SSHD_TRIALS=$(FAULT_SSHD_TRIALS) \
-		HPNCP_FAULT_SEED=$(FAULT_SEED) HPNCP_FAULT_PARALLEL=1 HPNCP_FAULT_REPORT=$$report \
+		HPNCP_FAULT_SEED=$(FAULT_SEED) HPNCP_FAULT_REPORT=$$report \
 		$(GO) test -count=1 -timeout 6h -parallel $(FAULT_PARALLEL) -run '^TestFaults(SSHD)?$$' ./cmd/hpncp; \
 	status=$$?; cat $$report; rm -f $$report; exit $$status
 

@@ -249,13 +249,10 @@ func runFaults(t *testing.T, test string, env faultEnv, trialsVar string, defaul
 		timeout = d
 	}
 
-	// Trials run one at a time unless HPNCP_FAULT_PARALLEL is set: then
-	// as many at once as go test's -parallel allows, their journals in
-	// one directory (an entry per target, and each trial has its own).
-	parallel := os.Getenv("HPNCP_FAULT_PARALLEL") != ""
-	if parallel {
-		t.Setenv("XDG_STATE_HOME", t.TempDir())
-	}
+	// Trials run as many at once as go test's -parallel allows (most of
+	// their time goes in stalls and timeouts), their resume journals in
+	// one directory: an entry per target, and each trial has its own.
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	var mu sync.Mutex
 	tallies := map[string]*faultTally{}
 	start := time.Now()
@@ -281,11 +278,7 @@ func runFaults(t *testing.T, test string, env faultEnv, trialsVar string, defaul
 			if tr.skip != "" {
 				t.Skip(tr.skip)
 			}
-			if parallel {
-				t.Parallel()
-			} else {
-				t.Setenv("XDG_STATE_HOME", t.TempDir())
-			}
+			t.Parallel()
 			ft := &faultTrial{c: tr.c, seed: tr.seed, timeout: timeout, env: env,
 				rerun: fmt.Sprintf("%s=1 HPNCP_FAULT_SEED=%d go test ./cmd/hpncp -run '^%s$/^%s$/^%d$' -v",
 					trialsVar, tr.seed, test, name, tr.seed)}
