@@ -117,6 +117,10 @@ var faultRegressions = []struct {
 	{"download-large-resume-all", 100, ""},
 	{"upload-large-resume-all", 114, "known: after an upload's main connection is cut at set-up, the --resume re-run neither resumes nor removes its temporary file, issue 11"},
 	{"upload-large-resume-all", 119, "known: a connection that stalls during authentication hangs the copy (no ServerAliveInterval before the handshake ends), issue 11"},
+	{"download-tree-all", 1001, "known: a connection that stalls during authentication hangs the copy (no ServerAliveInterval before the handshake ends), issue 11"},
+	// Once, under load: -O download, exit 0 with targets unlike their
+	// sources after a cut during set-up; not seen again since.
+	{"download-legacy-one", 1006, ""},
 	{"download-large-resume-all", 1006, "known: a connection that stalls during authentication hangs the copy (no ServerAliveInterval before the handshake ends), issue 11"},
 }
 
