@@ -11,7 +11,7 @@ GOTESTFLAGS ?=
 FUZZTIME ?= 8s
 FUZZTIME_LONG ?= 5m
 
-.PHONY: test fuzz build bench-wan bench-lan bench-many release-check
+.PHONY: test fuzz build faults bench-wan bench-lan bench-many release-check
 
 test:
 	./scripts/ensure-deps.sh
@@ -27,6 +27,24 @@ fuzz:
 
 build:
 	$(GO) build -o hpncp ./cmd/hpncp
+
+# Fault trials (cmd/hpncp/faults_test.go): FAULT_TRIALS randomised copies
+# of every case against the in-process server and FAULT_SSHD_TRIALS
+# against a real sshd, under cut, reset, stalled and slowed connections,
+# FAULT_PARALLEL at once; prints the counts per case, and each violation
+# with the command that re-runs it. make test runs a fixed few; this runs
+# thousands (about 30 minutes with the defaults).
+FAULT_TRIALS ?= 100
+FAULT_SSHD_TRIALS ?= 5
+FAULT_SEED ?= 1
+FAULT_PARALLEL ?= 4
+faults:
+	./scripts/ensure-deps.sh
+	@report=$$(mktemp); \
+	HPNCP_E2E=$(HPNCP_E2E) HPNCP_FAULT_TRIALS=$(FAULT_TRIALS) HPNCP_FAULT_SSHD_TRIALS=$(FAULT_SSHD_TRIALS) \
+		HPNCP_FAULT_SEED=$(FAULT_SEED) HPNCP_FAULT_REPORT=$$report \
+		$(GO) test -count=1 -timeout 6h -parallel $(FAULT_PARALLEL) -run '^TestFaults(SSHD)?$$' ./cmd/hpncp; \
+	status=$$?; cat $$report; rm -f $$report; exit $$status
 
 # Benchmarks (root: network namespaces). Not part of test: they take
 # minutes and want a quiet machine. See bench/README.md.

@@ -57,6 +57,11 @@ type Options struct {
 	// nothing more until the channel is closed, as a server that stopped
 	// answering would; the test must close it before the server stops.
 	Hold func(path string) <-chan struct{}
+	// WrapConn, if set, wraps each accepted connection before the SSH
+	// handshake; n counts connections from 0 in the order accepted.
+	// Fault tests use it to cut, stall or slow connections
+	// (internal/faultnet).
+	WrapConn func(n int, c net.Conn) net.Conn
 }
 
 // Server is a running in-process SSH server. It stops when the test that
@@ -250,11 +255,17 @@ func (s *Server) acceptLoop() {
 		if err != nil {
 			return
 		}
+		s.mu.Lock()
+		n := s.accepted
+		s.accepted++
+		s.mu.Unlock()
+		if s.opts.WrapConn != nil {
+			nc = s.opts.WrapConn(n, nc)
+		}
 		if !s.track(nc) {
 			return
 		}
 		s.mu.Lock()
-		s.accepted++
 		refuse := s.refusing
 		s.mu.Unlock()
 		if refuse {

@@ -455,3 +455,30 @@ func waitClosed(t *testing.T, c *ssh.Client) {
 		t.Fatal("client connection still open 10s after the server dropped it")
 	}
 }
+
+// TestWrapConn: WrapConn sees every connection in the order accepted and
+// sits under the SSH handshake: closing the first one as it arrives fails
+// its handshake, and the second is served through its wrapper.
+func TestWrapConn(t *testing.T) {
+	var mu sync.Mutex
+	var seen []int
+	s := Start(t, Options{WrapConn: func(n int, c net.Conn) net.Conn {
+		mu.Lock()
+		seen = append(seen, n)
+		mu.Unlock()
+		if n == 0 {
+			c.Close()
+		}
+		return c
+	}})
+	if c, err := ssh.Dial("tcp", s.Addr, clientConfig(t, s)); err == nil {
+		c.Close()
+		t.Fatal("the handshake succeeded on a connection its wrapper closed")
+	}
+	dial(t, s)
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(seen) != "[0 1]" {
+		t.Fatalf("WrapConn saw connections %v, want [0 1]", seen)
+	}
+}
