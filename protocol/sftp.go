@@ -328,14 +328,34 @@ func (s *SFTP) Open(name string) (io.ReadCloser, error) {
 // main one, pkg/sftp creates the file (it sends no mode) and narrows it
 // at once, before any byte is written.
 func (s *SFTP) CreateExclusive(name string) (io.WriteCloser, error) {
-	sess, err := s.pool.acquire(context.Background(), 1)
-	if err != nil {
-		return s.createMain(name)
-	}
-	f, err := sess.openAttrs(name, fxfWrite|fxfCreat|fxfExcl, 0o600)
-	if err != nil {
-		s.pool.release(sess, errors.Is(err, ErrStreamLost))
-		return nil, s.createError(name, err)
+	var f *rawFile
+	var sess *session
+	for try := 1; f == nil; try++ {
+		var err error
+		if sess, err = s.pool.acquire(context.Background(), 1); err != nil {
+			return s.createMain(name)
+		}
+		f, err = sess.openAttrs(name, fxfWrite|fxfCreat|fxfExcl, 0o600)
+		if err == nil {
+			break
+		}
+		lost := errors.Is(err, ErrStreamLost)
+		s.pool.release(sess, lost)
+		if !lost || try == maxOpenTries {
+			return nil, s.createError(name, err)
+		}
+		// The server may have created the file before the reply was
+		// lost. Temporary names are random and this copy's own, so an
+		// empty file under it is that one: removed, and the name tried
+		// again, it is not left behind as an orphan.
+		if fi, serr := s.lstat(name); serr == nil {
+			if !fi.Mode().IsRegular() || fi.Size() != 0 {
+				return nil, &fs.PathError{Op: "create", Path: name, Err: fs.ErrExist}
+			}
+			if rerr := s.Remove(name); rerr != nil {
+				return nil, err
+			}
+		}
 	}
 	sf := &streamFile{f, sess, s.pool}
 	return struct {
