@@ -535,7 +535,13 @@ func (c *scpConn) close(clean bool) error {
 		var ee *ssh.ExitError
 		var missing *ssh.ExitMissingError
 		switch {
-		case err == nil, errors.As(err, &missing):
+		case err == nil:
+		case errors.As(err, &missing):
+			// sshd always sends a command's exit status: a channel that
+			// closed without one was cut, and a stream that ended between
+			// records may have been cut short of the files still to come.
+			c.closeErr = fmt.Errorf("the connection to %s closed before the remote scp's exit status: %w",
+				strings.TrimSuffix(c.label, ":"), ErrStreamLost)
 		case errors.As(err, &ee) && c.reported:
 		case errors.As(err, &ee):
 			c.closeErr = fmt.Errorf("the remote scp on %s exited with status %d", c.label, ee.ExitStatus())
