@@ -44,10 +44,13 @@ func parseSum(out []byte) ([]byte, error) {
 // error carrying the command's stderr.
 func runCommand(ctx context.Context, conn *ssh.Client, cmd string) ([]byte, error) {
 	if conn == nil {
-		return nil, errors.New("no connection")
+		return nil, &ConnError{Err: errors.New("the first connection is lost")}
 	}
 	sess, err := conn.NewSession()
 	if err != nil {
+		if connGone(err) {
+			err = fmt.Errorf("%w: %w", ErrStreamLost, err)
+		}
 		return nil, err
 	}
 	defer sess.Close()
@@ -59,6 +62,11 @@ func runCommand(ctx context.Context, conn *ssh.Client, cmd string) ([]byte, erro
 	case err = <-done:
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	var missing *ssh.ExitMissingError
+	if errors.As(err, &missing) || (err != nil && connGone(err)) {
+		// The channel closed without the command's exit status: cut.
+		err = fmt.Errorf("%w: %w", ErrStreamLost, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %s", cmd, err, strings.TrimSpace(stderr.String()))

@@ -40,6 +40,8 @@ func (s *SFTP) TarProbe(ctx context.Context) (TarSupport, error) {
 	var exit *ssh.ExitError
 	switch {
 	case err == nil:
+	case Lost(err):
+		return TarSupport{}, fmt.Errorf("probe tar on %s: %w", strings.TrimSuffix(s.label, ":"), ErrStreamLost)
 	case errors.As(err, &exit) || ctx.Err() != nil:
 		return TarSupport{}, fmt.Errorf("probe tar on %s: %w", strings.TrimSuffix(s.label, ":"), err)
 	default:

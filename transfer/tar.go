@@ -231,8 +231,11 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 		if !upload {
 			remote = src
 		}
-		c.fail(&Error{Op: "tar mode on", Path: remote.String(), Err: err,
-			Hint: "tar mode needs GNU tar on the server; copy without --tar to use SFTP"})
+		hint := "tar mode needs GNU tar on the server; copy without --tar to use SFTP"
+		if protocol.Lost(err) {
+			hint = ""
+		}
+		c.fail(&Error{Op: "tar mode on", Path: remote.String(), Err: err, Hint: hint})
 		return true
 	}
 
