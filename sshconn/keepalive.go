@@ -87,7 +87,11 @@ func (e *notResponding) Error() string {
 	if e.keepalives == 0 {
 		return fmt.Sprintf("server not responding (nothing received for %s)", e.interval)
 	}
-	return fmt.Sprintf("server not responding (no reply to %d keepalives at %s intervals)", e.keepalives, e.interval)
+	plural := "s"
+	if e.keepalives == 1 {
+		plural = ""
+	}
+	return fmt.Sprintf("server not responding (no reply to %d keepalive%s at %s intervals)", e.keepalives, plural, e.interval)
 }
 
 // keepalive is ssh's ServerAliveInterval and ServerAliveCountMax: after
@@ -131,7 +135,8 @@ func (c *Client) keepalive(t *transport, interval time.Duration, max int, logf f
 		if unanswered > max {
 			logf("Timeout, server %s not responding.", c.Config.Host)
 			t.lose(&Error{Kind: KindNotResponding, Op: "connection to", Host: c.Config.Host,
-				Err: &notResponding{keepalives: max, interval: interval}})
+				Err:  &notResponding{keepalives: max, interval: interval},
+				Hint: "the server, or the network path to it, stopped answering; ServerAliveInterval and ServerAliveCountMax set how long hpncp waits"})
 			return
 		}
 		if inflight.CompareAndSwap(false, true) {
