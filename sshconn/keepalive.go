@@ -16,14 +16,21 @@ import (
 const DefaultServerAliveInterval = 10 * time.Second
 
 // aliveInterval is the keepalive interval of cfg: ServerAliveInterval, or
-// hpncp's default when it is 0. `ssh -G` reports 0 both when the option
-// is unset and when it is set to 0, so 0 cannot turn keepalives off.
+// hpncp's default when it is unset. `ssh -G` reports 0 both when the
+// option is unset and when it is set to 0, so 0 cannot turn keepalives
+// off; and with BatchMode it reports 300 s when unset (ssh's own default
+// in batch mode), which would let a dead path hold a copy for 20 minutes,
+// so 300 s with BatchMode counts as unset too.
 func aliveInterval(cfg *Config) time.Duration {
-	if cfg.ServerAliveInterval > 0 {
+	if cfg.ServerAliveInterval > 0 && !(cfg.BatchMode && cfg.ServerAliveInterval == batchAliveInterval) {
 		return cfg.ServerAliveInterval
 	}
 	return defaultAliveInterval
 }
+
+// batchAliveInterval is the ServerAliveInterval ssh uses, and `ssh -G`
+// reports, under BatchMode when none is set.
+const batchAliveInterval = 300 * time.Second
 
 // defaultAliveInterval is DefaultServerAliveInterval; tests shorten it.
 var defaultAliveInterval = DefaultServerAliveInterval

@@ -284,3 +284,29 @@ func TestCloseStopsKeepalive(t *testing.T) {
 		t.Errorf("Wait() = %v after Close", c.Wait())
 	}
 }
+
+// TestAliveInterval: the keepalive interval is ServerAliveInterval when
+// the user set one, and hpncp's default when ssh would send none, or only
+// its batch-mode 300 s.
+func TestAliveInterval(t *testing.T) {
+	for _, tc := range []struct {
+		lines []string
+		want  time.Duration
+	}{
+		{nil, DefaultServerAliveInterval},
+		{[]string{"ServerAliveInterval 0"}, DefaultServerAliveInterval},
+		{[]string{"BatchMode yes"}, DefaultServerAliveInterval},
+		{[]string{"ServerAliveInterval 5"}, 5 * time.Second},
+		{[]string{"BatchMode yes", "ServerAliveInterval 7"}, 7 * time.Second},
+	} {
+		srv := newTestServer(t)
+		e := authEnv(t, srv, tc.lines...)
+		cfg, err := Resolve(context.Background(), "target", e.options(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := aliveInterval(cfg); got != tc.want {
+			t.Errorf("%q: keepalive interval %v (ServerAliveInterval %v), want %v", tc.lines, got, cfg.ServerAliveInterval, tc.want)
+		}
+	}
+}
