@@ -458,6 +458,7 @@ func (r *dialRun) authError() *Error {
 		hint += "; password and keyboard-interactive authentication need a terminal and no -B"
 	}
 	return &Error{
+		Kind: KindAuth,
 		Op:   "authenticate to",
 		Host: r.cfg.User + "@" + r.cfg.HostName,
 		Err:  fmt.Errorf("permission denied (%s)", methods),

@@ -41,14 +41,17 @@ type Config struct {
 	StrictHostKeyChecking string
 	HashKnownHosts        bool
 	HostKeyAlias          string
-	// ConnectTimeout bounds the TCP connect and the key exchange; 0 is none.
+	// ConnectTimeout bounds a dial, from the TCP connect to the end of
+	// authentication; 0 is unset, and Dial uses DefaultConnectTimeout.
 	ConnectTimeout time.Duration
 	// Ciphers is the configured cipher list; nil when neither the
 	// configuration nor -c set one, and hpncp picks its own preference.
 	Ciphers []string
 	// HostKeyAlgorithms is the configured host key algorithm order; the
 	// algorithms of keys already known for the host go first at dial time.
-	HostKeyAlgorithms   []string
+	HostKeyAlgorithms []string
+	// ServerAliveInterval is as configured (or as `ssh -G` reports it);
+	// the keepalives run at DefaultServerAliveInterval when it is unset.
 	ServerAliveInterval time.Duration
 	ServerAliveCountMax int
 	BatchMode           bool

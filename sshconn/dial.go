@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"slices"
@@ -67,6 +68,7 @@ type Client struct {
 	// a direct connection, whose TCP_INFO tells the path's RTT.
 	Transport net.Conn
 
+	transport *transport // Transport as SSH reads it, for the keepalives
 	jump      *Client
 	done      chan struct{}
 	closeOnce sync.Once
@@ -90,8 +92,34 @@ func (c *Client) Close() error {
 	return c.closeErr
 }
 
+// DefaultConnectTimeout bounds the set-up of a connection when the
+// configuration sets no ConnectTimeout. ssh then waits as long as the
+// system's TCP connect does (over two minutes on Linux) and for ever for
+// the server's banner; an unattended copy, and a pool re-dialing a lost
+// connection, must learn sooner that a host is gone. 15 s leaves room for
+// four TCP SYN retransmissions, the key exchange and authentication on a
+// path of a second's round trip, and a few retries of a connection sshd's
+// MaxStartups dropped.
+const DefaultConnectTimeout = 15 * time.Second
+
+// defaultConnectTimeout is DefaultConnectTimeout; tests shorten it.
+var defaultConnectTimeout = DefaultConnectTimeout
+
+// connectTimeout is cfg's ConnectTimeout, or hpncp's default when unset.
+func connectTimeout(cfg *Config) time.Duration {
+	if cfg.ConnectTimeout > 0 {
+		return cfg.ConnectTimeout
+	}
+	return defaultConnectTimeout
+}
+
 // Dial resolves host, connects (through jump hosts if any), verifies the
-// host key and authenticates.
+// host key and authenticates. ConnectTimeout (DefaultConnectTimeout when
+// unset) bounds all of it, from the TCP connect to the end of
+// authentication, except the time spent waiting for the user at a prompt;
+// a connection the server drops before the key exchange is retried with
+// backoff within that bound. Cancelling ctx ends the dial at once. Its
+// errors are *Error, with a Kind.
 func (d *Dialer) Dial(ctx context.Context, host string) (*Client, error) {
 	return d.dial(ctx, host, d.opts, 0)
 }
@@ -103,14 +131,90 @@ func (d *Dialer) dial(ctx context.Context, host string, o Options, depth int) (*
 	}
 	ciphers, err := cipherList(cfg)
 	if err != nil {
-		return nil, &Error{Op: "choose cipher for", Host: cfg.Host, Err: err,
+		return nil, &Error{Kind: KindNegotiation, Op: "choose cipher for", Host: cfg.Host, Err: err,
 			Hint: "name a supported cipher with -c or Ciphers"}
 	}
 	o.logf("cipher preference: %s", strings.Join(ciphers, ","))
 
-	conn, jump, err := d.connect(ctx, cfg, o, depth)
+	jump, err := d.dialJump(ctx, cfg, o, depth)
 	if err != nil {
 		return nil, err
+	}
+	// The bound starts once the jump host is reached: its own dial had
+	// its own, and may have waited for the user.
+	timeout := connectTimeout(cfg)
+	deadline := time.Now().Add(timeout)
+	for attempt := 1; ; attempt++ {
+		c, dropped, err := d.attempt(ctx, cfg, o, ciphers, jump, deadline)
+		if err == nil {
+			c.jump = jump
+			return c, nil
+		}
+		wait := retryWait(attempt)
+		if !dropped || time.Until(deadline) < wait+minAttempt {
+			if jump != nil {
+				jump.Close()
+			}
+			if dropped {
+				err = droppedError(err, attempt, timeout)
+			}
+			return nil, err
+		}
+		o.logf("%v; trying again in %s", err, wait.Round(time.Millisecond))
+		if err := sleep(ctx, wait); err != nil {
+			if jump != nil {
+				jump.Close()
+			}
+			return nil, &Error{Op: "connect to host", Host: cfg.Host, Err: err}
+		}
+	}
+}
+
+// minAttempt is the least time worth starting another attempt with: sshd
+// drops a connection it refuses at once, but one it takes needs a key
+// exchange.
+const minAttempt = 250 * time.Millisecond
+
+// retryWait is the pause before attempt+1 after attempt was dropped:
+// 0.2 s doubling to at most 3.2 s, each between half and one and a half
+// times that, so that the many connections of a pool, or many copies
+// started at once, do not come back in step and meet MaxStartups again.
+func retryWait(attempt int) time.Duration {
+	base := 200 * time.Millisecond << min(attempt-1, 4)
+	return base/2 + rand.N(base)
+}
+
+// droppedError explains a connection the server kept dropping before the
+// key exchange.
+func droppedError(err error, attempts int, timeout time.Duration) error {
+	e, ok := asError(err)
+	if !ok {
+		return err
+	}
+	n := *e
+	n.Err = fmt.Errorf("%w (%d attempts in %s)", e.Err, attempts, timeout)
+	n.Hint = "the server dropped the connection before the key exchange: sshd's MaxStartups or PerSourcePenalties may be limiting new connections; try fewer parallel copies or --connections 1"
+	return &n
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// attempt is one try at a connection, to be over by deadline. dropped
+// reports that the server closed it before the key exchange was over,
+// when another try may work.
+func (d *Dialer) attempt(ctx context.Context, cfg *Config, o Options, ciphers []string, jump *Client, deadline time.Time) (_ *Client, dropped bool, _ error) {
+	conn, err := d.connect(ctx, cfg, o, jump, deadline)
+	if err != nil {
+		return nil, false, err
 	}
 	r := &dialRun{
 		d:         d,
@@ -136,8 +240,9 @@ func (d *Dialer) dial(ctx context.Context, host string, o Options, depth int) (*
 	cc.Ciphers = ciphers
 	addr := net.JoinHostPort(cfg.HostName, strconv.Itoa(cfg.Port))
 
-	timedOut := r.watch(conn)
-	sc, chans, reqs, err := ssh.NewClientConn(conn, addr, cc)
+	t := newTransport(conn)
+	timedOut := r.watch(conn, deadline)
+	sc, chans, reqs, err := ssh.NewClientConn(t, addr, cc)
 	r.endWatch()
 	if err == nil {
 		// Remember what worked before letting a waiting dial prompt.
@@ -146,23 +251,19 @@ func (d *Dialer) dial(ctx context.Context, host string, o Options, depth int) (*
 	r.finish()
 	if err != nil {
 		conn.Close()
-		if jump != nil {
-			jump.Close()
-		}
-		return nil, r.handshakeError(err, addr, timedOut.Load())
+		he := r.handshakeError(err, addr, timedOut.Load())
+		return nil, KindOf(he) == KindDropped && cfg.ProxyCommand == "", he
 	}
 
 	c := &Client{
 		Client:    ssh.NewClient(sc, chans, reqs),
 		Config:    cfg.clone(),
 		Transport: conn,
-		jump:      jump,
+		transport: t,
 		done:      make(chan struct{}),
 	}
-	if cfg.ServerAliveInterval > 0 {
-		go c.keepalive(cfg.ServerAliveInterval, cfg.ServerAliveCountMax, o.warnf)
-	}
-	return c, nil
+	go c.keepalive(t, aliveInterval(cfg), cfg.ServerAliveCountMax, o.logf)
+	return c, false, nil
 }
 
 // resolve is Resolve, remembered per destination for the Dialer's
@@ -185,68 +286,76 @@ func (d *Dialer) resolve(ctx context.Context, host string, o Options, hop bool) 
 	return cfg, nil
 }
 
-// connect opens the byte stream the SSH connection runs over: through the
-// jump hosts, through ProxyCommand, or a TCP connection.
-func (d *Dialer) connect(ctx context.Context, cfg *Config, o Options, depth int) (net.Conn, *Client, error) {
+// dialJump connects to cfg's ProxyJump host, or returns nil when there is
+// none.
+func (d *Dialer) dialJump(ctx context.Context, cfg *Config, o Options, depth int) (*Client, error) {
+	if cfg.ProxyJump == "" || cfg.ProxyJump == "none" {
+		return nil, nil
+	}
 	addr := net.JoinHostPort(cfg.HostName, strconv.Itoa(cfg.Port))
-	dctx := ctx
-	if cfg.ConnectTimeout > 0 {
-		var cancel context.CancelFunc
-		dctx, cancel = context.WithTimeout(ctx, cfg.ConnectTimeout)
-		defer cancel()
+	hops, err := parseJump(cfg.ProxyJump)
+	if err != nil {
+		return nil, &Error{Op: "read ProxyJump for", Host: cfg.Host, Err: err}
+	}
+	last := hops[len(hops)-1]
+	if depth >= maxJumpDepth || (last.host == cfg.Host && last.port == cfg.Port && (last.user == "" || last.user == cfg.User)) {
+		return nil, &Error{Op: "connect to host", Host: addr, Err: fmt.Errorf("jump host loop via %s", last.host),
+			Hint: "a Host * ProxyJump entry also applies to the jump host; exclude it with Host * !jumphost"}
+	}
+	var extra []string
+	for _, h := range hops[:len(hops)-1] {
+		extra = append(extra, h.spec)
+	}
+	// Like ssh, a jump host gets the configuration file and its own
+	// user and port, not the other command-line options.
+	hopOpts := Options{
+		ConfigFile: o.ConfigFile,
+		User:       last.user,
+		Port:       last.port,
+		JumpHosts:  strings.Join(extra, ","),
+		BatchMode:  o.BatchMode,
+		Logf:       o.Logf,
+		Warnf:      o.Warnf,
+		Banner:     o.Banner,
+		Prompter:   o.Prompter,
+	}
+	return d.dial(ctx, last.host, hopOpts, depth+1)
+}
+
+// connect opens the byte stream the SSH connection runs over, by
+// deadline: a channel through the jump host, ProxyCommand, or a TCP
+// connection.
+func (d *Dialer) connect(ctx context.Context, cfg *Config, o Options, jump *Client, deadline time.Time) (net.Conn, error) {
+	addr := net.JoinHostPort(cfg.HostName, strconv.Itoa(cfg.Port))
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	timedOut := func() error {
+		return fmt.Errorf("connection timed out after %s (ConnectTimeout): %w", connectTimeout(cfg), os.ErrDeadlineExceeded)
 	}
 
-	if cfg.ProxyJump != "" && cfg.ProxyJump != "none" {
-		hops, err := parseJump(cfg.ProxyJump)
-		if err != nil {
-			return nil, nil, &Error{Op: "read ProxyJump for", Host: cfg.Host, Err: err}
-		}
-		last := hops[len(hops)-1]
-		if depth >= maxJumpDepth || (last.host == cfg.Host && last.port == cfg.Port && (last.user == "" || last.user == cfg.User)) {
-			return nil, nil, &Error{Op: "connect to host", Host: addr, Err: fmt.Errorf("jump host loop via %s", last.host),
-				Hint: "a Host * ProxyJump entry also applies to the jump host; exclude it with Host * !jumphost"}
-		}
-		var extra []string
-		for _, h := range hops[:len(hops)-1] {
-			extra = append(extra, h.spec)
-		}
-		// Like ssh, a jump host gets the configuration file and its own
-		// user and port, not the other command-line options.
-		hopOpts := Options{
-			ConfigFile: o.ConfigFile,
-			User:       last.user,
-			Port:       last.port,
-			JumpHosts:  strings.Join(extra, ","),
-			BatchMode:  o.BatchMode,
-			Logf:       o.Logf,
-			Warnf:      o.Warnf,
-			Banner:     o.Banner,
-			Prompter:   o.Prompter,
-		}
-		jump, err := d.dial(ctx, last.host, hopOpts, depth+1)
-		if err != nil {
-			return nil, nil, err
-		}
-		o.logf("connecting to %s port %d via %s", cfg.HostName, cfg.Port, last.spec)
+	if jump != nil {
+		o.logf("connecting to %s port %d via %s", cfg.HostName, cfg.Port, jump.Config.Host)
 		conn, err := jump.DialContext(dctx, "tcp", addr)
 		if err != nil {
-			jump.Close()
-			if ctx.Err() == nil && dctx.Err() != nil {
-				err = errors.New("connection timed out")
+			switch {
+			case ctx.Err() != nil:
+				return nil, &Error{Op: "connect to host", Host: addr, Err: ctx.Err()}
+			case dctx.Err() != nil:
+				err = timedOut()
 			}
-			return nil, nil, &Error{Op: "connect to host", Host: addr, Err: err,
-				Hint: fmt.Sprintf("the jump host %s could not reach it", last.spec)}
+			return nil, &Error{Kind: KindUnreachable, Op: "connect to host", Host: addr, Err: err,
+				Hint: fmt.Sprintf("the jump host %s could not reach it", jump.Config.Host)}
 		}
-		return conn, jump, nil
+		return conn, nil
 	}
 
 	if cfg.ProxyCommand != "" && cfg.ProxyCommand != "none" {
 		o.logf("connecting to %s port %d via ProxyCommand", cfg.HostName, cfg.Port)
 		conn, err := startProxyCommand(cfg)
 		if err != nil {
-			return nil, nil, &Error{Op: "connect to host", Host: addr, Err: err, Hint: "check ProxyCommand in the ssh config"}
+			return nil, &Error{Op: "connect to host", Host: addr, Err: err, Hint: "check ProxyCommand in the ssh config"}
 		}
-		return conn, nil, nil
+		return conn, nil
 	}
 
 	network := "tcp"
@@ -261,24 +370,24 @@ func (d *Dialer) connect(ctx context.Context, cfg *Config, o Options, depth int)
 	conn, err := nd.DialContext(dctx, network, addr)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, nil, &Error{Op: "connect to host", Host: addr, Err: ctx.Err()}
+			return nil, &Error{Op: "connect to host", Host: addr, Err: ctx.Err()}
 		}
-		e := &Error{Op: "connect to host", Host: addr, Err: netCause(err)}
+		e := &Error{Kind: KindUnreachable, Op: "connect to host", Host: addr, Err: netCause(err)}
 		switch {
 		case errors.Is(err, syscall.ECONNREFUSED):
 			e.Hint = fmt.Sprintf("is sshd listening on %s port %d? (set the port with -P, or -p for hpncp ssh, or Port in ssh_config)", cfg.HostName, cfg.Port)
 		case dctx.Err() != nil:
-			e.Err = fmt.Errorf("connection timed out after %s: %w", cfg.ConnectTimeout, os.ErrDeadlineExceeded)
+			e.Err = timedOut()
 		}
-		return nil, nil, e
+		return nil, e
 	}
 	if o.Tune != nil {
 		if err := o.Tune(conn); err != nil {
 			conn.Close()
-			return nil, nil, &Error{Op: "tune connection to", Host: addr, Err: err}
+			return nil, &Error{Op: "tune connection to", Host: addr, Err: err}
 		}
 	}
-	return conn, nil, nil
+	return conn, nil
 }
 
 // netCause strips "dial tcp 1.2.3.4:22: connect:" from a dial error,
@@ -372,44 +481,6 @@ func hasAESHardware() bool {
 	return (cpu.X86.HasAES && cpu.X86.HasPCLMULQDQ) || (cpu.ARM64.HasAES && cpu.ARM64.HasPMULL)
 }
 
-// keepalive sends keepalive@openssh.com every interval and closes the
-// connection once more than max have gone unanswered, as ssh's
-// ServerAliveInterval and ServerAliveCountMax.
-func (c *Client) keepalive(interval time.Duration, max int, warnf func(string, ...any)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	ended := make(chan struct{})
-	go func() {
-		c.Client.Wait()
-		close(ended)
-	}()
-	var unanswered atomic.Int32
-	var inflight atomic.Bool
-	for {
-		select {
-		case <-c.done:
-			return
-		case <-ended:
-			return
-		case <-t.C:
-		}
-		if int(unanswered.Add(1)) > max {
-			warnf("Timeout, server %s not responding.", c.Config.Host)
-			c.Client.Close()
-			return
-		}
-		if inflight.CompareAndSwap(false, true) {
-			go func() {
-				_, _, err := c.SendRequest("keepalive@openssh.com", true, nil)
-				inflight.Store(false)
-				if err == nil {
-					unanswered.Store(0)
-				}
-			}()
-		}
-	}
-}
-
 // dialRun is the state of one connection attempt: host key checking and
 // authentication.
 type dialRun struct {
@@ -421,6 +492,9 @@ type dialRun struct {
 	canPrompt bool
 
 	holdsPrompt bool
+	// hostKeySeen is set once the server's key exchange reply arrived:
+	// a connection closed after that was not refused at the door.
+	hostKeySeen bool
 	timer       *time.Timer
 	watchDone   chan struct{}
 	closers     []io.Closer
@@ -444,18 +518,16 @@ type dialRun struct {
 	pwCacheTried  bool
 }
 
-// watch closes conn when ctx ends, or when ConnectTimeout passes before
-// the key exchange is over: OpenSSH's timeout covers the banner and key
-// exchange, while authentication may wait for the user.
-func (r *dialRun) watch(conn net.Conn) *atomic.Bool {
+// watch closes conn when ctx ends, or at deadline unless a prompt came
+// first: the set-up of an unattended connection is bounded from the TCP
+// connect to the end of authentication, but the user is never hurried.
+func (r *dialRun) watch(conn net.Conn, deadline time.Time) *atomic.Bool {
 	var timedOut atomic.Bool
 	r.watchDone = make(chan struct{})
-	if r.cfg.ConnectTimeout > 0 {
-		r.timer = time.AfterFunc(r.cfg.ConnectTimeout, func() {
-			timedOut.Store(true)
-			conn.Close()
-		})
-	}
+	r.timer = time.AfterFunc(time.Until(deadline), func() {
+		timedOut.Store(true)
+		conn.Close()
+	})
 	go func(done <-chan struct{}) {
 		select {
 		case <-r.ctx.Done():
@@ -513,29 +585,57 @@ func (r *dialRun) handshakeError(err error, addr string, timedOut bool) error {
 	if e, ok := asError(err); ok {
 		return e
 	}
-	if errors.Is(err, errAuthExhausted) {
-		return r.authError()
-	}
 	if r.ctx.Err() != nil {
 		return &Error{Op: "connect to host", Host: addr, Err: r.ctx.Err()}
 	}
 	if timedOut {
-		return &Error{Op: "connect to host", Host: addr,
-			Err: fmt.Errorf("connection timed out during key exchange (ConnectTimeout %s): %w", r.cfg.ConnectTimeout, os.ErrDeadlineExceeded)}
+		step := "key exchange"
+		if r.authStarted {
+			step = "authentication"
+		}
+		return &Error{Kind: KindUnreachable, Op: "connect to host", Host: addr,
+			Err: fmt.Errorf("connection timed out during %s (ConnectTimeout %s): %w", step, connectTimeout(r.cfg), os.ErrDeadlineExceeded)}
+	}
+	if errors.Is(err, errAuthExhausted) {
+		return r.authError()
 	}
 	cause := &sshError{err}
 	if r.authStarted {
 		e := &Error{Op: "authenticate to", Host: r.cfg.User + "@" + r.cfg.HostName, Err: cause}
-		if strings.Contains(err.Error(), "Too many authentication failures") {
+		if tooManyAuthFailures(err) {
+			e.Kind = KindAuth
 			e.Hint = "the server stopped after too many keys; choose one with -i and -o IdentitiesOnly=yes"
 		}
 		return e
 	}
 	e := &Error{Op: "handshake with", Host: addr, Err: cause}
-	if strings.Contains(err.Error(), "no common algorithm") {
+	var ne *ssh.AlgorithmNegotiationError
+	switch {
+	case errors.As(err, &ne):
+		e.Kind = KindNegotiation
 		e.Hint = "the server accepts none of the offered algorithms; see -c / Ciphers"
+	case !r.hostKeySeen && closedByPeer(err):
+		// Before the server's host key, and so before anything was asked
+		// of the user: sshd drops connections here when MaxStartups or
+		// PerSourcePenalties hold them back.
+		e.Kind = KindDropped
+		e.Err = fmt.Errorf("connection closed by the server before the key exchange: %w", netCause(cause))
 	}
 	return e
+}
+
+// closedByPeer reports whether err says the other end closed or reset
+// the connection.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE)
+}
+
+// tooManyAuthFailures recognises sshd's disconnect after MaxAuthTries.
+// x/crypto reports a server's disconnect message only as text (its type
+// is unexported), so this one check has to read it.
+func tooManyAuthFailures(err error) bool {
+	return strings.Contains(err.Error(), "Too many authentication failures")
 }
 
 // sshError drops x/crypto's "ssh: handshake failed: ssh: " prefixes, which

@@ -9,11 +9,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/sshtest"
 )
 
 // jumpEnv is a jump server and a target server whose host keys are both
@@ -197,58 +200,193 @@ func TestDialCancel(t *testing.T) {
 	}
 }
 
-func TestKeepalive(t *testing.T) {
-	for _, silent := range []bool{false, true} {
-		t.Run(fmt.Sprintf("silent=%v", silent), func(t *testing.T) {
-			var opts []serverOption
-			if silent {
-				opts = append(opts, withSilentKeepalive())
+// sshtestEnv is a client configuration naming srv "target".
+func sshtestEnv(t *testing.T, srv *sshtest.Server, lines ...string) *env {
+	t.Helper()
+	e := newEnv(t)
+	e.writeKnownHosts(knownLine(fmt.Sprintf("[127.0.0.1]:%d", srv.Port), srv.HostKey.PublicKey()))
+	block := fmt.Sprintf("Host target\n  HostName 127.0.0.1\n  Port %d\n  IdentityFile %s\n  StrictHostKeyChecking yes\n",
+		srv.Port, srv.ClientKeyFile)
+	for _, l := range lines {
+		block += "  " + l + "\n"
+	}
+	e.writeConfig(block)
+	return e
+}
+
+// TestDialRetriesDropped: 30 dials at once against a server that drops
+// three connections at accept, as sshd's MaxStartups does, all succeed.
+func TestDialRetriesDropped(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{DropFirst: 3})
+	e := sshtestEnv(t, srv)
+	d := NewDialer(e.options(nil))
+	const n = 30
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			c, err := d.Dial(context.Background(), "target")
+			if err == nil {
+				c.Close()
 			}
-			srv := newTestServer(t, opts...)
-			e := authEnv(t, srv)
-			c, err := NewDialer(e.options(nil)).Dial(context.Background(), "target")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			go c.keepalive(20*time.Millisecond, 3, e.warnings.f)
-			closed := make(chan struct{})
-			go func() {
-				c.Wait()
-				close(closed)
-			}()
-			select {
-			case <-closed:
-				if !silent {
-					t.Fatal("keepalive closed a connection whose server answers")
-				}
-				if !strings.Contains(e.warnings.String(), "Timeout, server target not responding.") {
-					t.Errorf("warnings = %q", e.warnings.String())
-				}
-			case <-time.After(500 * time.Millisecond):
-				if silent {
-					t.Fatal("keepalive did not close a connection whose server is silent")
-				}
-			}
-		})
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("dial: %v", err)
+		}
+	}
+	if got := srv.Connections(); got != n+3 {
+		t.Errorf("the server accepted %d connections, want %d: 3 dropped and retried", got, n+3)
+	}
+	if !strings.Contains(e.logs.String(), "connection closed by the server before the key exchange: EOF; trying again in") {
+		t.Errorf("the retries are not in the -v log:\n%s", e.logs.String())
 	}
 }
 
-// TestServerAliveIntervalStartsKeepalive: the configured interval runs
-// keepalives, and Close stops them.
-func TestServerAliveIntervalStartsKeepalive(t *testing.T) {
-	srv := newTestServer(t, withSilentKeepalive())
-	e := authEnv(t, srv, "ServerAliveInterval 1", "ServerAliveCountMax 0")
-	c, err := NewDialer(e.options(nil)).Dial(context.Background(), "target")
+// TestDialDroppedGivesUp: a server that drops every connection is tried
+// until ConnectTimeout, then explained.
+func TestDialDroppedGivesUp(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{DropFirst: 1 << 30})
+	e := sshtestEnv(t, srv, "ConnectTimeout 2")
+	start := time.Now()
+	_, err := NewDialer(e.options(nil)).Dial(context.Background(), "target")
+	took := time.Since(start)
+	he, ok := asError(err)
+	if !ok || !errors.Is(err, KindDropped) {
+		t.Fatalf("err = %v, want KindDropped", err)
+	}
+	if took < 500*time.Millisecond || took > 3*time.Second {
+		t.Errorf("gave up after %v, want within ConnectTimeout 2s", took)
+	}
+	if srv.Connections() < 3 {
+		t.Errorf("tried %d times, want retries", srv.Connections())
+	}
+	want := fmt.Sprintf("handshake with 127.0.0.1:%d: connection closed by the server before the key exchange: ", srv.Port)
+	if !strings.HasPrefix(he.Error(), want) || !strings.HasSuffix(he.Error(), " in 2s)") || !strings.Contains(he.Hint, "MaxStartups") || !strings.Contains(he.Hint, "--connections 1") {
+		t.Errorf("error %q, hint %q", he.Error(), he.Hint)
+	}
+}
+
+// TestDialDropRetryCancelled: cancelling ctx ends a dial waiting to retry.
+func TestDialDropRetryCancelled(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{DropFirst: 1 << 30})
+	e := sshtestEnv(t, srv, "ConnectTimeout 10")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := NewDialer(e.options(nil)).Dial(ctx, "target")
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Errorf("err = %v after %v, want the context's deadline", err, time.Since(start))
+	}
+}
+
+// silentListener accepts TCP connections and never says a word.
+func silentListener(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(4 * time.Second):
-		t.Fatal("ServerAliveInterval 1 with a silent server did not close the connection")
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// TestDialDefaultTimeout: with no ConnectTimeout configured, a server
+// that accepts and never sends its banner still ends the dial, at hpncp's
+// default.
+func TestDialDefaultTimeout(t *testing.T) {
+	defaultConnectTimeout = 500 * time.Millisecond
+	t.Cleanup(func() { defaultConnectTimeout = DefaultConnectTimeout })
+	port := silentListener(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := NewDialer(Options{ConfigFile: "none", Port: port}).Dial(ctx, "127.0.0.1")
+	took := time.Since(start)
+	if !errors.Is(err, KindUnreachable) || !errors.Is(err, os.ErrDeadlineExceeded) || took > 3*time.Second {
+		t.Fatalf("err = %v after %v, want a timeout after 500ms", err, took)
+	}
+	if want := fmt.Sprintf("connect to host 127.0.0.1:%d: connection timed out during key exchange (ConnectTimeout 500ms)", port); !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("error %q, want %q", err, want)
+	}
+}
+
+// TestDialTimeoutCoversAuth: ConnectTimeout bounds authentication too
+// when nobody is asked anything.
+func TestDialTimeoutCoversAuth(t *testing.T) {
+	srv := newTestServer(t, withAuthDelay(5*time.Second))
+	e := authEnv(t, srv, "ConnectTimeout 1")
+	start := time.Now()
+	_, err := NewDialer(e.options(nil)).Dial(context.Background(), "target")
+	if !errors.Is(err, KindUnreachable) || !strings.Contains(err.Error(), "timed out during authentication") || time.Since(start) > 3*time.Second {
+		t.Errorf("err = %v after %v, want a timeout during authentication", err, time.Since(start))
+	}
+}
+
+// TestErrorKinds: each failure is told by its Kind, not by its text.
+func TestErrorKinds(t *testing.T) {
+	dir := t.TempDir()
+	pub := writeKey(t, dir, "id", "ed25519", false)
+	writeKey(t, dir, "other", "ed25519", false)
+	srv := newTestServer(t, withKeys(pub), withServerCiphers(ssh.CipherAES128CTR))
+
+	unknownHost := newEnv(t)
+	unknownHost.writeConfig(targetBlock("target", srv, "StrictHostKeyChecking yes", "IdentityFile "+filepath.Join(dir, "id")))
+	wrongKey := authEnv(t, srv, "IdentityFile "+filepath.Join(dir, "other"), "IdentitiesOnly yes")
+	noCipher := authEnv(t, srv, "IdentityFile "+filepath.Join(dir, "id"))
+	good := authEnv(t, srv, "IdentityFile "+filepath.Join(dir, "id"))
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+
+	for _, tc := range []struct {
+		name string
+		o    Options
+		host string
+		want Kind
+	}{
+		{"unknown host key", unknownHost.options(nil), "target", KindHostKey},
+		{"key refused", wrongKey.options(nil), "target", KindAuth},
+		{"no common cipher", func() Options { o := noCipher.options(nil); o.Ciphers = ssh.CipherChaCha20Poly1305; return o }(), "target", KindNegotiation},
+		{"port closed", Options{ConfigFile: "none", Port: closedPort, BatchMode: true}, "127.0.0.1", KindUnreachable},
+		{"works", good.options(nil), "target", KindOther},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := NewDialer(tc.o).Dial(context.Background(), tc.host)
+			if err == nil {
+				c.Close()
+			}
+			if got := KindOf(err); got != tc.want || (tc.want == KindOther) != (err == nil) {
+				t.Fatalf("err = %v, kind %v, want %v", err, got, tc.want)
+			}
+			if err != nil && !errors.Is(err, tc.want) {
+				t.Errorf("errors.Is(%v, %v) is false", err, tc.want)
+			}
+		})
 	}
 }

@@ -311,9 +311,19 @@ func appendKnownHost(file, display string, key ssh.PublicKey, hash bool) error {
 }
 
 // verifyHostKey is the ssh.HostKeyCallback: known_hosts with OpenSSH's
-// StrictHostKeyChecking semantics. It runs again on every re-key, when the
-// key must be the one verified first.
+// StrictHostKeyChecking semantics. Its refusals are KindHostKey.
 func (r *dialRun) verifyHostKey(_ string, remote net.Addr, key ssh.PublicKey) error {
+	r.hostKeySeen = true
+	err := r.hostKeyCheck(remote, key)
+	if e, ok := err.(*Error); ok && e.Kind == KindOther && r.ctx.Err() == nil {
+		e.Kind = KindHostKey
+	}
+	return err
+}
+
+// hostKeyCheck runs again on every re-key, when the key must be the one
+// verified first.
+func (r *dialRun) hostKeyCheck(remote net.Addr, key ssh.PublicKey) error {
 	if r.verifiedKey != nil {
 		if bytes.Equal(r.verifiedKey, key.Marshal()) {
 			return nil

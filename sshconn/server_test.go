@@ -64,6 +64,7 @@ type testServer struct {
 	// dead peer.
 	silentKeepalive bool
 	directTCPIP     bool
+	authDelay       time.Duration
 
 	mu            sync.Mutex
 	conns         []ssh.Conn
@@ -88,6 +89,15 @@ func withKeys(keys ...ssh.PublicKey) serverOption {
 func withDirectTCPIP() serverOption         { return func(s *testServer) { s.directTCPIP = true } }
 func withSilentKeepalive() serverOption     { return func(s *testServer) { s.silentKeepalive = true } }
 func withHostKey(k ssh.Signer) serverOption { return func(s *testServer) { s.hostKey = k } }
+
+// withAuthDelay makes every authentication attempt wait d, as a server
+// stuck on a slow PAM or LDAP lookup.
+func withAuthDelay(d time.Duration) serverOption { return func(s *testServer) { s.authDelay = d } }
+
+// withServerCiphers limits the ciphers the server accepts.
+func withServerCiphers(c ...string) serverOption {
+	return func(s *testServer) { s.cfg.Ciphers = c }
+}
 
 // withHostCert makes the server present a host certificate signed by ca
 // (alongside the plain key).
@@ -161,6 +171,9 @@ func newTestServer(t *testing.T, opts ...serverOption) *testServer {
 	}
 	if s.cfg.PublicKeyCallback == nil && s.cfg.PasswordCallback == nil && s.cfg.KeyboardInteractiveCallback == nil {
 		s.cfg.NoClientAuth = true
+	}
+	if s.authDelay > 0 {
+		s.cfg.AuthLogCallback = func(ssh.ConnMetadata, string, error) { time.Sleep(s.authDelay) }
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

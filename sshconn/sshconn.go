@@ -67,9 +67,12 @@ type Prompter interface {
 	ReadLine(prompt string) (string, error)
 }
 
-// Error is the error type of Resolve and Dial: the CLI maps it to exit
-// code 255, like ssh.
+// Error is the error type of Resolve and Dial, and of a connection that
+// stopped responding: the CLI maps it to exit code 255, like ssh.
 type Error struct {
+	// Kind says what a caller can do about the failure: retry, re-dial,
+	// give up. errors.Is(err, k) finds it through any wrapping.
+	Kind Kind
 	// Op is the failed step, for example "connect to host".
 	Op string
 	// Host names the destination as the step saw it: "host:port",
@@ -89,6 +92,71 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, KindAuth) and the like true for an Error of
+// that Kind.
+func (e *Error) Is(target error) bool {
+	k, ok := target.(Kind)
+	return ok && k != KindOther && k == e.Kind
+}
+
+// Kind classifies an Error by what a caller can do about it rather than
+// by its text. A Kind is an error itself only so that errors.Is can look
+// for one.
+type Kind int
+
+const (
+	// KindOther is every failure not below: configuration, ProxyCommand,
+	// an interrupted dial (its Err is then the context's error).
+	KindOther Kind = iota
+	// KindUnreachable: the TCP connection (or the jump host's channel to
+	// the target) could not be opened, or ConnectTimeout passed before the
+	// connection was set up. Trying again later may work.
+	KindUnreachable
+	// KindDropped: the server closed or reset the connection before the
+	// key exchange was over, as sshd does to connections beyond
+	// MaxStartups or from a source PerSourcePenalties holds back. Dial has
+	// already retried with backoff for the rest of ConnectTimeout.
+	KindDropped
+	// KindNegotiation: client and server share no algorithm.
+	KindNegotiation
+	// KindHostKey: the host key was refused (unknown, changed, revoked or
+	// not accepted by the user). Retrying cannot help.
+	KindHostKey
+	// KindAuth: the server refused every authentication method offered.
+	// Retrying cannot help.
+	KindAuth
+	// KindNotResponding: an established connection was closed because
+	// the server sent nothing through ServerAliveCountMax keepalives; the
+	// path or the server is gone.
+	KindNotResponding
+)
+
+func (k Kind) Error() string {
+	switch k {
+	case KindUnreachable:
+		return "host unreachable"
+	case KindDropped:
+		return "connection dropped by the server before the key exchange"
+	case KindNegotiation:
+		return "no common algorithm"
+	case KindHostKey:
+		return "host key refused"
+	case KindAuth:
+		return "authentication refused"
+	case KindNotResponding:
+		return "server not responding"
+	}
+	return "connection failed"
+}
+
+// KindOf returns the Kind of err's *Error, KindOther when it has none.
+func KindOf(err error) Kind {
+	if e, ok := asError(err); ok {
+		return e.Kind
+	}
+	return KindOther
+}
 
 // asError returns err's *Error if it has one.
 func asError(err error) (*Error, bool) {

@@ -469,6 +469,9 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 		}
 		printError(stderr, e.Error(), hintOf(e))
 	}
+	if err != nil || len(res.Errors) > 0 {
+		err = hosts.explainLost(stderr, err)
+	}
 	if o.JSON {
 		rep := transfer.NewReport(files, res, time.Since(start))
 		if legacy {
@@ -639,6 +642,37 @@ func minRTT(cs []*sshconn.Client) time.Duration {
 		}
 	}
 	return best
+}
+
+// explainLost tells, after a copy failed, that a connection was given up
+// because its server stopped responding: the copy's own error says only
+// that its streams, or a re-dial, failed. When the copy failed as a whole
+// (err), err is printed and the connection's error returned in its place,
+// for exit code 255; when files failed one by one (err nil), the
+// connection's error is printed.
+func (r *remotes) explainLost(stderr io.Writer, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	r.mu.Lock()
+	var lost error
+	for _, c := range r.clients {
+		if lost = c.NotResponding(); lost != nil {
+			break
+		}
+	}
+	r.mu.Unlock()
+	var ce *sshconn.Error
+	switch {
+	case lost == nil:
+		return err
+	case err == nil:
+		errors.As(lost, &ce)
+		printError(stderr, ce.Error(), ce.Hint)
+		return nil
+	}
+	printError(stderr, err.Error(), hintOf(err))
+	return lost
 }
 
 func (r *remotes) Close() {

@@ -107,6 +107,20 @@ StrictHostKeyChecking's rules. Each file is written under a temporary name
 (.hpncp.NAME.XXXX.part) and renamed into place once every byte arrived, so a
 failed or interrupted copy never leaves a partial file under a final name.
 
+Dead hosts and paths are reported, never waited on for ever:
+  ConnectTimeout (default 15 s when ssh_config sets none) bounds each
+  connection's set-up: TCP connect, key exchange and authentication, but
+  not the time you take at a prompt. A connection sshd drops before the
+  key exchange (MaxStartups, PerSourcePenalties: many copies at once) is
+  retried with backoff within that time. Keepalives always run: after each
+  ServerAliveInterval (default 10 s when unset, 0, or BatchMode's implicit
+  300 s) in which the server sent nothing, a keepalive is sent; once
+  ServerAliveCountMax (default 3) went unanswered, the connection is closed
+  as ssh closes it and the copy fails with "server not responding". A dead
+  path is so reported within ServerAliveInterval x (ServerAliveCountMax+1),
+  40 s by default, plus ConnectTimeout for a re-dial. Set them with -o:
+  -o ServerAliveInterval=5 -o ServerAliveCountMax=2 -o ConnectTimeout=10.
+
 Exit status:
   0    every file copied (or already at the target)
   1    no file could be copied (each failure is reported)

@@ -388,6 +388,9 @@ func waitConnection(ctx context.Context, c *sshconn.Client, host string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case err := <-closed:
+		if lost := c.NotResponding(); lost != nil {
+			return lost
+		}
 		if err == nil {
 			err = errors.New("closed by the server")
 		}
@@ -484,6 +487,9 @@ func runSession(ctx context.Context, c *sshconn.Client, o *sshOptions, stdin io.
 	}
 	if err := errors.Join(writeErrs[:]...); err != nil {
 		return err
+	}
+	if lost := c.NotResponding(); lost != nil && end.status < 0 && end.signal == "" {
+		return lost
 	}
 	return end.result(o.Host, logf)
 }

@@ -39,6 +39,10 @@ type Options struct {
 	// connection; opens beyond it are refused as sshd refuses them
 	// ("administratively prohibited"). 0 means unlimited.
 	MaxSessions int
+	// DropFirst closes the first DropFirst connections right after accept,
+	// before the banner, as sshd's MaxStartups and PerSourcePenalties
+	// refuse connections.
+	DropFirst int
 	// Exec, if set, runs exec requests: it gets the command line and the
 	// channel's streams and returns the exit status. It must return once
 	// its streams fail, so that the server can stop. nil refuses exec.
@@ -101,6 +105,7 @@ type Server struct {
 	accepted int
 	closed   bool
 	refusing bool // new connections are closed at once (Refuse)
+	dropped  int  // connections closed for DropFirst
 }
 
 // maxReadLength is what OpenSSH's sftp-server returns at most for one read
@@ -318,6 +323,9 @@ func (s *Server) untrack(c net.Conn) {
 func (s *Server) serveConn(nc net.Conn) {
 	defer s.wg.Done()
 	defer s.untrack(nc)
+	if s.drop() {
+		return
+	}
 	sc, chans, reqs, err := ssh.NewServerConn(nc, s.config)
 	if err != nil {
 		// Clients hanging up and our own shutdown are not worth a line;
@@ -335,6 +343,18 @@ func (s *Server) serveConn(nc net.Conn) {
 	}()
 	c := &conn{srv: s}
 	c.loop(chans)
+}
+
+// drop reports whether the connection being served is one of the first
+// DropFirst.
+func (s *Server) drop() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dropped >= s.opts.DropFirst {
+		return false
+	}
+	s.dropped++
+	return true
 }
 
 func writeClientKey(t testing.TB, path string) ssh.PublicKey {

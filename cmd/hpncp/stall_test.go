@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/sshtest"
+)
+
+// TestStalledPathReported: a path that stops forwarding in the middle of
+// an upload ends the copy within the keepalive and connect bounds, with
+// an error that names the host and says it stopped responding.
+func TestStalledPathReported(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	port, stall := stallingProxy(t, srv.Addr)
+	work := t.TempDir()
+	cfg := filepath.Join(work, "ssh_config")
+	known := filepath.Join(work, "known_hosts")
+	if err := os.WriteFile(known, []byte(fmt.Sprintf("[127.0.0.1]:%d %s", port, ssh.MarshalAuthorizedKey(srv.HostKey.PublicKey()))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("Host stalled\n  HostName 127.0.0.1\n  Port %d\n  IdentityFile %s\n"+
+		"  UserKnownHostsFile %s\n  GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking yes\n  BatchMode yes\n",
+		port, srv.ClientKeyFile, known)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(work, "big")
+	if err := writeNoise(src, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(work, "copy")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"hpncp", "-F", cfg, "-q", "-l", "80000",
+			"-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=1", "-o", "ConnectTimeout=2",
+			src, "stalled:" + dst}, nil, io.Discard, &stderr)
+	}()
+	for stalled := false; !stalled; {
+		select {
+		case err := <-done:
+			t.Fatalf("the copy ended before the path stalled: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		matches, _ := filepath.Glob(filepath.Join(work, ".hpncp.copy.*.part"))
+		for _, m := range matches {
+			if fi, err := os.Stat(m); err == nil && fi.Size() > 4<<20 {
+				stall()
+				stalled = true
+			}
+		}
+	}
+	start := time.Now()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the copy has not ended 20s after its path stalled")
+	}
+	// 2 s of silence, then at most a 2 s re-dial.
+	if took := time.Since(start); took > 6*time.Second {
+		t.Errorf("the copy ended %v after the stall, want within 6s", took)
+	}
+	code := report(&stderr, err)
+	want := "hpncp: error: connection to stalled: server not responding (no reply to 1 keepalive at 1s intervals)"
+	if code == exitOK || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant the line %q", code, stderr.String(), want)
+	}
+	if _, serr := os.Stat(dst); serr == nil {
+		t.Error("a failed copy left a file under the final name")
+	}
+}
+
+// stallingProxy forwards TCP connections on 127.0.0.1 to target until
+// stall is called; then it neither reads nor writes but keeps the
+// connections open, as a router that stopped forwarding.
+func stallingProxy(t *testing.T, target string) (port int, stall func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled, quit := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	var conns []net.Conn
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		close(quit)
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	pipe := func(dst, src net.Conn) {
+		defer wg.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			select {
+			case <-stalled:
+				<-quit
+				return
+			default:
+			}
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, s)
+			mu.Unlock()
+			wg.Add(2)
+			go pipe(s, c)
+			go pipe(c, s)
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, func() { once.Do(func() { close(stalled) }) }
+}
