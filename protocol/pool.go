@@ -48,7 +48,11 @@ type pool struct {
 	dialErr error
 	// reconnect bounds re-dialing once every connection is lost: from
 	// lostAt, dials are tried again, redialWait apart, until it passes.
-	reconnect  time.Duration
+	reconnect time.Duration
+	// silent, when not nil, tells whether a connection that ended was
+	// given up because its server stopped answering.
+	silent     func(*ssh.Client) error
+	stopped    bool // the dialer refused to dial again: the copy is given up
 	lostAt     time.Time
 	redialWait time.Duration
 	nextDial   time.Time // no dial before it
@@ -67,6 +71,9 @@ type pconn struct {
 	open  int  // sessions open on it, idle or not
 	full  bool // the server refused a channel: its MaxSessions is reached
 	dead  bool
+	// silent, once dead, is why the connection was given up when its
+	// server stopped answering (keepalives); nil for any other end.
+	silent error
 }
 
 func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*ssh.Client, error),
@@ -93,7 +100,14 @@ func (p *pool) watch(pc *pconn) {
 	go func() {
 		_ = pc.c.Wait()
 		p.mu.Lock()
-		pc.dead = true
+		why := p.silent
+		p.mu.Unlock()
+		var silent error
+		if why != nil {
+			silent = why(pc.c)
+		}
+		p.mu.Lock()
+		pc.dead, pc.silent = true, silent
 		idle := pc.idle
 		pc.idle = nil
 		p.mu.Unlock()
@@ -295,6 +309,11 @@ func (p *pool) dialOne(ctx context.Context) {
 	switch {
 	case err != nil:
 		p.dialErr = err
+		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+			// The dialer was stopped from outside (the copy is being
+			// given up): nothing more is dialed.
+			p.stopped = true
+		}
 		if p.live() == 0 {
 			p.redialWait = min(max(2*p.redialWait, redialFirst), redialMax)
 			p.nextDial = time.Now().Add(p.redialWait)
@@ -342,6 +361,17 @@ func (p *pool) live() int {
 // starts the reconnect budget's clock the first time, and fails once the
 // budget is spent, with the last dial's error.
 func (p *pool) redialDue() error {
+	if p.stopped {
+		return &ConnError{Err: p.dialErr}
+	}
+	for _, pc := range p.conns {
+		if pc.silent != nil {
+			// The path itself stopped answering: a dial would wait out its
+			// ConnectTimeout for nothing, and the copy fails now, as scp's
+			// would.
+			return &ConnError{Err: pc.silent}
+		}
+	}
 	if p.lostAt.IsZero() {
 		p.lostAt = time.Now()
 		p.logf("every connection is lost; connecting again for up to %s", p.reconnect)

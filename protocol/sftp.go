@@ -62,6 +62,10 @@ type Options struct {
 	// Reconnect bounds how long the sessions' connections are dialed
 	// again once every one is lost; DefaultReconnect when zero.
 	Reconnect time.Duration
+	// Silent, when not nil, returns why a connection that ended was given
+	// up for its server's silence (unanswered keepalives), or nil: then
+	// no connection is dialed again.
+	Silent func(*ssh.Client) error
 }
 
 // clientOptions are pkg/sftp's options for a main session whose requests
@@ -163,9 +167,12 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	logf("sftp requests of up to %d bytes (server limits read %d, write %d)", packet, limits.MaxRead, limits.MaxWrite)
 	_, ok := st.c.HasExtension(posixRename)
 	p := newPool(conn, 1, o.Dial, packet, logf)
+	p.mu.Lock()
 	if o.Reconnect > 0 {
 		p.reconnect = o.Reconnect
 	}
+	p.silent = o.Silent
+	p.mu.Unlock()
 	if st.spare != nil {
 		p.adopt(newRawSession(st.spare, packet))
 	}

@@ -388,6 +388,10 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 	}
 	hosts := newRemotes(co)
 	defer hosts.Close()
+	// An interrupted copy removes its temporary files, over its
+	// connections; one that is stalled would keep it waiting, and no
+	// other step of the copy watches ctx while it waits for a server.
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(abortGrace, hosts.abort) })()
 	// -O, or a host without SFTP, takes the legacy scp protocol.
 	legacy := o.Legacy
 	ends := make([]transfer.Endpoint, len(locs))
@@ -550,10 +554,16 @@ type remotes struct {
 	scp     map[string]*protocol.SCP // hosts reached with the legacy scp protocol
 	mu      sync.Mutex
 	clients []*sshconn.Client
+	// aborted ends every dial, under way or to come, once the copy has
+	// been given up (abort).
+	aborted     context.Context
+	stopDialing context.CancelFunc
 }
 
 func newRemotes(base sshconn.Options) *remotes {
-	return &remotes{base: base, ends: map[string]*protocol.SFTP{}, scp: map[string]*protocol.SCP{}}
+	aborted, stop := context.WithCancel(context.Background())
+	return &remotes{base: base, ends: map[string]*protocol.SFTP{}, scp: map[string]*protocol.SCP{},
+		aborted: aborted, stopDialing: stop}
 }
 
 // destination returns the key under which a remote location's connection
@@ -581,6 +591,9 @@ func (r *remotes) endpoint(ctx context.Context, l transfer.Location) (transfer.E
 		d := sshconn.NewDialer(o)
 		var mine []*sshconn.Client // this destination's connections, under r.mu
 		dial := func(ctx context.Context) (*sshconn.Client, error) {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(r.aborted, cancel)()
 			c, err := d.Dial(ctx, l.Host)
 			if err != nil {
 				return nil, err
@@ -605,6 +618,16 @@ func (r *remotes) endpoint(ctx context.Context, l transfer.Location) (transfer.E
 			// Connections lost mid-copy are dialed again for as long as
 			// one may take to set up.
 			Reconnect: first.Config.ConnectTimeout,
+			Silent: func(c *ssh.Client) error {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				for _, m := range mine {
+					if m.Client == c {
+						return m.NotResponding()
+					}
+				}
+				return nil
+			},
 			Dial: func(ctx context.Context) (*ssh.Client, error) {
 				c, err := dial(ctx)
 				if err != nil {
@@ -673,6 +696,22 @@ func (r *remotes) explainLost(stderr io.Writer, err error) error {
 	}
 	printError(stderr, err.Error(), hintOf(err))
 	return lost
+}
+
+// abortGrace is how long an interrupted copy may take to clean up over
+// its connections before they are closed under it.
+const abortGrace = 3 * time.Second
+
+// abort closes every connection at once, which fails whatever waits on
+// them.
+func (r *remotes) abort() {
+	r.stopDialing()
+	r.mu.Lock()
+	clients := append([]*sshconn.Client(nil), r.clients...)
+	r.mu.Unlock()
+	for _, c := range clients {
+		_ = c.Close()
+	}
 }
 
 func (r *remotes) Close() {

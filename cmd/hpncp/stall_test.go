@@ -22,6 +22,36 @@ import (
 // an upload ends the copy within the keepalive and connect bounds, with
 // an error that names the host and says it stopped responding.
 func TestStalledPathReported(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	done, dst := stalledCopy(t, ctx, &stderr, "-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=1", "-o", "ConnectTimeout=2")
+	start := time.Now()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the copy has not ended 20s after its path stalled")
+	}
+	// 2 s of silence; a path that stopped answering is not dialed again.
+	if took := time.Since(start); took > 4*time.Second {
+		t.Errorf("the copy ended %v after the stall, want within 4s", took)
+	}
+	code := report(&stderr, err)
+	want := "hpncp: error: connection to stalled: server not responding (no reply to 1 keepalive at 1s intervals)"
+	if code != exitConnection || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, stderr:\n%s\nwant the line %q", code, stderr.String(), want)
+	}
+	if _, serr := os.Stat(dst); serr == nil {
+		t.Error("a failed copy left a file under the final name")
+	}
+}
+
+// stalledCopy starts an upload of 64 MiB through a proxy with the extra
+// hpncp arguments and stalls the proxy once the temporary file passed
+// 4 MiB; it returns the copy's result channel and the target's path.
+func stalledCopy(t *testing.T, ctx context.Context, stderr io.Writer, extra ...string) (<-chan error, string) {
+	t.Helper()
 	srv := sshtest.Start(t, sshtest.Options{})
 	port, stall := stallingProxy(t, srv.Addr)
 	work := t.TempDir()
@@ -40,15 +70,9 @@ func TestStalledPathReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(work, "copy")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var stderr bytes.Buffer
 	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"hpncp", "-F", cfg, "-q", "-l", "80000",
-			"-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=1", "-o", "ConnectTimeout=2",
-			src, "stalled:" + dst}, nil, io.Discard, &stderr)
-	}()
+	args := append([]string{"hpncp", "-F", cfg, "-q", "-l", "80000"}, extra...)
+	go func() { done <- run(ctx, append(args, src, "stalled:"+dst), nil, io.Discard, stderr) }()
 	for stalled := false; !stalled; {
 		select {
 		case err := <-done:
@@ -63,24 +87,32 @@ func TestStalledPathReported(t *testing.T) {
 			}
 		}
 	}
+	return done, dst
+}
+
+// TestInterruptOnStalledPath: an interrupt ends a copy whose path stalled
+// within the clean-up's grace, though no keepalive would end it for a
+// minute: the connections are closed under the clean-up.
+func TestInterruptOnStalledPath(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done, dst := stalledCopy(t, ctx, io.Discard, "-o", "ServerAliveInterval=60")
+	time.Sleep(200 * time.Millisecond)
+	cancel()
 	start := time.Now()
-	var err error
 	select {
-	case err = <-done:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the copy has not ended 20s after its path stalled")
+	case err := <-done:
+		if code := report(io.Discard, err); code != exitInterrupted {
+			t.Errorf("exit %d (%v), want %d", code, err, exitInterrupted)
+		}
+	case <-time.After(abortGrace + 5*time.Second):
+		t.Fatalf("the copy has not ended %v after the interrupt", abortGrace+5*time.Second)
 	}
-	// 2 s of silence, then at most a 2 s re-dial.
-	if took := time.Since(start); took > 6*time.Second {
-		t.Errorf("the copy ended %v after the stall, want within 6s", took)
-	}
-	code := report(&stderr, err)
-	want := "hpncp: error: connection to stalled: server not responding (no reply to 1 keepalive at 1s intervals)"
-	if code == exitOK || !strings.Contains(stderr.String(), want) {
-		t.Errorf("exit %d, stderr:\n%s\nwant the line %q", code, stderr.String(), want)
+	if took := time.Since(start); took > abortGrace+2*time.Second {
+		t.Errorf("the interrupted copy took %v to end, want within %v", took, abortGrace+2*time.Second)
 	}
 	if _, serr := os.Stat(dst); serr == nil {
-		t.Error("a failed copy left a file under the final name")
+		t.Error("an interrupted copy left a file under the final name")
 	}
 }
 
