@@ -118,12 +118,14 @@ var faultRegressions = []struct {
 	// A create whose reply was lost with its connection had created the
 	// temporary file: the retry under another name left it orphaned.
 	{"upload-large-resume-all", 114, ""},
-	{"upload-large-resume-all", 119, "known: a connection that stalls during authentication hangs the copy (no ServerAliveInterval before the handshake ends), issue 11"},
-	{"download-tree-all", 1001, "known: a connection that stalls during authentication hangs the copy (no ServerAliveInterval before the handshake ends), issue 11"},
+	// A connection that stalled during authentication hung the copy:
+	// ConnectTimeout now bounds the whole dial, authentication included.
+	{"upload-large-resume-all", 119, ""},
+	{"download-tree-all", 1001, ""},
 	// -O download cut early: the channel closed without an exit status,
 	// taken for success, and exit 0 with most files never sent.
 	{"download-legacy-one", 1006, ""},
-	{"download-large-resume-all", 1006, "known: a connection that stalls during authentication hangs the copy (no ServerAliveInterval before the handshake ends), issue 11"},
+	{"download-large-resume-all", 1006, ""},
 }
 
 // faultSSHDCISeeds are the trials TestFaultsSSHD runs in make test.
