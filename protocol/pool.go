@@ -51,8 +51,12 @@ type pool struct {
 	reconnect time.Duration
 	// silent, when not nil, tells whether a connection that ended was
 	// given up because its server stopped answering.
-	silent     func(*ssh.Client) error
-	stopped    bool // the dialer refused to dial again: the copy is given up
+	silent  func(*ssh.Client) error
+	stopped bool // the dialer refused to dial again: the copy is given up
+	// silenced is done once a connection was given up for its server's
+	// silence; it ends the dials under way.
+	silenced   context.Context
+	silence    context.CancelFunc
 	lostAt     time.Time
 	redialWait time.Duration
 	nextDial   time.Time // no dial before it
@@ -78,7 +82,9 @@ type pconn struct {
 
 func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*ssh.Client, error),
 	packet int, logf func(string, ...any)) *pool {
+	silenced, silence := context.WithCancel(context.Background())
 	p := &pool{dial: dial, packet: packet, logf: logf, reconnect: DefaultReconnect,
+		silenced: silenced, silence: silence,
 		dialReady: make(chan struct{}), prepared: make(chan struct{})}
 	p.watch(&pconn{c: first, open: firstSessions})
 	return p
@@ -105,6 +111,11 @@ func (p *pool) watch(pc *pconn) {
 		var silent error
 		if why != nil {
 			silent = why(pc.c)
+		}
+		if silent != nil {
+			// The path stopped answering: a dial on it would wait out
+			// its ConnectTimeout, and the copy with it.
+			p.silence()
 		}
 		p.mu.Lock()
 		pc.dead, pc.silent = true, silent
@@ -300,6 +311,9 @@ func (p *pool) waitDial(ctx context.Context) {
 // dialOne opens one more connection. A failure is remembered and ends
 // growth: the transfer goes on over the connections that work.
 func (p *pool) dialOne(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(p.silenced, cancel)()
 	c, err := p.dial(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -309,7 +323,7 @@ func (p *pool) dialOne(ctx context.Context) {
 	switch {
 	case err != nil:
 		p.dialErr = err
-		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		if errors.Is(err, context.Canceled) && (ctx.Err() == nil || p.silenced.Err() != nil) {
 			// The dialer was stopped from outside (the copy is being
 			// given up): nothing more is dialed.
 			p.stopped = true
@@ -401,6 +415,7 @@ func (p *pool) release(s *session, broken bool) {
 }
 
 func (p *pool) close() {
+	p.silence() // ends dials under way
 	p.mu.Lock()
 	p.closed = true
 	conns := p.conns

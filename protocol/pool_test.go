@@ -254,3 +254,67 @@ func TestEveryConnectionLost(t *testing.T) {
 		t.Fatalf("stat with the server gone: %v, want a lost connection", err)
 	}
 }
+
+// TestSilentPathEndsDials: once a connection is given up for its
+// server's silence, a dial under way on the same path is ended and the
+// pool fails at once, rather than when that dial's ConnectTimeout ends.
+func TestSilentPathEndsDials(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	first, err := dialer(t, srv)(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialing := make(chan struct{})
+	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf,
+		Dial: func(ctx context.Context) (*ssh.Client, error) {
+			close(dialing)
+			<-ctx.Done() // a path that never answers
+			return nil, ctx.Err()
+		},
+		Silent: func(c *ssh.Client) error {
+			if c == first {
+				return errors.New("server not responding")
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end.Close()
+	name := filepath.Join(srv.Root, "f")
+	if err := os.WriteFile(name, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The first stream takes the idle session of the first connection.
+	r, err := end.OpenReaderAt(context.Background(), name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := make(chan error, 1)
+	go func() {
+		// Two connections wanted: the pool dials a second one.
+		_, err := end.OpenReaderAt(context.Background(), name, 2)
+		got <- err
+	}()
+	select {
+	case <-dialing:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pool did not dial a second connection")
+	}
+	start := time.Now()
+	srv.KillConnections()
+	select {
+	case err := <-got:
+		var ce *ConnError
+		if !errors.As(err, &ce) {
+			t.Fatalf("open after the path went silent: %v, want a *ConnError", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the dial under way was not ended when the path went silent")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("ended after %v", d)
+	}
+}

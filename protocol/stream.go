@@ -85,6 +85,7 @@ type rawSession struct {
 	queue   []request
 	spare   []request // the queue's other buffer
 	writing bool
+	settled *sync.Cond // on qmu: broadcast when writing ends
 	wbuf    []byte // the writer's scratch, used by one writer at a time
 
 	mu      sync.Mutex
@@ -186,8 +187,23 @@ type hello struct {
 // request in flight.
 func newRawSession(ch ssh.Channel, packet int) *rawSession {
 	s := &rawSession{ch: ch, packet: packet, pending: map[uint32]*call{}}
+	s.settled = sync.NewCond(&s.qmu)
 	go s.receive()
 	return s
+}
+
+// settle waits until no request is queued or being written. A failed
+// session's requests may still be on their way into the channel, read
+// from their callers' buffers, after their calls ended: a caller whose
+// write failed waits for this before its buffer can hold anything else,
+// so that no request ever carries bytes other than those it was sent
+// with, whatever a server still does with it.
+func (s *rawSession) settle() {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	for s.writing || len(s.queue) > 0 {
+		s.settled.Wait()
+	}
 }
 
 // Close closes the channel; calls in flight fail.
@@ -344,6 +360,7 @@ func (s *rawSession) flush() {
 		q := s.queue
 		if len(q) == 0 {
 			s.writing = false
+			s.settled.Broadcast()
 			s.qmu.Unlock()
 			return
 		}
@@ -566,6 +583,9 @@ func (f *rawFile) WriteAt(b []byte, off int64) (int, error) {
 				n += len(p.b)
 			}
 		}
+	}
+	if first != nil && f.s.failed() {
+		f.s.settle()
 	}
 	return n, first
 }

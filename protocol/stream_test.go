@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hpncp/hpncp/internal/sshtest"
 )
@@ -195,6 +196,7 @@ func scripted(t *testing.T, packet int) (*rawSession, io.Reader, io.Writer) {
 		})
 	}}
 	s := &rawSession{ch: ch, packet: packet, pending: map[uint32]*call{}}
+	s.settled = sync.NewCond(&s.qmu)
 	go s.receive()
 	t.Cleanup(func() { ch.Close(); sr.Close(); sw.Close() })
 	return s, sr, sw
@@ -416,4 +418,51 @@ func TestStreamCutDataReportsNoBytes(t *testing.T) {
 			t.Fatalf("read %q, %v; want ErrStreamLost and at most the 4 bytes that came", got, err)
 		}
 	})
+}
+
+// blockedWriter is a channel's write side that takes nothing until
+// released, as a stalled connection's.
+type blockedWriter struct{ release chan struct{} }
+
+func (w blockedWriter) Write(p []byte) (int, error) {
+	<-w.release
+	return 0, io.ErrClosedPipe
+}
+
+// TestStreamFailedWriteHoldsItsBuffer: when a session fails while its
+// requests are still being written, WriteAt returns only once the writer
+// is done with the caller's buffer, so that the buffer, reused for other
+// bytes, can never go out under the old request's offset.
+func TestStreamFailedWriteHoldsItsBuffer(t *testing.T) {
+	cr, sw := io.Pipe()
+	release := make(chan struct{})
+	ch := &pipeChannel{Reader: cr, Writer: blockedWriter{release}, close: func() { cr.Close() }}
+	s := newRawSession(ch, 4)
+	f := &rawFile{s: s, handle: "h"}
+	// The first WriteAt's goroutine becomes the session's writer and is
+	// stuck in the channel; the second queues its requests behind it.
+	go func() { _, _ = f.WriteAt(make([]byte, 4), 0) }()
+	time.Sleep(50 * time.Millisecond)
+	returned := make(chan error, 1)
+	go func() {
+		_, err := f.WriteAt(make([]byte, 12), 4)
+		returned <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	// The session now fails.
+	sw.Close()
+	select {
+	case err := <-returned:
+		t.Fatalf("WriteAt returned (%v) while its requests were still being written", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-returned:
+		if !errors.Is(err, ErrStreamLost) {
+			t.Fatalf("err = %v, want ErrStreamLost", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("WriteAt did not return once the writer was done")
+	}
 }
