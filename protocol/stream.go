@@ -86,7 +86,7 @@ type rawSession struct {
 	spare   []request // the queue's other buffer
 	writing bool
 	settled *sync.Cond // on qmu: broadcast when writing ends
-	wbuf    []byte // the writer's scratch, used by one writer at a time
+	wbuf    []byte     // the writer's scratch, used by one writer at a time
 
 	mu      sync.Mutex
 	nextID  uint32
