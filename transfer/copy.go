@@ -29,7 +29,7 @@ type Endpoint struct {
 func (e Endpoint) String() string { return e.FS.Label() + e.Path }
 
 // Progress follows the bytes of a run. Its methods are called from the
-// goroutine running the copy.
+// copy's jobs, many files being in flight, but one call at a time.
 type Progress interface {
 	StartFile(name string, size int64)
 	Add(n int)
@@ -46,7 +46,9 @@ type Options struct {
 	BufferSize int
 	// Progress, when not nil, is told of every file and byte.
 	Progress Progress
-	// Logf, when not nil, receives one line per file copied (-v).
+	// Logf, when not nil, receives the -v log: a line for each file and
+	// directory, and the decisions of the pipeline, tar mode and resume.
+	// Calls come one at a time.
 	Logf func(format string, args ...any)
 	// Parallel says when and how large files use several streams.
 	Parallel ParallelOptions
@@ -65,7 +67,8 @@ type Options struct {
 	// which is created when missing, as are the directories between.
 	FilesFrom []string
 	// Report, when not nil, is told what happened to every file: copied,
-	// skipped or failed. It is called from the goroutine running the copy.
+	// skipped or failed. It is called from the copy's jobs, one call at a
+	// time, in the order the files end.
 	Report func(FileReport)
 	// Resume keeps the temporary file of a copy that is interrupted or
 	// loses its connection, with a journal entry in ResumeDir, and
@@ -88,7 +91,7 @@ type Result struct {
 	Bytes  int64 // file bytes sent (a resumed file's tail only)
 	Errors []error
 	// MaxStreams and Conns are the most streams and connections one file
-	// used at once; 1 and 0 when every file went over the main session.
+	// used at once; 1 and 0 when no file went over the parallel pipeline.
 	MaxStreams int
 	Conns      int
 	// Skipped counts the files left alone because the target had them.

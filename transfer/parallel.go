@@ -35,12 +35,15 @@ type rttSource interface {
 
 // ParallelOptions say when and how files go over several streams.
 type ParallelOptions struct {
-	// Controller returns the window controller for one file; nil keeps
-	// every copy on a single stream (--hpn-disabled).
+	// Controller returns a new window controller for one file. nil keeps
+	// every file off the parallel pipeline: each is copied front to back
+	// by pipeline.Copy. (--hpn-disabled is not nil but a controller fixed
+	// at one stream on one connection, which keeps a large file's
+	// requests in flight across chunks.)
 	Controller func() *window.Controller
-	// MinSize is the smallest file worth more than one stream.
+	// MinSize is the smallest file that goes over the parallel pipeline.
 	MinSize int64
-	Chunk   int // bytes per request batch; pipeline.DefaultChunk when 0
+	Chunk   int // bytes a stream reads or writes at once; pipeline.DefaultChunk when 0
 	Depth   int // chunks in flight per stream; when 0, the window plan decides
 }
 

@@ -63,7 +63,7 @@ type copyOptions struct {
 	BWLimit        string // bytes (or bits with "bit") per second
 	Resume         bool   // keep interrupted files' temporaries and continue them
 
-	// Tar mode (issue 5): trees of small files as tar streams.
+	// Tar mode (transfer/tar.go): trees of small files as tar streams.
 	Tar        bool  // --tar: always, failing where the server has no GNU tar
 	NoTar      bool  // --no-tar: never
 	Compress   bool  // -C: compress the tar streams
@@ -615,8 +615,9 @@ func (r *remotes) endpoint(ctx context.Context, l transfer.Location) (transfer.E
 		end, err = protocol.OpenSFTP(first.Client, protocol.Options{
 			Label: l.HostLabel(),
 			Logf:  logf,
-			// Connections lost mid-copy are dialed again for as long as
-			// one may take to set up.
+			// Connections lost mid-copy are dialed again for up to the
+			// host's ConnectTimeout (protocol.DefaultReconnect when it is
+			// unset).
 			Reconnect: first.Config.ConnectTimeout,
 			Silent: func(c *ssh.Client) error {
 				r.mu.Lock()
@@ -751,7 +752,6 @@ func remotePath(p string) string {
 // the legacy scp protocol.
 var errNoSFTP = errors.New("no sftp subsystem")
 
-// copySCP runs the copy over the legacy scp protocol.
 // scpEndpoints gives locs as the legacy protocol's ends, connected.
 func (r *remotes) scpEndpoints(ctx context.Context, locs []transfer.Location) ([]transfer.SCPEndpoint, error) {
 	ends := make([]transfer.SCPEndpoint, len(locs))
