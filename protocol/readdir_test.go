@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/internal/sshtest"
+	"github.com/hpncp/hpncp/internal/testenv"
 )
 
 // mkEntries fills dir with n entries: files of distinct sizes and, every
@@ -196,6 +197,7 @@ func TestReadDirFailures(t *testing.T) {
 // TestReadDirConcurrent lists more directories at once than the listing
 // session takes, while the server's handles of earlier listings close.
 func TestReadDirConcurrent(t *testing.T) {
+	testenv.SkipSlow(t)
 	srv := sshtest.Start(t, sshtest.Options{})
 	end := openEnd(t, srv, false)
 	const dirs = 3 * listerMax
@@ -261,6 +263,7 @@ func endless(dir string) func(string) func() []string {
 // with an error naming the directory, and once ctx is done at once; the
 // session lists other directories afterwards.
 func TestReadDirEndless(t *testing.T) {
+	testenv.SkipSlow(t)
 	const dir = "/endless"
 	srv := sshtest.Start(t, sshtest.Options{ListDir: endless(dir)})
 	end := openEnd(t, srv, false)

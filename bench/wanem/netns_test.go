@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hpncp/hpncp/internal/testenv"
 )
 
 // The end-to-end test runs this test binary again inside the namespaces
@@ -122,6 +124,7 @@ func helperDial() error {
 // for, a bulk TCP flow gets close to the rate and never above it, and
 // nothing is left behind afterwards.
 func TestNetnsEndToEnd(t *testing.T) {
+	testenv.SkipSlow(t)
 	needRoot(t)
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("needs ip(8) from iproute2")

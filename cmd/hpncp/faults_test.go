@@ -147,6 +147,7 @@ var faultSSHDCISeeds = []struct {
 type faultEnv func(t *testing.T, plan *faultPlan, exec bool) (config, host string)
 
 func TestFaults(t *testing.T) {
+	slow(t)
 	env := func(t *testing.T, plan *faultPlan, exec bool) (string, string) {
 		o := sshtest.Options{WrapConn: plan.wrap}
 		if exec {
@@ -167,6 +168,7 @@ func TestFaults(t *testing.T) {
 }
 
 func TestFaultsSSHD(t *testing.T) {
+	slow(t)
 	srv := sshdtest.Start(t, sshdtest.Options{})
 	env := func(t *testing.T, plan *faultPlan, _ bool) (string, string) {
 		p, err := faultnet.NewProxy(net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)), plan.wrap)

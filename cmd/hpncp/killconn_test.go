@@ -17,6 +17,7 @@ import (
 // the remaining ones or on new ones (or fail cleanly), never leave a
 // corrupt file under the final name.
 func TestKilledConnectionMidTransfer(t *testing.T) {
+	slow(t)
 	for _, tc := range []struct{ dir, kill string }{
 		{"upload", "one"}, {"download", "one"}, {"upload", "all"}, {"download", "all"},
 	} {

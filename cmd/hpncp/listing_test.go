@@ -112,6 +112,7 @@ var raceDetector bool
 // hold hpncp past one Ctrl-C nor fill its memory. Before, the list grew
 // without bound (5.6 GB seen) and neither SIGINT nor SIGTERM ended it.
 func TestEndlessListing(t *testing.T) {
+	slow(t)
 	maxRSS := int64(512) // MiB
 	if raceDetector {
 		maxRSS *= 4

@@ -19,6 +19,7 @@ import (
 // dials again for ConnectTimeout): the temporary file stays, and the same
 // command continues it instead of starting over.
 func TestResumeAfterLostConnection(t *testing.T) {
+	slow(t)
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	srv := sshtest.Start(t, sshtest.Options{})
 	work := t.TempDir()

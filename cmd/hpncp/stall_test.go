@@ -22,6 +22,7 @@ import (
 // an upload ends the copy within the keepalive and connect bounds, with
 // an error that names the host and says it stopped responding.
 func TestStalledPathReported(t *testing.T) {
+	slow(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer
@@ -94,6 +95,7 @@ func stalledCopy(t *testing.T, ctx context.Context, stderr io.Writer, extra ...s
 // within the clean-up's grace, though no keepalive would end it for a
 // minute: the connections are closed under the clean-up.
 func TestInterruptOnStalledPath(t *testing.T) {
+	slow(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done, dst := stalledCopy(t, ctx, io.Discard, "-o", "ServerAliveInterval=60")

@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/testenv"
 )
 
 // SkipMarker starts the message of every test this package skips; CI fails
@@ -111,9 +113,11 @@ const startAttempts = 5
 
 // Start starts sshd on a free port of 127.0.0.1 and registers Stop with
 // t.Cleanup; if the test fails, sshd's log is printed. Without sshd the test
-// is skipped, or fails when Required.
+// is skipped, or fails when Required. Under go test -short it is skipped
+// too, as slow (testenv.SkipSlow), not as missed end-to-end coverage.
 func Start(t testing.TB, o Options) *Server {
 	t.Helper()
+	testenv.SkipSlow(t)
 	sshd := findSSHD(t)
 	if os.Geteuid() == 0 {
 		// sshd running as root refuses to start without its privilege
