@@ -34,9 +34,10 @@ func TestStalledPathReported(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the copy has not ended 20s after its path stalled")
 	}
-	// 2 s of silence; a path that stopped answering is not dialed again.
-	if took := time.Since(start); took > 4*time.Second {
-		t.Errorf("the copy ended %v after the stall, want within 4s", took)
+	// 2 s of silence, and some slack for a loaded machine; a path that
+	// stopped answering is not dialed again (2 s more).
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the copy ended %v after the stall, want within 5s", took)
 	}
 	code := report(&stderr, err)
 	want := "hpncp: error: connection to stalled: server not responding (no reply to 1 keepalive at 1s intervals)"
