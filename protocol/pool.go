@@ -218,7 +218,10 @@ func (p *pool) get(ctx context.Context, conns int, fresh bool) (*session, error)
 				p.waitDial(ctx) // unlocks
 				continue
 			}
-			err := p.dialErr
+			err := p.silentCause()
+			if err == nil {
+				err = p.dialErr
+			}
 			p.mu.Unlock()
 			if err == nil {
 				err = errors.New("no connection can take another SFTP session: all are closed or at the server's MaxSessions")
@@ -250,7 +253,19 @@ func (p *pool) get(ctx context.Context, conns int, fresh bool) (*session, error)
 			p.mu.Unlock()
 			continue
 		}
+		why := p.silent
 		p.mu.Unlock()
+		if why != nil {
+			if silent := why(best.c); silent != nil {
+				// Given up for its server's silence: the error is the
+				// keepalive's, and the connection is as gone.
+				p.mu.Lock()
+				best.dead, best.silent = true, silent
+				p.mu.Unlock()
+				p.silence()
+				continue
+			}
+		}
 		return nil, err
 	}
 }
@@ -360,6 +375,17 @@ func laterOf(a, b time.Time) time.Time {
 	return b
 }
 
+// silentCause is why a connection was given up for its server's
+// silence, if one was; p.mu is held.
+func (p *pool) silentCause() error {
+	for _, pc := range p.conns {
+		if pc.silent != nil {
+			return pc.silent
+		}
+	}
+	return nil
+}
+
 // live counts the connections not known to be gone; p.mu is held.
 func (p *pool) live() int {
 	n := 0
@@ -375,16 +401,14 @@ func (p *pool) live() int {
 // starts the reconnect budget's clock the first time, and fails once the
 // budget is spent, with the last dial's error.
 func (p *pool) redialDue() error {
+	if silent := p.silentCause(); silent != nil {
+		// The path itself stopped answering: a dial would wait out its
+		// ConnectTimeout for nothing, and the copy fails now, as scp's
+		// would.
+		return &ConnError{Err: silent}
+	}
 	if p.stopped {
 		return &ConnError{Err: p.dialErr}
-	}
-	for _, pc := range p.conns {
-		if pc.silent != nil {
-			// The path itself stopped answering: a dial would wait out its
-			// ConnectTimeout for nothing, and the copy fails now, as scp's
-			// would.
-			return &ConnError{Err: pc.silent}
-		}
 	}
 	if p.lostAt.IsZero() {
 		p.lostAt = time.Now()

@@ -26,7 +26,10 @@ func TestStalledPathReported(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var stderr bytes.Buffer
-	done, dst := stalledCopy(t, ctx, &stderr, "-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=1", "-o", "ConnectTimeout=2")
+	// Four connections wanted, so that some are being dialed, or their
+	// sessions opened, as the path stalls.
+	done, dst := stalledCopy(t, ctx, &stderr, "-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=1", "-o", "ConnectTimeout=2",
+		"--connections", "4", "--streams", "8")
 	start := time.Now()
 	var err error
 	select {
