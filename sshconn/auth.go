@@ -48,8 +48,11 @@ func (c *pubCandidate) publicKey() ssh.PublicKey {
 // server still allows.
 func (r *dialRun) nextAuth(actx *ssh.ClientAuthContext) (ssh.AuthMethod, error) {
 	if !r.authStarted {
+		// ConnectTimeout goes on bounding the dial through
+		// authentication, as OpenSSH's packet timeout bounds its login;
+		// only a prompt (acquirePrompt) stops it, the user's time being
+		// no server's.
 		r.authStarted = true
-		r.stopTimer()
 		r.o.logf("negotiated cipher %s, key exchange %s", actx.Algorithms.Write.Cipher, actx.Algorithms.KeyExchange)
 	}
 	if n := len(actx.PartialSuccessMethods); n > r.partials {
