@@ -92,6 +92,12 @@ func probeUmask(ctx context.Context, fsys FS, dir string) (fs.FileMode, error) {
 	name := fsys.Join(dir, TempName("umask"))
 	if p, ok := fsys.(umaskProber); ok {
 		mask, err := p.Umask(ctx, name)
+		if protocol.Lost(err) {
+			// The probe may have made its directory before its session
+			// was lost: removed again over a live connection, or left to
+			// the failure that follows.
+			_ = fsys.Remove(name)
+		}
 		if !errors.Is(err, protocol.ErrNoBatch) {
 			return mask, err
 		}

@@ -126,6 +126,13 @@ var faultRegressions = []struct {
 	// taken for success, and exit 0 with most files never sent.
 	{"download-legacy-one", 1006, ""},
 	{"download-large-resume-all", 1006, ""},
+	// A login stalled for good outlived ConnectTimeout: its timer stopped
+	// when authentication began.
+	{"download-tree-one", 95, ""},
+	{"download-tree-one", 66, ""},
+	// The umask probe's directory stayed when its session was lost,
+	// though the copy went on over a new connection.
+	{"upload-large-all", 70, ""},
 }
 
 // faultSSHDCISeeds are the trials TestFaultsSSHD runs in make test.
