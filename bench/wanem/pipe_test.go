@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"errors"
 	"testing"
 	"time"
 
@@ -91,9 +92,18 @@ func packet(seq uint32, size int) []byte {
 func (tp *testPipe) recv(t *testing.T, timeout time.Duration) []byte {
 	t.Helper()
 	fds := []unix.PollFd{{Fd: int32(tp.out), Events: unix.POLLIN}}
-	ts := unix.NsecToTimespec(int64(timeout))
-	if n, err := unix.Ppoll(fds, &ts, nil); err != nil || n == 0 {
-		t.Fatalf("no packet within %v (%v)", timeout, err)
+	deadline := time.Now().Add(timeout)
+	for {
+		ts := unix.NsecToTimespec(int64(max(time.Until(deadline), 0)))
+		n, err := unix.Ppoll(fds, &ts, nil)
+		if errors.Is(err, unix.EINTR) {
+			// The Go runtime's preemption signal, not the end of the wait.
+			continue
+		}
+		if err != nil || n == 0 {
+			t.Fatalf("no packet within %v (%v)", timeout, err)
+		}
+		break
 	}
 	buf := make([]byte, maxPacket)
 	n, err := unix.Read(tp.out, buf)
