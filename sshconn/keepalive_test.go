@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,86 +13,29 @@ import (
 
 	"github.com/pkg/sftp"
 
+	"github.com/hpncp/hpncp/internal/faultnet"
 	"github.com/hpncp/hpncp/internal/sshtest"
 )
 
-// stallProxy forwards TCP connections on 127.0.0.1 to a server until
-// stall is called; from then on it neither reads nor writes but keeps
-// every connection open, as a path whose router stopped forwarding.
+// stallProxy is a faultnet.StallProxy with its port: it forwards until
+// stall is called, then neither reads nor writes but keeps every
+// connection open, as a path whose router stopped forwarding.
 type stallProxy struct {
-	port    int
-	stalled chan struct{}
-	once    sync.Once
+	port  int
+	stall func()
 }
 
 func newStallProxy(t *testing.T, target string) *stallProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := faultnet.StallProxy(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &stallProxy{port: ln.Addr().(*net.TCPAddr).Port, stalled: make(chan struct{})}
-	quit := make(chan struct{})
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		close(quit)
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	// pipe copies until the stall, then holds on to what it read.
-	pipe := func(dst, src net.Conn) {
-		defer wg.Done()
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			select {
-			case <-p.stalled:
-				<-quit
-				return
-			default:
-			}
-			if n > 0 {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, s)
-			mu.Unlock()
-			wg.Add(2)
-			go pipe(s, c)
-			go pipe(c, s)
-		}
-	}()
-	return p
+	t.Cleanup(func() { p.Close() })
+	_, ps, _ := net.SplitHostPort(p.Addr)
+	port, _ := strconv.Atoi(ps)
+	return &stallProxy{port: port, stall: p.Fire}
 }
-
-func (p *stallProxy) stall() { p.once.Do(func() { close(p.stalled) }) }
 
 // stallEnv is an SFTP server behind a stallProxy, and a client
 // configuration naming it "target" with the given extra lines.

@@ -8,13 +8,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hpncp/hpncp/internal/faultnet"
 	"github.com/hpncp/hpncp/internal/sshtest"
 )
 
@@ -124,69 +125,15 @@ func TestInterruptOnStalledPath(t *testing.T) {
 
 // stallingProxy forwards TCP connections on 127.0.0.1 to target until
 // stall is called; then it neither reads nor writes but keeps the
-// connections open, as a router that stopped forwarding.
+// connections open, new ones too, as a router that stopped forwarding.
 func stallingProxy(t *testing.T, target string) (port int, stall func()) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := faultnet.StallProxy(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stalled, quit := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	var mu sync.Mutex
-	var conns []net.Conn
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		close(quit)
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	pipe := func(dst, src net.Conn) {
-		defer wg.Done()
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			select {
-			case <-stalled:
-				<-quit
-				return
-			default:
-			}
-			if n > 0 {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, s)
-			mu.Unlock()
-			wg.Add(2)
-			go pipe(s, c)
-			go pipe(c, s)
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).Port, func() { once.Do(func() { close(stalled) }) }
+	t.Cleanup(func() { p.Close() })
+	_, ps, _ := net.SplitHostPort(p.Addr)
+	port, _ = strconv.Atoi(ps)
+	return port, p.Fire
 }

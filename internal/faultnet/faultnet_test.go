@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -285,5 +286,48 @@ func TestProxy(t *testing.T) {
 	}
 	if _, err := NewProxy("192.0.2.1:22", nil); err == nil {
 		t.Fatal("NewProxy accepted a target beyond loopback")
+	}
+}
+
+// TestStallProxyFire: bytes pass until Fire, then none in either
+// direction, the connection held open.
+func TestStallProxyFire(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = io.Copy(c, c) // echo
+	}()
+	p, err := StallProxy(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 5)
+	if _, err := c.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "hello" {
+		t.Fatalf("before Fire: %q, %v", buf, err)
+	}
+	p.Fire()
+	if _, err := c.Write([]byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("after Fire: read %d bytes, %v; want nothing until the deadline", n, err)
 	}
 }

@@ -3,6 +3,7 @@ package faultnet
 import (
 	"errors"
 	"io"
+	"math"
 	"net"
 	"sync"
 	"time"
@@ -25,6 +26,7 @@ type Proxy struct {
 	conns  map[net.Conn]struct{}
 	n      int
 	closed bool
+	fired  bool // Fire was called: new connections fire at once
 }
 
 // NewProxy listens on a free port of 127.0.0.1 and forwards each
@@ -76,6 +78,12 @@ func (p *Proxy) accept() {
 		var down net.Conn = c
 		if p.wrap != nil {
 			down = p.wrap(n, c)
+		}
+		p.mu.Lock()
+		fired := p.fired
+		p.mu.Unlock()
+		if fc, ok := down.(*Conn); ok && fired {
+			fc.fire()
 		}
 		p.wg.Add(1)
 		go p.forward(down)
@@ -144,4 +152,32 @@ func closeWrite(c net.Conn) error {
 		return hc.CloseWrite()
 	}
 	return c.Close()
+}
+
+// Fire fires, now, the fault of every connection whose wrapper made it a
+// *Conn, those forwarded so far and those to come: a test stalls or cuts
+// a path at the moment it chooses (a Fault that would fire on its own
+// only past math.MaxInt64 bytes fires only so).
+func (p *Proxy) Fire() {
+	p.mu.Lock()
+	p.fired = true
+	var cs []*Conn
+	for c := range p.conns {
+		if fc, ok := c.(*Conn); ok {
+			cs = append(cs, fc)
+		}
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		c.fire()
+	}
+}
+
+// StallProxy is a Proxy to target whose connections stall for good, in
+// both directions, when Fire is called: a path whose router stopped
+// forwarding, every connection kept open.
+func StallProxy(target string) (*Proxy, error) {
+	return NewProxy(target, func(_ int, c net.Conn) net.Conn {
+		return Wrap(c, Fault{Kind: Stall, AtByte: math.MaxInt64})
+	})
 }
