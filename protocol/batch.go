@@ -209,11 +209,16 @@ func (s *SFTP) GetSmall(ctx context.Context, name string, size int64) ([]byte, f
 	fstat, closing := getCall(nil), getCall(nil)
 	defer putCall(fstat)
 	defer putCall(closing)
+	// A call once sent is waited for, whatever failed after it: the
+	// session signals it, and a pooled call must not hold that signal.
+	fstatSent, closeSent := false, false
 	if sendErr == nil {
 		sendErr = rs.send(fstat, fxpFstat, func(b []byte) []byte { return appendString(b, f.handle) }, nil)
+		fstatSent = sendErr == nil
 	}
 	if sendErr == nil {
 		sendErr = rs.send(closing, fxpClose, func(b []byte) []byte { return appendString(b, f.handle) }, nil)
+		closeSent = sendErr == nil
 	}
 
 	first := sendErr
@@ -235,7 +240,7 @@ func (s *SFTP) GetSmall(ctx context.Context, name string, size int64) ([]byte, f
 		}
 	}
 	var fi fs.FileInfo
-	if sendErr == nil {
+	if fstatSent {
 		if err := wait(fstat, fxpAttrs); err != nil {
 			first = cmpOr(first, err)
 		} else if fi, err = parseAttrs(fstat.body, name); err != nil {
@@ -244,7 +249,7 @@ func (s *SFTP) GetSmall(ctx context.Context, name string, size int64) ([]byte, f
 			first = fmt.Errorf("file changed size during the copy: expected %d bytes, it now has %d", size, fi.Size())
 		}
 	}
-	if sendErr == nil {
+	if closeSent {
 		if err := wait(closing, fxpStatus); err != nil && first == nil {
 			first = err
 		}

@@ -109,7 +109,24 @@ var calls = sync.Pool{New: func() any { return &call{done: make(chan struct{}, 1
 func getCall(buf []byte) *call {
 	c := calls.Get().(*call)
 	c.buf, c.n, c.typ, c.body, c.err = buf, 0, 0, nil, nil
+	// A signal left in a pooled call (a call released without its wait)
+	// would end the next request's wait before its reply: never reused.
+	select {
+	case <-c.done:
+		c = &call{buf: buf, done: make(chan struct{}, 1)}
+	default:
+	}
 	return c
+}
+
+// signal ends c's wait. It never blocks: a call is signalled once, by the
+// session it was sent on, and a second signal (a bug) must not stop that
+// session's receiver for good, which would hang every call behind it.
+func signal(c *call) {
+	select {
+	case c.done <- struct{}{}:
+	default:
+	}
 }
 
 func putCall(c *call) {
@@ -230,7 +247,7 @@ func (s *rawSession) fail(err error) {
 	s.mu.Unlock()
 	for _, c := range pending {
 		c.err = err
-		c.done <- struct{}{}
+		signal(c)
 	}
 	_ = s.ch.Close()
 }
@@ -257,12 +274,12 @@ func (s *rawSession) receive() {
 		}
 		if err := s.readReply(c, typ, int64(length)-5); err != nil {
 			c.err = fmt.Errorf("%w: %w", ErrStreamLost, err)
-			c.done <- struct{}{}
+			signal(c)
 			s.fail(err)
 			return
 		}
 		c.typ = typ
-		c.done <- struct{}{}
+		signal(c)
 	}
 }
 

@@ -466,3 +466,34 @@ func TestStreamFailedWriteHoldsItsBuffer(t *testing.T) {
 		t.Fatal("WriteAt did not return once the writer was done")
 	}
 }
+
+// TestPooledCallHoldsNoSignal: a call released with its reply's signal
+// unread is never handed out again as it is: its signal would end the
+// next request's wait before that request's reply (seen as "reply of
+// type 0" and a receiver stuck on the full channel, across copies).
+func TestPooledCallHoldsNoSignal(t *testing.T) {
+	for range 100 {
+		c := getCall(nil)
+		signal(c)
+		putCall(c)
+		d := getCall(nil)
+		select {
+		case <-d.done:
+			t.Fatal("a pooled call came back with a signal in it")
+		default:
+		}
+		putCall(d)
+	}
+	// A second signal never blocks the session's receiver.
+	c := getCall(nil)
+	signal(c)
+	done := make(chan struct{})
+	go func() { signal(c); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		t.Fatal("a second signal blocked")
+	}
+	<-c.done
+	putCall(c)
+}

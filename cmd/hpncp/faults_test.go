@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -610,8 +611,15 @@ func (ft *faultTrial) copy(t *testing.T, args []string) (code int, stderr string
 		code = report(&out, err)
 	case <-time.After(ft.timeout + 30*time.Second):
 		// A run that ignores its context cannot be stopped; the rest of
-		// the trials would run beside it.
-		t.Fatalf("VIOLATION: hpncp did not return %v after its context ended (%s)\nre-run: %s", 30*time.Second, ft.desc, ft.rerun)
+		// the trials would run beside it. Where it is stuck is kept for
+		// whoever looks into it.
+		stacks := filepath.Join(os.TempDir(), fmt.Sprintf("hpncp-fault-hang-%d.txt", time.Now().UnixNano()))
+		if f, err := os.Create(stacks); err == nil {
+			_ = pprof.Lookup("goroutine").WriteTo(f, 1)
+			f.Close()
+		}
+		t.Fatalf("VIOLATION: hpncp did not return %v after its context ended (%s)\nre-run: %s\ngoroutines: %s",
+			30*time.Second, ft.desc, ft.rerun, stacks)
 	}
 	return code, out.String(), ctx.Err() == context.DeadlineExceeded
 }
