@@ -236,36 +236,13 @@ func TestReadDirFallback(t *testing.T) {
 	}
 }
 
-// endless returns a ListDir hook for sshtest under which dir never ends:
-// every READDIR brings a hundred names not seen before, as a broken or
-// hostile server's might.
-func endless(dir string) func(string) func() []string {
-	return func(p string) func() []string {
-		if p != dir {
-			return nil
-		}
-		var mu sync.Mutex
-		n := 0
-		return func() []string {
-			mu.Lock()
-			defer mu.Unlock()
-			names := make([]string, 100)
-			for i := range names {
-				n++
-				names[i] = fmt.Sprintf("name-%09d", n)
-			}
-			return names
-		}
-	}
-}
-
 // TestReadDirEndless: a listing that never ends stops at MaxDirEntries
 // with an error naming the directory, and once ctx is done at once; the
 // session lists other directories afterwards.
 func TestReadDirEndless(t *testing.T) {
 	testenv.SkipSlow(t)
 	const dir = "/endless"
-	srv := sshtest.Start(t, sshtest.Options{ListDir: endless(dir)})
+	srv := sshtest.Start(t, sshtest.Options{ListDir: sshtest.EndlessListing(func(p string) bool { return p == dir })})
 	end := openEnd(t, srv, false)
 
 	start := time.Now()

@@ -4,42 +4,17 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hpncp/hpncp/internal/sshtest"
 )
-
-// endlessListing returns a ListDir hook for sshtest under which a
-// directory named "endless" never ends: every READDIR brings a hundred
-// names not seen before, as a broken or hostile server's might.
-func endlessListing() func(string) func() []string {
-	return func(p string) func() []string {
-		if path.Base(p) != "endless" {
-			return nil
-		}
-		var mu sync.Mutex
-		n := 0
-		return func() []string {
-			mu.Lock()
-			defer mu.Unlock()
-			names := make([]string, 100)
-			for i := range names {
-				n++
-				names[i] = fmt.Sprintf("name-%09d", n)
-			}
-			return names
-		}
-	}
-}
 
 // endlessDir makes the directory the hook lists on srv: it must stat as
 // one.
@@ -117,7 +92,7 @@ func TestEndlessListing(t *testing.T) {
 	if raceDetector {
 		maxRSS *= 4
 	}
-	srv := sshtest.Start(t, sshtest.Options{ListDir: endlessListing()})
+	srv := sshtest.Start(t, sshtest.Options{ListDir: sshtest.EndlessListing(func(p string) bool { return path.Base(p) == "endless" })})
 	src := endlessDir(t, srv)
 
 	t.Run("one SIGINT", func(t *testing.T) {

@@ -205,3 +205,26 @@ func cutString(b []byte) (string, []byte, bool) {
 	}
 	return string(b[4 : 4+n]), b[4+n:], true
 }
+
+// EndlessListing returns an Options.ListDir hook under which every
+// directory for which match holds never ends: each READDIR brings a
+// hundred names not seen before, as a broken or hostile server's might.
+func EndlessListing(match func(dir string) bool) func(string) func() []string {
+	return func(p string) func() []string {
+		if !match(p) {
+			return nil
+		}
+		var mu sync.Mutex
+		n := 0
+		return func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			names := make([]string, 100)
+			for i := range names {
+				n++
+				names[i] = fmt.Sprintf("name-%09d", n)
+			}
+			return names
+		}
+	}
+}
