@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/urfave/cli/v3"
 )
@@ -22,26 +23,35 @@ func versionCommand(stdout io.Writer) *cli.Command {
 		Name:  "version",
 		Usage: "print hpncp's version",
 		Action: func(context.Context, *cli.Command) error {
-			c := commit
-			if c == "" {
-				if bi, ok := debug.ReadBuildInfo(); ok {
-					for _, s := range bi.Settings {
-						if s.Key == "vcs.revision" {
-							c = s.Value
-						}
-					}
-				}
-			}
-			fmt.Fprintf(stdout, "hpncp %s", version)
-			if c != "" {
-				fmt.Fprintf(stdout, " (%s", c)
-				if date != "" {
-					fmt.Fprintf(stdout, ", %s", date)
-				}
-				fmt.Fprint(stdout, ")")
-			}
-			fmt.Fprintf(stdout, " %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			bi, _ := debug.ReadBuildInfo()
+			fmt.Fprintf(stdout, "%s %s %s/%s\n", versionLine(version, commit, date, bi),
+				runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return nil
 		},
 	}
+}
+
+// versionLine is "hpncp VERSION (COMMIT, DATE)" from what the release
+// build set, else from what the go command recorded: `go install
+// …/cmd/hpncp@v1.2.3` records the module's version, a build in a checkout
+// the commit it was built from.
+func versionLine(v, c, d string, bi *debug.BuildInfo) string {
+	if bi != nil {
+		if mv := bi.Main.Version; v == "dev" && mv != "" && mv != "(devel)" {
+			v = strings.TrimPrefix(mv, "v")
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && c == "" {
+				c = s.Value
+			}
+		}
+	}
+	line := "hpncp " + v
+	switch {
+	case c != "" && d != "":
+		line += " (" + c + ", " + d + ")"
+	case c != "":
+		line += " (" + c + ")"
+	}
+	return line
 }
