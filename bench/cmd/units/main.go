@@ -12,19 +12,20 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/hpncp/hpncp/internal/units"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Stdout, os.Args[1:]); err != nil {
 		fmt.Fprintf(os.Stderr, "units: %v\n", err)
 		os.Exit(2)
 	}
 }
 
-func run(args []string) error {
+func run(w io.Writer, args []string) error {
 	if len(args) < 2 {
 		return fmt.Errorf("usage: units size|bitrate VALUE...")
 	}
@@ -44,7 +45,9 @@ func run(args []string) error {
 		out = append(out, n)
 	}
 	for _, n := range out {
-		fmt.Println(n)
+		if _, err := fmt.Fprintln(w, n); err != nil {
+			return err
+		}
 	}
 	return nil
 }
