@@ -2,7 +2,8 @@
 // downloads of a scratch file under several pipeline configurations (auto,
 // HPN disabled, fixed stream counts, the legacy scp protocol), summarises
 // them in the table format of the HPN-SSH test reports, recommends the best
-// configuration and keeps that recommendation in a per-host cache. It also
+// configuration, for the caller to keep in package recommend's per-host
+// store. It also
 // holds the embedded demo: an in-process SSH/SFTP server behind a relay that
 // emulates a long, rate-limited path.
 //
@@ -22,6 +23,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hpncp/hpncp/internal/recommend"
 )
 
 // Config is one configuration of the copy pipeline that a bench compares.
@@ -151,12 +154,12 @@ type Report struct {
 	Host string `json:"host"`
 	// Emulated describes the emulated path of the embedded demo; "" for a
 	// real host.
-	Emulated       string          `json:"emulated,omitempty"`
-	Size           int64           `json:"size"`
-	Runs           int             `json:"runs"`
-	Rows           []Row           `json:"rows"`
-	Recommendation *Recommendation `json:"recommendation,omitempty"`
-	Measured       time.Time       `json:"measured"`
+	Emulated       string                    `json:"emulated,omitempty"`
+	Size           int64                     `json:"size"`
+	Runs           int                       `json:"runs"`
+	Rows           []Row                     `json:"rows"`
+	Recommendation *recommend.Recommendation `json:"recommendation,omitempty"`
+	Measured       time.Time                 `json:"measured"`
 }
 
 // Run measures every configuration in both directions. Each run is timed on
@@ -238,7 +241,7 @@ func Run(ctx context.Context, r Runner, host string, o Options) (*Report, error)
 		down.summarize()
 		rep.Rows = append(rep.Rows, up, down)
 	}
-	rep.Recommendation = recommend(host, rep)
+	rep.Recommendation = recommendation(host, rep)
 	return rep, nil
 }
 
@@ -300,10 +303,10 @@ func writeScratch(path string, size int64) error {
 	return err
 }
 
-// recommend picks the configuration with the best median throughput,
+// recommendation picks the configuration with the best median throughput,
 // uploads and downloads weighed alike. The legacy protocol is a yardstick,
 // not something later copies should switch to, so it is never picked.
-func recommend(host string, rep *Report) *Recommendation {
+func recommendation(host string, rep *Report) *recommend.Recommendation {
 	score := map[string]float64{}
 	used := map[string]int{} // the most streams a configuration's runs used
 	var order []Config
@@ -328,7 +331,7 @@ func recommend(host string, rep *Report) *Recommendation {
 			best = c
 		}
 	}
-	rec := &Recommendation{
+	rec := &recommend.Recommendation{
 		Host:        host,
 		Config:      best.Name,
 		Streams:     best.Streams,

@@ -10,13 +10,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/units"
 )
 
 // DemoHost is the ssh_config host name of the embedded demo's server.
@@ -250,25 +251,19 @@ func (d *Demo) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	}
 }
 
-// ParseRate reads a link rate such as 1gbit, 100mbit, 500kbit or 1e9
-// (bits per second); "0" means unlimited.
+// ParseRate reads hpncp bench's --rate, a link rate in bits per second
+// such as 1gbit, 100mbit, 500kbit or 1e9, as units.ParseBitRate reads it;
+// "0" means unlimited. --rate has always read "mbps" and the like as
+// megabits per second, as network people write them, so those are kept
+// here although units refuses tc's ambiguous "bps".
 func ParseRate(s string) (float64, error) {
-	v := strings.ToLower(strings.TrimSpace(s))
-	v = strings.TrimSuffix(v, "/s")
-	mult := 1.0
-	for _, u := range []struct {
-		suffix string
-		mult   float64
-	}{{"gbit", 1e9}, {"gbps", 1e9}, {"mbit", 1e6}, {"mbps", 1e6}, {"kbit", 1e3}, {"kbps", 1e3},
-		{"bit", 1}, {"bps", 1}, {"g", 1e9}, {"m", 1e6}, {"k", 1e3}} {
-		if strings.HasSuffix(v, u.suffix) {
-			v, mult = strings.TrimSuffix(v, u.suffix), u.mult
-			break
-		}
+	v := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(s)), "/s")
+	if strings.HasSuffix(v, "bps") {
+		v = strings.TrimSuffix(v, "ps") + "it"
 	}
-	n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || n < 0 {
+	bits, err := units.ParseBitRate(v)
+	if err != nil {
 		return 0, fmt.Errorf("rate %q: want bits per second such as 1gbit, 100mbit or 0 for unlimited", s)
 	}
-	return n * mult, nil
+	return float64(bits), nil
 }

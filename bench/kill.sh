@@ -55,8 +55,10 @@ die() {
 }
 log() { echo "kill.sh: $*" >&2; }
 
-bytes=$(numfmt --from=iec "${size^^}") || die "--size $size: want bytes or a K, M, G suffix"
-at_bytes=$(numfmt --from=iec "${at^^}") || die "--at $at: want bytes or a K, M, G suffix"
+# shellcheck source=bench/units.sh
+source "$here/units.sh"
+bytes=$(bench_units size "$size") || die "--size $size: want bytes or a K, M, G suffix"
+at_bytes=$(bench_units size "$at") || die "--at $at: want bytes or a K, M, G suffix"
 case $direction in up | down) ;; *) die "--direction $direction: want up or down" ;; esac
 for tool in /usr/sbin/sshd ssh ssh-keygen python3 go sha256sum; do
 	command -v "$tool" >/dev/null || die "$tool not found"

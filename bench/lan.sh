@@ -16,7 +16,8 @@
 #                [--args "HPNCP FLAGS"] [--baseline HPNCP_BINARY]
 #                [--hpncp HPNCP_BINARY] [--only "scp hpncp seq base"]
 #
-#   --size      test file size: bytes or with a K, M, G suffix (powers of 1024)
+#   --size      test file size: bytes or with a K, M, G suffix (powers of 1024;
+#               KB, MB, GB are powers of 1000)
 #   --runs      rounds (at least 5 for medians worth reading)
 #   --dir       where the files go [/dev/shm when it exists, else $TMPDIR]:
 #               a tmpfs keeps the disk out of a CPU-per-byte comparison
@@ -66,7 +67,9 @@ die() {
 }
 log() { echo "lan.sh: $*" >&2; }
 
-bytes=$(numfmt --from=iec "${size^^}" 2>/dev/null) || die "--size $size: want bytes or a K, M, G suffix"
+# shellcheck source=bench/units.sh
+source "$here/units.sh"
+bytes=$(bench_units size "$size") || die "--size $size: want bytes or a K, M, G suffix"
 [[ $runs =~ ^[1-9][0-9]*$ ]] || die "--runs $runs: want a positive count"
 sshd_bin=/usr/sbin/sshd
 for tool in "$sshd_bin" scp ssh-keygen /usr/bin/time go; do

@@ -50,8 +50,9 @@
 # namespaces and the temporary directory, and restores the traps it found.
 # After it, WAN_LAST_STATS holds the emulator's final counter lines.
 #
-# Needs root, ip(8), and go (to build bench/wanem) unless WANEM_BIN names a
-# built binary. Never kills anything by name.
+# Needs root, ip(8), and go (to read --rate through bench/units.sh, and to
+# build bench/wanem unless WANEM_BIN names a built binary). Never kills
+# anything by name.
 
 # The library must not change the caller's shell options; everything below
 # is written to work under set -euo pipefail as well as without it.
@@ -60,20 +61,8 @@ _wan_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 _wan_err() { echo "netns.sh: error: $*" >&2; }
 
-# _wan_rate_bits RATE: prints the rate in bit/s (0 = unlimited).
-_wan_rate_bits() {
-	local v=${1,,}
-	v=${v%bit}
-	case $v in
-	unlimited | 0) echo 0 ;;
-	*[0-9]k) awk -v n="${v%k}" 'BEGIN { printf "%.0f\n", n * 1e3 }' ;;
-	*[0-9]m) awk -v n="${v%m}" 'BEGIN { printf "%.0f\n", n * 1e6 }' ;;
-	*[0-9]g) awk -v n="${v%g}" 'BEGIN { printf "%.0f\n", n * 1e9 }' ;;
-	*[0-9]t) awk -v n="${v%t}" 'BEGIN { printf "%.0f\n", n * 1e12 }' ;;
-	*[0-9]) awk -v n="$v" 'BEGIN { printf "%.0f\n", n }' ;;
-	*) return 1 ;;
-	esac
-}
+# shellcheck source=bench/units.sh
+source "$_wan_root/bench/units.sh"
 
 # _wan_usec DURATION: prints a Go-syntax duration (50ms, 1.5ms, 200us, 1s,
 # 0) in microseconds, possibly fractional.
@@ -124,7 +113,7 @@ _wan_parse() {
 		_wan_err "--rtt $_wan_opt_rtt: want a duration such as 50ms"
 		return 2
 	}
-	_wan_rate_bps=$(_wan_rate_bits "$_wan_opt_rate") || {
+	_wan_rate_bps=$(bench_units bitrate "$_wan_opt_rate") || {
 		_wan_err "--rate $_wan_opt_rate: want a rate such as 1gbit or unlimited"
 		return 2
 	}

@@ -16,7 +16,8 @@
 #   bench/resume.sh [--size 2G] [--files 5000] [--dir DIR] [--direction up|down]
 #                   [--hpncp HPNCP_BINARY]
 #
-#   --size       the large file's size (K, M, G suffixes, powers of 1024)
+#   --size       the large file's size (K, M, G suffixes, powers of 1024;
+#                KB, MB, GB powers of 1000)
 #   --files      how many small files (1 to 32 KiB each) beside it
 #   --dir        where the files go [/dev/shm when it exists, else $TMPDIR]
 #   --direction  up (local to sshd, the default) or down
@@ -51,7 +52,9 @@ die() {
 }
 log() { echo "resume.sh: $*" >&2; }
 
-bytes=$(numfmt --from=iec "${size^^}" 2>/dev/null) || die "--size $size: want bytes or a K, M, G suffix"
+# shellcheck source=bench/units.sh
+source "$here/units.sh"
+bytes=$(bench_units size "$size") || die "--size $size: want bytes or a K, M, G suffix"
 [[ $files =~ ^[0-9]+$ ]] || die "--files $files: want a count"
 case $direction in up | down) ;; *) die "--direction $direction: want up or down" ;; esac
 sshd_bin=/usr/sbin/sshd

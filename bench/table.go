@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/hpncp/hpncp/internal/recommend"
 )
 
 // WriteTable prints rep as the HPN-SSH test reports do: per direction a
@@ -104,7 +106,7 @@ func WriteJSON(w io.Writer, rep *Report) error {
 	return enc.Encode(rep)
 }
 
-func recommendedFlags(r Recommendation) string {
+func recommendedFlags(r recommend.Recommendation) string {
 	switch {
 	case r.HPNDisabled:
 		return "--hpn-disabled"

@@ -55,16 +55,6 @@ while [ $# -gt 0 ]; do
 done
 [ "$(id -u)" = 0 ] || { echo "wan.sh: needs root (network namespaces)" >&2; exit 1; }
 
-bytes() {
-	local v=${1^^}
-	case $v in
-	*G) echo $((${v%G} << 30)) ;;
-	*M) echo $((${v%M} << 20)) ;;
-	*K) echo $((${v%K} << 10)) ;;
-	*) echo "$v" ;;
-	esac
-}
-
 work=$(mktemp -d /dev/shm/hpncp-wan.XXXXXX)
 cleanup() {
 	[ -z "${sshd_pid:-}" ] || stop_sshd
@@ -83,12 +73,14 @@ if [ -z "$hpncp_bin" ]; then
 fi
 mkdir -p "$work/remote" "$work/local"
 
+size_bytes=$(bench_units size "$size") || { echo "wan.sh: --size $size: want bytes or a K, M, G suffix" >&2; exit 2; }
+slow_bytes=$(bench_units size "$slow_size") || { echo "wan.sh: --slow-size $slow_size: want bytes or a K, M, G suffix" >&2; exit 2; }
+
 declare -A made
-testfile() { # SIZE -> path of a random file of that size
-	local n
-	n=$(bytes "$1")
+testfile() { # BYTES -> path of a random file of that size
+	local n=$1
 	if [ -z "${made[$n]:-}" ]; then
-		echo "creating a $1 test file" >&2
+		echo "creating a $n-byte test file" >&2
 		head -c "$n" /dev/urandom >"$work/src-$n"
 		made[$n]=1
 	fi
@@ -149,13 +141,13 @@ for rtt in $rtts; do
 	for run in $(seq "$runs"); do
 		for dir in $dirs; do
 			for tool in $tools; do
-				sz=$size
+				sz=$size_bytes
 				if [ "$tool" != hpn ] && [ "$rtt" != lo ] && [ "$rtt" -ge 50 ]; then
-					sz=$slow_size
+					sz=$slow_bytes
 				fi
 				f=$(testfile "$sz")
 				s=$(copy "$tool" "$dir" "$f")
-				echo "$rtt $dir $tool $(bytes "$sz") $s" >>"$results"
+				echo "$rtt $dir $tool $sz $s" >>"$results"
 				echo "rtt=$rtt run=$run $dir $tool: $s s" >&2
 			done
 		done

@@ -75,7 +75,7 @@
 //
 // SetBuffers applies --tcp-rcvbuf and --tcp-sndbuf and leaves the kernel's
 // autotuning alone otherwise; TCPRTT reads the kernel's RTT estimate
-// (Linux); ParseSize parses the size flags.
+// (Linux). The size flags themselves are read by package units.
 package window
 
 import (

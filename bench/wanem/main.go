@@ -32,6 +32,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hpncp/hpncp/internal/units"
 )
 
 func main() {
@@ -121,7 +123,7 @@ Flags:
 	}
 	if queue == "auto" {
 		o.queue = autoQueue(o.rate, o.rtt, o.mtu)
-	} else if o.queue, err = parseSize(queue); err != nil {
+	} else if o.queue, err = units.ParseTCSize(queue); err != nil {
 		return o, fmt.Errorf("%w: --queue: %w", errUsage, err)
 	} else if o.queue < int64(o.mtu) {
 		return o, fmt.Errorf("%w: --queue %d is smaller than one packet (MTU %d)", errUsage, o.queue, o.mtu)

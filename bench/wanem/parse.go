@@ -4,76 +4,26 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/hpncp/hpncp/internal/units"
 )
 
-// parseRate reads a link rate in bits per second, written as tc(8) writes
-// rates: a number with an optional SI suffix (kbit, mbit, gbit, tbit, or
-// just k, m, g, t). "0" and "unlimited" mean no serialisation at all.
-// tc's "bps" means bytes per second, a classic source of 8× mistakes, so it
-// is refused rather than guessed.
+// parseRate reads --rate in bits per second as units.ParseBitRate reads
+// it, tc's syntax (tc's "bps", bytes per second, is refused rather than
+// guessed), within what the emulator can serialise: below 8 bit/s a
+// packet's serialisation time overflows any useful range, and nobody
+// benchmarks that.
 func parseRate(s string) (int64, error) {
-	v := strings.ToLower(strings.TrimSpace(s))
-	if v == "unlimited" || v == "0" {
-		return 0, nil
-	}
-	if strings.HasSuffix(v, "bps") {
-		return 0, fmt.Errorf("rate %q: use bit units (kbit, mbit, gbit); tc's bps means bytes per second", s)
-	}
-	v = strings.TrimSuffix(v, "bit")
-	mult := 1.0
-	if n := len(v); n > 0 {
-		switch v[n-1] {
-		case 'k':
-			mult = 1e3
-		case 'm':
-			mult = 1e6
-		case 'g':
-			mult = 1e9
-		case 't':
-			mult = 1e12
-		}
-		if mult != 1 {
-			v = v[:n-1]
-		}
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 0 || f*mult > 1e15 {
+	r, err := units.ParseBitRate(s)
+	switch {
+	case err != nil:
+		return 0, err
+	case r > 1e15:
 		return 0, fmt.Errorf("rate %q: want a number of bit/s such as 1gbit, 100mbit or unlimited", s)
-	}
-	r := int64(f * mult)
-	if f > 0 && r < 8 {
-		// Below one byte per second the serialisation time of a packet
-		// overflows any useful range; nobody benchmarks that.
+	case r > 0 && r < 8:
 		return 0, fmt.Errorf("rate %q: below 8 bit/s", s)
 	}
 	return r, nil
-}
-
-// parseSize reads a byte count with an optional binary suffix (k, m, g,
-// optionally followed by b or ib), as tc(8) writes buffer sizes.
-func parseSize(s string) (int64, error) {
-	v := strings.ToLower(strings.TrimSpace(s))
-	v = strings.TrimSuffix(v, "ib")
-	v = strings.TrimSuffix(v, "b")
-	mult := int64(1)
-	if n := len(v); n > 0 {
-		switch v[n-1] {
-		case 'k':
-			mult = 1 << 10
-		case 'm':
-			mult = 1 << 20
-		case 'g':
-			mult = 1 << 30
-		}
-		if mult != 1 {
-			v = v[:n-1]
-		}
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 || n > (1<<40)/mult {
-		return 0, fmt.Errorf("size %q: want a byte count such as 1500000, 256k or 12m", s)
-	}
-	return n * mult, nil
 }
 
 // parseLoss reads a loss probability as a fraction (0.01) or a percentage

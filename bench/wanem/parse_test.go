@@ -34,28 +34,6 @@ func TestParseRate(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    int64
-		wantErr bool
-	}{
-		{"1500", 1500, false},
-		{"256k", 256 << 10, false},
-		{"12m", 12 << 20, false},
-		{"12MiB", 12 << 20, false},
-		{"1kb", 1024, false},
-		{"1.5m", 0, true},
-		{"lots", 0, true},
-	}
-	for _, tt := range tests {
-		got, err := parseSize(tt.in)
-		if (err != nil) != tt.wantErr || got != tt.want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.wantErr)
-		}
-	}
-}
-
 func TestParseLoss(t *testing.T) {
 	tests := []struct {
 		in      string

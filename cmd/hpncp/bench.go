@@ -14,8 +14,9 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/hpncp/hpncp/bench"
+	"github.com/hpncp/hpncp/internal/recommend"
+	"github.com/hpncp/hpncp/internal/units"
 	"github.com/hpncp/hpncp/transfer"
-	"github.com/hpncp/hpncp/window"
 )
 
 // benchHelpText is hpncp bench --help (a template: no double braces).
@@ -212,7 +213,7 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) er
 	}
 	r := *rep.Recommendation
 	r.Host = loc.Host
-	if err := bench.SaveRecommendation(r); err != nil {
+	if err := recommend.Save(r); err != nil {
 		fmt.Fprintf(stderr, "hpncp: warning: %v\n", err)
 		return nil
 	}
@@ -238,7 +239,7 @@ func (o *benchOptions) benchSettings() (bench.Options, error) {
 		bo.Configs, _ = bench.ParseConfigs("hpn,hpnd")
 	}
 	if o.Size != "" {
-		n, err := window.ParseSize(o.Size)
+		n, err := units.ParseSize(o.Size)
 		if err != nil || n <= 0 {
 			return bo, usagef(benchHint, "bench: --size %s: want a size such as 64MiB", o.Size)
 		}
@@ -289,7 +290,7 @@ func forgetHost(target string, stdout io.Writer) error {
 	if loc, err := benchLocation(target); err == nil {
 		host = loc.Host
 	}
-	had, err := bench.ForgetRecommendation(host)
+	had, err := recommend.Forget(host)
 	if err != nil {
 		return err
 	}

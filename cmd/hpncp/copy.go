@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/term"
 
+	"github.com/hpncp/hpncp/internal/units"
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/sshconn"
@@ -196,21 +197,14 @@ func (o *copyOptions) skipMode() transfer.SkipMode {
 }
 
 // bytesPerSecond is the run's bandwidth limit, 0 for none: -l in Kbit/s
-// as scp's, or --bwlimit as a size per second ("10M" is 10 MB/s) or, with
-// "bit" after the unit, bits per second ("100mbit", "1.5gbit").
+// as scp's, or --bwlimit as rsync's (see units.ParseBWLimit).
 func (o *copyOptions) bytesPerSecond() (int64, error) {
 	if o.BWLimit == "" {
-		return o.LimitKbit * 1024 / 8, nil
+		return units.SCPLimit(o.LimitKbit), nil
 	}
-	v := strings.TrimSuffix(strings.TrimSpace(strings.ToLower(o.BWLimit)), "/s")
-	bits := strings.HasSuffix(v, "bit")
-	v = strings.TrimSuffix(v, "bit")
-	n, err := window.ParseSize(v)
-	if bits {
-		n /= 8
-	}
-	if err != nil || n <= 0 {
-		return 0, usagef("a rate is a size per second: 10M is 10 MB/s, 100mbit is 100 Mbit/s",
+	n, err := units.ParseBWLimit(o.BWLimit)
+	if err != nil {
+		return 0, usagef("a rate is a size per second, as rsync's --bwlimit: 500 is 500 KiB/s, 10M is 10 MiB/s, 10MB is 10 MB/s, 100mbit is 100 Mbit/s",
 			"--bwlimit %s: not a rate", o.BWLimit)
 	}
 	return n, nil
@@ -249,14 +243,14 @@ type tuning struct {
 
 func (o *copyOptions) tuning() (tuning, error) {
 	var t tuning
-	chunk, err := window.ParseSize(o.Chunk)
+	chunk, err := units.ParseSize(o.Chunk)
 	if err != nil || chunk < 32<<10 || chunk > 64<<20 {
 		return t, usagef("the chunk is the bytes one stream reads or writes at a time", "--chunk %s: want a size from 32KiB to 64MiB", o.Chunk)
 	}
 	t.parallel.Chunk = int(chunk)
 	t.parallel.MinSize = 4 * chunk
 	if o.Window != "auto" {
-		w, err := window.ParseSize(o.Window)
+		w, err := units.ParseSize(o.Window)
 		if err != nil || w < chunk {
 			return t, usagef("the window is the bytes each stream keeps in flight", "--window %s: want auto or a size of at least one chunk (%d bytes)", o.Window, chunk)
 		}
@@ -269,7 +263,7 @@ func (o *copyOptions) tuning() (tuning, error) {
 		if b.val == "" {
 			continue
 		}
-		n, err := window.ParseSize(b.val)
+		n, err := units.ParseSize(b.val)
 		if err != nil || n <= 0 || n > 1<<30 {
 			return t, usagef("", "%s %s: want a size such as 4M", b.flag, b.val)
 		}

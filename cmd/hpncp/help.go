@@ -41,7 +41,7 @@ Flags (scp's, with scp's meaning):
   -F file       ssh_config file to read instead of ~/.ssh/config
   -o Key=Value  any ssh_config option; may be repeated
   -J host[,h2]  connect through jump hosts
-  -l limit      limit bandwidth, in Kbit/s
+  -l limit      limit bandwidth, in Kbit/s as scp's (1 Kbit = 1024 bits)
   -c cipher     cipher(s) to use, comma-separated
   -O            use the legacy SCP protocol (automatic for a host without SFTP)
   -3            copies between two remotes go through this host (always so)
@@ -89,7 +89,8 @@ Re-runs and migrations:
   --shard i/n            copy only files whose path hashes to shard i of n:
                          n runs, 0/n to n-1/n, cover every file once
   --json                 print a JSON report on stdout at the end
-  --bwlimit RATE         limit bandwidth: 10M is 10 MB/s, 100mbit 100 Mbit/s
+  --bwlimit RATE         limit bandwidth, as rsync's: 500 is 500 KiB/s, 10M is
+                         10 MiB/s, 10MB is 10 MB/s, 100mbit is 100 Mbit/s
   --resume               continue an interrupted run: re-run the same command
                          with --resume. An interrupted or disconnected file's
                          temporary file is kept and continued where it

@@ -5,7 +5,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/hpncp/hpncp/bench"
+	"github.com/hpncp/hpncp/internal/recommend"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -32,7 +32,7 @@ func (o *copyOptions) useRecommendation(locs []transfer.Location, stderr io.Writ
 		if !l.Remote() {
 			continue
 		}
-		r, ok := bench.LoadRecommendation(l.Host)
+		r, ok := recommend.Load(l.Host)
 		if !ok {
 			continue
 		}

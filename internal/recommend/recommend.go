@@ -1,4 +1,8 @@
-package bench
+// Package recommend keeps what hpncp bench found best for each host, in
+// $XDG_CACHE_HOME/hpncp/hosts/HOST.json, for later copies to that host to
+// start from. It is apart from the benchmark so that a copy, which reads
+// the store on every run, does not carry the benchmark with it.
+package recommend
 
 import (
 	"encoding/json"
@@ -64,10 +68,10 @@ func cacheName(host string) string {
 	}, host)
 }
 
-// SaveRecommendation stores r for r.Host, replacing what was there. The
+// Save stores r for r.Host, replacing what was there. The
 // file is written under a temporary name and renamed, so a reader never
 // sees half of it.
-func SaveRecommendation(r Recommendation) error {
+func Save(r Recommendation) error {
 	p, err := cachePath(r.Host)
 	if err != nil {
 		return err
@@ -97,10 +101,10 @@ func SaveRecommendation(r Recommendation) error {
 	return nil
 }
 
-// LoadRecommendation returns the stored recommendation for host, and false
+// Load returns the stored recommendation for host, and false
 // when there is none or it cannot be read: a missing or damaged cache only
 // means starting from the defaults.
-func LoadRecommendation(host string) (Recommendation, bool) {
+func Load(host string) (Recommendation, bool) {
 	p, err := cachePath(host)
 	if err != nil {
 		return Recommendation{}, false
@@ -116,9 +120,9 @@ func LoadRecommendation(host string) (Recommendation, bool) {
 	return r, true
 }
 
-// ForgetRecommendation removes host's stored recommendation; it reports
+// Forget removes host's stored recommendation; it reports
 // whether there was one.
-func ForgetRecommendation(host string) (bool, error) {
+func Forget(host string) (bool, error) {
 	p, err := cachePath(host)
 	if err != nil {
 		return false, err

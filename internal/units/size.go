@@ -1,14 +1,16 @@
-package window
+package units
 
 import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 )
 
-// ParseSize parses a byte count for size flags (--tcp-rcvbuf, --chunk,
-// --window): a decimal number, fractions allowed, with an optional unit,
+// ParseSize parses a byte count for size flags (--chunk, --window,
+// --tcp-rcvbuf, --tcp-sndbuf, hpncp bench --size, the benchmark scripts'
+// --size): a decimal number, fractions allowed, with an optional unit,
 // case-insensitive. K, M, G, T and KiB, MiB, GiB, TiB are powers of 1024;
 // KB, MB, GB, TB are powers of 1000, as in dd; B is bytes. "4M", "256k",
 // "1.5g", "16MiB" and "1048576" are all valid. Fractional bytes are
@@ -48,4 +50,34 @@ var sizeUnits = map[string]int64{
 	"m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
 	"g": 1 << 30, "gib": 1 << 30, "gb": 1e9,
 	"t": 1 << 40, "tib": 1 << 40, "tb": 1e12,
+}
+
+// ParseTCSize reads a byte count as tc(8) reads buffer and queue sizes: a
+// whole number with an optional k, m or g, optionally followed by b or ib,
+// all powers of 1024 ("1kb" is 1024, unlike ParseSize's 1000). It is for
+// values given to tc and to the emulator alike (the WAN's --queue), so
+// that both modes of the same benchmark get the same queue.
+func ParseTCSize(s string) (int64, error) {
+	v := strings.ToLower(strings.TrimSpace(s))
+	v = strings.TrimSuffix(v, "ib")
+	v = strings.TrimSuffix(v, "b")
+	mult := int64(1)
+	if n := len(v); n > 0 {
+		switch v[n-1] {
+		case 'k':
+			mult = 1 << 10
+		case 'm':
+			mult = 1 << 20
+		case 'g':
+			mult = 1 << 30
+		}
+		if mult != 1 {
+			v = v[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("size %q: want a byte count such as 1500000, 256k or 12m", s)
+	}
+	return n * mult, nil
 }

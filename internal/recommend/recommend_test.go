@@ -1,0 +1,68 @@
+package recommend
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestRecommendationCache(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("HOME", t.TempDir())
+	if _, ok := Load("nas"); ok {
+		t.Fatal("a recommendation before any was saved")
+	}
+	want := Recommendation{Host: "nas", Config: "s8", Streams: 8, MBps: 812.5, Measured: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	if err := Save(want); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(os.Getenv("XDG_CACHE_HOME"), "hpncp", "hosts", "nas.json")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("cache file: %v", err)
+	}
+	got, ok := Load("NAS")
+	if !ok || got != want {
+		t.Errorf("Load = %+v, %v; want %+v", got, ok, want)
+	}
+	if _, ok := Load("other"); ok {
+		t.Error("another host has nas's recommendation")
+	}
+	had, err := Forget("nas")
+	if err != nil || !had {
+		t.Fatalf("Forget = %v, %v", had, err)
+	}
+	if _, ok := Load("nas"); ok {
+		t.Error("recommendation still there after Forget")
+	}
+	if had, err := Forget("nas"); err != nil || had {
+		t.Errorf("second Forget = %v, %v; want false, nil", had, err)
+	}
+}
+
+func TestCacheNames(t *testing.T) {
+	for host, want := range map[string]string{
+		"nas": "nas", "Alice@Host.example": "alice@host.example", "[::1]": "__1", "../etc": ".._etc", "..": "", "a/b": "a_b",
+	} {
+		if got := cacheName(host); got != want {
+			t.Errorf("cacheName(%q) = %q, want %q", host, got, want)
+		}
+	}
+	if err := Save(Recommendation{Host: ".."}); err == nil {
+		t.Error("saved a recommendation for host ..")
+	}
+}
+
+func TestDamagedCacheIsIgnored(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	p := filepath.Join(os.Getenv("XDG_CACHE_HOME"), "hpncp", "hosts")
+	if err := os.MkdirAll(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p, "h.json"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := Load("h"); ok {
+		t.Errorf("damaged cache read as %+v", r)
+	}
+}
