@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/hpncp/hpncp/internal/bufpool"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/window"
 )
@@ -363,7 +364,7 @@ func (p *parallel) work(l *lane) {
 	var buf []byte
 	defer func() {
 		if buf != nil {
-			putBuffer(buf)
+			bufpool.Put(buf)
 		}
 	}()
 	for {
@@ -374,7 +375,7 @@ func (p *parallel) work(l *lane) {
 		if buf == nil {
 			// Only now: a lane opened for the tail of a file may never
 			// get a chunk.
-			buf = getBuffer(p.o.Chunk)
+			buf = bufpool.Get(p.o.Chunk)
 		}
 		n := int(min(int64(p.o.Chunk), p.o.Size-off))
 		err := p.copyChunk(l.st, buf[:n], off)
@@ -474,23 +475,4 @@ func (p *parallel) copyChunk(st *Stream, b []byte, off int64) error {
 		return fmt.Errorf("write: %w: %d of %d bytes at offset %d", ErrShortWrite, n, len(b), off)
 	}
 	return nil
-}
-
-// buffers keeps chunk buffers, by size, from one file's lanes to the
-// next: a tree of large files would otherwise allocate every lane's
-// buffers again for each file.
-var buffers sync.Map // int → *sync.Pool of *[]byte
-
-func getBuffer(size int) []byte {
-	if v, ok := buffers.Load(size); ok {
-		if b, ok := v.(*sync.Pool).Get().(*[]byte); ok {
-			return *b
-		}
-	}
-	return make([]byte, size)
-}
-
-func putBuffer(b []byte) {
-	v, _ := buffers.LoadOrStore(cap(b), new(sync.Pool))
-	v.(*sync.Pool).Put(&b)
 }
