@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"sync"
 	"time"
+
+	"github.com/hpncp/hpncp/internal/slots"
 )
 
 // pkg/sftp lists a directory one request after another: OPENDIR, then
@@ -61,7 +63,7 @@ type lister struct {
 	mu   sync.Mutex
 	s    *session
 	gone bool // no session could be had: pkg/sftp lists instead
-	sem  chan struct{}
+	sem  slots.Slots
 }
 
 // errNoLister says the listing session is unavailable and the listing
@@ -73,11 +75,11 @@ var errNoLister = errors.New("no sftp session for listings")
 func (l *lister) get(ctx context.Context, p *pool) (*session, error) {
 	l.mu.Lock()
 	if l.sem == nil {
-		l.sem = make(chan struct{}, listerMax)
+		l.sem = slots.New(listerMax)
 	}
 	sem := l.sem
 	l.mu.Unlock()
-	if err := acquireSlot(ctx, sem); err != nil {
+	if err := sem.Acquire(ctx); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -86,13 +88,13 @@ func (l *lister) get(ctx context.Context, p *pool) (*session, error) {
 		s, err := p.acquire(ctx, 1)
 		if err != nil {
 			l.gone = ctx.Err() == nil
-			<-sem
+			sem.Release()
 			return nil, fmt.Errorf("%w: %w", errNoLister, err)
 		}
 		l.s = s
 	}
 	if l.s == nil {
-		<-sem
+		sem.Release()
 		return nil, errNoLister
 	}
 	return l.s, nil
@@ -109,7 +111,7 @@ func (l *lister) put(p *pool, s *session) {
 		}
 		l.mu.Unlock()
 	}
-	<-l.sem
+	l.sem.Release()
 }
 
 // PrepareList opens, in the background, the session that listings use,
@@ -131,15 +133,6 @@ func (l *lister) close(p *pool) {
 		l.s = nil
 	}
 	l.gone = true
-}
-
-func acquireSlot(ctx context.Context, sem chan struct{}) error {
-	select {
-	case sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // ReadDirContext lists the directory name without following links,
