@@ -108,6 +108,7 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 	}
 	p := &parallel{o: o, open: open, ctx: ctx, events: make(chan struct{}, 1),
 		next: o.Offset, contig: o.Offset, total: o.Size - o.Offset}
+	p.meter = Meter{Limiter: o.Limiter, Progress: o.Progress}
 	p.cond = sync.NewCond(&p.mu)
 	stop := context.AfterFunc(ctx, func() {
 		p.mu.Lock()
@@ -230,6 +231,8 @@ type parallel struct {
 	wg   sync.WaitGroup
 	// events wakes the coordinator when a lane ends.
 	events chan struct{}
+	// meter holds chunks to the run's limit and counts those checked.
+	meter Meter
 
 	mu        sync.Mutex
 	cond      *sync.Cond
@@ -384,9 +387,7 @@ func (p *parallel) work(l *lane) {
 		case err == nil:
 			p.done += int64(n)
 			p.advance(off, n)
-			if p.o.Progress != nil {
-				p.o.Progress(n)
-			}
+			p.meter.Count(n)
 			if p.o.Done != nil {
 				p.o.Done(off, n)
 			}
@@ -458,14 +459,8 @@ func (p *parallel) copyChunk(st *Stream, b []byte, off int64) error {
 	case n < len(b):
 		return fmt.Errorf("read: file shrank: %d bytes at offset %d, expected %d", n, off, len(b))
 	}
-	if l := p.o.Limiter; l != nil {
-		for left := len(b); left > 0; {
-			step := min(left, l.Burst())
-			if err := l.WaitN(p.ctx, step); err != nil {
-				return err
-			}
-			left -= step
-		}
+	if err := p.meter.Wait(p.ctx, len(b)); err != nil {
+		return err
 	}
 	n, err = st.Dst.WriteAt(b, off)
 	if err != nil {

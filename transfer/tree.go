@@ -487,14 +487,11 @@ func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing f
 		return true, 0, &Error{Op: "read", Path: src.String(),
 			Err: fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), len(data))}
 	}
-	if l := c.opts.Limiter; l != nil {
-		for left := len(data); left > 0; {
-			n := min(left, l.Burst())
-			if err := l.WaitN(ctx, n); err != nil {
-				return true, 0, ctx.Err()
-			}
-			left -= n
+	if err := (pipeline.Meter{Limiter: c.opts.Limiter}).Wait(ctx, len(data)); err != nil {
+		if ctx.Err() != nil {
+			return true, 0, ctx.Err()
 		}
+		return true, 0, &Error{Op: op, Path: dst.String(), Err: err}
 	}
 	// The temporary file is owner-only until the setstat after its bytes
 	// gives it its final mode.
