@@ -493,21 +493,14 @@ func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing f
 		}
 		return true, 0, &Error{Op: op, Path: dst.String(), Err: err}
 	}
-	// The temporary file is owner-only until the setstat after its bytes
-	// gives it its final mode.
-	a := protocol.PutAttrs{Perm: 0o600}
-	switch {
-	case c.opts.Preserve:
-		a.Mode = si.Mode() & modeBits
-		a.SetTimes, a.Atime, a.Mtime = true, atimeOf(si), si.ModTime()
-	case existing != nil:
-		// Overwriting keeps the target's mode, as scp's truncate-in-place
-		// does.
-		a.Mode = existing.Mode() & modeBits
-	default:
-		a.Mode = c.newFileMode(ctx, dst, si.Mode().Perm())
-	}
-	a.SetMode = a.Mode != a.Perm
+	// The batch finishes the file as tempFile.finish would: the temporary
+	// file is owner-only until the setstat after its bytes gives it the
+	// mode and times finalAttrs decides.
+	fa := finalAttrs(c.opts.Preserve, attrsOf(si), existing, func() fs.FileMode {
+		return c.newFileMode(ctx, dst, si.Mode().Perm())
+	})
+	a := protocol.PutAttrs{Perm: 0o600, Mode: fa.mode, SetMode: fa.mode != 0o600,
+		SetTimes: fa.times, Atime: fa.atime, Mtime: fa.mtime}
 	tmp := dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
 	err = p.PutSmall(ctx, tmp, dst.Path, data, a)
 	switch {
