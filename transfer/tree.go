@@ -105,7 +105,7 @@ func newCopier(o Options, srcs []Endpoint, target Endpoint) *copier {
 	}
 	c := &copier{opts: o, res: &Result{MaxStreams: 1}, sched: newSched(remote)}
 	if o.Progress != nil {
-		c.opts.Progress = &lockedProgress{mu: &c.mu, p: o.Progress}
+		c.opts.Progress = newRunProgress(o.Progress, &c.mu, false).job()
 	}
 	return c
 }
@@ -275,30 +275,6 @@ func (c *copier) record(fn func(r *Result)) {
 	c.mu.Lock()
 	fn(c.res)
 	c.mu.Unlock()
-}
-
-// lockedProgress serialises the calls of the files in flight.
-type lockedProgress struct {
-	mu *sync.Mutex
-	p  Progress
-}
-
-func (l *lockedProgress) StartFile(name string, size int64) {
-	l.mu.Lock()
-	l.p.StartFile(name, size)
-	l.mu.Unlock()
-}
-
-func (l *lockedProgress) Add(n int) {
-	l.mu.Lock()
-	l.p.Add(n)
-	l.mu.Unlock()
-}
-
-func (l *lockedProgress) EndFile() {
-	l.mu.Lock()
-	l.p.EndFile()
-	l.mu.Unlock()
 }
 
 // smallGetter and smallPutter are ends that move a small file whole in
