@@ -21,13 +21,6 @@ import (
 // two round trips however many names it holds: the server answers a
 // handle's READDIRs in order, and those after the end get an EOF status.
 
-// SFTP packet types of listings (draft-ietf-secsh-filexfer-02).
-const (
-	fxpOpendir = 11
-	fxpReaddir = 12
-	fxpName    = 104
-)
-
 // Bounds of one listing's READDIRs in flight: a few at first, which
 // cover most directories in one round trip, then two more for each
 // answer that held names, so that those in flight double each round
