@@ -1,7 +1,8 @@
-// Package pipeline moves bytes fast and in bounded memory: it reads ahead
-// into a small pool of large buffers while the previous buffer is being
-// written, checks every byte count, reports progress and honours a shared
-// bandwidth limit.
+// Package pipeline moves bytes fast and in bounded memory: a stream front
+// to back (Copy), reading ahead into a few large buffers while the
+// previous one is written, or a file's chunks over many lanes at once
+// (Parallel, Lanes). It checks every byte count, and holds the bytes to
+// a shared bandwidth limit and counts them for progress (Meter).
 package pipeline
 
 import (
