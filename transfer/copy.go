@@ -536,9 +536,11 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		return &Error{Op: "read", Path: src.String(),
 			Err: fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), from+n)}
 	}
-	attrs := finalAttrs(c.opts.Preserve, attrsOf(si), existing, func() fs.FileMode {
-		return c.newFileMode(ctx, dst, si.Mode().Perm())
-	})
+	attrs := func() fileAttrs {
+		return finalAttrs(c.opts.Preserve, attrsOf(si), existing, func() fs.FileMode {
+			return c.newFileMode(ctx, dst, si.Mode().Perm())
+		})
+	}
 	var sum string
 	var check func() error
 	if c.opts.Verify {

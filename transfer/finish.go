@@ -60,10 +60,11 @@ type tempFile struct {
 // take one here; a caller that checked the size already passes size -1
 // and may pass no stat. check, when not nil, runs once the size is right
 // (the comparison of sums of --verify). The file then gets the mode and
-// times of a (its mode as created, owner-only, is changed unless stat
-// shows it right already) and, unless ctx is done by then, the target's
-// name.
-func (t tempFile) finish(ctx context.Context, size int64, stat fs.FileInfo, a fileAttrs, check func() error) error {
+// times attrs returns (its mode as created, owner-only, is changed unless
+// stat shows it right already) and, unless ctx is done by then, the
+// target's name. attrs is called only once the checks passed: working out
+// a new file's mode may wait for the umask probe of its end.
+func (t tempFile) finish(ctx context.Context, size int64, stat fs.FileInfo, attrs func() fileAttrs, check func() error) error {
 	end := t.dst.FS
 	if size >= 0 {
 		if stat == nil {
@@ -82,6 +83,7 @@ func (t tempFile) finish(ctx context.Context, size int64, stat fs.FileInfo, a fi
 			return err
 		}
 	}
+	a := attrs()
 	if stat == nil || stat.Mode()&modeBits != a.mode {
 		if err := end.Chmod(t.tmp, a.mode); err != nil {
 			return &Error{Op: "set mode of", Path: t.dst.String(), Err: err}

@@ -61,7 +61,7 @@ func TestFinishRenamesWithModeAndTimes(t *testing.T) {
 	tf := writeTemp(t, dst, "hello")
 	mtime := time.Date(2021, 6, 7, 8, 9, 10, 0, time.UTC)
 	a := fileAttrs{mode: 0o751, times: true, atime: mtime, mtime: mtime}
-	if err := tf.finish(context.Background(), 5, nil, a, nil); err != nil {
+	if err := tf.finish(context.Background(), 5, nil, func() fileAttrs { return a }, nil); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(dst)
@@ -85,7 +85,7 @@ func TestFinishSetsModeTheStatShowsWrong(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tf.finish(context.Background(), 5, stat, fileAttrs{mode: 0o644}, nil); err != nil {
+	if err := tf.finish(context.Background(), 5, stat, func() fileAttrs { return fileAttrs{mode: 0o644} }, nil); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(dst); err != nil || fi.Mode() != 0o644 {
@@ -116,9 +116,13 @@ func TestFinishRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		tf := writeTemp(t, dst, "hello")
-		err := tf.finish(c.ctx, c.size, nil, fileAttrs{mode: 0o644}, c.check)
+		asked := false
+		err := tf.finish(c.ctx, c.size, nil, func() fileAttrs { asked = true; return fileAttrs{mode: 0o644} }, c.check)
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		if asked && c.ctx.Err() == nil {
+			t.Errorf("%s: the final mode was worked out for a file that failed its checks", c.name)
 		}
 		if got, _ := os.ReadFile(dst); string(got) != "old" {
 			t.Errorf("%s: the target holds %q, want it left as it was", c.name, got)
