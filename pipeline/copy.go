@@ -1,7 +1,8 @@
-// Package pipeline moves bytes fast and in bounded memory: it reads ahead
-// into a small pool of large buffers while the previous buffer is being
-// written, checks every byte count, reports progress and honours a shared
-// bandwidth limit.
+// Package pipeline moves bytes fast and in bounded memory: a stream front
+// to back (Copy), reading ahead into a few large buffers while the
+// previous one is written, or a file's chunks over many lanes at once
+// (Parallel, Lanes). It checks every byte count, and holds the bytes to
+// a shared bandwidth limit and counts them for progress (Meter).
 package pipeline
 
 import (
@@ -98,11 +99,12 @@ func Copy(ctx context.Context, dst io.Writer, src io.Reader, o Options) (int64, 
 		}
 	}()
 
+	w := o.meter().Writer(ctx, dst)
 	var written int64
 	var writeErr error
 	for f := range full {
 		if writeErr == nil {
-			writeErr = write(ctx, dst, f.buf[:f.n], o)
+			_, writeErr = w.Write(f.buf[:f.n])
 			if writeErr == nil {
 				written += int64(f.n)
 			} else {
@@ -121,27 +123,8 @@ func Copy(ctx context.Context, dst io.Writer, src io.Reader, o Options) (int64, 
 	return written, ctx.Err()
 }
 
-func write(ctx context.Context, dst io.Writer, p []byte, o Options) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if o.Limiter != nil {
-		if err := o.Limiter.WaitN(ctx, len(p)); err != nil {
-			return err
-		}
-	}
-	n, err := dst.Write(p)
-	if err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	if n != len(p) {
-		return fmt.Errorf("write: %w: %d of %d bytes", ErrShortWrite, n, len(p))
-	}
-	if o.Progress != nil {
-		o.Progress(n)
-	}
-	return nil
-}
+// meter is the Meter of the copy's limit and progress.
+func (o Options) meter() Meter { return Meter{Limiter: o.Limiter, Progress: o.Progress} }
 
 // NewLimiter returns a limiter for bytesPerSecond, or nil for no limit.
 // The burst is a quarter second of traffic (at least 32 KiB) so that the

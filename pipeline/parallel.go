@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/hpncp/hpncp/internal/bufpool"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/window"
 )
@@ -107,6 +108,7 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 	}
 	p := &parallel{o: o, open: open, ctx: ctx, events: make(chan struct{}, 1),
 		next: o.Offset, contig: o.Offset, total: o.Size - o.Offset}
+	p.meter = Meter{Limiter: o.Limiter, Progress: o.Progress}
 	p.cond = sync.NewCond(&p.mu)
 	stop := context.AfterFunc(ctx, func() {
 		p.mu.Lock()
@@ -229,6 +231,8 @@ type parallel struct {
 	wg   sync.WaitGroup
 	// events wakes the coordinator when a lane ends.
 	events chan struct{}
+	// meter holds chunks to the run's limit and counts those checked.
+	meter Meter
 
 	mu        sync.Mutex
 	cond      *sync.Cond
@@ -363,7 +367,7 @@ func (p *parallel) work(l *lane) {
 	var buf []byte
 	defer func() {
 		if buf != nil {
-			putBuffer(buf)
+			bufpool.Put(buf)
 		}
 	}()
 	for {
@@ -374,7 +378,7 @@ func (p *parallel) work(l *lane) {
 		if buf == nil {
 			// Only now: a lane opened for the tail of a file may never
 			// get a chunk.
-			buf = getBuffer(p.o.Chunk)
+			buf = bufpool.Get(p.o.Chunk)
 		}
 		n := int(min(int64(p.o.Chunk), p.o.Size-off))
 		err := p.copyChunk(l.st, buf[:n], off)
@@ -383,9 +387,7 @@ func (p *parallel) work(l *lane) {
 		case err == nil:
 			p.done += int64(n)
 			p.advance(off, n)
-			if p.o.Progress != nil {
-				p.o.Progress(n)
-			}
+			p.meter.Count(n)
 			if p.o.Done != nil {
 				p.o.Done(off, n)
 			}
@@ -457,14 +459,8 @@ func (p *parallel) copyChunk(st *Stream, b []byte, off int64) error {
 	case n < len(b):
 		return fmt.Errorf("read: file shrank: %d bytes at offset %d, expected %d", n, off, len(b))
 	}
-	if l := p.o.Limiter; l != nil {
-		for left := len(b); left > 0; {
-			step := min(left, l.Burst())
-			if err := l.WaitN(p.ctx, step); err != nil {
-				return err
-			}
-			left -= step
-		}
+	if err := p.meter.Wait(p.ctx, len(b)); err != nil {
+		return err
 	}
 	n, err = st.Dst.WriteAt(b, off)
 	if err != nil {
@@ -474,23 +470,4 @@ func (p *parallel) copyChunk(st *Stream, b []byte, off int64) error {
 		return fmt.Errorf("write: %w: %d of %d bytes at offset %d", ErrShortWrite, n, len(b), off)
 	}
 	return nil
-}
-
-// buffers keeps chunk buffers, by size, from one file's lanes to the
-// next: a tree of large files would otherwise allocate every lane's
-// buffers again for each file.
-var buffers sync.Map // int → *sync.Pool of *[]byte
-
-func getBuffer(size int) []byte {
-	if v, ok := buffers.Load(size); ok {
-		if b, ok := v.(*sync.Pool).Get().(*[]byte); ok {
-			return *b
-		}
-	}
-	return make([]byte, size)
-}
-
-func putBuffer(b []byte) {
-	v, _ := buffers.LoadOrStore(cap(b), new(sync.Pool))
-	v.(*sync.Pool).Put(&b)
 }

@@ -2,7 +2,8 @@ package protocol
 
 import (
 	"io/fs"
-	"sync"
+
+	"github.com/hpncp/hpncp/internal/bufpool"
 )
 
 // aheadReader reads a file front to back on a session of its own with
@@ -30,23 +31,6 @@ type pending struct {
 	err error // of sending
 }
 
-// pieces keeps request buffers of aheadReaders, by size, across files.
-var pieces sync.Map // int → *sync.Pool of *[]byte
-
-func getPiece(size int) []byte {
-	if v, ok := pieces.Load(size); ok {
-		if b, ok := v.(*sync.Pool).Get().(*[]byte); ok {
-			return *b
-		}
-	}
-	return make([]byte, size)
-}
-
-func putPiece(b []byte) {
-	v, _ := pieces.LoadOrStore(cap(b), new(sync.Pool))
-	v.(*sync.Pool).Put(&b)
-}
-
 func newAheadReader(f *streamFile, size, max int) *aheadReader {
 	return &aheadReader{f: f, size: size, max: max, window: 1}
 }
@@ -54,7 +38,7 @@ func newAheadReader(f *streamFile, size, max int) *aheadReader {
 // fill sends requests until window are in flight.
 func (r *aheadReader) fill() {
 	for len(r.queue) < r.window {
-		b := getPiece(r.size)
+		b := bufpool.Get(r.size)
 		p := pending{c: getCall(b), buf: b, off: r.next}
 		p.err = r.f.s.send(p.c, fxpRead, readFields(r.f.handle, p.off, len(b)), nil)
 		r.queue = append(r.queue, p)
@@ -69,7 +53,7 @@ func (r *aheadReader) drain() {
 			<-p.c.done
 		}
 		putCall(p.c)
-		putPiece(p.buf)
+		bufpool.Put(p.buf)
 	}
 	r.queue = r.queue[:0]
 }
@@ -87,7 +71,7 @@ func (r *aheadReader) Read(b []byte) (int, error) {
 func (r *aheadReader) advance() error {
 	for len(r.cur) == 0 {
 		if r.buf != nil {
-			putPiece(r.buf)
+			bufpool.Put(r.buf)
 			r.buf = nil
 		}
 		if r.err != nil {
@@ -125,7 +109,7 @@ func (r *aheadReader) advance() error {
 func (r *aheadReader) Close() error {
 	r.drain()
 	if r.buf != nil {
-		putPiece(r.buf)
+		bufpool.Put(r.buf)
 		r.buf, r.cur = nil, nil
 	}
 	if r.err == nil {

@@ -21,26 +21,6 @@ import (
 // reads, fstat and close), and many files are in flight at once over a
 // few sessions of their own.
 
-// More SFTP packet types and flags (draft-ietf-secsh-filexfer-02).
-const (
-	fxpRemove  = 13
-	fxpMkdir   = 14
-	fxpRmdir   = 15
-	fxpSetstat = 9
-	fxpFstat   = 8
-	fxpStat    = 17
-	fxpAttrs   = 105
-
-	fxfCreat = 0x08
-	fxfExcl  = 0x20
-
-	attrSize        = 0x1
-	attrUIDGID      = 0x2
-	attrPermissions = 0x4
-	attrACModTime   = 0x8
-	attrExtended    = 0x80000000
-)
-
 // SmallMax is the largest file PutSmall and GetSmall take: its bytes are
 // held in memory, once per file in flight.
 const SmallMax = 256 << 10

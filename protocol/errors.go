@@ -37,10 +37,6 @@ func Lost(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED))
 }
 
-// fxFailure is SSH_FX_FAILURE, the status OpenSSH's sftp-server sends
-// for any error it has no code for (a full disk among them).
-const fxFailure = 4
-
 // ServerFailure reports whether err is a server's SSH_FX_FAILURE status,
 // from pkg/sftp's sessions or hpncp's own: the server gave no reason.
 func ServerFailure(err error) bool {

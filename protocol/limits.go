@@ -10,14 +10,6 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// SFTP packet types this file speaks; the numbers are the protocol's.
-const (
-	fxpInit          = 1
-	fxpVersion       = 2
-	fxpExtended      = 200
-	fxpExtendedReply = 201
-)
-
 const limitsExtension = "limits@openssh.com"
 
 // SafePacket is the largest read or write every SFTP server must accept.

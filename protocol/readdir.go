@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"sync"
 	"time"
+
+	"github.com/hpncp/hpncp/internal/slots"
 )
 
 // pkg/sftp lists a directory one request after another: OPENDIR, then
@@ -18,13 +20,6 @@ import (
 // the CLOSE is waited for in the background, so that a directory costs
 // two round trips however many names it holds: the server answers a
 // handle's READDIRs in order, and those after the end get an EOF status.
-
-// SFTP packet types of listings (draft-ietf-secsh-filexfer-02).
-const (
-	fxpOpendir = 11
-	fxpReaddir = 12
-	fxpName    = 104
-)
 
 // Bounds of one listing's READDIRs in flight: a few at first, which
 // cover most directories in one round trip, then two more for each
@@ -61,7 +56,7 @@ type lister struct {
 	mu   sync.Mutex
 	s    *session
 	gone bool // no session could be had: pkg/sftp lists instead
-	sem  chan struct{}
+	sem  slots.Slots
 }
 
 // errNoLister says the listing session is unavailable and the listing
@@ -73,11 +68,11 @@ var errNoLister = errors.New("no sftp session for listings")
 func (l *lister) get(ctx context.Context, p *pool) (*session, error) {
 	l.mu.Lock()
 	if l.sem == nil {
-		l.sem = make(chan struct{}, listerMax)
+		l.sem = slots.New(listerMax)
 	}
 	sem := l.sem
 	l.mu.Unlock()
-	if err := acquireSlot(ctx, sem); err != nil {
+	if err := sem.Acquire(ctx); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -86,13 +81,13 @@ func (l *lister) get(ctx context.Context, p *pool) (*session, error) {
 		s, err := p.acquire(ctx, 1)
 		if err != nil {
 			l.gone = ctx.Err() == nil
-			<-sem
+			sem.Release()
 			return nil, fmt.Errorf("%w: %w", errNoLister, err)
 		}
 		l.s = s
 	}
 	if l.s == nil {
-		<-sem
+		sem.Release()
 		return nil, errNoLister
 	}
 	return l.s, nil
@@ -109,7 +104,7 @@ func (l *lister) put(p *pool, s *session) {
 		}
 		l.mu.Unlock()
 	}
-	<-l.sem
+	l.sem.Release()
 }
 
 // PrepareList opens, in the background, the session that listings use,
@@ -131,15 +126,6 @@ func (l *lister) close(p *pool) {
 		l.s = nil
 	}
 	l.gone = true
-}
-
-func acquireSlot(ctx context.Context, sem chan struct{}) error {
-	select {
-	case sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // ReadDirContext lists the directory name without following links,

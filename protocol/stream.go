@@ -20,32 +20,6 @@ import (
 // reply is read from the channel straight into the caller's buffer.
 // Metadata stays with pkg/sftp on the main session.
 
-// SFTP packet types and flags of the data path (draft-ietf-secsh-filexfer-02).
-const (
-	fxpOpen   = 3
-	fxpClose  = 4
-	fxpRead   = 5
-	fxpWrite  = 6
-	fxpStatus = 101
-	fxpHandle = 102
-	fxpData   = 103
-
-	fxfRead  = 0x1
-	fxfWrite = 0x2
-)
-
-// Status codes of SSH_FXP_STATUS.
-const (
-	fxOK               = 0
-	fxEOF              = 1
-	fxNoSuchFile       = 2
-	fxPermissionDenied = 3
-)
-
-var statusNames = []string{"SSH_FX_OK", "SSH_FX_EOF", "SSH_FX_NO_SUCH_FILE",
-	"SSH_FX_PERMISSION_DENIED", "SSH_FX_FAILURE", "SSH_FX_BAD_MESSAGE",
-	"SSH_FX_NO_CONNECTION", "SSH_FX_CONNECTION_LOST", "SSH_FX_OP_UNSUPPORTED"}
-
 // StatusError is a failure status the server sent for one request: it is
 // about the file, not the stream.
 type StatusError struct {

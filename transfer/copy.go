@@ -536,59 +536,28 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		return &Error{Op: "read", Path: src.String(),
 			Err: fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), from+n)}
 	}
-	// Trust no writer's count alone: the size on the receiving end must be
-	// what was sent before the file may take its final name.
-	if ti == nil {
-		if ti, err = dst.FS.Stat(tmp); err != nil {
-			return &Error{Op: op, Path: dst.String(), Err: err}
-		}
-	}
-	if ti.Size() != from+n {
-		return &Error{Op: op, Path: dst.String(),
-			Err: fmt.Errorf("%w: %d bytes arrived of %d sent", pipeline.ErrShortWrite, ti.Size(), from+n)}
+	attrs := func() fileAttrs {
+		return finalAttrs(c.opts.Preserve, attrsOf(si), existing, func() fs.FileMode {
+			return c.newFileMode(ctx, dst, si.Mode().Perm())
+		})
 	}
 	var sum string
+	var check func() error
 	if c.opts.Verify {
-		var srcSum []byte
-		if srcHash != nil {
-			srcSum = srcHash.h.Sum(nil)
-		}
-		if sum, err = verify(ctx, src, dst, tmpEnd, srcSum); err != nil {
-			return err
+		check = func() error {
+			var srcSum []byte
+			if srcHash != nil {
+				srcSum = srcHash.h.Sum(nil)
+			}
+			var verr error
+			sum, verr = verify(ctx, src, dst, tmpEnd, srcSum)
+			return verr
 		}
 	}
-
-	switch {
-	case c.opts.Preserve:
-		if err := dst.FS.Chmod(tmp, si.Mode()&modeBits); err != nil {
-			return &Error{Op: "set mode of", Path: dst.String(), Err: err}
-		}
-		if err := dst.FS.Chtimes(tmp, atimeOf(si), si.ModTime()); err != nil {
-			return &Error{Op: "set times of", Path: dst.String(), Err: err}
-		}
-	case existing != nil:
-		// Overwriting keeps the target's mode, as scp's truncate-in-place
-		// does; the rename must not change what the user set.
-		if existing.Mode()&modeBits != ti.Mode()&modeBits {
-			if err := dst.FS.Chmod(tmp, existing.Mode()&modeBits); err != nil {
-				return &Error{Op: "set mode of", Path: dst.String(), Err: err}
-			}
-		}
-	default:
-		// ti is the temporary file's stat from the size check, mode as
-		// created: owner-only.
-		if want := c.newFileMode(ctx, dst, si.Mode().Perm()); ti.Mode()&modeBits != want {
-			if err := dst.FS.Chmod(tmp, want); err != nil {
-				return &Error{Op: "set mode of", Path: dst.String(), Err: err}
-			}
-		}
-	}
-
-	if err := ctx.Err(); err != nil {
+	// ti, when the parallel streams took it, spares the size check a
+	// round trip.
+	if err := (tempFile{dst: dst, tmp: tmp, op: op}).finish(ctx, from+n, ti, attrs, check); err != nil {
 		return err
-	}
-	if err := dst.FS.Rename(tmp, dst.Path); err != nil {
-		return &Error{Op: op, Path: dst.String(), Err: err}
 	}
 	part.forget()
 	c.done(src, dst, n, from, sum, start)

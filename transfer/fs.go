@@ -66,10 +66,16 @@ func listingHint(err error) string {
 	return ""
 }
 
+// accessTimer is the Sys of a FileInfo that carries the file's access
+// time (protocol's listings and stats).
+type accessTimer interface {
+	AccessTime() time.Time
+}
+
 // atimeOf returns the access time an FS put in a FileInfo's Sys, or the
 // modification time when the FS has none.
 func atimeOf(fi fs.FileInfo) time.Time {
-	if a, ok := fi.Sys().(interface{ AccessTime() time.Time }); ok {
+	if a, ok := fi.Sys().(accessTimer); ok {
 		return a.AccessTime()
 	}
 	if t, ok := accessTime(fi); ok {

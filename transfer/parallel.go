@@ -36,10 +36,11 @@ type rttSource interface {
 // ParallelOptions say when and how files go over several streams.
 type ParallelOptions struct {
 	// Controller returns a new window controller for one file. nil keeps
-	// every file off the parallel pipeline: each is copied front to back
-	// by pipeline.Copy. (--hpn-disabled is not nil but a controller fixed
-	// at one stream on one connection, which keeps a large file's
-	// requests in flight across chunks.)
+	// every file off the parallel pipeline: each goes front to back on one
+	// stream, by pipeline.Copy or, when small, in one batch of requests.
+	// (--hpn-disabled is not nil but a controller fixed at one stream on
+	// one connection, which keeps a large file's requests in flight
+	// across chunks.)
 	Controller func() *window.Controller
 	// MinSize is the smallest file that goes over the parallel pipeline.
 	MinSize int64
@@ -78,24 +79,13 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 	p := c.opts.Parallel
 	r := src.FS.(streamReader)
 	w := dstFS.(streamWriter)
-	open := func(ctx context.Context, conns int) (*pipeline.Stream, error) {
-		in, err := r.OpenReaderAt(ctx, src.Path, conns)
-		if err != nil {
-			return nil, err
-		}
-		out, err := w.OpenWriterAt(ctx, tmp, conns)
-		if err != nil {
-			_ = in.Close()
-			return nil, err
-		}
-		return &pipeline.Stream{Src: in, Dst: out, Close: func(bool) error {
-			ierr := in.Close()
-			if err := out.Close(); err != nil {
-				return err
-			}
-			return ierr
-		}}, nil
-	}
+	open := pipeline.Lanes(
+		func(ctx context.Context, conns int) (pipeline.ReaderAtCloser, error) {
+			return r.OpenReaderAt(ctx, src.Path, conns)
+		},
+		func(ctx context.Context, conns int) (pipeline.WriterAtCloser, error) {
+			return w.OpenWriterAt(ctx, tmp, conns)
+		})
 	po := pipeline.ParallelOptions{
 		Size:       size,
 		Offset:     part.resumed(),

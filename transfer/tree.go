@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
 )
@@ -55,13 +56,13 @@ type sched struct {
 	mu sync.Mutex
 	wg sync.WaitGroup
 
-	files    chan struct{}
-	dirs     chan struct{}
-	ahead    chan struct{}
-	dirJobs  chan struct{} // directory jobs started and not done
+	files    slots.Slots
+	dirs     slots.Slots
+	ahead    slots.Slots
+	dirJobs  slots.Slots // directory jobs started and not done
 	memory   *budget
-	streams  chan struct{}
-	parallel chan struct{}
+	streams  slots.Slots
+	parallel slots.Slots
 
 	fixes   []dirFix // directories whose mode and times -p sets at the end
 	retries []retry  // files to try again alone
@@ -86,13 +87,13 @@ func newSched(remote bool) *sched {
 		files, dirs = remoteFiles, remoteDirs
 	}
 	return &sched{
-		files:    make(chan struct{}, files),
-		dirs:     make(chan struct{}, dirs),
-		ahead:    make(chan struct{}, 4*dirs),
-		dirJobs:  make(chan struct{}, 64*dirs),
+		files:    slots.New(files),
+		dirs:     slots.New(dirs),
+		ahead:    slots.New(4 * dirs),
+		dirJobs:  slots.New(64 * dirs),
 		memory:   newBudget(smallMemory),
-		streams:  make(chan struct{}, remoteStreams),
-		parallel: make(chan struct{}, parallelFiles),
+		streams:  slots.New(remoteStreams),
+		parallel: slots.New(parallelFiles),
 	}
 }
 
@@ -104,19 +105,9 @@ func newCopier(o Options, srcs []Endpoint, target Endpoint) *copier {
 	}
 	c := &copier{opts: o, res: &Result{MaxStreams: 1}, sched: newSched(remote)}
 	if o.Progress != nil {
-		c.opts.Progress = &lockedProgress{mu: &c.mu, p: o.Progress}
+		c.opts.Progress = newRunProgress(o.Progress, &c.mu, false).job()
 	}
 	return c
-}
-
-// acquire takes a slot of sem, or fails when ctx is done first.
-func acquire(ctx context.Context, sem chan struct{}) error {
-	select {
-	case sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // goDir copies a directory in a job of its own. The job holds one of the
@@ -132,27 +123,25 @@ func acquire(ctx context.Context, sem chan struct{}) error {
 // endless enough (a link loop the walk does not catch, a hostile server).
 func (c *copier) goDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool, at *walkDir) {
 	run := func() {
-		if acquire(ctx, c.dirs) != nil {
+		if c.dirs.Acquire(ctx) != nil {
 			return
 		}
-		listed := sync.OnceFunc(func() { <-c.dirs })
+		listed := sync.OnceFunc(c.dirs.Release)
 		defer listed()
 		c.copyDir(ctx, src, dst, si, rel, depth, fresh, listed, at)
 	}
-	select {
-	case c.dirJobs <- struct{}{}:
-	default:
+	if !c.dirJobs.TryAcquire() {
 		run()
 		return
 	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		defer func() { <-c.dirJobs }()
-		if acquire(ctx, c.ahead) != nil {
+		defer c.dirJobs.Release()
+		if c.ahead.Acquire(ctx) != nil {
 			return
 		}
-		defer func() { <-c.ahead }()
+		defer c.ahead.Release()
 		run()
 	}()
 }
@@ -161,13 +150,13 @@ func (c *copier) goDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, r
 // slots for files is free. fresh says dst's directory was created by
 // this run, so dst cannot exist.
 func (c *copier) goFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo, fresh bool) {
-	if acquire(ctx, c.files) != nil {
+	if c.files.Acquire(ctx) != nil {
 		return
 	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		defer func() { <-c.files }()
+		defer c.files.Release()
 		if err := c.copyFile(ctx, src, dst, si, fresh); err != nil {
 			if noSpace(err) && ctx.Err() == nil {
 				c.mu.Lock()
@@ -234,13 +223,13 @@ func (c *copier) finish(ctx context.Context) {
 		// The directories of one depth are independent: set them all at
 		// once, round trips overlapping.
 		for _, f := range c.fixes[i:j] {
-			if acquire(ctx, c.dirs) != nil {
+			if c.dirs.Acquire(ctx) != nil {
 				break
 			}
 			c.wg.Add(1)
 			go func() {
 				defer c.wg.Done()
-				defer func() { <-c.dirs }()
+				defer c.dirs.Release()
 				c.fixDir(f)
 			}()
 		}
@@ -286,30 +275,6 @@ func (c *copier) record(fn func(r *Result)) {
 	c.mu.Lock()
 	fn(c.res)
 	c.mu.Unlock()
-}
-
-// lockedProgress serialises the calls of the files in flight.
-type lockedProgress struct {
-	mu *sync.Mutex
-	p  Progress
-}
-
-func (l *lockedProgress) StartFile(name string, size int64) {
-	l.mu.Lock()
-	l.p.StartFile(name, size)
-	l.mu.Unlock()
-}
-
-func (l *lockedProgress) Add(n int) {
-	l.mu.Lock()
-	l.p.Add(n)
-	l.mu.Unlock()
-}
-
-func (l *lockedProgress) EndFile() {
-	l.mu.Lock()
-	l.p.EndFile()
-	l.mu.Unlock()
 }
 
 // smallGetter and smallPutter are ends that move a small file whole in
@@ -402,10 +367,10 @@ func (c *copier) reserve(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		sem = nil
 	}
 	if sem != nil {
-		if err := acquire(ctx, sem); err != nil {
+		if err := sem.Acquire(ctx); err != nil {
 			return nil, err
 		}
-		gives = append(gives, func() { <-sem })
+		gives = append(gives, sem.Release)
 	}
 	if whole {
 		give, err := c.memory.take(ctx, si.Size())
@@ -430,39 +395,35 @@ func (c *copier) sameTarget(seen map[string]bool, dst string) {
 // budget is a count of bytes that jobs take and give back, in tokens of
 // budgetToken bytes.
 type budget struct {
-	turn   chan struct{} // one taker at a time, so no two hold part of what they need
-	tokens chan struct{}
+	turn   slots.Slots // one taker at a time, so no two hold part of what they need
+	tokens slots.Slots
 }
 
 const budgetToken = 32 << 10
 
 func newBudget(bytes int) *budget {
-	return &budget{turn: make(chan struct{}, 1), tokens: make(chan struct{}, bytes/budgetToken)}
+	return &budget{turn: slots.New(1), tokens: slots.New(bytes / budgetToken)}
 }
 
 // take waits until n bytes are free and takes them; the function it
 // returns gives them back.
 func (b *budget) take(ctx context.Context, n int64) (func(), error) {
 	k := int(max(1, (n+budgetToken-1)/budgetToken))
-	select {
-	case b.turn <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := b.turn.Acquire(ctx); err != nil {
+		return nil, err
 	}
-	defer func() { <-b.turn }()
+	defer b.turn.Release()
 	for got := 0; got < k; got++ {
-		select {
-		case b.tokens <- struct{}{}:
-		case <-ctx.Done():
+		if err := b.tokens.Acquire(ctx); err != nil {
 			for range got {
-				<-b.tokens
+				b.tokens.Release()
 			}
-			return nil, ctx.Err()
+			return nil, err
 		}
 	}
 	return func() {
 		for range k {
-			<-b.tokens
+			b.tokens.Release()
 		}
 	}, nil
 }
@@ -502,30 +463,20 @@ func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing f
 		return true, 0, &Error{Op: "read", Path: src.String(),
 			Err: fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), len(data))}
 	}
-	if l := c.opts.Limiter; l != nil {
-		for left := len(data); left > 0; {
-			n := min(left, l.Burst())
-			if err := l.WaitN(ctx, n); err != nil {
-				return true, 0, ctx.Err()
-			}
-			left -= n
+	if err := (pipeline.Meter{Limiter: c.opts.Limiter}).Wait(ctx, len(data)); err != nil {
+		if ctx.Err() != nil {
+			return true, 0, ctx.Err()
 		}
+		return true, 0, &Error{Op: op, Path: dst.String(), Err: err}
 	}
-	// The temporary file is owner-only until the setstat after its bytes
-	// gives it its final mode.
-	a := protocol.PutAttrs{Perm: 0o600}
-	switch {
-	case c.opts.Preserve:
-		a.Mode = si.Mode() & modeBits
-		a.SetTimes, a.Atime, a.Mtime = true, atimeOf(si), si.ModTime()
-	case existing != nil:
-		// Overwriting keeps the target's mode, as scp's truncate-in-place
-		// does.
-		a.Mode = existing.Mode() & modeBits
-	default:
-		a.Mode = c.newFileMode(ctx, dst, si.Mode().Perm())
-	}
-	a.SetMode = a.Mode != a.Perm
+	// The batch finishes the file as tempFile.finish would: the temporary
+	// file is owner-only until the setstat after its bytes gives it the
+	// mode and times finalAttrs decides.
+	fa := finalAttrs(c.opts.Preserve, attrsOf(si), existing, func() fs.FileMode {
+		return c.newFileMode(ctx, dst, si.Mode().Perm())
+	})
+	a := protocol.PutAttrs{Perm: 0o600, Mode: fa.mode, SetMode: fa.mode != 0o600,
+		SetTimes: fa.times, Atime: fa.atime, Mtime: fa.mtime}
 	tmp := dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
 	err = p.PutSmall(ctx, tmp, dst.Path, data, a)
 	switch {

@@ -1,0 +1,104 @@
+package transfer
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/hpncp/hpncp/pipeline"
+)
+
+// Every copied file is written under a temporary name beside its target
+// (TempName) and takes the target's name only once all of it is there,
+// checked, with its mode and times: a reader never sees part of a file
+// under the final name, and a failed copy leaves an existing target as it
+// was. Whichever way the bytes moved (the pipeline, a small-file batch,
+// tar, scp), the same rules decide what the finished file looks like.
+
+// fileAttrs is the mode and times a copied file ends with.
+type fileAttrs struct {
+	mode  fs.FileMode // of modeBits
+	times bool        // set atime and mtime as well
+	atime time.Time
+	mtime time.Time
+}
+
+// attrsOf is what -p carries over from a source of info si.
+func attrsOf(si fs.FileInfo) fileAttrs {
+	return fileAttrs{mode: si.Mode() & modeBits, times: true, atime: atimeOf(si), mtime: si.ModTime()}
+}
+
+// finalAttrs decides the mode and times of a copied file whose source
+// has src (attrsOf, or what a protocol said of it), replacing existing
+// (nil for a new file). With -p (preserve) they are the source's. Over an
+// existing target the target's mode stays, as scp's truncate-in-place
+// keeps it: the rename must not change what the user set. A new file gets
+// the source's permissions as the receiving end's umask allows them,
+// which newMode works out; it is called only then.
+func finalAttrs(preserve bool, src fileAttrs, existing fs.FileInfo, newMode func() fs.FileMode) fileAttrs {
+	switch {
+	case preserve:
+		return src
+	case existing != nil:
+		return fileAttrs{mode: existing.Mode() & modeBits}
+	}
+	return fileAttrs{mode: newMode()}
+}
+
+// tempFile is a file being written under a temporary name beside its
+// target.
+type tempFile struct {
+	dst Endpoint // the target
+	tmp string   // the temporary name, on dst's end
+	op  string   // what errors say failed: "copy SRC to"
+}
+
+// finish gives the temporary file the target's name once it is whole.
+// The temporary file must hold size bytes: a writer's count alone is not
+// trusted. stat is its stat taken once every byte was written, or nil to
+// take one here; a caller that checked the size already passes size -1
+// and may pass no stat. check, when not nil, runs once the size is right
+// (the comparison of sums of --verify). The file then gets the mode and
+// times attrs returns (its mode as created, owner-only, is changed unless
+// stat shows it right already) and, unless ctx is done by then, the
+// target's name. attrs is called only once the checks passed: working out
+// a new file's mode may wait for the umask probe of its end.
+func (t tempFile) finish(ctx context.Context, size int64, stat fs.FileInfo, attrs func() fileAttrs, check func() error) error {
+	end := t.dst.FS
+	if size >= 0 {
+		if stat == nil {
+			var err error
+			if stat, err = end.Stat(t.tmp); err != nil {
+				return &Error{Op: t.op, Path: t.dst.String(), Err: err}
+			}
+		}
+		if stat.Size() != size {
+			return &Error{Op: t.op, Path: t.dst.String(),
+				Err: fmt.Errorf("%w: %d bytes arrived of %d sent", pipeline.ErrShortWrite, stat.Size(), size)}
+		}
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	a := attrs()
+	if stat == nil || stat.Mode()&modeBits != a.mode {
+		if err := end.Chmod(t.tmp, a.mode); err != nil {
+			return &Error{Op: "set mode of", Path: t.dst.String(), Err: err}
+		}
+	}
+	if a.times {
+		if err := end.Chtimes(t.tmp, a.atime, a.mtime); err != nil {
+			return &Error{Op: "set times of", Path: t.dst.String(), Err: err}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := end.Rename(t.tmp, t.dst.Path); err != nil {
+		return &Error{Op: t.op, Path: t.dst.String(), Err: err}
+	}
+	return nil
+}
