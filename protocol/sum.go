@@ -19,7 +19,7 @@ func (s *SFTP) Sum256(ctx context.Context, name string) ([]byte, error) {
 	conn := s.pool.firstConn()
 	var lastErr error
 	for _, tool := range []string{"sha256sum", "shasum -a 256"} {
-		out, err := runCommand(ctx, conn, tool+" -- "+quoteRemote(name))
+		out, err := runCommand(ctx, conn, tool+" -- "+QuoteArg(name))
 		if err != nil {
 			lastErr = err
 			continue

@@ -120,7 +120,7 @@ func tarExtractCommand(dir string, o TarOptions) string {
 	} else {
 		cmd += " --no-same-permissions -m"
 	}
-	return cmd + o.compressFlag() + " -C " + quoteRemote(dir)
+	return cmd + o.compressFlag() + " -C " + QuoteArg(dir)
 }
 
 // tarCreateCommand is the command that writes an archive of the files
@@ -131,7 +131,7 @@ func tarExtractCommand(dir string, o TarOptions) string {
 // unasked.
 func tarCreateCommand(dir string, o TarOptions) string {
 	return "tar -c -f - -h --hard-dereference --no-recursion" + o.compressFlag() +
-		" -C " + quoteRemote(dir) + " --null -T -"
+		" -C " + QuoteArg(dir) + " --null -T -"
 }
 
 // tarConn is the connection tar streams run on: one of their own, so that

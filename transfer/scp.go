@@ -15,13 +15,13 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/pipeline"
-	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/protocol/scp"
 )
 
 // SCPEndpoint is one operand of a copy over the legacy scp protocol (-O):
 // a local path when Host is nil, else a path on Host.
 type SCPEndpoint struct {
-	Host *protocol.SCP
+	Host *scp.Host
 	Path string
 }
 
@@ -213,9 +213,9 @@ func (j *scpJob) local(ctx context.Context, src, target string) {
 // scpHint says what to do about a failed scp session.
 func scpHint(err error) string {
 	switch {
-	case errors.Is(err, protocol.ErrSCPProtocol):
+	case errors.Is(err, scp.ErrProtocol):
 		return "the server broke the scp protocol, as no correct scp does; this source's copy stopped there and nothing was written outside the target"
-	case errors.Is(err, protocol.ErrSCPUnavailable):
+	case errors.Is(err, scp.ErrUnavailable):
 		return "leave out -O to copy over SFTP, or ask the server's admin to install scp"
 	}
 	return hintFor(err)
@@ -224,7 +224,7 @@ func scpHint(err error) string {
 // remoteWarning records the server's message about one entry and reports
 // whether err was one: the session goes on after it.
 func (j *scpJob) remoteWarning(err error, op, p string) bool {
-	var se *protocol.SCPError
+	var se *scp.Error
 	if errors.As(err, &se) && !se.Fatal {
 		j.fail(&Error{Op: op, Path: p, Err: err})
 		return true
@@ -235,7 +235,7 @@ func (j *scpJob) remoteWarning(err error, op, p string) bool {
 // download fetches one remote source into the local target.
 func (j *scpJob) download(ctx context.Context, src SCPEndpoint, target string, targetIsDir bool) {
 	o := j.opts()
-	rcv, err := src.Host.Receive(ctx, src.Path, protocol.SCPOptions{Recursive: o.Recursive, Preserve: o.Preserve})
+	rcv, err := src.Host.Receive(ctx, src.Path, scp.Options{Recursive: o.Recursive, Preserve: o.Preserve})
 	if err != nil {
 		if ctx.Err() == nil {
 			j.fail(&Error{Op: "copy", Path: src.String(), Err: err, Hint: scpHint(err)})
@@ -257,7 +257,7 @@ func (j *scpJob) download(ctx context.Context, src SCPEndpoint, target string, t
 // scpDownload is one "scp -f" session.
 type scpDownload struct {
 	*scpJob
-	rcv   *protocol.SCPReceiver
+	rcv   *scp.Receiver
 	label string // "host:"
 	req   string // the remote path asked for
 }
@@ -306,18 +306,18 @@ func (d *scpDownload) refuse(err error) error {
 }
 
 // entry receives a file or directory the server announced, to dst.
-func (d *scpDownload) entry(ctx context.Context, rec protocol.SCPRecord, rpath, dst string, depth int) error {
+func (d *scpDownload) entry(ctx context.Context, rec scp.Record, rpath, dst string, depth int) error {
 	if err := ValidName(rec.Name); err != nil {
 		return d.refuse(&Error{Op: "copy", Path: d.label + rpath, Err: err,
 			Hint: "the server sent a name that could escape the target; it was skipped"})
 	}
-	if rec.Type == protocol.SCPDir {
+	if rec.Type == scp.Dir {
 		return d.dir(ctx, rec, rpath, dst, depth)
 	}
 	return d.file(ctx, rec, rpath, dst)
 }
 
-func (d *scpDownload) dir(ctx context.Context, rec protocol.SCPRecord, rpath, dst string, depth int) error {
+func (d *scpDownload) dir(ctx context.Context, rec scp.Record, rpath, dst string, depth int) error {
 	o := d.opts()
 	src := d.label + rpath
 	if depth >= maxDepth {
@@ -359,7 +359,7 @@ func (d *scpDownload) dir(ctx context.Context, rec protocol.SCPRecord, rpath, ds
 		if err != nil {
 			return err
 		}
-		if child.Type == protocol.SCPEnd {
+		if child.Type == scp.End {
 			break
 		}
 		if err := d.entry(ctx, child, path.Join(rpath, child.Name), filepath.Join(dst, child.Name), depth+1); err != nil {
@@ -382,7 +382,7 @@ func (d *scpDownload) dir(ctx context.Context, rec protocol.SCPRecord, rpath, ds
 // file receives a file the server announced into a temporary file beside
 // dst, renamed to dst only when every byte arrived and the server vouched
 // for them.
-func (d *scpDownload) file(ctx context.Context, rec protocol.SCPRecord, rpath, dst string) error {
+func (d *scpDownload) file(ctx context.Context, rec scp.Record, rpath, dst string) error {
 	o := d.opts()
 	src := d.label + rpath
 	op := "copy " + src + " to"
@@ -425,7 +425,7 @@ func (d *scpDownload) file(ctx context.Context, rec protocol.SCPRecord, rpath, d
 	}
 	d.progress.EndFile()
 	ferr := d.rcv.FinishBody()
-	var se *protocol.SCPError
+	var se *scp.Error
 	if ferr != nil && !errors.As(ferr, &se) {
 		return ferr
 	}
@@ -456,7 +456,7 @@ func (d *scpDownload) file(ctx context.Context, rec protocol.SCPRecord, rpath, d
 
 // finish checks a received temporary file, gives it its mode and times
 // and renames it to dst.
-func (d *scpDownload) finish(ctx context.Context, rec protocol.SCPRecord, src, tmp, dst string, n int64, existing fs.FileInfo) error {
+func (d *scpDownload) finish(ctx context.Context, rec scp.Record, src, tmp, dst string, n int64, existing fs.FileInfo) error {
 	op := "copy " + src + " to"
 	ti, err := os.Stat(tmp)
 	if err != nil {
@@ -535,7 +535,7 @@ func (j *scpJob) upload(ctx context.Context, src string, target SCPEndpoint, sev
 		return
 	}
 	snd, err := target.Host.Send(ctx, target.Path,
-		protocol.SCPOptions{Recursive: o.Recursive, Preserve: o.Preserve, TargetIsDir: several})
+		scp.Options{Recursive: o.Recursive, Preserve: o.Preserve, TargetIsDir: several})
 	if err != nil {
 		if ctx.Err() == nil {
 			j.fail(&Error{Op: "copy " + src + " to", Path: target.String(), Err: err, Hint: scpHint(err)})
@@ -557,7 +557,7 @@ func (j *scpJob) upload(ctx context.Context, src string, target SCPEndpoint, sev
 // scpUpload is one "scp -t" session.
 type scpUpload struct {
 	*scpJob
-	snd    *protocol.SCPSender
+	snd    *scp.Sender
 	target string // "host:path", for messages
 }
 
@@ -607,7 +607,7 @@ func (u *scpUpload) dir(ctx context.Context, p, name string, si fs.FileInfo, dep
 		u.fail(&Error{Op: "read directory", Path: p, Err: err})
 		return nil
 	}
-	rec := protocol.SCPRecord{Type: protocol.SCPDir, Name: name, Mode: si.Mode() & scpModeBits,
+	rec := scp.Record{Type: scp.Dir, Name: name, Mode: si.Mode() & scpModeBits,
 		Times: true, Mtime: si.ModTime(), Atime: atimeOf(si)}
 	if err := u.snd.StartDir(rec); err != nil {
 		if u.refused(err, p) {
@@ -645,7 +645,7 @@ func (u *scpUpload) file(ctx context.Context, p, name string, si fs.FileInfo) er
 		return nil
 	}
 	defer f.Close()
-	rec := protocol.SCPRecord{Type: protocol.SCPFile, Name: name, Mode: si.Mode() & scpModeBits, Size: si.Size(),
+	rec := scp.Record{Type: scp.File, Name: name, Mode: si.Mode() & scpModeBits, Size: si.Size(),
 		Times: true, Mtime: si.ModTime(), Atime: atimeOf(si)}
 	if err := u.snd.StartFile(rec); err != nil {
 		if u.refused(err, p) {
@@ -675,7 +675,7 @@ func (u *scpUpload) file(ctx context.Context, p, name string, si fs.FileInfo) er
 	if readErr != nil {
 		u.fail(&Error{Op: "read", Path: p, Err: readErr,
 			Hint: "the remote scp writes in place: the file on the server is incomplete; copy it again"})
-		var se *protocol.SCPError
+		var se *scp.Error
 		if err != nil && !(errors.As(err, &se) && !se.Fatal) {
 			return err
 		}

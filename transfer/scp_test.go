@@ -14,17 +14,17 @@ import (
 
 	"github.com/hpncp/hpncp/internal/sshdtest"
 	"github.com/hpncp/hpncp/internal/sshtest"
-	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/protocol/scp"
 )
 
 type execFunc = func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int
 
 // scpHost starts an in-process SSH server running exec requests with fn
 // and returns its scp end.
-func scpHost(t *testing.T, fn execFunc) *protocol.SCP {
+func scpHost(t *testing.T, fn execFunc) *scp.Host {
 	t.Helper()
 	c := sshtest.Start(t, sshtest.Options{Exec: fn}).Dial(t)
-	return protocol.NewSCP(c, "testhost:")
+	return scp.NewHost(c, "testhost:")
 }
 
 // realSCP runs the commands it is given with /bin/sh, as sshd does: the
@@ -34,8 +34,8 @@ func realSCP(t *testing.T) execFunc {
 	return sshtest.ShellExec(t.TempDir())
 }
 
-func remote(h *protocol.SCP, p string) SCPEndpoint { return SCPEndpoint{Host: h, Path: p} }
-func localSCP(p string) SCPEndpoint                { return SCPEndpoint{Path: p} }
+func remote(h *scp.Host, p string) SCPEndpoint { return SCPEndpoint{Host: h, Path: p} }
+func localSCP(p string) SCPEndpoint            { return SCPEndpoint{Path: p} }
 
 // scpTree builds a tree with the sizes and names that trip scp
 // implementations: empty files, sizes around buffer edges, a quote, a
