@@ -58,6 +58,9 @@ const (
 	// maxSCPTime is the last second of the year 9999; later times are
 	// garbage.
 	maxSCPTime = 253402300799
+	// maxStderr bounds the stderr kept of a remote scp: the end of it
+	// says why it stopped.
+	maxStderr = 1024
 	// scpExitWait bounds the wait for a remote scp to exit once the
 	// protocol is over, so that a server that never closes cannot hang a
 	// copy that has finished.
@@ -352,13 +355,11 @@ func quoteRemotePattern(s string) string {
 
 // scpConn is one remote scp command and its streams.
 type scpConn struct {
-	ctx    context.Context
-	sess   *ssh.Session
-	stdin  io.WriteCloser
-	r      *bufio.Reader
-	stderr *tailBuffer
-	label  string
-	stop   func() bool // ends the watch on ctx
+	ctx   context.Context
+	cmd   *protocol.Command
+	stdin io.WriteCloser
+	r     *bufio.Reader
+	label string
 	// reported is set once either end sent an error message: the remote
 	// scp's exit status then says nothing new.
 	reported  bool
@@ -370,37 +371,30 @@ func (s *Host) start(ctx context.Context, cmd string) (*scpConn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	sess, err := s.client.NewSession()
-	if err != nil {
-		return nil, fmt.Errorf("open session channel to %s %w", s.label, err)
-	}
-	stdin, err := sess.StdinPipe()
-	if err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("run scp on %s %w", s.label, err)
-	}
-	stdout, err := sess.StdoutPipe()
-	if err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("run scp on %s %w", s.label, err)
-	}
-	c := &scpConn{
-		ctx:    ctx,
-		sess:   sess,
-		stdin:  stdin,
-		r:      bufio.NewReaderSize(stdout, 64<<10),
-		stderr: &tailBuffer{max: 1024},
-		label:  s.label,
-	}
-	sess.Stderr = c.stderr
-	if err := sess.Start(cmd); err != nil {
-		sess.Close()
+	// Closing the session on ctx's end unblocks every read and write on
+	// it: that is how a cancelled copy stops at once.
+	c, err := protocol.StartCommand(ctx, s.client, cmd, protocol.CommandOptions{StderrMax: maxStderr})
+	var ce *protocol.ChannelError
+	switch {
+	case errors.As(err, &ce):
+		return nil, fmt.Errorf("open session channel to %s %w", s.label, ce.Err)
+	case err != nil:
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	// Closing the session unblocks every read and write on it: that is
-	// how a cancelled copy stops at once.
-	c.stop = context.AfterFunc(ctx, func() { sess.Close() })
-	return c, nil
+	return &scpConn{
+		ctx:   ctx,
+		cmd:   c,
+		stdin: c.Stdin,
+		r:     bufio.NewReaderSize(c.Stdout, 64<<10),
+		label: s.label,
+	}, nil
+}
+
+// said is the end of what the remote scp wrote to stderr, on one line and
+// safe to print.
+func (c *scpConn) said() string {
+	stderr, _ := c.cmd.Stderr()
+	return vis.String(strings.Join(strings.Fields(stderr), " "))
 }
 
 // ended explains why the stream ended where the protocol did not allow it.
@@ -411,7 +405,7 @@ func (c *scpConn) ended(err error) error {
 	if errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
 	}
-	if said := c.stderr.String(); said != "" {
+	if said := c.said(); said != "" {
 		return fmt.Errorf("the remote scp stopped (it said: %s): %w", said, err)
 	}
 	return fmt.Errorf("the remote scp stopped: %w", err)
@@ -484,71 +478,40 @@ func (c *scpConn) refuse(why error) error {
 // explain already; otherwise it just closes the channel.
 func (c *scpConn) close(clean bool) error {
 	c.closeOnce.Do(func() {
-		defer c.stop()
 		if !clean {
-			c.sess.Close()
+			c.cmd.Close()
 			return
 		}
 		_ = c.stdin.Close()
 		done := make(chan error, 1)
-		go func() { done <- c.sess.Wait() }()
+		go func() { done <- c.cmd.Wait() }()
 		var err error
 		select {
 		case err = <-done:
 		case <-time.After(scpExitWait):
-			c.sess.Close()
+			c.cmd.Close()
 			c.closeErr = fmt.Errorf("the remote scp on %s did not exit %s after the copy", c.label, scpExitWait)
 			return
 		}
 		var ee *ssh.ExitError
-		var missing *ssh.ExitMissingError
 		switch {
 		case err == nil:
-		case errors.As(err, &missing):
-			// sshd always sends a command's exit status: a channel that
-			// closed without one was cut, and a stream that ended between
-			// records may have been cut short of the files still to come.
+		case errors.Is(err, protocol.ErrStreamLost):
+			// A stream that ended between records may have been cut short
+			// of the files still to come.
 			c.closeErr = fmt.Errorf("the connection to %s closed before the remote scp's exit status: %w",
 				strings.TrimSuffix(c.label, ":"), protocol.ErrStreamLost)
 		case errors.As(err, &ee) && c.reported:
 		case errors.As(err, &ee):
 			c.closeErr = fmt.Errorf("the remote scp on %s exited with status %d", c.label, ee.ExitStatus())
-			if said := c.stderr.String(); said != "" {
+			if said := c.said(); said != "" {
 				c.closeErr = fmt.Errorf("%w: %s", c.closeErr, said)
 			}
 		default:
-			if cerr := c.ctx.Err(); cerr != nil {
-				err = cerr
-			}
 			c.closeErr = fmt.Errorf("the remote scp on %s: %w", c.label, err)
 		}
 	})
 	return c.closeErr
-}
-
-// tailBuffer keeps the last bytes written to it: a remote command's
-// stderr, for messages, in bounded memory.
-type tailBuffer struct {
-	mu  sync.Mutex
-	b   []byte
-	max int
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-// String returns the text on one line, safe to print.
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return vis.String(strings.Join(strings.Fields(string(t.b)), " "))
 }
 
 // Receiver is the receiving end of a download: it runs "scp -f" on
