@@ -17,17 +17,28 @@ import (
 )
 
 // SCPEndpoint is one operand of a copy over the legacy scp protocol (-O):
-// a local path when Host is nil, else a path on Host.
+// a path on the local end when Host is nil, else a path on Host.
 type SCPEndpoint struct {
 	Host *scp.Host
 	Path string
+	// FS is the local end, where Host is nil: Local{} when FS is nil.
+	// The scp movers read and write it as Copy does any end.
+	FS FS
 }
 
 func (e SCPEndpoint) String() string {
 	if e.Host == nil {
-		return e.Path
+		return e.local().String()
 	}
 	return e.Host.Label() + e.Path
+}
+
+// local is the endpoint as the engine sees a local one.
+func (e SCPEndpoint) local() Endpoint {
+	if e.FS == nil {
+		return Endpoint{Local{}, e.Path}
+	}
+	return Endpoint{e.FS, e.Path}
 }
 
 // scpSessions bounds the scp sessions a run has open at once, each on a
@@ -57,14 +68,14 @@ func CopySCP(ctx context.Context, srcs []SCPEndpoint, target SCPEndpoint, o Opti
 	run := newSCPRun(o)
 	var jobs []func(context.Context, *scpJob)
 	if target.Host == nil {
-		dst := Endpoint{Local{}, target.Path}
+		dst := target.local()
 		targetIsDir, _, err := checkTarget(dst, len(srcs) > 1, len(srcs) > 0)
 		if err != nil {
 			return run.res, err
 		}
 		for _, s := range srcs {
 			if s.Host == nil {
-				jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.local(ctx, s.Path, target.Path) })
+				jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.local(ctx, s.local(), dst) })
 				continue
 			}
 			jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.download(ctx, s, dst, targetIsDir) })
@@ -77,7 +88,7 @@ func CopySCP(ctx context.Context, srcs []SCPEndpoint, target SCPEndpoint, o Opti
 				continue
 			}
 			several := len(srcs) > 1
-			jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.upload(ctx, Endpoint{Local{}, s.Path}, target, several) })
+			jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.upload(ctx, s.local(), target, several) })
 		}
 	}
 
@@ -169,7 +180,7 @@ func (j *scpJob) pipelineOptions() pipeline.Options {
 
 // local copies a local source to the local target as Copy does, sharing
 // the run's progress and log with the sessions beside it.
-func (j *scpJob) local(ctx context.Context, src, target string) {
+func (j *scpJob) local(ctx context.Context, src, target Endpoint) {
 	o := j.orig
 	if o.Progress != nil {
 		o.Progress = j.progress
@@ -177,7 +188,7 @@ func (j *scpJob) local(ctx context.Context, src, target string) {
 	if o.Logf != nil {
 		o.Logf = j.logf
 	}
-	res, _ := Copy(ctx, []Endpoint{{Local{}, src}}, Endpoint{Local{}, target}, o)
+	res, _ := Copy(ctx, []Endpoint{src}, target, o)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.res.Files += res.Files
