@@ -56,6 +56,12 @@ const scpModeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid
 // an "scp -t", up to scpSessions at once, each on its own channel. One end
 // must be local; local-to-local copies are plain copies.
 //
+// Each session is a mover under the engine Copy runs on: an upload sends
+// what the engine's walk of the source reaches (enterDir, dirEntries) as
+// the protocol's records, in the walk's order; a download writes the
+// records it receives through the local end's FS and finishes each file
+// as Copy does (finishTemp).
+//
 // Downloads get Copy's guarantees: every name the server sends is checked
 // before it touches the disk (one path element; at the top level, the
 // name asked for), a file with a setuid or setgid mode is refused without
