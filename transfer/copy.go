@@ -250,14 +250,14 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 // listed, before its entries are copied. at is src on the walk's path,
 // nil for a source operand.
 func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool, listed func(), at *walkDir) {
-	at, err := enterDir(src, si, depth, at)
-	if err != nil {
-		c.fail(err)
+	at, walkErr := enterDir(src, si, depth, at)
+	if walkErr != nil {
+		c.fail(walkErr)
 		return
 	}
 	created, modeSet := false, false
 	var di fs.FileInfo
-	err = fs.ErrNotExist
+	err := fs.ErrNotExist
 	if !fresh {
 		di, err = dst.FS.Stat(dst.Path)
 	}
@@ -300,9 +300,6 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 	listed()
 	for e := range c.dirEntries(ctx, src, entries, at) {
 		c.copyAny(ctx, e.src, Endpoint{dst.FS, dst.FS.Join(dst.Path, e.name)}, e.info, path.Join(rel, e.name), depth+1, created, e.at)
-	}
-	if ctx.Err() != nil {
-		return
 	}
 
 	if c.opts.Preserve {

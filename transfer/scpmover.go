@@ -82,8 +82,8 @@ func enterDir(src Endpoint, si fs.FileInfo, depth int, at *walkDir) (*walkDir, e
 	return at, nil
 }
 
-// walkEntry is an entry of a directory on a walk, links followed.
-type walkEntry struct {
+// dirEntry is an entry of a directory on a walk, links followed.
+type dirEntry struct {
 	src  Endpoint
 	name string
 	info fs.FileInfo // of what a link points to, as scp follows links
@@ -96,9 +96,9 @@ type walkEntry struct {
 // cannot be looked at is told to c.fail and left out. Links are followed
 // as the entries are taken, so that the first are on their way while
 // the others are looked at; none is once ctx is done.
-func (c *copier) dirEntries(ctx context.Context, src Endpoint, listed []fs.FileInfo, at *walkDir) iter.Seq[walkEntry] {
+func (c *copier) dirEntries(ctx context.Context, src Endpoint, listed []fs.FileInfo, at *walkDir) iter.Seq[dirEntry] {
 	sort.Slice(listed, func(i, j int) bool { return listed[i].Name() < listed[j].Name() })
-	return func(yield func(walkEntry) bool) {
+	return func(yield func(dirEntry) bool) {
 		for _, e := range listed {
 			if ctx.Err() != nil {
 				return
@@ -123,7 +123,7 @@ func (c *copier) dirEntries(ctx context.Context, src Endpoint, listed []fs.FileI
 			if info.IsDir() {
 				below = at.child(child, info, link)
 			}
-			if !yield(walkEntry{src: child, name: name, info: info, at: below}) {
+			if !yield(dirEntry{src: child, name: name, info: info, at: below}) {
 				return
 			}
 		}
