@@ -475,7 +475,7 @@ func baseName(name string) string {
 
 // statMode turns a POSIX st_mode into an fs.FileMode.
 func statMode(m uint32) fs.FileMode {
-	mode := fileMode(m)
+	mode := FileMode(m)
 	switch m & 0o170000 {
 	case 0o040000:
 		mode |= fs.ModeDir

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
@@ -19,7 +20,7 @@ func (s *SFTP) Sum256(ctx context.Context, name string) ([]byte, error) {
 	conn := s.pool.firstConn()
 	var lastErr error
 	for _, tool := range []string{"sha256sum", "shasum -a 256"} {
-		out, err := runCommand(ctx, conn, tool+" -- "+quoteRemote(name))
+		out, err := runCommand(ctx, conn, tool+" -- "+QuoteArg(name))
 		if err != nil {
 			lastErr = err
 			continue
@@ -46,32 +47,28 @@ func runCommand(ctx context.Context, conn *ssh.Client, cmd string) ([]byte, erro
 	if conn == nil {
 		return nil, &ConnError{Err: errors.New("the first connection is lost")}
 	}
-	sess, err := conn.NewSession()
-	if err != nil {
-		if connGone(err) {
-			err = fmt.Errorf("%w: %w", ErrStreamLost, err)
+	c, err := StartCommand(ctx, conn, cmd, CommandOptions{StderrMax: maxStderr, StderrHead: true})
+	var ce *ChannelError
+	switch {
+	case errors.As(err, &ce):
+		return nil, ce.Err
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", cmd, err)
+	}
+	// The command reads no input: EOF at once, as for ssh -n.
+	_ = c.Stdin.Close()
+	out, rerr := io.ReadAll(c.Stdout)
+	if err := c.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		return nil, err
+		stderr, _ := c.Stderr()
+		return nil, fmt.Errorf("%s: %w: %s", cmd, err, strings.TrimSpace(stderr))
 	}
-	defer sess.Close()
-	var stdout, stderr bytes.Buffer
-	sess.Stdout, sess.Stderr = &stdout, &stderr
-	done := make(chan error, 1)
-	go func() { done <- sess.Run(cmd) }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if rerr != nil {
+		return nil, fmt.Errorf("%s: read its output: %w", cmd, rerr)
 	}
-	var missing *ssh.ExitMissingError
-	if errors.As(err, &missing) || (err != nil && connGone(err)) {
-		// The channel closed without the command's exit status: cut.
-		err = fmt.Errorf("%w: %w", ErrStreamLost, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %s", cmd, err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.Bytes(), nil
+	return out, nil
 }
 
 // firstConn returns the connection the end was opened on.

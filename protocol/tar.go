@@ -120,7 +120,7 @@ func tarExtractCommand(dir string, o TarOptions) string {
 	} else {
 		cmd += " --no-same-permissions -m"
 	}
-	return cmd + o.compressFlag() + " -C " + quoteRemote(dir)
+	return cmd + o.compressFlag() + " -C " + QuoteArg(dir)
 }
 
 // tarCreateCommand is the command that writes an archive of the files
@@ -131,7 +131,7 @@ func tarExtractCommand(dir string, o TarOptions) string {
 // unasked.
 func tarCreateCommand(dir string, o TarOptions) string {
 	return "tar -c -f - -h --hard-dereference --no-recursion" + o.compressFlag() +
-		" -C " + quoteRemote(dir) + " --null -T -"
+		" -C " + QuoteArg(dir) + " --null -T -"
 }
 
 // tarConn is the connection tar streams run on: one of their own, so that
@@ -212,13 +212,11 @@ const maxStderr = 8 << 10
 // tarCommand is a tar command running on the server over an exec
 // channel of its own.
 type tarCommand struct {
-	sess   *ssh.Session
-	what   string // "tar -x in host:dir", for messages
-	label  string
-	stderr *boundedBuffer
-	stop   func() bool // ends the ctx watch
-	once   sync.Once
-	err    error // wait's result
+	cmd   *Command
+	what  string // "tar -x in host:dir", for messages
+	label string
+	once  sync.Once
+	err   error // wait's result
 }
 
 // startTar runs cmd on the tar streams' connection. When ctx ends the channel
@@ -228,39 +226,26 @@ func (s *SFTP) startTar(ctx context.Context, cmd, what string) (*tarCommand, io.
 	if conn == nil {
 		return nil, nil, nil, fmt.Errorf("run tar on %s: %w", s.label, ErrStreamLost)
 	}
-	sess, err := conn.NewSession()
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("run tar on %s: open a channel: %w", s.label, err)
+	c, err := StartCommand(ctx, conn, cmd, CommandOptions{StderrMax: maxStderr, StderrHead: true})
+	var ce *ChannelError
+	switch {
+	case errors.As(err, &ce):
+		return nil, nil, nil, fmt.Errorf("run tar on %s: open a channel: %w", s.label, ce.Err)
+	case err != nil:
+		return nil, nil, nil, fmt.Errorf("run tar on %s: %w", s.label, err)
 	}
-	t := &tarCommand{sess: sess, what: what, label: s.label, stderr: &boundedBuffer{max: maxStderr}}
-	sess.Stderr = t.stderr
-	stdin, err := sess.StdinPipe()
-	if err == nil {
-		var stdout io.Reader
-		stdout, err = sess.StdoutPipe()
-		if err == nil {
-			err = sess.Start(cmd)
-		}
-		if err == nil {
-			t.stop = context.AfterFunc(ctx, func() { _ = sess.Close() })
-			return t, stdin, stdout, nil
-		}
-	}
-	_ = sess.Close()
-	return nil, nil, nil, fmt.Errorf("run tar on %s: %w", s.label, err)
+	return &tarCommand{cmd: c, what: what, label: s.label}, c.Stdin, c.Stdout, nil
 }
 
 // wait waits for the command to exit and returns an error carrying its
 // stderr unless it exited 0.
 func (t *tarCommand) wait() error {
 	t.once.Do(func() {
-		err := t.sess.Wait()
-		t.stop()
-		_ = t.sess.Close()
+		err := t.cmd.Wait()
 		if err == nil {
 			return
 		}
-		stderr, cut := t.stderr.contents()
+		stderr, cut := t.cmd.Stderr()
 		te := &TarExitError{What: t.what, Err: err, Status: -1, Stderr: stderr, Truncated: cut}
 		var exit *ssh.ExitError
 		if errors.As(err, &exit) && exit.Signal() == "" {
@@ -388,34 +373,4 @@ func firstLines(s string, n int) string {
 		return s
 	}
 	return fmt.Sprintf("%s (and %d more lines)", strings.Join(lines[:n], "\n"), len(lines)-n)
-}
-
-// boundedBuffer keeps the first max bytes written to it.
-type boundedBuffer struct {
-	mu  sync.Mutex
-	b   bytes.Buffer
-	max int
-	cut bool // more was written than kept
-}
-
-func (b *boundedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	room := max(b.max-b.b.Len(), 0)
-	b.b.Write(p[:min(len(p), room)])
-	b.cut = b.cut || len(p) > room
-	return len(p), nil
-}
-
-// contents returns what was kept, and whether more was written.
-func (b *boundedBuffer) contents() (string, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String(), b.cut
-}
-
-func (b *boundedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -19,7 +19,7 @@ FUZZTIME=${FUZZTIME:-8s}
 # The targets, as package:FuzzName. A Fuzz function missing here fails the
 # run, so that a new parser's target cannot be left out.
 targets=(
-	protocol:FuzzParseSCPLine
+	protocol/scp:FuzzParseLine
 	protocol:FuzzStreamReplies
 	protocol:FuzzReadAttrs
 	protocol:FuzzAppendNames

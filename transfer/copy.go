@@ -145,25 +145,11 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *
 		return c.copyList(ctx, expanded, target)
 	}
 
-	targetIsDir := false
-	ti, err := target.FS.Stat(target.Path)
-	switch {
-	case err == nil:
-		targetIsDir = ti.IsDir()
-	case !errors.Is(err, fs.ErrNotExist):
-		return c.res, &Error{Op: "stat target", Path: target.String(), Err: err}
+	targetIsDir, st, err := checkTarget(target, len(srcs) > 1 || len(expanded) > 1, len(expanded) > 0)
+	if err != nil {
+		return c.res, err
 	}
-	if !targetIsDir {
-		c.target = &statted{target.Path, ti, err}
-	}
-	if (len(srcs) > 1 || len(expanded) > 1) && !targetIsDir {
-		return c.res, &Error{Op: "copy to", Path: target.String(), Err: ErrNotDirectory,
-			Hint: "with several sources the target must be an existing directory"}
-	}
-	if !targetIsDir && strings.HasSuffix(target.Path, "/") && len(expanded) > 0 {
-		return c.res, &Error{Op: "copy to", Path: target.String(), Err: ErrNotDirectory,
-			Hint: "a target ending in / must be an existing directory; create it first"}
-	}
+	c.target = st
 
 	targets := map[string]bool{}
 	for _, s := range expanded {
@@ -264,16 +250,9 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 // listed, before its entries are copied. at is src on the walk's path,
 // nil for a source operand.
 func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool, listed func(), at *walkDir) {
-	if depth >= maxDepth {
-		c.fail(&Error{Op: "copy", Path: src.String(),
-			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
-			Hint: "a symbolic link may point to one of its own parent directories"})
-		return
-	}
-	if at == nil {
-		at = newWalkRoot(src, si)
-	} else if err := at.loop(); err != nil {
-		c.fail(err)
+	at, walkErr := enterDir(src, si, depth, at)
+	if walkErr != nil {
+		c.fail(walkErr)
 		return
 	}
 	created, modeSet := false, false
@@ -318,33 +297,9 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 	case err != nil:
 		c.fail(&Error{Op: "read directory", Path: src.String(), Err: err, Hint: listingHint(err)})
 	}
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	listed()
-	for _, e := range entries {
-		if ctx.Err() != nil {
-			return
-		}
-		name := e.Name()
-		if err := ValidName(name); err != nil {
-			c.fail(&Error{Op: "read directory", Path: src.String(), Err: err,
-				Hint: "the server sent a name that could escape the target; it was skipped"})
-			continue
-		}
-		child := Endpoint{src.FS, src.FS.Join(src.Path, name)}
-		info := e
-		link := e.Mode()&fs.ModeSymlink != 0
-		if link {
-			// scp follows links: copy what they point to.
-			if info, err = src.FS.Stat(child.Path); err != nil {
-				c.fail(&Error{Op: "read", Path: child.String(), Err: err})
-				continue
-			}
-		}
-		var below *walkDir
-		if info.IsDir() {
-			below = at.child(child, info, link)
-		}
-		c.copyAny(ctx, child, Endpoint{dst.FS, dst.FS.Join(dst.Path, name)}, info, path.Join(rel, name), depth+1, created, below)
+	for e := range c.dirEntries(ctx, src, entries, at) {
+		c.copyAny(ctx, e.src, Endpoint{dst.FS, dst.FS.Join(dst.Path, e.name)}, e.info, path.Join(rel, e.name), depth+1, created, e.at)
 	}
 
 	if c.opts.Preserve {

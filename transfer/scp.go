@@ -6,30 +6,39 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/protocol/scp"
 )
 
 // SCPEndpoint is one operand of a copy over the legacy scp protocol (-O):
-// a local path when Host is nil, else a path on Host.
+// a path on the local end when Host is nil, else a path on Host.
 type SCPEndpoint struct {
-	Host *protocol.SCP
+	Host *scp.Host
 	Path string
+	// FS is the local end, where Host is nil: Local{} when FS is nil.
+	// The scp movers read and write it as Copy does any end.
+	FS FS
 }
 
 func (e SCPEndpoint) String() string {
 	if e.Host == nil {
-		return e.Path
+		return e.local().String()
 	}
 	return e.Host.Label() + e.Path
+}
+
+// local is the endpoint as the engine sees a local one.
+func (e SCPEndpoint) local() Endpoint {
+	if e.FS == nil {
+		return Endpoint{Local{}, e.Path}
+	}
+	return Endpoint{e.FS, e.Path}
 }
 
 // scpSessions bounds the scp sessions a run has open at once, each on a
@@ -47,6 +56,12 @@ const scpModeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid
 // an "scp -t", up to scpSessions at once, each on its own channel. One end
 // must be local; local-to-local copies are plain copies.
 //
+// Each session is a mover under the engine Copy runs on: an upload sends
+// what the engine's walk of the source reaches (enterDir, dirEntries) as
+// the protocol's records, in the walk's order; a download writes the
+// records it receives through the local end's FS and finishes each file
+// as Copy does (finishTemp).
+//
 // Downloads get Copy's guarantees: every name the server sends is checked
 // before it touches the disk (one path element; at the top level, the
 // name asked for), a file with a setuid or setgid mode is refused without
@@ -56,31 +71,20 @@ const scpModeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid
 // no way to ask it for anything else. The result's MaxStreams is the most
 // sessions that were open at once.
 func CopySCP(ctx context.Context, srcs []SCPEndpoint, target SCPEndpoint, o Options) (*Result, error) {
-	run := &scpRun{opts: o, res: &Result{MaxStreams: 1}, progress: &sharedProgress{p: o.Progress}}
+	run := newSCPRun(o)
 	var jobs []func(context.Context, *scpJob)
 	if target.Host == nil {
-		targetIsDir := false
-		ti, err := os.Stat(target.Path)
-		switch {
-		case err == nil:
-			targetIsDir = ti.IsDir()
-		case !errors.Is(err, fs.ErrNotExist):
-			return run.res, &Error{Op: "stat target", Path: target.Path, Err: err}
-		}
-		if len(srcs) > 1 && !targetIsDir {
-			return run.res, &Error{Op: "copy to", Path: target.Path, Err: ErrNotDirectory,
-				Hint: "with several sources the target must be an existing directory"}
-		}
-		if !targetIsDir && strings.HasSuffix(target.Path, "/") && len(srcs) > 0 {
-			return run.res, &Error{Op: "copy to", Path: target.Path, Err: ErrNotDirectory,
-				Hint: "a target ending in / must be an existing directory; create it first"}
+		dst := target.local()
+		targetIsDir, _, err := checkTarget(dst, len(srcs) > 1, len(srcs) > 0)
+		if err != nil {
+			return run.res, err
 		}
 		for _, s := range srcs {
 			if s.Host == nil {
-				jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.local(ctx, s.Path, target.Path) })
+				jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.local(ctx, s.local(), dst) })
 				continue
 			}
-			jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.download(ctx, s, target.Path, targetIsDir) })
+			jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.download(ctx, s, dst, targetIsDir) })
 		}
 	} else {
 		for _, s := range srcs {
@@ -90,7 +94,7 @@ func CopySCP(ctx context.Context, srcs []SCPEndpoint, target SCPEndpoint, o Opti
 				continue
 			}
 			several := len(srcs) > 1
-			jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.upload(ctx, s.Path, target, several) })
+			jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.upload(ctx, s.local(), target, several) })
 		}
 	}
 
@@ -110,31 +114,37 @@ func CopySCP(ctx context.Context, srcs []SCPEndpoint, target SCPEndpoint, o Opti
 			defer func() { <-sem }()
 			run.begin()
 			defer run.end()
-			job(ctx, &scpJob{run: run, progress: run.progress.view()})
+			job(ctx, &scpJob{scpRun: run, progress: run.progress.view()})
 		}()
 	}
 	wg.Wait()
+	// A umask probe still running would leave its directory behind.
+	run.umask.wait()
 	if err := ctx.Err(); err != nil {
 		return run.res, err
 	}
 	return run.res, nil
 }
 
-// scpRun is the state the sessions of one CopySCP share.
+// scpRun is the state the sessions of one CopySCP share: the engine's
+// copier, whose result, log, umasks and finishing steps the scp movers
+// use as Copy's files do, and the run's one view of progress.
 type scpRun struct {
-	opts     Options
+	*copier
+	orig     Options // as the caller gave them, for the local copies
 	progress *sharedProgress
-
-	mu     sync.Mutex
-	res    *Result
-	active int
-	umask  umasks // the local end's, for new files (umask.go)
+	active   int // sessions open; c.mu guards it
 }
 
-func (r *scpRun) fail(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.res.Errors = append(r.res.Errors, err)
+func newSCPRun(o Options) *scpRun {
+	co := o
+	// The legacy protocol tells no files one by one: the caller builds
+	// its report from the result (and a local copy beside it reports
+	// its own files).
+	co.Report = nil
+	co.Progress = nil
+	c := &copier{opts: co, res: &Result{MaxStreams: 1}, sched: newSched(false)}
+	return &scpRun{copier: c, orig: o, progress: &sharedProgress{p: o.Progress}}
 }
 
 func (r *scpRun) begin() {
@@ -152,40 +162,23 @@ func (r *scpRun) end() {
 
 // scpJob is one session's view of the run.
 type scpJob struct {
-	run      *scpRun
+	*scpRun
 	progress *progressView
 }
 
-func (j *scpJob) opts() Options { return j.run.opts }
-
-func (j *scpJob) fail(err error) { j.run.fail(err) }
-
-func (j *scpJob) logf(format string, args ...any) {
-	if j.run.opts.Logf == nil {
-		return
-	}
-	j.run.mu.Lock()
-	defer j.run.mu.Unlock()
-	j.run.opts.Logf(format, args...)
-}
-
 func (j *scpJob) addFile(n int64) {
-	j.run.mu.Lock()
-	defer j.run.mu.Unlock()
-	j.run.res.Files++
-	j.run.res.Bytes += n
+	j.record(func(r *Result) {
+		r.Files++
+		r.Bytes += n
+	})
 }
 
-func (j *scpJob) addDir() {
-	j.run.mu.Lock()
-	defer j.run.mu.Unlock()
-	j.run.res.Dirs++
-}
+func (j *scpJob) addDir() { j.record(func(r *Result) { r.Dirs++ }) }
 
 // pipelineOptions are the pipeline's options for one file of this job.
 func (j *scpJob) pipelineOptions() pipeline.Options {
-	po := pipeline.Options{BufferSize: j.opts().BufferSize, Limiter: j.opts().Limiter}
-	if j.opts().Progress != nil {
+	po := pipeline.Options{BufferSize: j.opts.BufferSize, Limiter: j.opts.Limiter}
+	if j.orig.Progress != nil {
 		po.Progress = j.progress.Add
 	}
 	return po
@@ -193,29 +186,29 @@ func (j *scpJob) pipelineOptions() pipeline.Options {
 
 // local copies a local source to the local target as Copy does, sharing
 // the run's progress and log with the sessions beside it.
-func (j *scpJob) local(ctx context.Context, src, target string) {
-	o := j.opts()
+func (j *scpJob) local(ctx context.Context, src, target Endpoint) {
+	o := j.orig
 	if o.Progress != nil {
 		o.Progress = j.progress
 	}
 	if o.Logf != nil {
 		o.Logf = j.logf
 	}
-	res, _ := Copy(ctx, []Endpoint{{Local{}, src}}, Endpoint{Local{}, target}, o)
-	j.run.mu.Lock()
-	defer j.run.mu.Unlock()
-	j.run.res.Files += res.Files
-	j.run.res.Dirs += res.Dirs
-	j.run.res.Bytes += res.Bytes
-	j.run.res.Errors = append(j.run.res.Errors, res.Errors...)
+	res, _ := Copy(ctx, []Endpoint{src}, target, o)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.res.Files += res.Files
+	j.res.Dirs += res.Dirs
+	j.res.Bytes += res.Bytes
+	j.res.Errors = append(j.res.Errors, res.Errors...)
 }
 
 // scpHint says what to do about a failed scp session.
 func scpHint(err error) string {
 	switch {
-	case errors.Is(err, protocol.ErrSCPProtocol):
+	case errors.Is(err, scp.ErrProtocol):
 		return "the server broke the scp protocol, as no correct scp does; this source's copy stopped there and nothing was written outside the target"
-	case errors.Is(err, protocol.ErrSCPUnavailable):
+	case errors.Is(err, scp.ErrUnavailable):
 		return "leave out -O to copy over SFTP, or ask the server's admin to install scp"
 	}
 	return hintFor(err)
@@ -224,7 +217,7 @@ func scpHint(err error) string {
 // remoteWarning records the server's message about one entry and reports
 // whether err was one: the session goes on after it.
 func (j *scpJob) remoteWarning(err error, op, p string) bool {
-	var se *protocol.SCPError
+	var se *scp.Error
 	if errors.As(err, &se) && !se.Fatal {
 		j.fail(&Error{Op: op, Path: p, Err: err})
 		return true
@@ -233,9 +226,9 @@ func (j *scpJob) remoteWarning(err error, op, p string) bool {
 }
 
 // download fetches one remote source into the local target.
-func (j *scpJob) download(ctx context.Context, src SCPEndpoint, target string, targetIsDir bool) {
-	o := j.opts()
-	rcv, err := src.Host.Receive(ctx, src.Path, protocol.SCPOptions{Recursive: o.Recursive, Preserve: o.Preserve})
+func (j *scpJob) download(ctx context.Context, src SCPEndpoint, target Endpoint, targetIsDir bool) {
+	o := j.opts
+	rcv, err := src.Host.Receive(ctx, src.Path, scp.Options{Recursive: o.Recursive, Preserve: o.Preserve})
 	if err != nil {
 		if ctx.Err() == nil {
 			j.fail(&Error{Op: "copy", Path: src.String(), Err: err, Hint: scpHint(err)})
@@ -254,17 +247,18 @@ func (j *scpJob) download(ctx context.Context, src SCPEndpoint, target string, t
 	}
 }
 
-// scpDownload is one "scp -f" session.
+// scpDownload is one "scp -f" session: a mover that writes the records
+// the server sends through the target's FS, as Copy writes a download.
 type scpDownload struct {
 	*scpJob
-	rcv   *protocol.SCPReceiver
+	rcv   *scp.Receiver
 	label string // "host:"
 	req   string // the remote path asked for
 }
 
 // run receives the top-level entries the server sends: one, or those a
 // pattern matched. A returned error ends the session.
-func (d *scpDownload) run(ctx context.Context, target string, targetIsDir bool) error {
+func (d *scpDownload) run(ctx context.Context, target Endpoint, targetIsDir bool) error {
 	entries := 0
 	for {
 		rec, err := d.rcv.Next()
@@ -284,9 +278,9 @@ func (d *scpDownload) run(ctx context.Context, target string, targetIsDir bool) 
 		dst := target
 		switch {
 		case targetIsDir:
-			dst = filepath.Join(target, rec.Name)
+			dst.Path = target.FS.Join(target.Path, rec.Name)
 		case entries > 0:
-			if err := d.refuse(&Error{Op: "copy " + d.label + rpath + " to", Path: target, Err: ErrNotDirectory,
+			if err := d.refuse(&Error{Op: "copy " + d.label + rpath + " to", Path: target.String(), Err: ErrNotDirectory,
 				Hint: "several files match; the target must be an existing directory"}); err != nil {
 				return err
 			}
@@ -306,19 +300,19 @@ func (d *scpDownload) refuse(err error) error {
 }
 
 // entry receives a file or directory the server announced, to dst.
-func (d *scpDownload) entry(ctx context.Context, rec protocol.SCPRecord, rpath, dst string, depth int) error {
+func (d *scpDownload) entry(ctx context.Context, rec scp.Record, rpath string, dst Endpoint, depth int) error {
 	if err := ValidName(rec.Name); err != nil {
 		return d.refuse(&Error{Op: "copy", Path: d.label + rpath, Err: err,
 			Hint: "the server sent a name that could escape the target; it was skipped"})
 	}
-	if rec.Type == protocol.SCPDir {
+	if rec.Type == scp.Dir {
 		return d.dir(ctx, rec, rpath, dst, depth)
 	}
 	return d.file(ctx, rec, rpath, dst)
 }
 
-func (d *scpDownload) dir(ctx context.Context, rec protocol.SCPRecord, rpath, dst string, depth int) error {
-	o := d.opts()
+func (d *scpDownload) dir(ctx context.Context, rec scp.Record, rpath string, dst Endpoint, depth int) error {
+	o := d.opts
 	src := d.label + rpath
 	if depth >= maxDepth {
 		return d.refuse(&Error{Op: "copy", Path: src,
@@ -326,25 +320,25 @@ func (d *scpDownload) dir(ctx context.Context, rec protocol.SCPRecord, rpath, ds
 			Hint: "a symbolic link on the server may point to one of its own parent directories"})
 	}
 	created := false
-	di, err := os.Stat(dst)
+	di, err := dst.FS.Stat(dst.Path)
 	switch {
 	case err == nil && !di.IsDir():
-		return d.refuse(&Error{Op: "copy " + src + " to", Path: dst, Err: ErrNotDirectory})
+		return d.refuse(&Error{Op: "copy " + src + " to", Path: dst.String(), Err: ErrNotDirectory})
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist):
-		if err := os.Mkdir(dst, 0o777); err != nil {
-			return d.refuse(&Error{Op: "create directory", Path: dst, Err: err, Hint: hintFor(err)})
+		if err := dst.FS.Mkdir(dst.Path); err != nil {
+			return d.refuse(&Error{Op: "create directory", Path: dst.String(), Err: err, Hint: hintFor(err)})
 		}
 		created = true
 		d.addDir()
 		d.logf("created directory %s", dst)
 	default:
-		return d.refuse(&Error{Op: "stat", Path: dst, Err: err})
+		return d.refuse(&Error{Op: "stat", Path: dst.String(), Err: err})
 	}
 	if created && !o.Preserve {
 		// As Copy does: the source's permissions as the umask allows, and
 		// writable for the copy.
-		if err := (&copier{}).setMode(Endpoint{Local{}, dst}, rec.Mode.Perm()|0o700); err != nil {
+		if err := d.setMode(dst, rec.Mode.Perm()|0o700); err != nil {
 			d.fail(err)
 		}
 	}
@@ -359,20 +353,22 @@ func (d *scpDownload) dir(ctx context.Context, rec protocol.SCPRecord, rpath, ds
 		if err != nil {
 			return err
 		}
-		if child.Type == protocol.SCPEnd {
+		if child.Type == scp.End {
 			break
 		}
-		if err := d.entry(ctx, child, path.Join(rpath, child.Name), filepath.Join(dst, child.Name), depth+1); err != nil {
+		at := Endpoint{dst.FS, dst.FS.Join(dst.Path, child.Name)}
+		if err := d.entry(ctx, child, path.Join(rpath, child.Name), at, depth+1); err != nil {
 			return err
 		}
 	}
 	if o.Preserve {
-		if err := os.Chmod(dst, rec.Mode&modeBits); err != nil {
-			d.fail(&Error{Op: "set mode of", Path: dst, Err: err})
+		// Every entry below is in place: the directory's times stay.
+		if err := dst.FS.Chmod(dst.Path, rec.Mode&modeBits); err != nil {
+			d.fail(&Error{Op: "set mode of", Path: dst.String(), Err: err})
 		}
 		if rec.Times {
-			if err := os.Chtimes(dst, rec.Atime, rec.Mtime); err != nil {
-				d.fail(&Error{Op: "set times of", Path: dst, Err: err})
+			if err := dst.FS.Chtimes(dst.Path, rec.Atime, rec.Mtime); err != nil {
+				d.fail(&Error{Op: "set times of", Path: dst.String(), Err: err})
 			}
 		}
 	}
@@ -382,34 +378,33 @@ func (d *scpDownload) dir(ctx context.Context, rec protocol.SCPRecord, rpath, ds
 // file receives a file the server announced into a temporary file beside
 // dst, renamed to dst only when every byte arrived and the server vouched
 // for them.
-func (d *scpDownload) file(ctx context.Context, rec protocol.SCPRecord, rpath, dst string) error {
-	o := d.opts()
+func (d *scpDownload) file(ctx context.Context, rec scp.Record, rpath string, dst Endpoint) error {
 	src := d.label + rpath
 	op := "copy " + src + " to"
-	if !o.Preserve && rec.Mode&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
-		return d.refuse(&Error{Op: op, Path: dst,
+	if !d.opts.Preserve && rec.Mode&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+		return d.refuse(&Error{Op: op, Path: dst.String(),
 			Err:  fmt.Errorf("the server sent mode %s, with setuid or setgid bits; refused without -p", octal(rec.Mode)),
 			Hint: "a file that runs with its owner's or group's rights is copied only with -p, which takes the server's modes as they are"})
 	}
 	var existing fs.FileInfo
-	switch fi, err := os.Stat(dst); {
+	switch fi, err := dst.FS.Stat(dst.Path); {
 	case err == nil && fi.IsDir():
-		return d.refuse(&Error{Op: op, Path: dst, Err: errors.New("is a directory")})
+		return d.refuse(&Error{Op: op, Path: dst.String(), Err: errors.New("is a directory")})
 	case err == nil:
 		existing = fi
 	case !errors.Is(err, fs.ErrNotExist):
-		return d.refuse(&Error{Op: op, Path: dst, Err: err})
+		return d.refuse(&Error{Op: op, Path: dst.String(), Err: err})
 	}
-	out, tmp, err := createTemp(Local{}, filepath.Dir(dst), filepath.Base(dst))
+	out, tmp, err := createTemp(dst.FS, dst.FS.Dir(dst.Path), dst.FS.Base(dst.Path))
 	if err != nil {
-		return d.refuse(&Error{Op: op, Path: dst, Err: err, Hint: hintFor(err)})
+		return d.refuse(&Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)})
 	}
 	renamed := false
 	defer func() {
 		// Even when ctx was cancelled: that is when a partial temporary
 		// file is most likely.
 		if !renamed {
-			_ = os.Remove(tmp)
+			_ = dst.FS.Remove(tmp)
 		}
 	}()
 	if err := d.rcv.Reply(nil); err != nil {
@@ -425,7 +420,7 @@ func (d *scpDownload) file(ctx context.Context, rec protocol.SCPRecord, rpath, d
 	}
 	d.progress.EndFile()
 	ferr := d.rcv.FinishBody()
-	var se *protocol.SCPError
+	var se *scp.Error
 	if ferr != nil && !errors.As(ferr, &se) {
 		return ferr
 	}
@@ -433,7 +428,7 @@ func (d *scpDownload) file(ctx context.Context, rec protocol.SCPRecord, rpath, d
 	var fileErr error
 	switch {
 	case werr != nil:
-		fileErr = &Error{Op: op, Path: dst, Err: werr, Hint: hintFor(werr)}
+		fileErr = &Error{Op: op, Path: dst.String(), Err: werr, Hint: hintFor(werr)}
 	case ferr != nil:
 		// The server could not read its file whole: what came is not it.
 		fileErr = &Error{Op: "copy", Path: src, Err: ferr}
@@ -449,96 +444,59 @@ func (d *scpDownload) file(ctx context.Context, rec protocol.SCPRecord, rpath, d
 	}
 	if fileErr == nil {
 		d.addFile(n)
-		d.logf("copied %s to %s: %d bytes in %s", src, dst, n, time.Since(start).Round(time.Millisecond))
+		d.logf("copied %s to %s: %d bytes in %s", src, dst, n, since(start))
 	}
 	return nil
 }
 
-// finish checks a received temporary file, gives it its mode and times
-// and renames it to dst.
-func (d *scpDownload) finish(ctx context.Context, rec protocol.SCPRecord, src, tmp, dst string, n int64, existing fs.FileInfo) error {
+// finish checks that a received temporary file holds every byte the
+// server announced, and has the engine give it its mode and times and
+// its final name.
+func (d *scpDownload) finish(ctx context.Context, rec scp.Record, src, tmp string, dst Endpoint, n int64, existing fs.FileInfo) error {
 	op := "copy " + src + " to"
-	ti, err := os.Stat(tmp)
+	ti, err := dst.FS.Stat(tmp)
 	if err != nil {
-		return &Error{Op: op, Path: dst, Err: err}
+		return &Error{Op: op, Path: dst.String(), Err: err}
 	}
 	if n != rec.Size || ti.Size() != rec.Size {
-		return &Error{Op: op, Path: dst,
+		return &Error{Op: op, Path: dst.String(),
 			Err: fmt.Errorf("%w: %d bytes arrived of %d announced", pipeline.ErrShortWrite, ti.Size(), rec.Size)}
 	}
-	switch {
-	case d.opts().Preserve:
-		if err := os.Chmod(tmp, rec.Mode&modeBits); err != nil {
-			return &Error{Op: "set mode of", Path: dst, Err: err}
-		}
-		if rec.Times {
-			if err := os.Chtimes(tmp, rec.Atime, rec.Mtime); err != nil {
-				return &Error{Op: "set times of", Path: dst, Err: err}
-			}
-		}
-	case existing != nil:
-		// Overwriting keeps the target's mode, as scp's write in place does.
-		if existing.Mode()&modeBits != ti.Mode()&modeBits {
-			if err := os.Chmod(tmp, existing.Mode()&modeBits); err != nil {
-				return &Error{Op: "set mode of", Path: dst, Err: err}
-			}
-		}
-	default:
-		// The temporary file was created owner-only.
-		mode := d.scpJob.run.umask.mode(ctx, Local{}, filepath.Dir(dst), rec.Mode.Perm(), d.logf)
-		if err := os.Chmod(tmp, mode); err != nil {
-			return &Error{Op: "set mode of", Path: dst, Err: err}
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return &Error{Op: op, Path: dst, Err: err}
-	}
-	return nil
+	a := tempAttrs{mode: rec.Mode, times: rec.Times, atime: rec.Atime, mtime: rec.Mtime}
+	return d.finishTemp(ctx, op, dst, tmp, ti, a, existing)
 }
 
 // octal writes a mode as chmod takes it.
 func octal(mode fs.FileMode) string {
-	m := uint32(mode.Perm())
-	for _, b := range []struct {
-		bit fs.FileMode
-		oct uint32
-	}{{fs.ModeSetuid, 0o4000}, {fs.ModeSetgid, 0o2000}, {fs.ModeSticky, 0o1000}} {
-		if mode&b.bit != 0 {
-			m |= b.oct
-		}
-	}
-	return fmt.Sprintf("%04o", m)
+	return fmt.Sprintf("%04o", protocol.UnixMode(mode))
 }
 
 // upload sends one local source to the remote target.
-func (j *scpJob) upload(ctx context.Context, src string, target SCPEndpoint, several bool) {
-	o := j.opts()
-	si, err := os.Stat(src)
+func (j *scpJob) upload(ctx context.Context, src Endpoint, target SCPEndpoint, several bool) {
+	o := j.opts
+	si, err := src.FS.Stat(src.Path)
 	if err != nil {
-		j.fail(&Error{Op: "read", Path: src, Err: err})
+		j.fail(&Error{Op: "read", Path: src.String(), Err: err})
 		return
 	}
 	switch {
 	case si.IsDir() && !o.Recursive:
-		j.fail(&Error{Op: "copy", Path: src, Err: errors.New("is a directory"), Hint: "use -r to copy directories"})
+		j.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("is a directory"), Hint: "use -r to copy directories"})
 		return
 	case !si.IsDir() && !si.Mode().IsRegular():
-		j.fail(&Error{Op: "copy", Path: src, Err: errors.New("not a regular file")})
+		j.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("not a regular file")})
 		return
 	}
-	name, err := sourceBase(Endpoint{Local{}, src})
+	name, err := sourceBase(src)
 	if err != nil {
 		j.fail(err)
 		return
 	}
 	snd, err := target.Host.Send(ctx, target.Path,
-		protocol.SCPOptions{Recursive: o.Recursive, Preserve: o.Preserve, TargetIsDir: several})
+		scp.Options{Recursive: o.Recursive, Preserve: o.Preserve, TargetIsDir: several})
 	if err != nil {
 		if ctx.Err() == nil {
-			j.fail(&Error{Op: "copy " + src + " to", Path: target.String(), Err: err, Hint: scpHint(err)})
+			j.fail(&Error{Op: "copy " + src.String() + " to", Path: target.String(), Err: err, Hint: scpHint(err)})
 		}
 		return
 	}
@@ -548,107 +506,94 @@ func (j *scpJob) upload(ctx context.Context, src string, target SCPEndpoint, sev
 	switch {
 	case ctx.Err() != nil:
 	case err != nil:
-		j.fail(&Error{Op: "copy " + src + " to", Path: u.target, Err: err, Hint: scpHint(err)})
+		j.fail(&Error{Op: "copy " + src.String() + " to", Path: u.target, Err: err, Hint: scpHint(err)})
 	case cerr != nil:
-		j.fail(&Error{Op: "copy " + src + " to", Path: u.target, Err: cerr})
+		j.fail(&Error{Op: "copy " + src.String() + " to", Path: u.target, Err: cerr})
 	}
 }
 
-// scpUpload is one "scp -t" session.
+// scpUpload is one "scp -t" session: a mover that sends what the walk
+// of the source reaches as the protocol's records, in the walk's order.
 type scpUpload struct {
 	*scpJob
-	snd    *protocol.SCPSender
+	snd    *scp.Sender
 	target string // "host:path", for messages
 }
 
-// entry sends a local file or directory; a returned error ends the
-// session. at is a directory's place on the walk's path, nil for the
+// entry sends a file or directory of the source; a returned error ends
+// the session. at is a directory's place on the walk's path, nil for the
 // source operand.
-func (u *scpUpload) entry(ctx context.Context, p, name string, si fs.FileInfo, depth int, at *walkDir) error {
+func (u *scpUpload) entry(ctx context.Context, src Endpoint, name string, si fs.FileInfo, depth int, at *walkDir) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if strings.ContainsRune(name, '\n') {
-		u.fail(&Error{Op: "copy", Path: p, Err: errors.New("the name holds a newline, which the scp protocol cannot send"),
+		u.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("the name holds a newline, which the scp protocol cannot send"),
 			Hint: "leave out -O to copy it over SFTP"})
 		return nil
 	}
 	switch {
 	case si.IsDir():
-		return u.dir(ctx, p, name, si, depth, at)
+		return u.dir(ctx, src, name, si, depth, at)
 	case si.Mode().IsRegular():
-		return u.file(ctx, p, name, si)
+		return u.file(ctx, src, name, si)
 	}
-	u.fail(&Error{Op: "copy", Path: p, Err: errors.New("not a regular file")})
+	u.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("not a regular file")})
 	return nil
 }
 
 // refused records the server's refusal of one entry and reports whether
 // err was one.
-func (u *scpUpload) refused(err error, p string) bool {
-	return u.remoteWarning(err, "copy "+p+" to", u.target)
+func (u *scpUpload) refused(err error, src Endpoint) bool {
+	return u.remoteWarning(err, "copy "+src.String()+" to", u.target)
 }
 
-func (u *scpUpload) dir(ctx context.Context, p, name string, si fs.FileInfo, depth int, at *walkDir) error {
-	if depth >= maxDepth {
-		u.fail(&Error{Op: "copy", Path: p,
-			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
-			Hint: "a symbolic link may point to one of its own parent directories"})
-		return nil
-	}
-	if at == nil {
-		at = newWalkRoot(Endpoint{Local{}, p}, si)
-	} else if err := at.loop(); err != nil {
+func (u *scpUpload) dir(ctx context.Context, src Endpoint, name string, si fs.FileInfo, depth int, at *walkDir) error {
+	at, err := enterDir(src, si, depth, at)
+	if err != nil {
 		u.fail(err)
 		return nil
 	}
-	entries, err := Local{}.ReadDir(p)
+	listed, err := readDir(ctx, src.FS, src.Path)
 	if err != nil {
-		u.fail(&Error{Op: "read directory", Path: p, Err: err})
+		// Nothing of the directory is sent, rather than an empty one.
+		u.fail(&Error{Op: "read directory", Path: src.String(), Err: err, Hint: listingHint(err)})
 		return nil
 	}
-	rec := protocol.SCPRecord{Type: protocol.SCPDir, Name: name, Mode: si.Mode() & scpModeBits,
+	rec := scp.Record{Type: scp.Dir, Name: name, Mode: si.Mode() & scpModeBits,
 		Times: true, Mtime: si.ModTime(), Atime: atimeOf(si)}
 	if err := u.snd.StartDir(rec); err != nil {
-		if u.refused(err, p) {
+		if u.refused(err, src) {
 			return nil
 		}
 		return err
 	}
 	u.addDir()
-	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
-	for _, e := range entries {
-		child := filepath.Join(p, e.Name())
-		info := e
-		link := e.Mode()&fs.ModeSymlink != 0
-		if link {
-			// scp follows links: send what they point to.
-			if info, err = os.Stat(child); err != nil {
-				u.fail(&Error{Op: "read", Path: child, Err: err})
-				continue
-			}
-		}
-		if err := u.entry(ctx, child, e.Name(), info, depth+1, at.child(Endpoint{Local{}, child}, info, link)); err != nil {
+	for e := range u.dirEntries(ctx, src, listed, at) {
+		if err := u.entry(ctx, e.src, e.name, e.info, depth+1, e.at); err != nil {
 			return err
 		}
 	}
-	if err := u.snd.EndDir(); err != nil && !u.refused(err, p) {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := u.snd.EndDir(); err != nil && !u.refused(err, src) {
 		return err
 	}
 	return nil
 }
 
-func (u *scpUpload) file(ctx context.Context, p, name string, si fs.FileInfo) error {
-	f, err := os.Open(p)
+func (u *scpUpload) file(ctx context.Context, src Endpoint, name string, si fs.FileInfo) error {
+	f, err := src.FS.Open(src.Path)
 	if err != nil {
-		u.fail(&Error{Op: "read", Path: p, Err: err})
+		u.fail(&Error{Op: "read", Path: src.String(), Err: err})
 		return nil
 	}
 	defer f.Close()
-	rec := protocol.SCPRecord{Type: protocol.SCPFile, Name: name, Mode: si.Mode() & scpModeBits, Size: si.Size(),
+	rec := scp.Record{Type: scp.File, Name: name, Mode: si.Mode() & scpModeBits, Size: si.Size(),
 		Times: true, Mtime: si.ModTime(), Atime: atimeOf(si)}
 	if err := u.snd.StartFile(rec); err != nil {
-		if u.refused(err, p) {
+		if u.refused(err, src) {
 			return nil
 		}
 		return err
@@ -673,22 +618,22 @@ func (u *scpUpload) file(ctx context.Context, p, name string, si fs.FileInfo) er
 	}
 	err = u.snd.EndFile(readErr)
 	if readErr != nil {
-		u.fail(&Error{Op: "read", Path: p, Err: readErr,
+		u.fail(&Error{Op: "read", Path: src.String(), Err: readErr,
 			Hint: "the remote scp writes in place: the file on the server is incomplete; copy it again"})
-		var se *protocol.SCPError
+		var se *scp.Error
 		if err != nil && !(errors.As(err, &se) && !se.Fatal) {
 			return err
 		}
 		return nil
 	}
 	if err != nil {
-		if u.refused(err, p) {
+		if u.refused(err, src) {
 			return nil
 		}
 		return err
 	}
 	u.addFile(n)
-	u.logf("copied %s to %s: %d bytes in %s", p, u.target, n, time.Since(start).Round(time.Millisecond))
+	u.logf("copied %s to %s: %d bytes in %s", src, u.target, n, since(start))
 	return nil
 }
 

@@ -14,17 +14,17 @@ import (
 
 	"github.com/hpncp/hpncp/internal/sshdtest"
 	"github.com/hpncp/hpncp/internal/sshtest"
-	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/protocol/scp"
 )
 
 type execFunc = func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int
 
 // scpHost starts an in-process SSH server running exec requests with fn
 // and returns its scp end.
-func scpHost(t *testing.T, fn execFunc) *protocol.SCP {
+func scpHost(t *testing.T, fn execFunc) *scp.Host {
 	t.Helper()
 	c := sshtest.Start(t, sshtest.Options{Exec: fn}).Dial(t)
-	return protocol.NewSCP(c, "testhost:")
+	return scp.NewHost(c, "testhost:")
 }
 
 // realSCP runs the commands it is given with /bin/sh, as sshd does: the
@@ -34,8 +34,8 @@ func realSCP(t *testing.T) execFunc {
 	return sshtest.ShellExec(t.TempDir())
 }
 
-func remote(h *protocol.SCP, p string) SCPEndpoint { return SCPEndpoint{Host: h, Path: p} }
-func localSCP(p string) SCPEndpoint                { return SCPEndpoint{Path: p} }
+func remote(h *scp.Host, p string) SCPEndpoint { return SCPEndpoint{Host: h, Path: p} }
+func localSCP(p string) SCPEndpoint            { return SCPEndpoint{Path: p} }
 
 // scpTree builds a tree with the sizes and names that trip scp
 // implementations: empty files, sizes around buffer edges, a quote, a
@@ -530,4 +530,52 @@ func (p *countingProgress) Add(n int) { p.bytes += n }
 func (p *countingProgress) EndFile() {
 	p.inFile = false
 	p.ended++
+}
+
+// TestCopySCPDownloadFinishesLikeCopy has a download's writes fail on
+// the local end (a full disk, say): the file's previous content stays
+// under its name, no temporary file is left, and the files beside it
+// still arrive, as Copy gives every download.
+func TestCopySCPDownloadFinishesLikeCopy(t *testing.T) {
+	h := scpHost(t, realSCP(t))
+	src, dst := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(src, "d/big"), strings.Repeat("x", 3<<20))
+	write(t, filepath.Join(src, "d/small"), "small")
+	write(t, filepath.Join(dst, "d/big"), "previous")
+	target := SCPEndpoint{Path: dst, FS: failingFS{failAfter: 1 << 20}}
+	res, err := CopySCP(context.Background(), []SCPEndpoint{remote(h, filepath.Join(src, "d"))}, target,
+		Options{Recursive: true, BufferSize: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), "injected write failure") {
+		t.Fatalf("errors = %v, want the one write failure", res.Errors)
+	}
+	if got := strings.Join(tree(t, dst), " "); got != "d/ d/big:previous d/small:small" {
+		t.Errorf("target tree %q", got)
+	}
+	noTemps(t, dst)
+}
+
+// TestCopySCPUploadWalksLikeCopy gives an upload a source whose listing
+// holds a name that is not one path element: the walk Copy uses refuses
+// it, and the remote scp is sent the directory without it.
+func TestCopySCPUploadWalksLikeCopy(t *testing.T) {
+	h := scpHost(t, realSCP(t))
+	src, dst := t.TempDir(), t.TempDir()
+	write(t, filepath.Join(src, "d/f"), "f")
+	source := SCPEndpoint{Path: filepath.Join(src, "d"), FS: failingFS{failAfter: -1, names: []string{"../evil"}}}
+	res, err := CopySCP(context.Background(), []SCPEndpoint{source}, remote(h, dst), Options{Recursive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), `invalid name "../evil": contains a separator`) {
+		t.Fatalf("errors = %v, want the listed name refused", res.Errors)
+	}
+	if got := strings.Join(tree(t, dst), " "); got != "d/" {
+		t.Errorf("target tree %q", got)
+	}
+	if _, err := os.Lstat(filepath.Join(src, "evil")); err == nil {
+		t.Error("the refused name was written")
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hpncp/hpncp/internal/units"
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/protocol/scp"
 	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
 	"github.com/hpncp/hpncp/window"
@@ -545,7 +546,7 @@ func isTerminal(w io.Writer) bool {
 type remotes struct {
 	base    sshconn.Options
 	ends    map[string]*protocol.SFTP
-	scp     map[string]*protocol.SCP // hosts reached with the legacy scp protocol
+	scp     map[string]*scp.Host // hosts reached with the legacy scp protocol
 	mu      sync.Mutex
 	clients []*sshconn.Client
 	// aborted ends every dial, under way or to come, once the copy has
@@ -556,7 +557,7 @@ type remotes struct {
 
 func newRemotes(base sshconn.Options) *remotes {
 	aborted, stop := context.WithCancel(context.Background())
-	return &remotes{base: base, ends: map[string]*protocol.SFTP{}, scp: map[string]*protocol.SCP{},
+	return &remotes{base: base, ends: map[string]*protocol.SFTP{}, scp: map[string]*scp.Host{},
 		aborted: aborted, stopDialing: stop}
 }
 
@@ -639,7 +640,7 @@ func (r *remotes) endpoint(ctx context.Context, l transfer.Location) (transfer.E
 		if err != nil {
 			if has, herr := protocol.HasSFTP(first.Client); herr == nil && !has {
 				logf("%s has no sftp subsystem: using the legacy scp protocol (-O)", l.Host)
-				r.scp[key] = protocol.NewSCP(first.Client, l.HostLabel())
+				r.scp[key] = scp.NewHost(first.Client, l.HostLabel())
 				return transfer.Endpoint{}, errNoSFTP
 			}
 			return transfer.Endpoint{}, &sshconn.Error{Op: "start SFTP on", Host: l.Host, Err: err,
@@ -775,7 +776,7 @@ func (r *remotes) scpEndpoint(ctx context.Context, l transfer.Location) (transfe
 		r.mu.Lock()
 		r.clients = append(r.clients, c)
 		r.mu.Unlock()
-		h = protocol.NewSCP(c.Client, l.HostLabel())
+		h = scp.NewHost(c.Client, l.HostLabel())
 		r.scp[key] = h
 	}
 	return transfer.SCPEndpoint{Host: h, Path: remotePath(l.Path)}, nil

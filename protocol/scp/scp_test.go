@@ -1,4 +1,4 @@
-package protocol
+package scp
 
 import (
 	"bufio"
@@ -14,33 +14,32 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
-
 	"github.com/hpncp/hpncp/internal/sshtest"
 	"github.com/hpncp/hpncp/internal/vis"
+	"github.com/hpncp/hpncp/protocol"
 )
 
-func TestParseSCPLine(t *testing.T) {
+func TestParseLine(t *testing.T) {
 	tests := []struct {
 		line string
-		want SCPRecord
+		want Record
 		err  string // a part of the error; "" when the line is valid
 	}{
-		{line: "C0644 5 file", want: SCPRecord{Type: SCPFile, Mode: 0o644, Size: 5, Name: "file"}},
-		{line: "C0755 0 name with spaces", want: SCPRecord{Type: SCPFile, Mode: 0o755, Name: "name with spaces"}},
-		{line: "C4755 1 suid", want: SCPRecord{Type: SCPFile, Mode: 0o755 | fs.ModeSetuid, Size: 1, Name: "suid"}},
-		{line: "D2775 0 shared", want: SCPRecord{Type: SCPDir, Mode: 0o775 | fs.ModeSetgid, Name: "shared"}},
-		{line: "D1777 0 tmp", want: SCPRecord{Type: SCPDir, Mode: 0o777 | fs.ModeSticky, Name: "tmp"}},
-		{line: "C0644 1125899906842624 huge", want: SCPRecord{Type: SCPFile, Mode: 0o644, Size: MaxSCPFileSize, Name: "huge"}},
-		{line: "C0600 007 lead", want: SCPRecord{Type: SCPFile, Mode: 0o600, Size: 7, Name: "lead"}},
-		{line: "C0644 3 ünïcödé-名前", want: SCPRecord{Type: SCPFile, Mode: 0o644, Size: 3, Name: "ünïcödé-名前"}},
-		{line: "C0644 3 -leading-dash", want: SCPRecord{Type: SCPFile, Mode: 0o644, Size: 3, Name: "-leading-dash"}},
-		{line: "C0644 3 a\\b", want: SCPRecord{Type: SCPFile, Mode: 0o644, Size: 3, Name: `a\b`}},
-		{line: "E", want: SCPRecord{Type: SCPEnd}},
-		{line: "T1000000000 0 1000000001 999999", want: SCPRecord{Type: SCPTime, Times: true,
+		{line: "C0644 5 file", want: Record{Type: File, Mode: 0o644, Size: 5, Name: "file"}},
+		{line: "C0755 0 name with spaces", want: Record{Type: File, Mode: 0o755, Name: "name with spaces"}},
+		{line: "C4755 1 suid", want: Record{Type: File, Mode: 0o755 | fs.ModeSetuid, Size: 1, Name: "suid"}},
+		{line: "D2775 0 shared", want: Record{Type: Dir, Mode: 0o775 | fs.ModeSetgid, Name: "shared"}},
+		{line: "D1777 0 tmp", want: Record{Type: Dir, Mode: 0o777 | fs.ModeSticky, Name: "tmp"}},
+		{line: "C0644 1125899906842624 huge", want: Record{Type: File, Mode: 0o644, Size: MaxFileSize, Name: "huge"}},
+		{line: "C0600 007 lead", want: Record{Type: File, Mode: 0o600, Size: 7, Name: "lead"}},
+		{line: "C0644 3 ünïcödé-名前", want: Record{Type: File, Mode: 0o644, Size: 3, Name: "ünïcödé-名前"}},
+		{line: "C0644 3 -leading-dash", want: Record{Type: File, Mode: 0o644, Size: 3, Name: "-leading-dash"}},
+		{line: "C0644 3 a\\b", want: Record{Type: File, Mode: 0o644, Size: 3, Name: `a\b`}},
+		{line: "E", want: Record{Type: End}},
+		{line: "T1000000000 0 1000000001 999999", want: Record{Type: Time, Times: true,
 			Mtime: time.Unix(1e9, 0), Atime: time.Unix(1e9+1, 999999000)}},
-		{line: "\x01scp: /x: No such file or directory", want: SCPRecord{Type: SCPWarning, Message: "scp: /x: No such file or directory"}},
-		{line: "\x02scp: \x1b[2Jgone", want: SCPRecord{Type: SCPFatal, Message: `scp: \033[2Jgone`}},
+		{line: "\x01scp: /x: No such file or directory", want: Record{Type: Warning, Message: "scp: /x: No such file or directory"}},
+		{line: "\x02scp: \x1b[2Jgone", want: Record{Type: Fatal, Message: `scp: \033[2Jgone`}},
 
 		{line: "", err: "empty line"},
 		{line: "C0644 5 ../evil", err: "contains a slash"},
@@ -81,41 +80,41 @@ func TestParseSCPLine(t *testing.T) {
 		{line: "C0644 5 " + strings.Repeat("x", maxSCPLine), err: "line of"},
 	}
 	for _, tt := range tests {
-		got, err := ParseSCPLine(tt.line)
+		got, err := ParseLine(tt.line)
 		if tt.err != "" {
-			if err == nil || !errors.Is(err, ErrSCPProtocol) || !strings.Contains(err.Error(), tt.err) {
-				t.Errorf("ParseSCPLine(%q) = %+v, %v; want an ErrSCPProtocol error containing %q", tt.line, got, err, tt.err)
+			if err == nil || !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("ParseLine(%q) = %+v, %v; want an ErrProtocol error containing %q", tt.line, got, err, tt.err)
 			}
 			continue
 		}
 		if err != nil {
-			t.Errorf("ParseSCPLine(%q): %v", tt.line, err)
+			t.Errorf("ParseLine(%q): %v", tt.line, err)
 			continue
 		}
 		if !sameRecord(got, tt.want) {
-			t.Errorf("ParseSCPLine(%q) = %+v, want %+v", tt.line, got, tt.want)
+			t.Errorf("ParseLine(%q) = %+v, want %+v", tt.line, got, tt.want)
 		}
 	}
 }
 
-func sameRecord(a, b SCPRecord) bool {
+func sameRecord(a, b Record) bool {
 	return a.Type == b.Type && a.Mode == b.Mode && a.Size == b.Size && a.Name == b.Name &&
 		a.Times == b.Times && a.Mtime.Equal(b.Mtime) && a.Atime.Equal(b.Atime) && a.Message == b.Message
 }
 
-func TestSCPRecordLine(t *testing.T) {
+func TestRecordLine(t *testing.T) {
 	tests := []struct {
-		rec  SCPRecord
+		rec  Record
 		want string
 	}{
-		{SCPRecord{Type: SCPFile, Mode: 0o644, Size: 5, Name: "f"}, "C0644 5 f"},
-		{SCPRecord{Type: SCPFile, Mode: 0o755 | fs.ModeSetuid | fs.ModeSetgid, Size: 0, Name: "s"}, "C6755 0 s"},
-		{SCPRecord{Type: SCPDir, Mode: 0o700 | fs.ModeSticky, Name: "d"}, "D1700 0 d"},
-		{SCPRecord{Type: SCPEnd}, "E"},
-		{SCPRecord{Type: SCPTime, Mtime: time.Unix(1e9, 123456789), Atime: time.Unix(5, 0)}, "T1000000000 123456 5 0"},
+		{Record{Type: File, Mode: 0o644, Size: 5, Name: "f"}, "C0644 5 f"},
+		{Record{Type: File, Mode: 0o755 | fs.ModeSetuid | fs.ModeSetgid, Size: 0, Name: "s"}, "C6755 0 s"},
+		{Record{Type: Dir, Mode: 0o700 | fs.ModeSticky, Name: "d"}, "D1700 0 d"},
+		{Record{Type: End}, "E"},
+		{Record{Type: Time, Mtime: time.Unix(1e9, 123456789), Atime: time.Unix(5, 0)}, "T1000000000 123456 5 0"},
 		// Times before 1970 go as 1970, as OpenSSH's scp sends them.
-		{SCPRecord{Type: SCPTime, Mtime: time.Unix(-100, 0), Atime: time.Unix(-1, 5)}, "T0 0 0 0"},
-		{SCPRecord{Type: SCPWarning, Message: "no\nway"}, "\x01no\\012way"},
+		{Record{Type: Time, Mtime: time.Unix(-100, 0), Atime: time.Unix(-1, 5)}, "T0 0 0 0"},
+		{Record{Type: Warning, Message: "no\nway"}, "\x01no\\012way"},
 	}
 	for _, tt := range tests {
 		if got := tt.rec.Line(); got != tt.want {
@@ -124,10 +123,10 @@ func TestSCPRecordLine(t *testing.T) {
 	}
 }
 
-// FuzzParseSCPLine checks that no line makes the parser panic, and that
+// FuzzParseLine checks that no line makes the parser panic, and that
 // whatever it accepts is safe to act on and survives a round trip.
-// Run it with: go test -run='^$' -fuzz=FuzzParseSCPLine -fuzztime=60s ./protocol
-func FuzzParseSCPLine(f *testing.F) {
+// Run it with: go test -run='^$' -fuzz=FuzzParseLine -fuzztime=60s ./protocol
+func FuzzParseLine(f *testing.F) {
 	for _, s := range []string{
 		"C0644 5 file", "D0755 0 dir", "E", "T1000000000 0 1000000000 0",
 		"\x01scp: warning", "\x02scp: fatal", "C0644 5 ../evil", "C4755 1 x",
@@ -135,41 +134,41 @@ func FuzzParseSCPLine(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		rec, err := ParseSCPLine(line)
+		rec, err := ParseLine(line)
 		if err != nil {
-			if !errors.Is(err, ErrSCPProtocol) {
-				t.Fatalf("ParseSCPLine(%q): error %v does not wrap ErrSCPProtocol", line, err)
+			if !errors.Is(err, ErrProtocol) {
+				t.Fatalf("ParseLine(%q): error %v does not wrap ErrProtocol", line, err)
 			}
 			return
 		}
 		switch rec.Type {
-		case SCPFile, SCPDir:
+		case File, Dir:
 			if err := checkSCPName(rec.Name); err != nil {
-				t.Fatalf("ParseSCPLine(%q) accepted name %q: %v", line, rec.Name, err)
+				t.Fatalf("ParseLine(%q) accepted name %q: %v", line, rec.Name, err)
 			}
-			if rec.Size < 0 || rec.Size > MaxSCPFileSize {
-				t.Fatalf("ParseSCPLine(%q) accepted size %d", line, rec.Size)
+			if rec.Size < 0 || rec.Size > MaxFileSize {
+				t.Fatalf("ParseLine(%q) accepted size %d", line, rec.Size)
 			}
 			if rec.Mode&^(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
-				t.Fatalf("ParseSCPLine(%q) gave mode %v", line, rec.Mode)
+				t.Fatalf("ParseLine(%q) gave mode %v", line, rec.Mode)
 			}
-		case SCPTime:
+		case Time:
 			for _, tm := range []time.Time{rec.Mtime, rec.Atime} {
 				if tm.Unix() < 0 || tm.Unix() > maxSCPTime {
-					t.Fatalf("ParseSCPLine(%q) accepted time %v", line, tm)
+					t.Fatalf("ParseLine(%q) accepted time %v", line, tm)
 				}
 			}
-		case SCPWarning, SCPFatal:
+		case Warning, Fatal:
 			if vis.String(rec.Message) != rec.Message {
-				t.Fatalf("ParseSCPLine(%q) gave an unprintable message %q", line, rec.Message)
+				t.Fatalf("ParseLine(%q) gave an unprintable message %q", line, rec.Message)
 			}
-		case SCPEnd:
+		case End:
 		default:
-			t.Fatalf("ParseSCPLine(%q) gave type %q", line, rec.Type)
+			t.Fatalf("ParseLine(%q) gave type %q", line, rec.Type)
 		}
-		again, err := ParseSCPLine(rec.Line())
+		again, err := ParseLine(rec.Line())
 		if err != nil || !sameRecord(rec, again) {
-			t.Fatalf("ParseSCPLine(%q) = %+v, whose Line %q parses as %+v, %v", line, rec, rec.Line(), again, err)
+			t.Fatalf("ParseLine(%q) = %+v, whose Line %q parses as %+v, %v", line, rec, rec.Line(), again, err)
 		}
 	})
 }
@@ -199,8 +198,8 @@ func TestQuoteRemote(t *testing.T) {
 		"`touch " + pwned + "`", "; touch " + pwned, "x\ny", "-rf", "~", "!", `"`, "",
 	}
 	for _, s := range hostile {
-		if got := sh(quoteRemote(s)); got != s {
-			t.Errorf("quoteRemote(%q) reached the shell as %q", s, got)
+		if got := sh(protocol.QuoteArg(s)); got != s {
+			t.Errorf("protocol.QuoteArg(%q) reached the shell as %q", s, got)
 		}
 		if got := sh(quoteRemotePattern(s)); got != s {
 			t.Errorf("quoteRemotePattern(%q) reached the shell as %q", s, got)
@@ -218,21 +217,8 @@ func TestQuoteRemote(t *testing.T) {
 	if got, want := sh(quoteRemotePattern(dir+"/a[2]")), dir+"/a2"; got != want {
 		t.Errorf("pattern a[2] expanded to %q, want %q", got, want)
 	}
-	if got, want := sh(quoteRemote(dir+"/a*")), dir+"/a*"; got != want {
+	if got, want := sh(protocol.QuoteArg(dir+"/a*")), dir+"/a*"; got != want {
 		t.Errorf("quoteRemote let a pattern expand: %q", got)
-	}
-}
-
-// dial connects to an in-process test server.
-func dial(t *testing.T, srv *sshtest.Server) *ssh.Client { return srv.Dial(t) }
-
-func TestHasSFTP(t *testing.T) {
-	for _, noSFTP := range []bool{false, true} {
-		srv := sshtest.Start(t, sshtest.Options{NoSFTP: noSFTP})
-		ok, err := HasSFTP(dial(t, srv))
-		if err != nil || ok == noSFTP {
-			t.Errorf("HasSFTP with NoSFTP=%v = %v, %v", noSFTP, ok, err)
-		}
 	}
 }
 
@@ -243,7 +229,7 @@ type peer struct {
 	got  chan []byte
 }
 
-func startPeer(t *testing.T, script func(r *bufio.Reader, w io.Writer) error) (*SCP, *peer) {
+func startPeer(t *testing.T, script func(r *bufio.Reader, w io.Writer) error) (*Host, *peer) {
 	t.Helper()
 	p := &peer{cmds: make(chan string, 10), got: make(chan []byte, 10)}
 	srv := sshtest.Start(t, sshtest.Options{Exec: func(cmd string, stdin io.Reader, stdout, _ io.Writer) int {
@@ -264,7 +250,7 @@ func startPeer(t *testing.T, script func(r *bufio.Reader, w io.Writer) error) (*
 		}
 		return 0
 	}})
-	return NewSCP(dial(t, srv), "testhost:"), p
+	return NewHost(srv.Dial(t), "testhost:"), p
 }
 
 // expect reads want from r.
@@ -281,7 +267,7 @@ func expect(r *bufio.Reader, want string) error {
 
 func strconvQuote(b []byte) string { return quoteLine(string(b)) }
 
-func TestSCPReceiverFollowsTheProtocol(t *testing.T) {
+func TestReceiverFollowsTheProtocol(t *testing.T) {
 	scp, p := startPeer(t, func(r *bufio.Reader, w io.Writer) error {
 		steps := []struct{ send, want string }{
 			{"", "\x00"},
@@ -303,7 +289,7 @@ func TestSCPReceiverFollowsTheProtocol(t *testing.T) {
 		io.WriteString(w, "\x01scp: dir/unreadable: Permission denied\nE\n")
 		return expect(r, "\x00")
 	})
-	rcv, err := scp.Receive(context.Background(), "/srv/dir", SCPOptions{Recursive: true, Preserve: true})
+	rcv, err := scp.Receive(context.Background(), "/srv/dir", Options{Recursive: true, Preserve: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,14 +297,14 @@ func TestSCPReceiverFollowsTheProtocol(t *testing.T) {
 		t.Errorf("command %q", cmd)
 	}
 	rec, err := rcv.Next()
-	if err != nil || rec.Type != SCPDir || rec.Name != "dir" || !rec.Times || rec.Mtime.Unix() != 1e9 {
+	if err != nil || rec.Type != Dir || rec.Name != "dir" || !rec.Times || rec.Mtime.Unix() != 1e9 {
 		t.Fatalf("Next = %+v, %v; want directory dir with times", rec, err)
 	}
 	if err := rcv.Reply(nil); err != nil {
 		t.Fatal(err)
 	}
 	rec, err = rcv.Next()
-	if err != nil || rec.Type != SCPFile || rec.Name != "f" || rec.Size != 5 || rec.Mode != 0o640 || rec.Times {
+	if err != nil || rec.Type != File || rec.Name != "f" || rec.Size != 5 || rec.Mode != 0o640 || rec.Times {
 		t.Fatalf("Next = %+v, %v; want file f", rec, err)
 	}
 	if err := rcv.Reply(nil); err != nil {
@@ -340,11 +326,11 @@ func TestSCPReceiverFollowsTheProtocol(t *testing.T) {
 	if err := rcv.Reply(errors.New("not wanted")); err != nil {
 		t.Fatal(err)
 	}
-	var se *SCPError
+	var se *Error
 	if _, err := rcv.Next(); !errors.As(err, &se) || se.Fatal || !strings.Contains(err.Error(), "Permission denied") {
 		t.Fatalf("Next = %v, want the server's warning", err)
 	}
-	if rec, err = rcv.Next(); err != nil || rec.Type != SCPEnd {
+	if rec, err = rcv.Next(); err != nil || rec.Type != End {
 		t.Fatalf("Next = %+v, %v; want the end of dir", rec, err)
 	}
 	if _, err := rcv.Next(); err != io.EOF {
@@ -358,10 +344,10 @@ func TestSCPReceiverFollowsTheProtocol(t *testing.T) {
 	}
 }
 
-// TestSCPReceiverRefusesHostileServers feeds the receiver what a
+// TestReceiverRefusesHostileServers feeds the receiver what a
 // malicious "scp -f" could send; each must end the session with an
-// ErrSCPProtocol error before the entry is handed on.
-func TestSCPReceiverRefusesHostileServers(t *testing.T) {
+// ErrProtocol error before the entry is handed on.
+func TestReceiverRefusesHostileServers(t *testing.T) {
 	tests := []struct {
 		name, req string
 		recursive bool
@@ -391,7 +377,7 @@ func TestSCPReceiverRefusesHostileServers(t *testing.T) {
 				io.WriteString(w, tt.send)
 				return nil
 			})
-			rcv, err := scp.Receive(context.Background(), tt.req, SCPOptions{Recursive: tt.recursive})
+			rcv, err := scp.Receive(context.Background(), tt.req, Options{Recursive: tt.recursive})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -399,18 +385,18 @@ func TestSCPReceiverRefusesHostileServers(t *testing.T) {
 			for {
 				rec, err := rcv.Next()
 				if err != nil {
-					if !errors.Is(err, ErrSCPProtocol) || !strings.Contains(err.Error(), tt.err) {
-						t.Fatalf("Next: %v; want an ErrSCPProtocol error containing %q", err, tt.err)
+					if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), tt.err) {
+						t.Fatalf("Next: %v; want an ErrProtocol error containing %q", err, tt.err)
 					}
 					return
 				}
-				if rec.Type == SCPEnd {
+				if rec.Type == End {
 					continue
 				}
 				if err := rcv.Reply(nil); err != nil {
 					t.Fatalf("Reply: %v", err)
 				}
-				if rec.Type == SCPFile {
+				if rec.Type == File {
 					if _, err := io.Copy(io.Discard, rcv); err != nil {
 						t.Fatalf("Read: %v", err)
 					}
@@ -426,7 +412,7 @@ func TestSCPReceiverRefusesHostileServers(t *testing.T) {
 	}
 }
 
-func TestSCPReceiverShortFile(t *testing.T) {
+func TestReceiverShortFile(t *testing.T) {
 	scp, _ := startPeer(t, func(r *bufio.Reader, w io.Writer) error {
 		if err := expect(r, "\x00"); err != nil {
 			return err
@@ -438,7 +424,7 @@ func TestSCPReceiverShortFile(t *testing.T) {
 		_, err := io.WriteString(w, "only ten b")
 		return err
 	})
-	rcv, err := scp.Receive(context.Background(), "f", SCPOptions{})
+	rcv, err := scp.Receive(context.Background(), "f", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +444,7 @@ func TestSCPReceiverShortFile(t *testing.T) {
 	}
 }
 
-func TestSCPSenderFollowsTheProtocol(t *testing.T) {
+func TestSenderFollowsTheProtocol(t *testing.T) {
 	scp, p := startPeer(t, func(r *bufio.Reader, w io.Writer) error {
 		io.WriteString(w, "\x00")
 		for {
@@ -492,7 +478,7 @@ func TestSCPSenderFollowsTheProtocol(t *testing.T) {
 			io.WriteString(w, "\x00")
 		}
 	})
-	snd, err := scp.Send(context.Background(), "it's here", SCPOptions{Recursive: true, Preserve: true, TargetIsDir: true})
+	snd, err := scp.Send(context.Background(), "it's here", Options{Recursive: true, Preserve: true, TargetIsDir: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,11 +486,11 @@ func TestSCPSenderFollowsTheProtocol(t *testing.T) {
 		t.Errorf("command %q", cmd)
 	}
 	mtime, atime := time.Unix(1e9, 5000), time.Unix(1e9+1, 0)
-	dir := SCPRecord{Type: SCPDir, Mode: 0o750, Name: "d", Times: true, Mtime: mtime, Atime: atime}
+	dir := Record{Type: Dir, Mode: 0o750, Name: "d", Times: true, Mtime: mtime, Atime: atime}
 	if err := snd.StartDir(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := snd.StartFile(SCPRecord{Type: SCPFile, Mode: 0o644, Size: 5, Name: "f"}); err != nil {
+	if err := snd.StartFile(Record{Type: File, Mode: 0o644, Size: 5, Name: "f"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := snd.Write([]byte("hel")); err != nil {
@@ -513,15 +499,15 @@ func TestSCPSenderFollowsTheProtocol(t *testing.T) {
 	if err := snd.EndFile(errors.New("disk on fire")); err != nil {
 		t.Fatal(err)
 	}
-	var se *SCPError
-	err = snd.StartFile(SCPRecord{Type: SCPFile, Mode: 0o600, Size: 3, Name: "refused"})
+	var se *Error
+	err = snd.StartFile(Record{Type: File, Mode: 0o600, Size: 3, Name: "refused"})
 	if !errors.As(err, &se) || se.Fatal {
 		t.Fatalf("StartFile of a refused file = %v, want the server's refusal", err)
 	}
-	if err := snd.StartFile(SCPRecord{Type: SCPFile, Mode: 0o600, Size: 1, Name: "bad\nname"}); err == nil {
+	if err := snd.StartFile(Record{Type: File, Mode: 0o600, Size: 1, Name: "bad\nname"}); err == nil {
 		t.Fatal("StartFile with a newline in the name succeeded")
 	}
-	if err := snd.StartFile(SCPRecord{Type: SCPFile, Mode: 0o4755, Size: 2, Name: "g"}); err != nil {
+	if err := snd.StartFile(Record{Type: File, Mode: 0o4755, Size: 2, Name: "g"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := snd.Write([]byte("ok")); err != nil {
@@ -543,19 +529,19 @@ func TestSCPSenderFollowsTheProtocol(t *testing.T) {
 	}
 }
 
-func TestSCPSenderStopsAtTheSize(t *testing.T) {
+func TestSenderStopsAtTheSize(t *testing.T) {
 	scp, _ := startPeer(t, func(r *bufio.Reader, w io.Writer) error {
 		io.WriteString(w, "\x00")
 		r.ReadString('\n')
 		io.WriteString(w, "\x00")
 		return nil
 	})
-	snd, err := scp.Send(context.Background(), "t", SCPOptions{})
+	snd, err := scp.Send(context.Background(), "t", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer snd.Close()
-	if err := snd.StartFile(SCPRecord{Type: SCPFile, Mode: 0o644, Size: 5, Name: "f"}); err != nil {
+	if err := snd.StartFile(Record{Type: File, Mode: 0o644, Size: 5, Name: "f"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := snd.Write([]byte("hello!")); err == nil {
@@ -566,36 +552,36 @@ func TestSCPSenderStopsAtTheSize(t *testing.T) {
 	}
 }
 
-func TestSCPSendRefusedAtStart(t *testing.T) {
+func TestSendRefusedAtStart(t *testing.T) {
 	scp, _ := startPeer(t, func(r *bufio.Reader, w io.Writer) error {
 		_, err := io.WriteString(w, "\x01scp: /nodir: Not a directory\n")
 		return err
 	})
-	_, err := scp.Send(context.Background(), "/nodir", SCPOptions{TargetIsDir: true})
-	var se *SCPError
+	_, err := scp.Send(context.Background(), "/nodir", Options{TargetIsDir: true})
+	var se *Error
 	if !errors.As(err, &se) || err.Error() != "remote scp: /nodir: Not a directory" {
 		t.Fatalf("Send = %v, want the server's refusal", err)
 	}
 }
 
-func TestSCPExecRefused(t *testing.T) {
+func TestExecRefused(t *testing.T) {
 	srv := sshtest.Start(t, sshtest.Options{})
-	_, err := NewSCP(dial(t, srv), "testhost:").Receive(context.Background(), "f", SCPOptions{})
-	if !errors.Is(err, ErrSCPUnavailable) {
-		t.Fatalf("Receive from a server without exec = %v, want ErrSCPUnavailable", err)
+	_, err := NewHost(srv.Dial(t), "testhost:").Receive(context.Background(), "f", Options{})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Receive from a server without exec = %v, want ErrUnavailable", err)
 	}
 }
 
-func TestSCPReceiveRefusesNamelessPaths(t *testing.T) {
-	scp := NewSCP(nil, "testhost:")
+func TestReceiveRefusesNamelessPaths(t *testing.T) {
+	scp := NewHost(nil, "testhost:")
 	for _, p := range []string{"", ".", "..", "/", "dir/..", "tab\there"} {
-		if _, err := scp.Receive(context.Background(), p, SCPOptions{}); err == nil {
+		if _, err := scp.Receive(context.Background(), p, Options{}); err == nil {
 			t.Errorf("Receive(%q) succeeded", p)
 		}
 	}
 }
 
-func TestSCPCloseReportsUnexplainedFailure(t *testing.T) {
+func TestCloseReportsUnexplainedFailure(t *testing.T) {
 	srv := sshtest.Start(t, sshtest.Options{Exec: func(_ string, stdin io.Reader, _, stderr io.Writer) int {
 		// Take the client's first byte, so that its write cannot meet a
 		// closed channel, then fail as a shell without scp does.
@@ -603,8 +589,8 @@ func TestSCPCloseReportsUnexplainedFailure(t *testing.T) {
 		io.WriteString(stderr, "sh: 1: scp: not found\n")
 		return 127
 	}})
-	scp := NewSCP(dial(t, srv), "testhost:")
-	rcv, err := scp.Receive(context.Background(), "f", SCPOptions{})
+	scp := NewHost(srv.Dial(t), "testhost:")
+	rcv, err := scp.Receive(context.Background(), "f", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +603,7 @@ func TestSCPCloseReportsUnexplainedFailure(t *testing.T) {
 	}
 }
 
-func TestSCPCancel(t *testing.T) {
+func TestCancel(t *testing.T) {
 	release := make(chan struct{})
 	scp, _ := startPeer(t, func(r *bufio.Reader, w io.Writer) error {
 		<-release
@@ -625,7 +611,7 @@ func TestSCPCancel(t *testing.T) {
 	})
 	defer close(release)
 	ctx, cancel := context.WithCancel(context.Background())
-	rcv, err := scp.Receive(ctx, "f", SCPOptions{})
+	rcv, err := scp.Receive(ctx, "f", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

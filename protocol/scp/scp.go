@@ -1,4 +1,8 @@
-package protocol
+// Package scp speaks the legacy scp protocol, as OpenSSH's scp speaks it
+// with -O, over a command run on the server: a Receiver for downloads
+// ("scp -f"), a Sender for uploads ("scp -t"), and the strict parser of
+// the protocol's lines both rely on.
+package scp
 
 import (
 	"bufio"
@@ -17,12 +21,12 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hpncp/hpncp/internal/vis"
+	"github.com/hpncp/hpncp/protocol"
 )
 
-// The legacy scp protocol, as OpenSSH's scp speaks it with -O: the client
-// runs "scp -t TARGET" (to) or "scp -f SOURCE" (from) on the server and the
-// two ends exchange lines and file bytes over the command's stdin and
-// stdout. Every line and every file's bytes are answered by the other end
+// The protocol: the client runs "scp -t TARGET" (to) or "scp -f SOURCE"
+// (from) on the server and the two ends exchange lines and file bytes over
+// the command's stdin and stdout. Every line and every file's bytes are answered by the other end
 // with a byte: 0 for yes, or 1 (a problem with one file) or 2 (fatal)
 // followed by a message line.
 //
@@ -32,19 +36,19 @@ import (
 
 // The first byte of each line says what the line is.
 const (
-	SCPFile    byte = 'C' // a regular file: mode, size and name; its bytes follow
-	SCPDir     byte = 'D' // a directory: mode and name; its entries follow, then SCPEnd
-	SCPEnd     byte = 'E' // the end of the current directory
-	SCPTime    byte = 'T' // times of the file or directory on the next line
-	SCPWarning byte = 1   // an error about one file; the copy goes on
-	SCPFatal   byte = 2   // an error after which the sender stops
+	File    byte = 'C' // a regular file: mode, size and name; its bytes follow
+	Dir     byte = 'D' // a directory: mode and name; its entries follow, then End
+	End     byte = 'E' // the end of the current directory
+	Time    byte = 'T' // times of the file or directory on the next line
+	Warning byte = 1   // an error about one file; the copy goes on
+	Fatal   byte = 2   // an error after which the sender stops
 )
 
 const (
-	// MaxSCPFileSize bounds the size a file line may announce. 1 PiB is
+	// MaxFileSize bounds the size a file line may announce. 1 PiB is
 	// more than any file a server holds: a larger size is garbage, or a
 	// way to make the receiver wait for bytes that never come.
-	MaxSCPFileSize = 1 << 50
+	MaxFileSize = 1 << 50
 	// maxSCPName is NAME_MAX on the file systems hpncp writes to; a longer
 	// name could not be created anyway.
 	maxSCPName = 255
@@ -54,65 +58,68 @@ const (
 	// maxSCPTime is the last second of the year 9999; later times are
 	// garbage.
 	maxSCPTime = 253402300799
+	// maxStderr bounds the stderr kept of a remote scp: the end of it
+	// says why it stopped.
+	maxStderr = 1024
 	// scpExitWait bounds the wait for a remote scp to exit once the
 	// protocol is over, so that a server that never closes cannot hang a
 	// copy that has finished.
 	scpExitWait = 10 * time.Second
 )
 
-// ErrSCPProtocol marks a line, or an order of lines, that no correct scp
+// ErrProtocol marks a line, or an order of lines, that no correct scp
 // sends. The session that received it is over.
-var ErrSCPProtocol = errors.New("scp protocol error")
+var ErrProtocol = errors.New("scp protocol error")
 
-// ErrSCPUnavailable marks a server that would not run scp.
-var ErrSCPUnavailable = errors.New("the server would not run scp")
+// ErrUnavailable marks a server that would not run scp.
+var ErrUnavailable = errors.New("the server would not run scp")
 
-// SCPRecord is one line of the scp protocol.
-type SCPRecord struct {
+// Record is one line of the scp protocol.
+type Record struct {
 	Type byte
 	// Mode holds a file's or directory's permission bits and
 	// fs.ModeSetuid, fs.ModeSetgid and fs.ModeSticky.
 	Mode fs.FileMode
 	Size int64  // of a file
 	Name string // of a file or directory: one path element
-	// Times is set when Mtime and Atime hold times: in an SCPTime record,
+	// Times is set when Mtime and Atime hold times: in an Time record,
 	// and in the file or directory record a time line came before.
 	Times        bool
 	Mtime, Atime time.Time
-	// Message is the text of an SCPWarning or SCPFatal line, with control
+	// Message is the text of an Warning or Fatal line, with control
 	// characters escaped so that it is safe to print.
 	Message string
 }
 
-// ParseSCPLine parses one line of the protocol, without its newline. It
+// ParseLine parses one line of the protocol, without its newline. It
 // is strict: a mode is four octal digits, a size decimal digits up to
-// MaxSCPFileSize, times decimal seconds up to the year 9999 and
+// MaxFileSize, times decimal seconds up to the year 9999 and
 // microseconds below a million, a name one path element with no control
 // characters, fields separated by single spaces. An error wraps
-// ErrSCPProtocol.
-func ParseSCPLine(line string) (SCPRecord, error) {
+// ErrProtocol.
+func ParseLine(line string) (Record, error) {
 	switch {
 	case line == "":
-		return SCPRecord{}, fmt.Errorf("%w: empty line", ErrSCPProtocol)
+		return Record{}, fmt.Errorf("%w: empty line", ErrProtocol)
 	case len(line) > maxSCPLine:
-		return SCPRecord{}, fmt.Errorf("%w: line of %d bytes", ErrSCPProtocol, len(line))
+		return Record{}, fmt.Errorf("%w: line of %d bytes", ErrProtocol, len(line))
 	case strings.IndexByte(line, '\n') >= 0:
-		return SCPRecord{}, fmt.Errorf("%w: newline inside line %s", ErrSCPProtocol, quoteLine(line))
+		return Record{}, fmt.Errorf("%w: newline inside line %s", ErrProtocol, quoteLine(line))
 	}
 	switch line[0] {
-	case SCPWarning, SCPFatal:
-		return SCPRecord{Type: line[0], Message: boundMessage(vis.String(line[1:]))}, nil
-	case SCPEnd:
+	case Warning, Fatal:
+		return Record{Type: line[0], Message: boundMessage(vis.String(line[1:]))}, nil
+	case End:
 		if line != "E" {
-			return SCPRecord{}, fmt.Errorf("%w: end of directory with trailing text %s", ErrSCPProtocol, quoteLine(line))
+			return Record{}, fmt.Errorf("%w: end of directory with trailing text %s", ErrProtocol, quoteLine(line))
 		}
-		return SCPRecord{Type: SCPEnd}, nil
-	case SCPTime:
+		return Record{Type: End}, nil
+	case Time:
 		return parseTimes(line)
-	case SCPFile, SCPDir:
+	case File, Dir:
 		return parseEntry(line)
 	}
-	return SCPRecord{}, fmt.Errorf("%w: unexpected line %s", ErrSCPProtocol, quoteLine(line))
+	return Record{}, fmt.Errorf("%w: unexpected line %s", ErrProtocol, quoteLine(line))
 }
 
 // boundMessage cuts an escaped message, whole runes at a time, to what
@@ -127,10 +134,10 @@ func boundMessage(m string) string {
 }
 
 // parseTimes reads "Tmtime usec atime usec".
-func parseTimes(line string) (SCPRecord, error) {
+func parseTimes(line string) (Record, error) {
 	f := strings.Split(line[1:], " ")
 	if len(f) != 4 {
-		return SCPRecord{}, fmt.Errorf("%w: malformed time line %s", ErrSCPProtocol, quoteLine(line))
+		return Record{}, fmt.Errorf("%w: malformed time line %s", ErrProtocol, quoteLine(line))
 	}
 	var v [4]uint64
 	for i, s := range f {
@@ -140,12 +147,12 @@ func parseTimes(line string) (SCPRecord, error) {
 			limit = 999999
 		}
 		if !ok || n > limit {
-			return SCPRecord{}, fmt.Errorf("%w: time out of range in %s", ErrSCPProtocol, quoteLine(line))
+			return Record{}, fmt.Errorf("%w: time out of range in %s", ErrProtocol, quoteLine(line))
 		}
 		v[i] = n
 	}
-	return SCPRecord{
-		Type:  SCPTime,
+	return Record{
+		Type:  Time,
 		Times: true,
 		Mtime: time.Unix(int64(v[0]), int64(v[1])*1000),
 		Atime: time.Unix(int64(v[2]), int64(v[3])*1000),
@@ -153,30 +160,30 @@ func parseTimes(line string) (SCPRecord, error) {
 }
 
 // parseEntry reads "Cmode size name" or "Dmode size name".
-func parseEntry(line string) (SCPRecord, error) {
+func parseEntry(line string) (Record, error) {
 	if len(line) < 6 || line[5] != ' ' {
-		return SCPRecord{}, fmt.Errorf("%w: mode is not four octal digits in %s", ErrSCPProtocol, quoteLine(line))
+		return Record{}, fmt.Errorf("%w: mode is not four octal digits in %s", ErrProtocol, quoteLine(line))
 	}
 	var m uint32
 	for _, c := range []byte(line[1:5]) {
 		if c < '0' || c > '7' {
-			return SCPRecord{}, fmt.Errorf("%w: mode is not four octal digits in %s", ErrSCPProtocol, quoteLine(line))
+			return Record{}, fmt.Errorf("%w: mode is not four octal digits in %s", ErrProtocol, quoteLine(line))
 		}
 		m = m<<3 | uint32(c-'0')
 	}
 	sizeText, name, ok := strings.Cut(line[6:], " ")
 	if !ok {
-		return SCPRecord{}, fmt.Errorf("%w: no name in %s", ErrSCPProtocol, quoteLine(line))
+		return Record{}, fmt.Errorf("%w: no name in %s", ErrProtocol, quoteLine(line))
 	}
 	size, ok := decimal(sizeText)
-	if !ok || size > MaxSCPFileSize {
-		return SCPRecord{}, fmt.Errorf("%w: size %q is not a number of bytes up to %d", ErrSCPProtocol, sizeText, int64(MaxSCPFileSize))
+	if !ok || size > MaxFileSize {
+		return Record{}, fmt.Errorf("%w: size %q is not a number of bytes up to %d", ErrProtocol, sizeText, int64(MaxFileSize))
 	}
 	if err := checkSCPName(name); err != nil {
-		return SCPRecord{}, err
+		return Record{}, err
 	}
-	rec := SCPRecord{Type: line[0], Mode: fileMode(m), Name: name}
-	if rec.Type == SCPFile {
+	rec := Record{Type: line[0], Mode: protocol.FileMode(m), Name: name}
+	if rec.Type == File {
 		rec.Size = int64(size)
 	}
 	return rec, nil
@@ -203,51 +210,36 @@ func decimal(s string) (uint64, bool) {
 func checkSCPName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty file name", ErrSCPProtocol)
+		return fmt.Errorf("%w: empty file name", ErrProtocol)
 	case name == "." || name == "..":
-		return fmt.Errorf("%w: file name %q", ErrSCPProtocol, name)
+		return fmt.Errorf("%w: file name %q", ErrProtocol, name)
 	case len(name) > maxSCPName:
-		return fmt.Errorf("%w: file name of %d bytes (at most %d)", ErrSCPProtocol, len(name), maxSCPName)
+		return fmt.Errorf("%w: file name of %d bytes (at most %d)", ErrProtocol, len(name), maxSCPName)
 	case strings.IndexByte(name, '/') >= 0:
-		return fmt.Errorf("%w: file name %q contains a slash", ErrSCPProtocol, name)
+		return fmt.Errorf("%w: file name %q contains a slash", ErrProtocol, name)
 	}
 	for _, c := range []byte(name) {
 		if c < 0x20 || c == 0x7f {
-			return fmt.Errorf("%w: file name %q contains a control character", ErrSCPProtocol, name)
+			return fmt.Errorf("%w: file name %q contains a control character", ErrProtocol, name)
 		}
 	}
 	return nil
 }
 
-// fileMode turns the protocol's octal mode into an fs.FileMode.
-func fileMode(m uint32) fs.FileMode {
-	mode := fs.FileMode(m & 0o777)
-	if m&0o4000 != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if m&0o2000 != 0 {
-		mode |= fs.ModeSetgid
-	}
-	if m&0o1000 != 0 {
-		mode |= fs.ModeSticky
-	}
-	return mode
-}
-
 // Line returns the record as a protocol line, without its newline.
-func (r SCPRecord) Line() string {
+func (r Record) Line() string {
 	switch r.Type {
-	case SCPFile:
-		return fmt.Sprintf("C%04o %d %s", UnixMode(r.Mode), r.Size, r.Name)
-	case SCPDir:
-		return fmt.Sprintf("D%04o 0 %s", UnixMode(r.Mode), r.Name)
-	case SCPEnd:
+	case File:
+		return fmt.Sprintf("C%04o %d %s", protocol.UnixMode(r.Mode), r.Size, r.Name)
+	case Dir:
+		return fmt.Sprintf("D%04o 0 %s", protocol.UnixMode(r.Mode), r.Name)
+	case End:
 		return "E"
-	case SCPTime:
+	case Time:
 		ms, mu := scpTime(r.Mtime)
 		as, au := scpTime(r.Atime)
 		return fmt.Sprintf("T%d %d %d %d", ms, mu, as, au)
-	case SCPWarning, SCPFatal:
+	case Warning, Fatal:
 		return string(rune(r.Type)) + vis.String(r.Message)
 	}
 	return ""
@@ -275,35 +267,35 @@ func quoteLine(line string) string {
 	return strconv.Quote(line)
 }
 
-// SCPError is an error message the remote scp sent.
-type SCPError struct {
+// Error is an error message the remote scp sent.
+type Error struct {
 	Fatal bool   // the remote scp stopped after it
 	Msg   string // printable
 }
 
-func (e *SCPError) Error() string {
+func (e *Error) Error() string {
 	return "remote scp: " + strings.TrimPrefix(e.Msg, "scp: ")
 }
 
-// SCP is a host reached with the legacy scp protocol: each copy runs the
+// Host is a host reached with the legacy scp protocol: each copy runs the
 // server's scp on a session channel of its own, so several can run at
 // once on one connection.
-type SCP struct {
+type Host struct {
 	client *ssh.Client
 	label  string
 }
 
-// NewSCP returns the scp end of client; label ("host:") prefixes paths in
+// NewHost returns the scp end of client; label ("host:") prefixes paths in
 // messages.
-func NewSCP(client *ssh.Client, label string) *SCP {
-	return &SCP{client: client, label: label}
+func NewHost(client *ssh.Client, label string) *Host {
+	return &Host{client: client, label: label}
 }
 
 // Label returns the prefix of the host's paths in messages.
-func (s *SCP) Label() string { return s.label }
+func (s *Host) Label() string { return s.label }
 
-// SCPOptions say how the remote scp runs.
-type SCPOptions struct {
+// Options say how the remote scp runs.
+type Options struct {
 	Recursive bool // -r: directories and what they hold
 	Preserve  bool // -p: modes and times
 	// TargetIsDir makes the remote "scp -t" refuse a target that is not
@@ -311,7 +303,7 @@ type SCPOptions struct {
 	TargetIsDir bool
 }
 
-func (o SCPOptions) flags() string {
+func (o Options) flags() string {
 	var f string
 	if o.Recursive {
 		f += " -r"
@@ -323,11 +315,6 @@ func (o SCPOptions) flags() string {
 		f += " -d"
 	}
 	return f
-}
-
-// quoteRemote quotes s as one word for the remote user's shell.
-func quoteRemote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // quoteRemotePattern quotes s for the remote shell except for the glob
@@ -366,31 +353,13 @@ func quoteRemotePattern(s string) string {
 	return b.String()
 }
 
-// HasSFTP asks the server whether it offers the sftp subsystem, so that a
-// server without one can be told from a failure to start it.
-func HasSFTP(client *ssh.Client) (bool, error) {
-	ch, reqs, err := client.OpenChannel("session", nil)
-	if err != nil {
-		return false, fmt.Errorf("open session channel: %w", err)
-	}
-	go ssh.DiscardRequests(reqs)
-	defer ch.Close()
-	ok, err := ch.SendRequest("subsystem", true, ssh.Marshal(struct{ Name string }{"sftp"}))
-	if err != nil {
-		return false, fmt.Errorf("request sftp subsystem: %w", err)
-	}
-	return ok, nil
-}
-
 // scpConn is one remote scp command and its streams.
 type scpConn struct {
-	ctx    context.Context
-	sess   *ssh.Session
-	stdin  io.WriteCloser
-	r      *bufio.Reader
-	stderr *tailBuffer
-	label  string
-	stop   func() bool // ends the watch on ctx
+	ctx   context.Context
+	cmd   *protocol.Command
+	stdin io.WriteCloser
+	r     *bufio.Reader
+	label string
 	// reported is set once either end sent an error message: the remote
 	// scp's exit status then says nothing new.
 	reported  bool
@@ -398,41 +367,34 @@ type scpConn struct {
 	closeErr  error
 }
 
-func (s *SCP) start(ctx context.Context, cmd string) (*scpConn, error) {
+func (s *Host) start(ctx context.Context, cmd string) (*scpConn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	sess, err := s.client.NewSession()
-	if err != nil {
-		return nil, fmt.Errorf("open session channel to %s %w", s.label, err)
+	// Closing the session on ctx's end unblocks every read and write on
+	// it: that is how a cancelled copy stops at once.
+	c, err := protocol.StartCommand(ctx, s.client, cmd, protocol.CommandOptions{StderrMax: maxStderr})
+	var ce *protocol.ChannelError
+	switch {
+	case errors.As(err, &ce):
+		return nil, fmt.Errorf("open session channel to %s %w", s.label, ce.Err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	stdin, err := sess.StdinPipe()
-	if err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("run scp on %s %w", s.label, err)
-	}
-	stdout, err := sess.StdoutPipe()
-	if err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("run scp on %s %w", s.label, err)
-	}
-	c := &scpConn{
-		ctx:    ctx,
-		sess:   sess,
-		stdin:  stdin,
-		r:      bufio.NewReaderSize(stdout, 64<<10),
-		stderr: &tailBuffer{max: 1024},
-		label:  s.label,
-	}
-	sess.Stderr = c.stderr
-	if err := sess.Start(cmd); err != nil {
-		sess.Close()
-		return nil, fmt.Errorf("%w: %w", ErrSCPUnavailable, err)
-	}
-	// Closing the session unblocks every read and write on it: that is
-	// how a cancelled copy stops at once.
-	c.stop = context.AfterFunc(ctx, func() { sess.Close() })
-	return c, nil
+	return &scpConn{
+		ctx:   ctx,
+		cmd:   c,
+		stdin: c.Stdin,
+		r:     bufio.NewReaderSize(c.Stdout, 64<<10),
+		label: s.label,
+	}, nil
+}
+
+// said is the end of what the remote scp wrote to stderr, on one line and
+// safe to print.
+func (c *scpConn) said() string {
+	stderr, _ := c.cmd.Stderr()
+	return vis.String(strings.Join(strings.Fields(stderr), " "))
 }
 
 // ended explains why the stream ended where the protocol did not allow it.
@@ -443,7 +405,7 @@ func (c *scpConn) ended(err error) error {
 	if errors.Is(err, io.EOF) {
 		err = io.ErrUnexpectedEOF
 	}
-	if said := c.stderr.String(); said != "" {
+	if said := c.said(); said != "" {
 		return fmt.Errorf("the remote scp stopped (it said: %s): %w", said, err)
 	}
 	return fmt.Errorf("the remote scp stopped: %w", err)
@@ -456,7 +418,7 @@ func (c *scpConn) readLine() (string, error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, bufio.ErrBufferFull):
-		return "", fmt.Errorf("%w: a line longer than %d bytes", ErrSCPProtocol, maxSCPLine)
+		return "", fmt.Errorf("%w: a line longer than %d bytes", ErrProtocol, maxSCPLine)
 	case err == io.EOF && len(line) == 0:
 		if cerr := c.ctx.Err(); cerr != nil {
 			return "", cerr
@@ -466,12 +428,12 @@ func (c *scpConn) readLine() (string, error) {
 		return "", c.ended(err)
 	}
 	if len(line) > maxSCPLine+1 {
-		return "", fmt.Errorf("%w: a line longer than %d bytes", ErrSCPProtocol, maxSCPLine)
+		return "", fmt.Errorf("%w: a line longer than %d bytes", ErrProtocol, maxSCPLine)
 	}
 	return string(line[:len(line)-1]), nil
 }
 
-// response reads the other end's answer: nil for yes, an *SCPError for
+// response reads the other end's answer: nil for yes, an *Error for
 // its message.
 func (c *scpConn) response() error {
 	b, err := c.r.ReadByte()
@@ -481,7 +443,7 @@ func (c *scpConn) response() error {
 	switch b {
 	case 0:
 		return nil
-	case SCPWarning, SCPFatal:
+	case Warning, Fatal:
 		line, err := c.readLine()
 		if err == io.EOF {
 			err = c.ended(err)
@@ -490,12 +452,12 @@ func (c *scpConn) response() error {
 			return err
 		}
 		c.reported = true
-		return &SCPError{Fatal: b == SCPFatal, Msg: vis.String(line)}
+		return &Error{Fatal: b == Fatal, Msg: vis.String(line)}
 	}
 	// Not scp speaking: most often a login script printing text.
 	_ = c.r.UnreadByte()
 	line, _ := c.readLine()
-	return fmt.Errorf("%w: unexpected answer %s; does the remote login print text?", ErrSCPProtocol, quoteLine(line))
+	return fmt.Errorf("%w: unexpected answer %s; does the remote login print text?", ErrProtocol, quoteLine(line))
 }
 
 func (c *scpConn) write(s string) error {
@@ -516,74 +478,43 @@ func (c *scpConn) refuse(why error) error {
 // explain already; otherwise it just closes the channel.
 func (c *scpConn) close(clean bool) error {
 	c.closeOnce.Do(func() {
-		defer c.stop()
 		if !clean {
-			c.sess.Close()
+			c.cmd.Close()
 			return
 		}
 		_ = c.stdin.Close()
 		done := make(chan error, 1)
-		go func() { done <- c.sess.Wait() }()
+		go func() { done <- c.cmd.Wait() }()
 		var err error
 		select {
 		case err = <-done:
 		case <-time.After(scpExitWait):
-			c.sess.Close()
+			c.cmd.Close()
 			c.closeErr = fmt.Errorf("the remote scp on %s did not exit %s after the copy", c.label, scpExitWait)
 			return
 		}
 		var ee *ssh.ExitError
-		var missing *ssh.ExitMissingError
 		switch {
 		case err == nil:
-		case errors.As(err, &missing):
-			// sshd always sends a command's exit status: a channel that
-			// closed without one was cut, and a stream that ended between
-			// records may have been cut short of the files still to come.
+		case errors.Is(err, protocol.ErrStreamLost):
+			// A stream that ended between records may have been cut short
+			// of the files still to come.
 			c.closeErr = fmt.Errorf("the connection to %s closed before the remote scp's exit status: %w",
-				strings.TrimSuffix(c.label, ":"), ErrStreamLost)
+				strings.TrimSuffix(c.label, ":"), protocol.ErrStreamLost)
 		case errors.As(err, &ee) && c.reported:
 		case errors.As(err, &ee):
 			c.closeErr = fmt.Errorf("the remote scp on %s exited with status %d", c.label, ee.ExitStatus())
-			if said := c.stderr.String(); said != "" {
+			if said := c.said(); said != "" {
 				c.closeErr = fmt.Errorf("%w: %s", c.closeErr, said)
 			}
 		default:
-			if cerr := c.ctx.Err(); cerr != nil {
-				err = cerr
-			}
 			c.closeErr = fmt.Errorf("the remote scp on %s: %w", c.label, err)
 		}
 	})
 	return c.closeErr
 }
 
-// tailBuffer keeps the last bytes written to it: a remote command's
-// stderr, for messages, in bounded memory.
-type tailBuffer struct {
-	mu  sync.Mutex
-	b   []byte
-	max int
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-// String returns the text on one line, safe to print.
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return vis.String(strings.Join(strings.Fields(string(t.b)), " "))
-}
-
-// SCPReceiver is the receiving end of a download: it runs "scp -f" on
+// Receiver is the receiving end of a download: it runs "scp -f" on
 // the server and checks every line the server sends before handing it on.
 // Its methods are called in the protocol's order from one goroutine:
 //
@@ -593,15 +524,15 @@ func (t *tailBuffer) String() string {
 // Whatever the server sends, Next returns names that are one path element
 // with no control characters; at the top level only the name asked for
 // (or, for a pattern, names matching it); directories only with Recursive.
-type SCPReceiver struct {
+type Receiver struct {
 	c     *scpConn
-	o     SCPOptions
+	o     Options
 	want  string // the name, or pattern, the top-level entries must have
 	glob  bool   // several top-level entries may come
 	top   int    // top-level entries received
 	depth int
 	state recvState
-	rec   SCPRecord
+	rec   Record
 	left  int64 // bytes of the current file still to read
 	err   error // why the session broke
 }
@@ -619,7 +550,7 @@ const (
 
 // Receive runs "scp -f" for the remote path p. p may hold glob patterns,
 // which the remote shell expands; nothing else in it is interpreted.
-func (s *SCP) Receive(ctx context.Context, p string, o SCPOptions) (*SCPReceiver, error) {
+func (s *Host) Receive(ctx context.Context, p string, o Options) (*Receiver, error) {
 	want := path.Base(p)
 	if err := checkSCPName(want); err != nil {
 		return nil, fmt.Errorf("%q does not end in a name scp can send (one path element without control characters)", p)
@@ -629,7 +560,7 @@ func (s *SCP) Receive(ctx context.Context, p string, o SCPOptions) (*SCPReceiver
 	if err != nil {
 		return nil, err
 	}
-	r := &SCPReceiver{c: c, o: o, want: want, glob: strings.ContainsAny(p, "*?[")}
+	r := &Receiver{c: c, o: o, want: want, glob: strings.ContainsAny(p, "*?[")}
 	// The remote scp waits for this byte before it sends anything.
 	if err := c.write("\x00"); err != nil {
 		c.close(false)
@@ -638,85 +569,85 @@ func (s *SCP) Receive(ctx context.Context, p string, o SCPOptions) (*SCPReceiver
 	return r, nil
 }
 
-func (r *SCPReceiver) fail(err error) error {
+func (r *Receiver) fail(err error) error {
 	if r.state != recvBroken {
 		r.state, r.err = recvBroken, err
 	}
 	return err
 }
 
-func (r *SCPReceiver) outOfTurn(call string) error {
+func (r *Receiver) outOfTurn(call string) error {
 	if r.state == recvBroken {
 		return r.err
 	}
-	return r.fail(fmt.Errorf("protocol: SCPReceiver.%s called out of turn", call))
+	return r.fail(fmt.Errorf("scp: Receiver.%s called out of turn", call))
 }
 
 // Next returns the next file, directory or end of directory the server
 // sends, with the times of a preceding time line folded in. It returns
-// io.EOF once the server has sent everything. An *SCPError that is not
+// io.EOF once the server has sent everything. An *Error that is not
 // Fatal is the server's message about one entry, and the session goes on;
 // any other error ends the session.
-func (r *SCPReceiver) Next() (SCPRecord, error) {
+func (r *Receiver) Next() (Record, error) {
 	if r.state != recvRecord {
-		return SCPRecord{}, r.outOfTurn("Next")
+		return Record{}, r.outOfTurn("Next")
 	}
-	var times *SCPRecord
+	var times *Record
 	for {
 		line, err := r.c.readLine()
 		if err == io.EOF && times == nil && r.depth == 0 {
 			r.state = recvDone
-			return SCPRecord{}, io.EOF
+			return Record{}, io.EOF
 		}
 		if err == io.EOF {
 			err = r.c.ended(err)
 		}
 		if err != nil {
-			return SCPRecord{}, r.fail(err)
+			return Record{}, r.fail(err)
 		}
-		rec, err := ParseSCPLine(line)
+		rec, err := ParseLine(line)
 		if err != nil {
-			return SCPRecord{}, r.fail(err)
+			return Record{}, r.fail(err)
 		}
 		switch rec.Type {
-		case SCPWarning:
+		case Warning:
 			r.c.reported = true
-			return SCPRecord{}, &SCPError{Msg: rec.Message}
-		case SCPFatal:
+			return Record{}, &Error{Msg: rec.Message}
+		case Fatal:
 			r.c.reported = true
-			return SCPRecord{}, r.fail(&SCPError{Fatal: true, Msg: rec.Message})
-		case SCPTime:
+			return Record{}, r.fail(&Error{Fatal: true, Msg: rec.Message})
+		case Time:
 			if times != nil {
-				return SCPRecord{}, r.fail(fmt.Errorf("%w: two time lines in a row", ErrSCPProtocol))
+				return Record{}, r.fail(fmt.Errorf("%w: two time lines in a row", ErrProtocol))
 			}
 			if err := r.c.write("\x00"); err != nil {
-				return SCPRecord{}, r.fail(err)
+				return Record{}, r.fail(err)
 			}
 			times = &rec
 			continue
-		case SCPEnd:
+		case End:
 			if times != nil {
-				return SCPRecord{}, r.fail(fmt.Errorf("%w: a time line before the end of a directory", ErrSCPProtocol))
+				return Record{}, r.fail(fmt.Errorf("%w: a time line before the end of a directory", ErrProtocol))
 			}
 			if r.depth == 0 {
-				return SCPRecord{}, r.fail(fmt.Errorf("%w: the end of a directory that was never sent", ErrSCPProtocol))
+				return Record{}, r.fail(fmt.Errorf("%w: the end of a directory that was never sent", ErrProtocol))
 			}
 			if err := r.c.write("\x00"); err != nil {
-				return SCPRecord{}, r.fail(err)
+				return Record{}, r.fail(err)
 			}
 			r.depth--
 			return rec, nil
 		}
-		if rec.Type == SCPDir && !r.o.Recursive {
-			return SCPRecord{}, r.fail(fmt.Errorf("%w: the server sent directory %q where a file was asked for (no -r)", ErrSCPProtocol, rec.Name))
+		if rec.Type == Dir && !r.o.Recursive {
+			return Record{}, r.fail(fmt.Errorf("%w: the server sent directory %q where a file was asked for (no -r)", ErrProtocol, rec.Name))
 		}
 		if r.depth == 0 {
 			if !r.matches(rec.Name) {
-				return SCPRecord{}, r.fail(fmt.Errorf("%w: the server sent %q where %q was asked for", ErrSCPProtocol, rec.Name, r.want))
+				return Record{}, r.fail(fmt.Errorf("%w: the server sent %q where %q was asked for", ErrProtocol, rec.Name, r.want))
 			}
 			r.top++
 			if r.top > 1 && !r.glob {
-				return SCPRecord{}, r.fail(fmt.Errorf("%w: the server sent a second entry %q after the one asked for", ErrSCPProtocol, rec.Name))
+				return Record{}, r.fail(fmt.Errorf("%w: the server sent a second entry %q after the one asked for", ErrProtocol, rec.Name))
 			}
 		}
 		if times != nil {
@@ -729,7 +660,7 @@ func (r *SCPReceiver) Next() (SCPRecord, error) {
 
 // matches reports whether a top-level name is what was asked for: the
 // name itself, or a name the pattern matches, as OpenSSH's scp checks.
-func (r *SCPReceiver) matches(name string) bool {
+func (r *Receiver) matches(name string) bool {
 	if name == r.want {
 		return true
 	}
@@ -741,12 +672,12 @@ func (r *SCPReceiver) matches(name string) bool {
 }
 
 // Depth is how many directories deep the next entry will be.
-func (r *SCPReceiver) Depth() int { return r.depth }
+func (r *Receiver) Depth() int { return r.depth }
 
 // Reply answers the entry Next returned: nil takes it (a directory's
 // entries come next, or a file's bytes), an error refuses it and the server
 // skips it. After FinishBody it tells the server the file's outcome.
-func (r *SCPReceiver) Reply(err error) error {
+func (r *Receiver) Reply(err error) error {
 	switch r.state {
 	case recvReply:
 		if err != nil {
@@ -759,7 +690,7 @@ func (r *SCPReceiver) Reply(err error) error {
 		if werr := r.c.write("\x00"); werr != nil {
 			return r.fail(werr)
 		}
-		if r.rec.Type == SCPDir {
+		if r.rec.Type == Dir {
 			r.depth++
 			r.state = recvRecord
 		} else {
@@ -785,7 +716,7 @@ func (r *SCPReceiver) Reply(err error) error {
 // Read reads the bytes of the file taken with Reply(nil), and returns
 // io.EOF after exactly its size. A stream that ends sooner is an error,
 // never a short file.
-func (r *SCPReceiver) Read(p []byte) (int, error) {
+func (r *Receiver) Read(p []byte) (int, error) {
 	if r.state != recvBody {
 		return 0, r.outOfTurn("Read")
 	}
@@ -804,10 +735,10 @@ func (r *SCPReceiver) Read(p []byte) (int, error) {
 }
 
 // FinishBody skips what is left of the file's bytes and reads the server's
-// word on them: nil, or an *SCPError when it could not read the file whole
+// word on them: nil, or an *Error when it could not read the file whole
 // (its bytes are then not the file's). Reply must follow, unless the
-// error is not an *SCPError: then the session is over.
-func (r *SCPReceiver) FinishBody() error {
+// error is not an *Error: then the session is over.
+func (r *Receiver) FinishBody() error {
 	if r.state != recvBody {
 		return r.outOfTurn("FinishBody")
 	}
@@ -817,7 +748,7 @@ func (r *SCPReceiver) FinishBody() error {
 		}
 	}
 	err := r.c.response()
-	var se *SCPError
+	var se *Error
 	if err != nil && !(errors.As(err, &se) && !se.Fatal) {
 		return r.fail(err)
 	}
@@ -828,20 +759,20 @@ func (r *SCPReceiver) FinishBody() error {
 // Close ends the session. After Next returned io.EOF it waits for the
 // remote scp to exit and returns an error if it failed without saying why;
 // otherwise it just closes the channel.
-func (r *SCPReceiver) Close() error {
+func (r *Receiver) Close() error {
 	return r.c.close(r.state == recvDone)
 }
 
-// SCPSender is the sending end of an upload: it runs "scp -t" on the
+// Sender is the sending end of an upload: it runs "scp -t" on the
 // server, which writes each file it is sent in place, under its final
 // name (the protocol has no way to ask for a temporary name and a rename).
 // Its methods are called in the protocol's order from one goroutine:
 // StartFile, Write the file's bytes, EndFile; StartDir, its entries,
-// EndDir. An *SCPError that is not Fatal is the server refusing one entry,
+// EndDir. An *Error that is not Fatal is the server refusing one entry,
 // and the session goes on; any other error ends it.
-type SCPSender struct {
+type Sender struct {
 	c      *scpConn
-	o      SCPOptions
+	o      Options
 	depth  int
 	inFile bool
 	size   int64
@@ -850,11 +781,11 @@ type SCPSender struct {
 }
 
 // Send runs "scp -t" for the remote target and waits until it is ready.
-func (s *SCP) Send(ctx context.Context, target string, o SCPOptions) (*SCPSender, error) {
+func (s *Host) Send(ctx context.Context, target string, o Options) (*Sender, error) {
 	if target == "" {
 		target = "."
 	}
-	c, err := s.start(ctx, "scp"+o.flags()+" -t -- "+quoteRemote(target))
+	c, err := s.start(ctx, "scp"+o.flags()+" -t -- "+protocol.QuoteArg(target))
 	if err != nil {
 		return nil, err
 	}
@@ -863,25 +794,25 @@ func (s *SCP) Send(ctx context.Context, target string, o SCPOptions) (*SCPSender
 		c.close(false)
 		return nil, err
 	}
-	return &SCPSender{c: c, o: o}, nil
+	return &Sender{c: c, o: o}, nil
 }
 
 // check returns err, marking the session over unless err is the server
 // refusing one entry.
-func (s *SCPSender) check(err error) error {
-	var se *SCPError
+func (s *Sender) check(err error) error {
+	var se *Error
 	if err != nil && !(errors.As(err, &se) && !se.Fatal) && s.err == nil {
 		s.err = err
 	}
 	return err
 }
 
-func (s *SCPSender) ready(call string) error {
+func (s *Sender) ready(call string) error {
 	switch {
 	case s.err != nil:
 		return s.err
 	case s.inFile:
-		return s.check(fmt.Errorf("protocol: SCPSender.%s called inside a file", call))
+		return s.check(fmt.Errorf("scp: Sender.%s called inside a file", call))
 	}
 	return nil
 }
@@ -900,9 +831,9 @@ func checkSendName(name string) error {
 
 // line sends a record, after its time line when times are preserved, and
 // reads the answers.
-func (s *SCPSender) line(rec SCPRecord) error {
+func (s *Sender) line(rec Record) error {
 	if s.o.Preserve && rec.Times {
-		t := SCPRecord{Type: SCPTime, Mtime: rec.Mtime, Atime: rec.Atime}
+		t := Record{Type: Time, Mtime: rec.Mtime, Atime: rec.Atime}
 		if err := s.c.write(t.Line() + "\n"); err != nil {
 			return s.check(err)
 		}
@@ -916,17 +847,17 @@ func (s *SCPSender) line(rec SCPRecord) error {
 	return s.check(s.c.response())
 }
 
-// StartFile announces a file (SCPFile: Name, Mode, Size, and times when
+// StartFile announces a file (File: Name, Mode, Size, and times when
 // Times is set). Its Size bytes follow with Write, then EndFile.
-func (s *SCPSender) StartFile(rec SCPRecord) error {
+func (s *Sender) StartFile(rec Record) error {
 	if err := s.ready("StartFile"); err != nil {
 		return err
 	}
 	if err := checkSendName(rec.Name); err != nil {
 		return err
 	}
-	if rec.Type != SCPFile || rec.Size < 0 || rec.Size > MaxSCPFileSize {
-		return fmt.Errorf("send %q: not a file of up to %d bytes", rec.Name, int64(MaxSCPFileSize))
+	if rec.Type != File || rec.Size < 0 || rec.Size > MaxFileSize {
+		return fmt.Errorf("send %q: not a file of up to %d bytes", rec.Name, int64(MaxFileSize))
 	}
 	if err := s.line(rec); err != nil {
 		return err
@@ -936,12 +867,12 @@ func (s *SCPSender) StartFile(rec SCPRecord) error {
 }
 
 // Write sends bytes of the file started, no more than its size in all.
-func (s *SCPSender) Write(p []byte) (int, error) {
+func (s *Sender) Write(p []byte) (int, error) {
 	if s.err != nil {
 		return 0, s.err
 	}
 	if !s.inFile || int64(len(p)) > s.size-s.sent {
-		return 0, s.check(errors.New("protocol: SCPSender.Write beyond the file's size"))
+		return 0, s.check(errors.New("scp: Sender.Write beyond the file's size"))
 	}
 	n, err := s.c.stdin.Write(p)
 	s.sent += int64(n)
@@ -958,12 +889,12 @@ var zeros [32 << 10]byte
 // could not all be read: the rest is sent as zeros, as the receiver counts
 // bytes to find the next line, and the receiver is told the file is bad.
 // It returns the receiver's answer.
-func (s *SCPSender) EndFile(readErr error) error {
+func (s *Sender) EndFile(readErr error) error {
 	if s.err != nil {
 		return s.err
 	}
 	if !s.inFile {
-		return s.check(errors.New("protocol: SCPSender.EndFile without StartFile"))
+		return s.check(errors.New("scp: Sender.EndFile without StartFile"))
 	}
 	for s.sent < s.size {
 		n := min(s.size-s.sent, int64(len(zeros)))
@@ -983,16 +914,16 @@ func (s *SCPSender) EndFile(readErr error) error {
 	return s.check(s.c.response())
 }
 
-// StartDir announces a directory (SCPDir: Name, Mode, and times when Times
+// StartDir announces a directory (Dir: Name, Mode, and times when Times
 // is set); its entries follow, then EndDir. It needs Recursive.
-func (s *SCPSender) StartDir(rec SCPRecord) error {
+func (s *Sender) StartDir(rec Record) error {
 	if err := s.ready("StartDir"); err != nil {
 		return err
 	}
 	if err := checkSendName(rec.Name); err != nil {
 		return err
 	}
-	if rec.Type != SCPDir || !s.o.Recursive {
+	if rec.Type != Dir || !s.o.Recursive {
 		return fmt.Errorf("send directory %q: not a recursive copy", rec.Name)
 	}
 	if err := s.line(rec); err != nil {
@@ -1003,12 +934,12 @@ func (s *SCPSender) StartDir(rec SCPRecord) error {
 }
 
 // EndDir ends the directory started last.
-func (s *SCPSender) EndDir() error {
+func (s *Sender) EndDir() error {
 	if err := s.ready("EndDir"); err != nil {
 		return err
 	}
 	if s.depth == 0 {
-		return s.check(errors.New("protocol: SCPSender.EndDir without StartDir"))
+		return s.check(errors.New("scp: Sender.EndDir without StartDir"))
 	}
 	s.depth--
 	if err := s.c.write("E\n"); err != nil {
@@ -1019,6 +950,6 @@ func (s *SCPSender) EndDir() error {
 
 // Close ends the session: after a complete exchange it waits for the
 // remote scp to exit and returns an error if it failed without saying why.
-func (s *SCPSender) Close() error {
+func (s *Sender) Close() error {
 	return s.c.close(s.err == nil && !s.inFile && s.depth == 0)
 }

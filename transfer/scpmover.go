@@ -1,0 +1,131 @@
+package transfer
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"iter"
+	"sort"
+	"time"
+)
+
+// The steps of the engine the legacy scp movers (scp.go) share with
+// Copy's files and directories, written as functions of their own so that
+// both can call them. copyFile still finishes its files inline, as
+// finishTemp does.
+
+// tempAttrs are what a received file takes when it is finished: with -p
+// its mode and, where known, its times; otherwise the source's
+// permissions, under the receiving end's umask for a new file.
+type tempAttrs struct {
+	mode         fs.FileMode
+	times        bool
+	atime, mtime time.Time
+}
+
+// finishTemp gives the temporary file tmp, of info ti after its size was
+// checked, its final mode and times and renames it to dst, as copyFile
+// finishes every file: -p takes the source's mode and times; overwriting
+// keeps the target's mode, as scp's write in place does; a new file gets
+// the source's permissions under the umask. op names the copy in errors.
+func (c *copier) finishTemp(ctx context.Context, op string, dst Endpoint, tmp string, ti fs.FileInfo, a tempAttrs, existing fs.FileInfo) error {
+	switch {
+	case c.opts.Preserve:
+		if err := dst.FS.Chmod(tmp, a.mode&modeBits); err != nil {
+			return &Error{Op: "set mode of", Path: dst.String(), Err: err}
+		}
+		if a.times {
+			if err := dst.FS.Chtimes(tmp, a.atime, a.mtime); err != nil {
+				return &Error{Op: "set times of", Path: dst.String(), Err: err}
+			}
+		}
+	case existing != nil:
+		if existing.Mode()&modeBits != ti.Mode()&modeBits {
+			if err := dst.FS.Chmod(tmp, existing.Mode()&modeBits); err != nil {
+				return &Error{Op: "set mode of", Path: dst.String(), Err: err}
+			}
+		}
+	default:
+		// ti's mode is the temporary file's as created: owner-only.
+		if want := c.newFileMode(ctx, dst, a.mode.Perm()); ti.Mode()&modeBits != want {
+			if err := dst.FS.Chmod(tmp, want); err != nil {
+				return &Error{Op: "set mode of", Path: dst.String(), Err: err}
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := dst.FS.Rename(tmp, dst.Path); err != nil {
+		return &Error{Op: op, Path: dst.String(), Err: err}
+	}
+	return nil
+}
+
+// enterDir checks that the walk may go into the directory src, of info
+// si, depth levels below its source operand: within maxDepth and not a
+// loop of links back to a directory above it (loop.go). It returns src's
+// place on the walk's path; at is that place as its parent found it, nil
+// for a source operand.
+func enterDir(src Endpoint, si fs.FileInfo, depth int, at *walkDir) (*walkDir, error) {
+	if depth >= maxDepth {
+		return nil, &Error{Op: "copy", Path: src.String(),
+			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
+			Hint: "a symbolic link may point to one of its own parent directories"}
+	}
+	if at == nil {
+		return newWalkRoot(src, si), nil
+	}
+	if err := at.loop(); err != nil {
+		return nil, err
+	}
+	return at, nil
+}
+
+// dirEntry is an entry of a directory on a walk, links followed.
+type dirEntry struct {
+	src  Endpoint
+	name string
+	info fs.FileInfo // of what a link points to, as scp follows links
+	at   *walkDir    // a directory's place on the walk's path; nil for a file
+}
+
+// dirEntries yields the entries of the directory src, as listed, whose
+// place on the walk is at, in the walk's order: sorted by name, a name
+// that is not one path element refused, links followed. An entry that
+// cannot be looked at is told to c.fail and left out. Links are followed
+// as the entries are taken, so that the first are on their way while
+// the others are looked at; none is once ctx is done.
+func (c *copier) dirEntries(ctx context.Context, src Endpoint, listed []fs.FileInfo, at *walkDir) iter.Seq[dirEntry] {
+	sort.Slice(listed, func(i, j int) bool { return listed[i].Name() < listed[j].Name() })
+	return func(yield func(dirEntry) bool) {
+		for _, e := range listed {
+			if ctx.Err() != nil {
+				return
+			}
+			name := e.Name()
+			if err := ValidName(name); err != nil {
+				c.fail(&Error{Op: "read directory", Path: src.String(), Err: err,
+					Hint: "the server sent a name that could escape the target; it was skipped"})
+				continue
+			}
+			child := Endpoint{src.FS, src.FS.Join(src.Path, name)}
+			info := e
+			link := e.Mode()&fs.ModeSymlink != 0
+			if link {
+				var err error
+				if info, err = src.FS.Stat(child.Path); err != nil {
+					c.fail(&Error{Op: "read", Path: child.String(), Err: err})
+					continue
+				}
+			}
+			var below *walkDir
+			if info.IsDir() {
+				below = at.child(child, info, link)
+			}
+			if !yield(dirEntry{src: child, name: name, info: info, at: below}) {
+				return
+			}
+		}
+	}
+}
