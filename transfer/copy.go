@@ -198,6 +198,9 @@ type copier struct {
 	res       *Result
 	tarProbes tarProbes // what tar each server has, asked once per run
 	target    *statted  // the target operand as Copy found it (setup.go)
+	// parallel bounds the files on the parallel pipeline at once; a tar
+	// mode upload gives its side copies a bound of their own (tar.go).
+	parallel chan struct{}
 	*sched
 }
 

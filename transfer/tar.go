@@ -145,6 +145,8 @@ type tarFile struct {
 // copyDirTar copies the tree at src to dst with tar streams for its
 // small new files, and reports whether it did: false leaves the tree to
 // copyDir (TarAuto found too few small files or no tar on the server).
+// Each step works on the tree's own tarRun: decide, list, make the
+// directories, stream beside the side copies, finish a new tree, account.
 func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileInfo) bool {
 	end, upload, ok := c.tarFor(src, dst)
 	if !ok {
@@ -154,7 +156,6 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	// from this goroutine: the jobs still running for earlier operands
 	// finish first.
 	c.wg.Wait()
-	t := c.opts.Tar
 	root := &tarNode{src: src, dst: dst, info: si, at: newWalkRoot(src, si)}
 	switch di, err := dst.FS.Stat(dst.Path); {
 	case err == nil && !di.IsDir():
@@ -166,15 +167,92 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 		c.fail(&Error{Op: "stat", Path: dst.String(), Err: err})
 		return true
 	}
+	run := &tarRun{c: c, end: end, upload: upload, root: root, base: dst.Path, parallel: c.parallel}
+	p := run.list(ctx)
+	if ctx.Err() != nil {
+		return true
+	}
+	support, use, err := run.choose(p)
+	switch {
+	case err != nil:
+		c.fail(err)
+		return true
+	case !use:
+		return false
+	}
+	for _, e := range p.errs {
+		c.fail(e)
+	}
+	if !run.makeBase(ctx) {
+		return true
+	}
+	run.compress(support)
+	newDirs := p.newDirs()
+	early, late := p.other, []*tarNode(nil)
+	if upload {
+		// The large files go over SFTP while the streams run: the new
+		// directories they go into are made over SFTP first and left out
+		// of the archives; the files of one that could not be made wait
+		// until the streams made it.
+		var made int
+		newDirs, made, early, late = run.makeOtherDirs(ctx, p.other, newDirs)
+		c.res.Dirs += made
+		run.parallel = make(chan struct{}, uploadParallelFiles)
+	} else {
+		// The local end makes its directories itself, as copyDir does.
+		run.makeLocalDirs(newDirs)
+	}
+	// In a new tree every file is in the temporary tree until it takes
+	// the target's name: what is reported of it waits for that.
+	run.hold = run.whole
+	batches, errs := run.streamBeside(ctx, p.small, newDirs, early)
+	if run.whole {
+		run.finishTree(ctx, batches, errs, late)
+		late = nil
+	}
+	run.account(batches, errs, len(newDirs))
+	run.copyOthers(ctx, late, c.opts.Progress)
+	if c.opts.Preserve && ctx.Err() == nil {
+		run.preserveDirs(append([]*tarNode{root}, p.dirs...))
+	}
+	return true
+}
 
-	// The probe runs while the tree is listed: it costs a command start
-	// on the server, which may take longer than the listing.
-	c.startTarProbe(ctx, end)
+// tarPlan is a listed tree: what goes over tar and what over SFTP.
+type tarPlan struct {
+	dirs  []*tarNode // parents before children
+	files []*tarNode // in the order of dirs
+	// small are the files kept by the shard that are new and smaller
+	// than MaxSize, for the streams; other the rest, for SFTP.
+	small, other []*tarNode
+	// errs are the listing's failures, reported once tar mode is chosen:
+	// copyDir would report them again.
+	errs []error
+}
+
+// newDirs are the directories the target lacks, parents first.
+func (p *tarPlan) newDirs() []*tarNode {
+	var out []*tarNode
+	for _, d := range p.dirs {
+		if d.existing == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// list lists the tree and the target's matching directories, and sorts
+// its files into small and other. The server is asked what tar it has
+// meanwhile: that costs a command start, which may take longer than the
+// listing.
+func (r *tarRun) list(ctx context.Context) *tarPlan {
+	c, t := r.c, r.c.opts.Tar
+	c.startTarProbe(ctx, r.end)
 	maxSize := cmp0(t.MaxSize, defaultTarMaxSize)
 	minFiles := int(cmp0(int64(t.MinFiles), defaultTarMinFiles))
 	w := &treeWalk{recursive: c.opts.Recursive, sem: make(chan struct{}, 4*metaWorkers),
 		maxSize: maxSize, minFiles: minFiles}
-	if p, ok := end.(interface{ PrepareTar(context.Context) }); ok {
+	if p, ok := r.end.(interface{ PrepareTar(context.Context) }); ok {
 		// The streams' connection is opened as soon as the listing shows
 		// that they will be used, not after it.
 		w.enough = func() { p.PrepareTar(ctx) }
@@ -183,220 +261,234 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 		}
 	}
 	listStart := time.Now()
-	w.walk(ctx, root, 0)
+	w.walk(ctx, r.root, 0)
 	w.wg.Wait()
+	p := &tarPlan{errs: w.errs}
 	if ctx.Err() != nil {
-		return true
+		return p
 	}
-	var dirs []*tarNode
-	var files []*tarNode
-	flatten(root, &dirs, &files)
-	c.logf("listed %s: %d files, %d directories in %s", src, len(files), len(dirs), time.Since(listStart).Round(time.Millisecond))
-
-	var small, other []*tarNode
-	for _, f := range files {
+	flatten(r.root, &p.dirs, &p.files)
+	c.logf("listed %s: %d files, %d directories in %s", r.root.src, len(p.files), len(p.dirs), time.Since(listStart).Round(time.Millisecond))
+	for _, f := range p.files {
 		if !c.opts.Shard.Keep(f.rel) {
 			continue
 		}
 		if f.existing == nil && f.info.Size() < maxSize {
-			small = append(small, f)
+			p.small = append(p.small, f)
 		} else {
-			other = append(other, f)
+			p.other = append(p.other, f)
 		}
 	}
-	if t.Mode == TarAuto && len(small) < minFiles {
-		return false
+	return p
+}
+
+// choose decides whether the listed tree goes over tar and returns what
+// the server's tar offers. TarAuto falls back to SFTP (false, no error)
+// where tar would not pay or is missing; TarForce fails on a server
+// without GNU tar.
+func (r *tarRun) choose(p *tarPlan) (protocol.TarSupport, bool, error) {
+	c, t := r.c, r.c.opts.Tar
+	minFiles := int(cmp0(int64(t.MinFiles), defaultTarMinFiles))
+	if t.Mode == TarAuto && len(p.small) < minFiles {
+		return protocol.TarSupport{}, false, nil
 	}
 	// A new tree's large files go into its temporary tree, where a killed
 	// run leaves nothing --resume can find: a tree with a file worth
 	// resuming keeps to SFTP mode unless --tar says otherwise.
-	if t.Mode == TarAuto && upload && root.existing == nil {
-		for _, f := range other {
+	if t.Mode == TarAuto && r.upload && r.root.existing == nil {
+		for _, f := range p.other {
 			if f.info.Size() >= journalMinSize {
 				c.logf("tar mode not used: %s is large enough to be resumed if the copy is cut", f.src)
-				return false
+				return protocol.TarSupport{}, false, nil
 			}
 		}
 	}
-	support, err := c.tarSupport(end)
+	support, err := c.tarSupport(r.end)
 	if err == nil && !support.GNU {
 		err = fmt.Errorf("the server's tar is not GNU tar (%q)", support.Version)
 	}
-	if err != nil {
-		if t.Mode == TarAuto {
-			c.logf("tar mode not used: %v", err)
-			return false
-		}
-		remote := dst
-		if !upload {
-			remote = src
-		}
-		hint := "tar mode needs GNU tar on the server; copy without --tar to use SFTP"
-		if protocol.Lost(err) {
-			hint = ""
-		}
-		c.fail(&Error{Op: "tar mode on", Path: remote.String(), Err: err, Hint: hint})
+	if err == nil {
+		return support, true, nil
+	}
+	if t.Mode == TarAuto {
+		c.logf("tar mode not used: %v", err)
+		return support, false, nil
+	}
+	remote := r.root.dst
+	if !r.upload {
+		remote = r.root.src
+	}
+	hint := "tar mode needs GNU tar on the server; copy without --tar to use SFTP"
+	if protocol.Lost(err) {
+		hint = ""
+	}
+	return support, false, &Error{Op: "tar mode on", Path: remote.String(), Err: err, Hint: hint}
+}
+
+// makeBase creates the tree's root when the target lacks it. A new tree
+// on the server is made under a temporary name and renamed into place
+// whole: one rename instead of one a file, which over a long path is the
+// difference between a round trip and thousands. It reports false when
+// the copy cannot go on.
+func (r *tarRun) makeBase(ctx context.Context) bool {
+	c, root := r.c, r.root
+	dst := root.dst
+	r.whole = r.upload && root.existing == nil
+	if r.whole {
+		r.base = dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
+	}
+	if root.existing != nil {
 		return true
 	}
-
-	for _, e := range w.errs {
-		c.fail(e)
+	base := Endpoint{dst.FS, r.base}
+	var err error
+	if r.whole {
+		err = c.mkdirPrivate(ctx, base)
+	} else {
+		err = dst.FS.Mkdir(r.base)
 	}
-	run := &tarRun{end: end, upload: upload, root: root, base: dst.Path}
-	// A new tree on the server is made under a temporary name and renamed
-	// into place whole: one rename instead of one a file, which over a
-	// long path is the difference between a round trip and thousands.
-	run.whole = upload && root.existing == nil
-	if run.whole {
-		run.base = dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
+	if err != nil {
+		c.fail(&Error{Op: "create directory", Path: dst.String(), Err: err})
+		return false
 	}
-	if root.existing == nil {
-		base := Endpoint{dst.FS, run.base}
-		var err error
-		if run.whole {
-			err = c.mkdirPrivate(ctx, base)
-		} else {
-			err = dst.FS.Mkdir(run.base)
+	c.res.Dirs++
+	c.logf("created directory %s", base)
+	if !c.opts.Preserve && !r.whole {
+		if err := c.setMode(base, root.info.Mode().Perm()|0o700); err != nil {
+			c.fail(err)
 		}
-		if err != nil {
-			c.fail(&Error{Op: "create directory", Path: dst.String(), Err: err})
-			return true
+	}
+	return true
+}
+
+// compress sets the streams' compression from -C and what the server's
+// tar has.
+func (r *tarRun) compress(support protocol.TarSupport) {
+	r.po = protocol.TarOptions{Preserve: r.c.opts.Preserve}
+	if !r.c.opts.Tar.Compress {
+		return
+	}
+	switch {
+	case support.Zstd:
+		r.po.Compress = "zstd"
+	case support.Gzip:
+		r.po.Compress = "gzip"
+	default:
+		r.c.logf("-C: the server's tar has neither zstd nor gzip: the stream goes uncompressed")
+	}
+}
+
+// makeLocalDirs creates a download's new directories, parents first.
+func (r *tarRun) makeLocalDirs(newDirs []*tarNode) {
+	c := r.c
+	for _, d := range newDirs {
+		if err := d.dst.FS.Mkdir(d.dst.Path); err != nil {
+			c.fail(&Error{Op: "create directory", Path: d.dst.String(), Err: err})
+			continue
 		}
 		c.res.Dirs++
-		c.logf("created directory %s", base)
-		if !c.opts.Preserve && !run.whole {
-			if err := c.setMode(base, si.Mode().Perm()|0o700); err != nil {
+		if !c.opts.Preserve {
+			if err := c.setMode(d.dst, d.info.Mode().Perm()|0o700); err != nil {
 				c.fail(err)
 			}
 		}
 	}
+}
 
-	run.po = protocol.TarOptions{Preserve: c.opts.Preserve}
-	if t.Compress {
-		switch {
-		case support.Zstd:
-			run.po.Compress = "zstd"
-		case support.Gzip:
-			run.po.Compress = "gzip"
-		default:
-			c.logf("-C: the server's tar has neither zstd nor gzip: the stream goes uncompressed")
-		}
-	}
-	newDirs := dirs[:0:0]
-	for _, d := range dirs {
-		if d.existing == nil {
-			newDirs = append(newDirs, d)
-		}
-	}
-	if !upload {
-		// The local end makes its directories itself, as copyDir does.
-		for _, d := range newDirs {
-			if err := d.dst.FS.Mkdir(d.dst.Path); err != nil {
-				c.fail(&Error{Op: "create directory", Path: d.dst.String(), Err: err})
-				continue
-			}
-			c.res.Dirs++
-			if !c.opts.Preserve {
-				if err := c.setMode(d.dst, d.info.Mode().Perm()|0o700); err != nil {
-					c.fail(err)
-				}
-			}
-		}
-	}
-
-	// The large files go over SFTP while the streams run. On upload the
-	// new directories they go into are made over SFTP first and left out
-	// of the archives; the files of one that could not be made wait until
-	// the streams made it.
-	early, late := other, []*tarNode(nil)
-	if upload {
-		var made int
-		newDirs, made, early, late = c.makeOtherDirs(ctx, run, other, newDirs)
-		c.res.Dirs += made
-	}
-	// In a new tree every file is in the temporary tree until it takes
-	// the target's name: what copyFile reports waits for that.
-	var held []FileReport
-	report := c.opts.Report
-	if run.whole {
-		c.opts.Report = func(f FileReport) { held = append(held, f) }
-	}
-	if upload {
-		// No job of the copier runs now (see c.wg.Wait above), and
-		// copyOthers waits for the ones it starts: the swap is seen by
-		// this tree's files alone.
-		parallel := c.parallel
-		c.parallel = make(chan struct{}, uploadParallelFiles)
-		defer func() { c.parallel = parallel }()
-	}
-	progress := c.opts.Progress
-	shared := &sharedProgress{p: progress}
-	var tarProgress Progress
-	if progress != nil {
-		c.opts.Progress, tarProgress = shared.view(), shared.view()
+// streamBeside runs the tar streams of small, and on upload of newDirs,
+// while the files of early go over SFTP. The streams and the side copies
+// share the run's Progress, which shows one of them at a time.
+func (r *tarRun) streamBeside(ctx context.Context, small, newDirs, early []*tarNode) ([][]*tarFile, []error) {
+	var streams, side Progress
+	if p := r.c.opts.Progress; p != nil {
+		shared := &sharedProgress{p: p}
+		streams, side = shared.view(), shared.view()
 	}
 	var batches [][]*tarFile
 	var errs []error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		batches, errs = c.runTarStreams(ctx, run, small, newDirs, tarProgress)
+		batches, errs = r.c.runTarStreams(ctx, r, small, newDirs, streams)
 	}()
-	c.copyOthers(ctx, run, early)
+	r.copyOthers(ctx, early, side)
 	<-done
-	c.opts.Progress = progress
-	if run.whole {
-		err := errors.Join(errs...)
-		if err == nil {
-			c.copyOthers(ctx, run, late)
-			late = nil
-		}
-		if err == nil && ctx.Err() == nil {
-			err = c.setRootMode(ctx, src, dst, run.base, si)
-		}
-		if err == nil && ctx.Err() == nil {
-			if rerr := dst.FS.Rename(run.base, dst.Path); rerr != nil {
-				err = &Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: rerr}
-				c.fail(err)
-			}
-		}
-		if err == nil {
-			err = ctx.Err()
-		}
-		if err != nil {
-			// The removal must happen even when ctx was cancelled.
-			removeTree(dst.FS, run.base)
-			notDone := fmt.Errorf("%s was not complete: %w", dst, err)
-			for _, b := range batches {
-				for _, f := range b {
-					if f.err == nil {
-						f.err = notDone
-					}
-				}
-			}
-			for i, r := range held {
-				if r.Status == StatusCopied {
-					c.res.Files--
-					c.res.Bytes -= r.Bytes
-					held[i] = FileReport{Path: r.Path, Status: StatusFailed, Error: notDone.Error()}
-				}
-			}
-			for _, f := range late {
-				held = append(held, FileReport{Path: f.src.String(), Status: StatusFailed, Error: notDone.Error()})
-			}
-			late = nil
-		}
-		c.opts.Report = report
-		for _, r := range held {
-			c.report(r)
+	return batches, errs
+}
+
+// finishTree gives a new tree, once every stream succeeded, the files
+// that waited for the streams, its root's mode and its final name. When
+// any of that fails, or ctx is done, the temporary tree is removed and
+// every file of it reported failed, those that waited too. The reports
+// held meanwhile go out at the end.
+func (r *tarRun) finishTree(ctx context.Context, batches [][]*tarFile, errs []error, late []*tarNode) {
+	c, src, dst := r.c, r.root.src, r.root.dst
+	err := errors.Join(errs...)
+	if err == nil {
+		r.copyOthers(ctx, late, c.opts.Progress)
+		late = nil
+	}
+	if err == nil && ctx.Err() == nil {
+		err = r.setRootMode(ctx)
+	}
+	if err == nil && ctx.Err() == nil {
+		if rerr := dst.FS.Rename(r.base, dst.Path); rerr != nil {
+			e := &Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: rerr}
+			r.fail(e)
+			err = e
 		}
 	}
-	c.tarAccount(run, batches, errs, len(newDirs))
-	c.copyOthers(ctx, run, late)
-	if c.opts.Preserve && ctx.Err() == nil {
-		c.preserveDirs(append([]*tarNode{root}, dirs...))
+	if err == nil {
+		err = ctx.Err()
 	}
-	return true
+	if err != nil {
+		// The removal must happen even when ctx was cancelled.
+		removeTree(dst.FS, r.base)
+		notDone := fmt.Errorf("%s was not complete: %w", dst, err)
+		for _, b := range batches {
+			for _, f := range b {
+				if f.err == nil {
+					f.err = notDone
+				}
+			}
+		}
+		for i, h := range r.held {
+			if h.Status == StatusCopied {
+				c.res.Files--
+				c.res.Bytes -= h.Bytes
+				r.held[i] = FileReport{Path: h.Path, Status: StatusFailed, Error: notDone.Error()}
+			}
+		}
+		for _, f := range late {
+			r.held = append(r.held, FileReport{Path: f.src.String(), Status: StatusFailed, Error: notDone.Error()})
+		}
+	}
+	r.hold = false
+	for _, h := range r.held {
+		c.report(h)
+	}
+	r.held = nil
+}
+
+// report tells Options.Report what became of a file, or holds it while
+// the file is in a new tree that has not taken its name.
+func (r *tarRun) report(f FileReport) {
+	if r.hold {
+		r.held = append(r.held, f)
+		return
+	}
+	r.c.report(f)
+}
+
+// fail records err, a failure at the tree's target, as c.fail does, its
+// report held as report holds it.
+func (r *tarRun) fail(err *Error) {
+	if !r.hold {
+		r.c.fail(err)
+		return
+	}
+	r.c.record(func(res *Result) { res.Errors = append(res.Errors, err) })
+	r.held = append(r.held, FileReport{Path: err.Path, Status: StatusFailed, Error: err.Error()})
 }
 
 // mkdirPrivate creates the temporary directory of a new tree owner-only
@@ -426,18 +518,19 @@ func (c *copier) mkdirPrivate(ctx context.Context, dir Endpoint) error {
 
 // setRootMode gives the temporary directory of a new tree the mode the
 // tree's root gets (-p sets the source's exactly once the files are in).
-func (c *copier) setRootMode(ctx context.Context, src, dst Endpoint, tmp string, si fs.FileInfo) error {
-	mode := si.Mode().Perm() | 0o700
+func (r *tarRun) setRootMode(ctx context.Context) error {
+	c, dst := r.c, r.root.dst
+	mode := r.root.info.Mode().Perm() | 0o700
 	if !c.opts.Preserve {
 		mode = c.newFileMode(ctx, dst, mode)
 	}
 	if mode == 0o700 {
 		return nil
 	}
-	if err := dst.FS.Chmod(tmp, mode); err != nil {
-		err = &Error{Op: "set mode of", Path: dst.String(), Err: err}
-		c.fail(err)
-		return err
+	if err := dst.FS.Chmod(r.base, mode); err != nil {
+		e := &Error{Op: "set mode of", Path: dst.String(), Err: err}
+		r.fail(e)
+		return e
 	}
 	return nil
 }
@@ -450,7 +543,8 @@ func (c *copier) setRootMode(ctx context.Context, src, dst Endpoint, tmp string,
 // how many it made, the files that can start now and those that wait for
 // the streams: the files of a directory it could not make, which a stream
 // may yet make (and report on if it cannot).
-func (c *copier) makeOtherDirs(ctx context.Context, run *tarRun, other, newDirs []*tarNode) (rest []*tarNode, made int, early, late []*tarNode) {
+func (run *tarRun) makeOtherDirs(ctx context.Context, other, newDirs []*tarNode) (rest []*tarNode, made int, early, late []*tarNode) {
+	c := run.c
 	need := map[*tarNode]bool{}
 	for _, f := range other {
 		for d := f.parent; d != run.root && d.existing == nil && !need[d]; d = d.parent {
@@ -520,13 +614,15 @@ func (c *copier) makeOtherDirs(ctx context.Context, run *tarRun, other, newDirs 
 }
 
 // copyOthers copies the files tar streams do not carry over SFTP, a few
-// at once (into the temporary tree when the whole tree is new): each
-// costs round trips of its own before and after its bytes, and a large
-// file's first stream alone fills no long path.
-func (c *copier) copyOthers(ctx context.Context, run *tarRun, files []*tarNode) {
+// at once (into the temporary tree when the whole tree is new), telling
+// progress, when not nil, of their bytes: each costs round trips of its
+// own before and after its bytes, and a large file's first stream alone
+// fills no long path.
+func (r *tarRun) copyOthers(ctx context.Context, files []*tarNode, progress Progress) {
+	c := r.c
 	var todo []*tarNode
 	for _, f := range files {
-		if f.existing != nil && !f.existing.IsDir() && c.skipListed(f) {
+		if f.existing != nil && !f.existing.IsDir() && r.skipListed(f) {
 			continue
 		}
 		todo = append(todo, f)
@@ -536,26 +632,28 @@ func (c *copier) copyOthers(ctx context.Context, run *tarRun, files []*tarNode) 
 		reports []FileReport
 	}
 	outs := make([]outcome, len(todo))
-	shared := &sharedProgress{p: c.opts.Progress}
+	shared := &sharedProgress{p: progress}
 	forEach(len(todo), otherWorkers, func(i int) {
 		if ctx.Err() != nil {
 			return
 		}
 		// A copier of its own for each file: copyFile records into it,
-		// and the outcomes are merged in order below.
-		sub := &copier{opts: c.opts, res: &Result{}, sched: c.sched}
-		sub.opts.Report = func(r FileReport) { outs[i].reports = append(outs[i].reports, r) }
-		if c.opts.Progress != nil {
+		// and the outcomes are merged in order below. Its large files
+		// take the run's slots on the parallel pipeline.
+		sub := &copier{opts: c.opts, res: &Result{}, sched: c.sched, parallel: r.parallel}
+		sub.opts.Report = func(f FileReport) { outs[i].reports = append(outs[i].reports, f) }
+		sub.opts.Progress = nil
+		if progress != nil {
 			sub.opts.Progress = shared.view()
 		}
 		f := todo[i]
 		dst := f.dst
-		if run.whole {
-			dst.Path = dst.FS.Join(run.base, f.rel)
+		if r.whole {
+			dst.Path = dst.FS.Join(r.base, f.rel)
 		}
 		// A file of the temporary tree or of a directory this run made
 		// cannot exist yet: copyFile need not look.
-		fresh := run.whole || f.parent != run.root && f.parent.existing == nil
+		fresh := r.whole || f.parent != r.root && f.parent.existing == nil
 		if err := sub.copyFile(ctx, f.src, dst, f.info, fresh); err != nil {
 			sub.failFile(f.src, err)
 		}
@@ -568,8 +666,8 @@ func (c *copier) copyOthers(ctx context.Context, run *tarRun, files []*tarNode) 
 		c.res.Errors = append(c.res.Errors, o.res.Errors...)
 		c.res.MaxStreams = max(c.res.MaxStreams, o.res.MaxStreams)
 		c.res.Conns = max(c.res.Conns, o.res.Conns)
-		for _, r := range o.reports {
-			c.report(r)
+		for _, f := range o.reports {
+			r.report(f)
 		}
 	}
 }
@@ -577,7 +675,8 @@ func (c *copier) copyOthers(ctx context.Context, run *tarRun, files []*tarNode) 
 // skipListed decides from the target's listing alone what the quick
 // check and --ignore-existing would: it saves the round trip of copyFile's
 // own look at the target. Other cases are left to copyFile.
-func (c *copier) skipListed(f *tarNode) bool {
+func (r *tarRun) skipListed(f *tarNode) bool {
+	c := r.c
 	skip := false
 	switch c.opts.Skip {
 	case SkipExisting:
@@ -587,7 +686,7 @@ func (c *copier) skipListed(f *tarNode) bool {
 	}
 	if skip {
 		c.res.Skipped++
-		c.report(FileReport{Path: f.src.String(), Status: StatusSkipped})
+		r.report(FileReport{Path: f.src.String(), Status: StatusSkipped})
 		c.logf("skipped %s: %s has it already", f.src, f.dst)
 	}
 	return skip
@@ -770,7 +869,8 @@ func flatten(n *tarNode, dirs, files *[]*tarNode) {
 
 // preserveDirs gives directories their source's mode and times (-p),
 // deepest first, once nothing more is written into them.
-func (c *copier) preserveDirs(dirs []*tarNode) {
+func (run *tarRun) preserveDirs(dirs []*tarNode) {
+	c := run.c
 	errs := make([]error, len(dirs))
 	forEach(len(dirs), metaWorkers, func(i int) {
 		d := dirs[len(dirs)-1-i]
@@ -807,8 +907,11 @@ func forEach(n, workers int, f func(i int)) {
 	wg.Wait()
 }
 
-// tarRun is what every stream of one tree shares.
+// tarRun is one tree's copy in tar mode: what its steps, streams and
+// side copies share. Each tree has its own, passed to every step: nothing
+// of it is set in the copier.
 type tarRun struct {
+	c      *copier
 	end    tarEnd
 	upload bool
 	root   *tarNode
@@ -820,6 +923,12 @@ type tarRun struct {
 	base  string
 	whole bool
 	m     *meter
+	// parallel bounds the side copies' files on the parallel pipeline.
+	parallel chan struct{}
+	// hold has report keep the reports in held, while the files of a new
+	// tree are in its temporary tree.
+	hold bool
+	held []FileReport
 }
 
 // runTarStreams moves small over up to Streams tar streams at once,
@@ -867,8 +976,9 @@ func (c *copier) runTarStreams(ctx context.Context, run *tarRun, small, newDirs 
 	return files, errs
 }
 
-// tarAccount records the outcome of every file of the streams.
-func (c *copier) tarAccount(run *tarRun, files [][]*tarFile, errs []error, newDirs int) {
+// account records the outcome of every file of the streams.
+func (run *tarRun) account(files [][]*tarFile, errs []error, newDirs int) {
+	c := run.c
 	for i, batch := range files {
 		if err := errs[i]; err != nil {
 			c.fail(&Error{Op: fmt.Sprintf("copy %d files over tar to", len(batch)), Path: run.root.dst.String(), Err: err})

@@ -55,13 +55,12 @@ type sched struct {
 	mu sync.Mutex
 	wg sync.WaitGroup
 
-	files    chan struct{}
-	dirs     chan struct{}
-	ahead    chan struct{}
-	dirJobs  chan struct{} // directory jobs started and not done
-	memory   *budget
-	streams  chan struct{}
-	parallel chan struct{}
+	files   chan struct{}
+	dirs    chan struct{}
+	ahead   chan struct{}
+	dirJobs chan struct{} // directory jobs started and not done
+	memory  *budget
+	streams chan struct{}
 
 	fixes   []dirFix // directories whose mode and times -p sets at the end
 	retries []retry  // files to try again alone
@@ -86,13 +85,12 @@ func newSched(remote bool) *sched {
 		files, dirs = remoteFiles, remoteDirs
 	}
 	return &sched{
-		files:    make(chan struct{}, files),
-		dirs:     make(chan struct{}, dirs),
-		ahead:    make(chan struct{}, 4*dirs),
-		dirJobs:  make(chan struct{}, 64*dirs),
-		memory:   newBudget(smallMemory),
-		streams:  make(chan struct{}, remoteStreams),
-		parallel: make(chan struct{}, parallelFiles),
+		files:   make(chan struct{}, files),
+		dirs:    make(chan struct{}, dirs),
+		ahead:   make(chan struct{}, 4*dirs),
+		dirJobs: make(chan struct{}, 64*dirs),
+		memory:  newBudget(smallMemory),
+		streams: make(chan struct{}, remoteStreams),
 	}
 }
 
@@ -102,7 +100,8 @@ func newCopier(o Options, srcs []Endpoint, target Endpoint) *copier {
 	for _, s := range srcs {
 		remote = remote || s.FS.Label() != ""
 	}
-	c := &copier{opts: o, res: &Result{MaxStreams: 1}, sched: newSched(remote)}
+	c := &copier{opts: o, res: &Result{MaxStreams: 1}, sched: newSched(remote),
+		parallel: make(chan struct{}, parallelFiles)}
 	if o.Progress != nil {
 		c.opts.Progress = &lockedProgress{mu: &c.mu, p: o.Progress}
 	}
