@@ -9,7 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"path"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -121,17 +120,6 @@ func (c *copier) tarFor(src, dst Endpoint) (end tarEnd, upload, ok bool) {
 	return nil, false, false
 }
 
-// tarNode is one entry of a tree to copy.
-type tarNode struct {
-	rel      string // slash-separated, relative to the source operand
-	src, dst Endpoint
-	info     fs.FileInfo // the source's, links followed
-	existing fs.FileInfo // the target's, links followed; nil when missing
-	parent   *tarNode
-	children []*tarNode // sorted by name
-	at       *walkDir   // a directory's place on the walk's path
-}
-
 // tarFile is a file that goes over a tar stream.
 type tarFile struct {
 	*tarNode
@@ -156,7 +144,7 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	// from this goroutine: the jobs still running for earlier operands
 	// finish first.
 	c.wg.Wait()
-	root := &tarNode{src: src, dst: dst, info: si, at: newWalkRoot(src, si)}
+	root := &tarNode{src: src, dst: dst, info: si}
 	switch di, err := dst.FS.Stat(dst.Path); {
 	case err == nil && !di.IsDir():
 		c.fail(&Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: ErrNotDirectory})
@@ -216,70 +204,6 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 		run.preserveDirs(append([]*tarNode{root}, p.dirs...))
 	}
 	return true
-}
-
-// tarPlan is a listed tree: what goes over tar and what over SFTP.
-type tarPlan struct {
-	dirs  []*tarNode // parents before children
-	files []*tarNode // in the order of dirs
-	// small are the files kept by the shard that are new and smaller
-	// than MaxSize, for the streams; other the rest, for SFTP.
-	small, other []*tarNode
-	// errs are the listing's failures, reported once tar mode is chosen:
-	// copyDir would report them again.
-	errs []error
-}
-
-// newDirs are the directories the target lacks, parents first.
-func (p *tarPlan) newDirs() []*tarNode {
-	var out []*tarNode
-	for _, d := range p.dirs {
-		if d.existing == nil {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// list lists the tree and the target's matching directories, and sorts
-// its files into small and other. The server is asked what tar it has
-// meanwhile: that costs a command start, which may take longer than the
-// listing.
-func (r *tarRun) list(ctx context.Context) *tarPlan {
-	c, t := r.c, r.c.opts.Tar
-	c.startTarProbe(ctx, r.end)
-	maxSize := cmp0(t.MaxSize, defaultTarMaxSize)
-	minFiles := int(cmp0(int64(t.MinFiles), defaultTarMinFiles))
-	w := &treeWalk{recursive: c.opts.Recursive, sem: make(chan struct{}, 4*metaWorkers),
-		maxSize: maxSize, minFiles: minFiles}
-	if p, ok := r.end.(interface{ PrepareTar(context.Context) }); ok {
-		// The streams' connection is opened as soon as the listing shows
-		// that they will be used, not after it.
-		w.enough = func() { p.PrepareTar(ctx) }
-		if t.Mode == TarForce {
-			w.enough()
-		}
-	}
-	listStart := time.Now()
-	w.walk(ctx, r.root, 0)
-	w.wg.Wait()
-	p := &tarPlan{errs: w.errs}
-	if ctx.Err() != nil {
-		return p
-	}
-	flatten(r.root, &p.dirs, &p.files)
-	c.logf("listed %s: %d files, %d directories in %s", r.root.src, len(p.files), len(p.dirs), time.Since(listStart).Round(time.Millisecond))
-	for _, f := range p.files {
-		if !c.opts.Shard.Keep(f.rel) {
-			continue
-		}
-		if f.existing == nil && f.info.Size() < maxSize {
-			p.small = append(p.small, f)
-		} else {
-			p.other = append(p.other, f)
-		}
-	}
-	return p
 }
 
 // choose decides whether the listed tree goes over tar and returns what
@@ -720,151 +644,6 @@ func cmp0[T int64 | int](v, def T) T {
 		return def
 	}
 	return v
-}
-
-// treeWalk lists a source tree and, where they exist, the matching
-// directories of the target, many directories at once: over SFTP each
-// listing is a round trip.
-type treeWalk struct {
-	recursive bool
-	sem       chan struct{}
-	wg        sync.WaitGroup
-	mu        sync.Mutex
-	errs      []error
-
-	// enough, when not nil, is called once the walk has found minFiles
-	// new files smaller than maxSize.
-	enough   func()
-	maxSize  int64
-	minFiles int
-	small    int // under mu
-}
-
-func (w *treeWalk) failf(err error) {
-	w.mu.Lock()
-	w.errs = append(w.errs, err)
-	w.mu.Unlock()
-}
-
-// walk fills n.children and walks the directories among them, each in a
-// goroutine of its own.
-func (w *treeWalk) walk(ctx context.Context, n *tarNode, depth int) {
-	if ctx.Err() != nil {
-		return
-	}
-	w.sem <- struct{}{}
-	entries, err := readDir(ctx, n.src.FS, n.src.Path)
-	var existing map[string]fs.FileInfo
-	if err == nil && n.existing != nil {
-		existing = map[string]fs.FileInfo{}
-		have, derr := readDir(ctx, n.dst.FS, n.dst.Path)
-		if derr != nil {
-			err = &Error{Op: "read directory", Path: n.dst.String(), Err: derr, Hint: listingHint(derr)}
-		}
-		for _, e := range have {
-			existing[e.Name()] = e
-		}
-	} else if err != nil {
-		err = &Error{Op: "read directory", Path: n.src.String(), Err: err, Hint: listingHint(err)}
-	}
-	var children []*tarNode
-	for _, e := range entries {
-		if err != nil {
-			break
-		}
-		name := e.Name()
-		if verr := ValidName(name); verr != nil {
-			w.failf(&Error{Op: "read directory", Path: n.src.String(), Err: verr,
-				Hint: "the server sent a name that could escape the target; it was skipped"})
-			continue
-		}
-		child := &tarNode{
-			parent: n,
-			rel:    path.Join(n.rel, name),
-			src:    Endpoint{n.src.FS, n.src.FS.Join(n.src.Path, name)},
-			dst:    Endpoint{n.dst.FS, n.dst.FS.Join(n.dst.Path, name)},
-			info:   e,
-		}
-		link := e.Mode()&fs.ModeSymlink != 0
-		if link {
-			// scp follows links: copy what they point to.
-			fi, serr := child.src.FS.Stat(child.src.Path)
-			if serr != nil {
-				w.failf(&Error{Op: "read", Path: child.src.String(), Err: serr})
-				continue
-			}
-			child.info = fi
-		}
-		if x, ok := existing[name]; ok {
-			if x.Mode()&fs.ModeSymlink != 0 {
-				if x, err = child.dst.FS.Stat(child.dst.Path); err != nil {
-					w.failf(&Error{Op: "stat", Path: child.dst.String(), Err: err})
-					err = nil
-					continue
-				}
-			}
-			child.existing = x
-		}
-		var loop error
-		if child.info.IsDir() && w.recursive {
-			child.at = n.at.child(child.src, child.info, link)
-			loop = child.at.loop()
-		}
-		switch {
-		case child.info.IsDir() && !w.recursive:
-		case child.info.IsDir() && depth+1 >= maxDepth:
-			w.failf(&Error{Op: "copy", Path: child.src.String(),
-				Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
-				Hint: "a symbolic link may point to one of its own parent directories"})
-			continue
-		case loop != nil:
-			w.failf(loop)
-			continue
-		case child.info.IsDir() && child.existing != nil && !child.existing.IsDir():
-			w.failf(&Error{Op: "copy " + child.src.String() + " to", Path: child.dst.String(), Err: ErrNotDirectory})
-			continue
-		case !child.info.IsDir() && !child.info.Mode().IsRegular():
-			w.failf(&Error{Op: "copy", Path: child.src.String(), Err: errors.New("not a regular file")})
-			continue
-		}
-		children = append(children, child)
-		if child.info.Mode().IsRegular() && child.existing == nil && child.info.Size() < w.maxSize {
-			w.mu.Lock()
-			w.small++
-			if w.small == w.minFiles && w.enough != nil {
-				go w.enough()
-			}
-			w.mu.Unlock()
-		}
-	}
-	<-w.sem
-	if err != nil {
-		w.failf(err)
-		return
-	}
-	sort.Slice(children, func(i, j int) bool { return path.Base(children[i].rel) < path.Base(children[j].rel) })
-	n.children = children
-	for _, ch := range children {
-		if ch.info.IsDir() {
-			w.wg.Add(1)
-			go func() {
-				defer w.wg.Done()
-				w.walk(ctx, ch, depth+1)
-			}()
-		}
-	}
-}
-
-// flatten lists the tree below n in copy order: parents before children.
-func flatten(n *tarNode, dirs, files *[]*tarNode) {
-	for _, ch := range n.children {
-		if ch.info.IsDir() {
-			*dirs = append(*dirs, ch)
-			flatten(ch, dirs, files)
-		} else {
-			*files = append(*files, ch)
-		}
-	}
 }
 
 // preserveDirs gives directories their source's mode and times (-p),
