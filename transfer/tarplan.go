@@ -53,12 +53,12 @@ func (p *tarPlan) newDirs() []*tarNode {
 // its files into small and other. The server is asked what tar it has
 // meanwhile: that costs a command start, which may take longer than the
 // listing.
-func (r *tarRun) list(ctx context.Context) *tarPlan {
-	c, t := r.c, r.c.opts.Tar
-	c.startTarProbe(ctx, r.end)
-	l := &tarLister{root: r.root, nodes: map[string]*tarNode{},
+func (run *tarRun) list(ctx context.Context) *tarPlan {
+	c, t := run.c, run.c.opts.Tar
+	c.startTarProbe(ctx, run.end)
+	l := &tarLister{root: run.root, nodes: map[string]*tarNode{},
 		maxSize: cmp0(t.MaxSize, defaultTarMaxSize), minFiles: int(cmp0(int64(t.MinFiles), defaultTarMinFiles))}
-	if p, ok := r.end.(interface{ PrepareTar(context.Context) }); ok {
+	if p, ok := run.end.(interface{ PrepareTar(context.Context) }); ok {
 		// The streams' connection is opened as soon as the listing shows
 		// that they will be used, not after it.
 		l.enough = func() { p.PrepareTar(ctx) }
@@ -71,14 +71,14 @@ func (r *tarRun) list(ctx context.Context) *tarPlan {
 	w := &copier{opts: c.opts, res: &Result{}, parallel: c.parallel, plan: l, sched: c.sched}
 	w.opts.Report = nil
 	listStart := time.Now()
-	w.goDir(ctx, r.root.src, r.root.dst, r.root.info, "", 0, false, nil)
+	w.goDir(ctx, run.root.src, run.root.dst, run.root.info, "", 0, false, nil)
 	c.wg.Wait()
 	p := &tarPlan{errs: w.res.Errors}
 	if ctx.Err() != nil {
 		return p
 	}
-	flatten(r.root, &p.dirs, &p.files)
-	c.logf("listed %s: %d files, %d directories in %s", r.root.src, len(p.files), len(p.dirs), time.Since(listStart).Round(time.Millisecond))
+	flatten(run.root, &p.dirs, &p.files)
+	c.logf("listed %s: %d files, %d directories in %s", run.root.src, len(p.files), len(p.dirs), time.Since(listStart).Round(time.Millisecond))
 	for _, f := range p.files {
 		if f.existing == nil && f.info.Size() < l.maxSize {
 			p.small = append(p.small, f)
@@ -185,4 +185,50 @@ func flatten(n *tarNode, dirs, files *[]*tarNode) {
 			*files = append(*files, ch)
 		}
 	}
+}
+
+// splitBatches cuts files, in order, into up to n runs of about the same
+// bytes, none of fewer than tarStreamFiles files but the last.
+func splitBatches(files []*tarNode, n int) [][]*tarNode {
+	n = max(1, min(n, len(files)/tarStreamFiles))
+	// Each file costs a header and padding besides its bytes.
+	const overhead = 1024
+	var total int64
+	for _, f := range files {
+		total += f.info.Size() + overhead
+	}
+	per := total/int64(n) + 1
+	var out [][]*tarNode
+	var cur []*tarNode
+	var sum int64
+	for _, f := range files {
+		cur = append(cur, f)
+		sum += f.info.Size() + overhead
+		if sum >= per && len(out) < n-1 {
+			out = append(out, cur)
+			cur, sum = nil, 0
+		}
+	}
+	return append(out, cur)
+}
+
+// dirsFor returns the new directories a stream must create before its
+// files, parents first: all of them for the first stream.
+func dirsFor(files []*tarFile, newDirs []*tarNode, all bool) []*tarNode {
+	if all {
+		return newDirs
+	}
+	need := map[string]bool{}
+	for _, f := range files {
+		for d := path.Dir(f.rel); d != "."; d = path.Dir(d) {
+			need[d] = true
+		}
+	}
+	var out []*tarNode
+	for _, d := range newDirs {
+		if need[d.rel] {
+			out = append(out, d)
+		}
+	}
+	return out
 }
