@@ -23,11 +23,11 @@ type tarFile struct {
 	seen  bool      // the archive had an entry for it
 }
 
-// stream moves small over up to Streams tar streams at once,
-// telling prog (when not nil) of the bytes. On
-// upload the new directories travel in the archives too, each stream
-// carrying the ones its files need and the first stream all of them. It
-// returns the files of each stream and the stream's failure.
+// stream moves small over up to Streams tar streams at once, telling
+// prog (when not nil) of the bytes. On upload the new directories travel
+// in the archives too, each stream carrying the ones its files need and
+// the first stream all of them. It returns the files of each stream and
+// the stream's failure.
 func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog Progress) ([][]*tarFile, []error) {
 	c := run.c
 	if len(small) == 0 && (!run.upload || len(newDirs) == 0) {
