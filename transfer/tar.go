@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 	"sync"
 
 	"github.com/hpncp/hpncp/protocol"
@@ -229,7 +230,7 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 		run.parallel = make(chan struct{}, uploadParallelFiles)
 	} else {
 		// The local end makes its directories itself, as copyDir does.
-		run.makeLocalDirs(newDirs)
+		run.makeLocalDirs(ctx, newDirs)
 	}
 	// In a new tree every file is in the temporary tree until it takes
 	// the target's name: what is reported of it waits for that.
@@ -241,8 +242,13 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	}
 	run.account(batches, errs, len(newDirs))
 	run.copyOthers(ctx, late, c.opts.Progress)
-	if c.opts.Preserve && ctx.Err() == nil {
-		run.preserveDirs(append([]*tarNode{root}, p.dirs...))
+	if c.opts.Preserve {
+		// -p sets the directories' modes and times once every file is in,
+		// deepest first, with the walk's own (finish).
+		c.addFix(root.dst, root.info, 0)
+		for _, d := range p.dirs {
+			c.addFix(d.dst, d.info, strings.Count(d.rel, "/")+1)
+		}
 	}
 	return true
 }

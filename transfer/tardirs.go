@@ -94,15 +94,16 @@ func (run *tarRun) setRootMode(ctx context.Context) error {
 }
 
 // makeLocalDirs creates a download's new directories, parents first.
-func (run *tarRun) makeLocalDirs(newDirs []*tarNode) {
+func (run *tarRun) makeLocalDirs(ctx context.Context, newDirs []*tarNode) {
 	c := run.c
 	for _, d := range newDirs {
-		if err := d.dst.FS.Mkdir(d.dst.Path); err != nil {
+		modeSet, err := c.mkdir(ctx, d.dst, d.info)
+		if err != nil {
 			c.fail(&Error{Op: "create directory", Path: d.dst.String(), Err: err})
 			continue
 		}
 		c.res.Dirs++
-		if !c.opts.Preserve {
+		if !c.opts.Preserve && !modeSet {
 			if err := c.setMode(d.dst, d.info.Mode().Perm()|0o700); err != nil {
 				c.fail(err)
 			}
@@ -240,28 +241,6 @@ func (run *tarRun) finishTree(ctx context.Context, batches [][]*tarFile, errs []
 		c.report(h)
 	}
 	run.held = nil
-}
-
-// preserveDirs gives directories their source's mode and times (-p),
-// deepest first, once nothing more is written into them.
-func (run *tarRun) preserveDirs(dirs []*tarNode) {
-	c := run.c
-	errs := make([]error, len(dirs))
-	forEach(len(dirs), metaWorkers, func(i int) {
-		d := dirs[len(dirs)-1-i]
-		if err := d.dst.FS.Chmod(d.dst.Path, d.info.Mode()&modeBits); err != nil {
-			errs[i] = &Error{Op: "set mode of", Path: d.dst.String(), Err: err}
-			return
-		}
-		if err := d.dst.FS.Chtimes(d.dst.Path, atimeOf(d.info), d.info.ModTime()); err != nil {
-			errs[i] = &Error{Op: "set times of", Path: d.dst.String(), Err: err}
-		}
-	})
-	for _, err := range errs {
-		if err != nil {
-			c.fail(err)
-		}
-	}
 }
 
 // removeTree removes a temporary tree the copy made, files first.
