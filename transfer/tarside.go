@@ -36,7 +36,7 @@ func (run *tarRun) copyOthers(ctx context.Context, files []*tarNode, progress Pr
 	c := run.c
 	var todo []*tarNode
 	for _, f := range files {
-		if f.existing != nil && !f.existing.IsDir() && run.skipListed(f) {
+		if f.existing != nil && !f.existing.IsDir() && run.skipListed(ctx, f) {
 			continue
 		}
 		todo = append(todo, f)
@@ -86,22 +86,21 @@ func (run *tarRun) copyOthers(ctx context.Context, files []*tarNode, progress Pr
 	}
 }
 
-// skipListed decides from the target's listing alone what the quick
-// check and --ignore-existing would: it saves the round trip of copyFile's
-// own look at the target. Other cases are left to copyFile.
-func (run *tarRun) skipListed(f *tarNode) bool {
+// skipListed takes, from the target's listing alone, the decisions of
+// skip.go that need nothing more (the quick check, --ignore-existing),
+// and records a skipped file as copyFile does: it saves the round trip
+// of copyFile's own look at the target. --checksum is left to copyFile.
+func (run *tarRun) skipListed(ctx context.Context, f *tarNode) bool {
 	c := run.c
-	skip := false
-	switch c.opts.Skip {
-	case SkipExisting:
-		skip = true
-	case SkipQuick:
-		skip = f.info.Size() == f.existing.Size() && f.info.ModTime().Unix() == f.existing.ModTime().Unix()
+	if c.opts.Skip != SkipQuick && c.opts.Skip != SkipExisting {
+		return false
 	}
-	if skip {
-		c.res.Skipped++
-		run.report(FileReport{Path: f.src.String(), Status: StatusSkipped})
-		c.logf("skipped %s: %s has it already", f.src, f.dst)
+	if skip, _, err := c.skip(ctx, f.src, f.dst, f.info, f.existing); err != nil || !skip {
+		return false
 	}
-	return skip
+	c.forgetTarget(f.dst)
+	c.res.Skipped++
+	run.report(FileReport{Path: f.src.String(), Status: StatusSkipped})
+	c.logf("skipped %s: %s has it already", f.src, f.dst)
+	return true
 }
