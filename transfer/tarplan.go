@@ -29,9 +29,9 @@ type tarNode struct {
 // tarPlan is a listed tree: what goes over tar and what over SFTP.
 type tarPlan struct {
 	dirs  []*tarNode // parents before children
-	files []*tarNode // in the order of dirs
-	// small are the files kept by the shard that are new and smaller
-	// than MaxSize, for the streams; other the rest, for SFTP.
+	files []*tarNode // those the run's shard keeps, in the order of dirs
+	// small are the files that are new and smaller than MaxSize, for the
+	// streams; other the rest, for SFTP.
 	small, other []*tarNode
 	// errs are the listing's failures, reported once tar mode is chosen:
 	// copyDir would report them again.
