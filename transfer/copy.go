@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/pipeline"
 )
 
@@ -184,7 +185,27 @@ type copier struct {
 	res       *Result
 	tarProbes tarProbes // what tar each server has, asked once per run
 	target    *statted  // the target operand as Copy found it (setup.go)
+	// parallel bounds the files on the parallel pipeline at once; a tar
+	// mode upload gives its side copies a bound of their own (tar.go).
+	parallel slots.Slots
+	// plan, when set, has the walk list the tree for it instead of
+	// copying it.
+	plan planner
 	*sched
+}
+
+// planner receives a tree from the walk, which lists it as it would
+// copy it (names checked, links followed, loops and depth bounded) but
+// makes and copies nothing: tar mode chooses from the whole tree what
+// goes how (tarplan.go). An error it returns fails the entry, as the
+// walk fails one.
+type planner interface {
+	// dir is called as the walk enters the directory src, rel below the
+	// source operand ("" for the operand), before it lists it; with an
+	// error the walk leaves its entries out.
+	dir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string) error
+	// file is called for every regular file the run's shard keeps.
+	file(src, dst Endpoint, si fs.FileInfo, rel string) error
 }
 
 func (c *copier) fail(err error) {
@@ -240,6 +261,12 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		if !c.opts.Shard.Keep(rel) {
 			return
 		}
+		if c.plan != nil {
+			if err := c.plan.file(src, dst, si, rel); err != nil {
+				c.fail(err)
+			}
+			return
+		}
 		c.goFile(ctx, src, dst, si, fresh)
 	default:
 		c.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("not a regular file")})
@@ -253,6 +280,14 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 	at, walkErr := enterDir(src, si, depth, at)
 	if walkErr != nil {
 		c.fail(walkErr)
+		return
+	}
+	if c.plan != nil {
+		if err := c.plan.dir(ctx, src, dst, si, rel); err != nil {
+			c.fail(err)
+			return
+		}
+		c.walkEntries(ctx, src, dst, rel, depth, false, listed, at)
 		return
 	}
 	created, modeSet := false, false
@@ -289,11 +324,19 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 			c.fail(err)
 		}
 	}
+	if c.walkEntries(ctx, src, dst, rel, depth, created, listed, at) && c.opts.Preserve {
+		c.addFix(dst, si, depth)
+	}
+}
 
+// walkEntries lists the directory src and copies each entry to dst, or
+// hands it to the plan. created says dst was made by this run. It
+// reports false when ctx ended the walk.
+func (c *copier) walkEntries(ctx context.Context, src, dst Endpoint, rel string, depth int, created bool, listed func(), at *walkDir) bool {
 	entries, err := readDir(ctx, src.FS, src.Path)
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return
+		return false
 	case err != nil:
 		c.fail(&Error{Op: "read directory", Path: src.String(), Err: err, Hint: listingHint(err)})
 	}
@@ -301,10 +344,7 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 	for e := range c.dirEntries(ctx, src, entries, at) {
 		c.copyAny(ctx, e.src, Endpoint{dst.FS, dst.FS.Join(dst.Path, e.name)}, e.info, path.Join(rel, e.name), depth+1, created, e.at)
 	}
-
-	if c.opts.Preserve {
-		c.addFix(dst, si, depth)
-	}
+	return ctx.Err() == nil
 }
 
 // modeBits are the mode bits -p carries over.

@@ -253,11 +253,10 @@ func TestWriteArchive(t *testing.T) {
 		if whole {
 			f.tmp = "/tmptree/sub/f"
 		}
-		run := &tarRun{root: &tarNode{dst: Endpoint{FS: Local{}, Path: "/t"}}, whole: whole,
+		run := &tarRun{c: &copier{}, root: &tarNode{dst: Endpoint{FS: Local{}, Path: "/t"}}, whole: whole,
 			m: &meter{ctx: context.Background(), add: func(int) {}}}
 		var b bytes.Buffer
-		c := &copier{}
-		if err := c.writeArchive(&b, []*tarNode{dir}, []*tarFile{f}, run); err != nil {
+		if err := run.writeArchive(&b, []*tarNode{dir}, []*tarFile{f}); err != nil {
 			t.Fatal(err)
 		}
 		tr := tar.NewReader(&b)

@@ -56,13 +56,12 @@ type sched struct {
 	mu sync.Mutex
 	wg sync.WaitGroup
 
-	files    slots.Slots
-	dirs     slots.Slots
-	ahead    slots.Slots
-	dirJobs  slots.Slots // directory jobs started and not done
-	memory   *budget
-	streams  slots.Slots
-	parallel slots.Slots
+	files   slots.Slots
+	dirs    slots.Slots
+	ahead   slots.Slots
+	dirJobs slots.Slots // directory jobs started and not done
+	memory  *budget
+	streams slots.Slots
 
 	fixes   []dirFix // directories whose mode and times -p sets at the end
 	retries []retry  // files to try again alone
@@ -87,13 +86,12 @@ func newSched(remote bool) *sched {
 		files, dirs = remoteFiles, remoteDirs
 	}
 	return &sched{
-		files:    slots.New(files),
-		dirs:     slots.New(dirs),
-		ahead:    slots.New(4 * dirs),
-		dirJobs:  slots.New(64 * dirs),
-		memory:   newBudget(smallMemory),
-		streams:  slots.New(remoteStreams),
-		parallel: slots.New(parallelFiles),
+		files:   slots.New(files),
+		dirs:    slots.New(dirs),
+		ahead:   slots.New(4 * dirs),
+		dirJobs: slots.New(64 * dirs),
+		memory:  newBudget(smallMemory),
+		streams: slots.New(remoteStreams),
 	}
 }
 
@@ -103,7 +101,8 @@ func newCopier(o Options, srcs []Endpoint, target Endpoint) *copier {
 	for _, s := range srcs {
 		remote = remote || s.FS.Label() != ""
 	}
-	c := &copier{opts: o, res: &Result{MaxStreams: 1}, sched: newSched(remote)}
+	c := &copier{opts: o, res: &Result{MaxStreams: 1}, sched: newSched(remote),
+		parallel: slots.New(parallelFiles)}
 	if o.Progress != nil {
 		c.opts.Progress = newRunProgress(o.Progress, &c.mu, false).job()
 	}

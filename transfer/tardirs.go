@@ -1,0 +1,258 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hpncp/hpncp/protocol"
+)
+
+// The directories of a tar mode tree: its root or temporary tree, the
+// new directories the side copies need before the streams, and the
+// modes and times -p gives them at the end.
+
+// makeBase creates the tree's root when the target lacks it. A new tree
+// on the server is made under a temporary name and renamed into place
+// whole: one rename instead of one a file, which over a long path is the
+// difference between a round trip and thousands. It reports false when
+// the copy cannot go on.
+func (run *tarRun) makeBase(ctx context.Context) bool {
+	c, root := run.c, run.root
+	dst := root.dst
+	run.whole = run.upload && root.existing == nil
+	if run.whole {
+		run.base = dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
+	}
+	if root.existing != nil {
+		return true
+	}
+	base := Endpoint{dst.FS, run.base}
+	var err error
+	if run.whole {
+		err = c.mkdirPrivate(ctx, base)
+	} else {
+		err = dst.FS.Mkdir(run.base)
+	}
+	if err != nil {
+		c.fail(&Error{Op: "create directory", Path: dst.String(), Err: err})
+		return false
+	}
+	c.res.Dirs++
+	c.logf("created directory %s", base)
+	if !c.opts.Preserve && !run.whole {
+		if err := c.setMode(base, root.info.Mode().Perm()|0o700); err != nil {
+			c.fail(err)
+		}
+	}
+	return true
+}
+
+// mkdirPrivate creates the temporary directory of a new tree owner-only
+// (0700): nothing below it can be reached until setRootMode opens it,
+// just before it takes its final name. Files then go in under their final
+// names and modes.
+func (c *copier) mkdirPrivate(ctx context.Context, dir Endpoint) error {
+	c.learnUmask(ctx, dir)
+	err := protocol.ErrNoBatch
+	if m, ok := dir.FS.(modeMkdirer); ok {
+		err = m.MkdirMode(ctx, dir.Path, 0o700)
+	}
+	if errors.Is(err, protocol.ErrNoBatch) {
+		err = dir.FS.Mkdir(dir.Path)
+	}
+	if err != nil {
+		return err
+	}
+	// Set too when the mode went with the mkdir: a server may ignore it
+	// (pkg/sftp's does).
+	if err := dir.FS.Chmod(dir.Path, 0o700); err != nil {
+		_ = dir.FS.Remove(dir.Path)
+		return err
+	}
+	return nil
+}
+
+// setRootMode gives the temporary directory of a new tree the mode the
+// tree's root gets (-p sets the source's exactly once the files are in).
+func (run *tarRun) setRootMode(ctx context.Context) error {
+	c, dst := run.c, run.root.dst
+	mode := run.root.info.Mode().Perm() | 0o700
+	if !c.opts.Preserve {
+		mode = c.newFileMode(ctx, dst, mode)
+	}
+	if mode == 0o700 {
+		return nil
+	}
+	if err := dst.FS.Chmod(run.base, mode); err != nil {
+		e := &Error{Op: "set mode of", Path: dst.String(), Err: err}
+		run.fail(e)
+		return e
+	}
+	return nil
+}
+
+// makeLocalDirs creates a download's new directories, parents first.
+func (run *tarRun) makeLocalDirs(ctx context.Context, newDirs []*tarNode) {
+	c := run.c
+	for _, d := range newDirs {
+		modeSet, err := c.mkdir(ctx, d.dst, d.info)
+		if err != nil {
+			c.fail(&Error{Op: "create directory", Path: d.dst.String(), Err: err})
+			continue
+		}
+		c.res.Dirs++
+		if !c.opts.Preserve && !modeSet {
+			if err := c.setMode(d.dst, d.info.Mode().Perm()|0o700); err != nil {
+				c.fail(err)
+			}
+		}
+	}
+}
+
+// makeOtherDirs creates over SFTP, parents first, the new directories
+// below run.base that the files of other go into, so that those files
+// start beside the tar streams rather than after them: in a new tree they
+// are directories of the temporary tree, so nothing takes a final name
+// early. It returns the new directories left for the archives to make,
+// how many it made, the files that can start now and those that wait for
+// the streams: the files of a directory it could not make, which a stream
+// may yet make (and report on if it cannot).
+func (run *tarRun) makeOtherDirs(ctx context.Context, other, newDirs []*tarNode) (rest []*tarNode, made int, early, late []*tarNode) {
+	c := run.c
+	need := map[*tarNode]bool{}
+	for _, f := range other {
+		for d := f.parent; d != run.root && d.existing == nil && !need[d]; d = d.parent {
+			need[d] = true
+		}
+	}
+	if len(need) == 0 {
+		return newDirs, 0, other, nil
+	}
+	// newDirs lists parents before children: a level at a time, the
+	// directories of one level are made at once.
+	var levels [][]*tarNode
+	for _, d := range newDirs {
+		if !need[d] {
+			continue
+		}
+		depth := strings.Count(d.rel, "/")
+		for len(levels) <= depth {
+			levels = append(levels, nil)
+		}
+		levels[depth] = append(levels[depth], d)
+	}
+	failed := map[*tarNode]bool{}
+	dstFS := run.root.dst.FS
+	for _, level := range levels {
+		errs := make([]error, len(level))
+		forEach(len(level), metaWorkers, func(i int) {
+			d := level[i]
+			switch {
+			case ctx.Err() != nil:
+				errs[i] = ctx.Err()
+				return
+			case failed[d.parent]:
+				errs[i] = errors.New("its parent was not made")
+				return
+			}
+			at := Endpoint{dstFS, dstFS.Join(run.base, d.rel)}
+			hasMode, err := c.mkdir(ctx, at, d.info)
+			if err == nil && !hasMode && !c.opts.Preserve {
+				err = c.setMode(at, d.info.Mode().Perm()|0o700)
+			}
+			errs[i] = err
+		})
+		for i, d := range level {
+			if errs[i] != nil {
+				failed[d] = true
+				c.logf("tar: %s not created over SFTP (%v): its large files wait for the tar streams", d.dst, errs[i])
+				continue
+			}
+			made++
+			c.logf("created directory %s", Endpoint{dstFS, dstFS.Join(run.base, d.rel)})
+		}
+	}
+	for _, d := range newDirs {
+		if !need[d] || failed[d] {
+			rest = append(rest, d)
+		}
+	}
+	for _, f := range other {
+		if failed[f.parent] {
+			late = append(late, f)
+		} else {
+			early = append(early, f)
+		}
+	}
+	return rest, made, early, late
+}
+
+// finishTree gives a new tree, once every stream succeeded, the files
+// that waited for the streams, its root's mode and its final name. When
+// any of that fails, or ctx is done, the temporary tree is removed and
+// every file of it reported failed, those that waited too. The reports
+// held meanwhile go out at the end.
+func (run *tarRun) finishTree(ctx context.Context, batches [][]*tarFile, errs []error, late []*tarNode) {
+	c, src, dst := run.c, run.root.src, run.root.dst
+	err := errors.Join(errs...)
+	if err == nil {
+		run.copyOthers(ctx, late, c.opts.Progress)
+		late = nil
+	}
+	if err == nil && ctx.Err() == nil {
+		err = run.setRootMode(ctx)
+	}
+	if err == nil && ctx.Err() == nil {
+		if rerr := dst.FS.Rename(run.base, dst.Path); rerr != nil {
+			e := &Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: rerr}
+			run.fail(e)
+			err = e
+		}
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		// The removal must happen even when ctx was cancelled.
+		removeTree(dst.FS, run.base)
+		notDone := fmt.Errorf("%s was not complete: %w", dst, err)
+		for _, b := range batches {
+			for _, f := range b {
+				if f.err == nil {
+					f.err = notDone
+				}
+			}
+		}
+		for i, h := range run.held {
+			if h.Status == StatusCopied {
+				c.res.Files--
+				c.res.Bytes -= h.Bytes
+				run.held[i] = FileReport{Path: h.Path, Status: StatusFailed, Error: notDone.Error()}
+			}
+		}
+		for _, f := range late {
+			run.held = append(run.held, FileReport{Path: f.src.String(), Status: StatusFailed, Error: notDone.Error()})
+		}
+	}
+	run.hold = false
+	for _, h := range run.held {
+		c.report(h)
+	}
+	run.held = nil
+}
+
+// removeTree removes a temporary tree the copy made, files first.
+func removeTree(fsys FS, dir string) {
+	list, _ := fsys.ReadDir(dir)
+	forEach(len(list), metaWorkers, func(i int) {
+		p := fsys.Join(dir, list[i].Name())
+		if list[i].IsDir() {
+			removeTree(fsys, p)
+		} else {
+			_ = fsys.Remove(p)
+		}
+	})
+	_ = fsys.Remove(dir)
+}

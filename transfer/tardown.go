@@ -1,0 +1,266 @@
+package transfer
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/hpncp/hpncp/protocol"
+)
+
+// Download streams: an archive written by the server's tar -c and
+// checked, entry by entry, here.
+
+// downloadStream asks a tar -c in root's source for files and writes them
+// below root's target, each to a temporary file that is renamed once tar
+// has exited 0. On failure every temporary file is removed.
+func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err error) {
+	c := run.c
+	root, po := run.root, run.po
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer func() {
+		if err != nil {
+			removeTemps(root.dst.FS, files)
+		}
+	}()
+	names := make([]string, len(files))
+	want := make(map[string]*tarFile, len(files))
+	for i, f := range files {
+		names[i] = f.rel
+		want[f.rel] = f
+	}
+	rc, err := run.end.TarCreate(sctx, root.src.Path, names, po)
+	if err != nil {
+		return err
+	}
+	var r io.Reader = rc
+	switch po.Compress {
+	case "zstd":
+		zr, zerr := zstd.NewReader(rc, zstd.WithDecoderConcurrency(1))
+		if zerr != nil {
+			cancel()
+			_ = rc.Close()
+			return zerr
+		}
+		defer zr.Close()
+		r = zr
+	case "gzip":
+		gr, gerr := gzip.NewReader(rc)
+		if gerr != nil {
+			cancel()
+			_ = rc.Close()
+			return fmt.Errorf("read the tar stream: %w", gerr)
+		}
+		r = gr
+	}
+	start := time.Now()
+	rerr := receiveTar(r, want, run.m)
+	if rerr != nil {
+		cancel()
+	}
+	cerr := rc.Close()
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case rerr != nil:
+		// tar's own message, when it failed, says more than a cut stream.
+		if cerr != nil {
+			return fmt.Errorf("%w (%v)", cerr, rerr)
+		}
+		return rerr
+	case cerr != nil && !tarSkipped(cerr, files):
+		return cerr
+	}
+	received := time.Now()
+	defer func() {
+		c.logf("tar stream of %d files: received in %s, renamed in %s", len(files),
+			received.Sub(start).Round(time.Millisecond), time.Since(received).Round(time.Millisecond))
+	}()
+	forEach(len(files), metaWorkers, func(i int) {
+		f := files[i]
+		if f.err != nil {
+			return
+		}
+		if !f.done {
+			f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(),
+				Err: errors.New("missing from the tar stream")}
+			return
+		}
+		if err := run.finishDownload(f); err != nil {
+			f.err = err
+			_ = f.dst.FS.Remove(f.tmp)
+		}
+	})
+	return nil
+}
+
+// tarSkipped reports whether a tar -c that failed sent every file it did
+// not complain of whole, and gives each file it complained of its
+// message. GNU tar exits 2 when it cannot open or stat a file, leaves it
+// out of the archive and goes on with the others; those, checked against
+// their sizes, are complete. Every complaint must name a file missing
+// from the archive: any other (a file that shrank is padded with zeros)
+// fails the whole stream, as does a message tar cut short or one not
+// told apart.
+func tarSkipped(err error, files []*tarFile) bool {
+	var te *protocol.TarExitError
+	if !errors.As(err, &te) || te.Status != 2 || te.Truncated {
+		return false
+	}
+	missing := map[string]*tarFile{}
+	for _, f := range files {
+		if !f.seen {
+			missing["./"+f.rel] = f // as TarCreate names them
+		}
+	}
+	why := map[*tarFile]string{}
+	for line := range strings.Lines(te.Stderr) {
+		// "tar: ./name: Cannot open: Permission denied"; tar names itself
+		// as it was run.
+		prog, rest, ok := strings.Cut(strings.TrimSuffix(line, "\n"), ": ")
+		if !ok || !strings.HasSuffix(prog, "tar") {
+			return false
+		}
+		if rest == "Exiting with failure status due to previous errors" {
+			continue
+		}
+		var f *tarFile
+		for i := 0; f == nil; i++ {
+			j := strings.Index(rest[i:], ": ")
+			if j < 0 {
+				return false
+			}
+			i += j
+			if f = missing[rest[:i]]; f != nil {
+				why[f] = rest[i+2:]
+			}
+		}
+	}
+	if len(why) == 0 {
+		return false
+	}
+	for f, msg := range why {
+		var cause error = errors.New(msg)
+		if strings.HasSuffix(msg, ": Permission denied") {
+			cause = fs.ErrPermission // as SFTP mode says it
+		}
+		f.err = &Error{Op: "read", Path: f.src.String(), Err: cause}
+	}
+	return true
+}
+
+// finishDownload gives a received file its mode and times and its final
+// name.
+func (run *tarRun) finishDownload(f *tarFile) error {
+	c := run.c
+	tmp := Endpoint{f.dst.FS, f.tmp}
+	if c.opts.Preserve {
+		if err := tmp.FS.Chmod(f.tmp, f.info.Mode()&modeBits); err != nil {
+			return &Error{Op: "set mode of", Path: f.dst.String(), Err: err}
+		}
+		if err := tmp.FS.Chtimes(f.tmp, atimeOf(f.info), f.mtime); err != nil {
+			return &Error{Op: "set times of", Path: f.dst.String(), Err: err}
+		}
+	} else if err := tmp.FS.Chmod(f.tmp, c.newFileMode(context.Background(), f.dst, f.info.Mode().Perm())); err != nil {
+		// The temporary file was created owner-only.
+		return &Error{Op: "set mode of", Path: f.dst.String(), Err: err}
+	}
+	if err := f.dst.FS.Rename(f.tmp, f.dst.Path); err != nil {
+		return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err}
+	}
+	return nil
+}
+
+// receiveTar reads an archive the server sent and writes each entry to a
+// fresh temporary file beside its target. Every entry must be a regular
+// file the copy asked for, once, under a clean relative name: anything
+// else (links, devices, names leading out of the tree, unasked names) ends
+// the stream with an error, since a server sending it cannot be trusted
+// with the rest. A file whose size differs from the listing's fails alone.
+func receiveTar(r io.Reader, want map[string]*tarFile, m *meter) error {
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read the tar stream: %w", err)
+		}
+		name, err := tarEntryName(h.Name)
+		if err != nil {
+			return err
+		}
+		if h.Typeflag != tar.TypeReg {
+			return fmt.Errorf("tar stream: refusing %q: not a regular file (type %q)", h.Name, h.Typeflag)
+		}
+		f := want[name]
+		switch {
+		case f == nil:
+			return fmt.Errorf("tar stream: refusing %q: not a file that was asked for", h.Name)
+		case f.seen:
+			return fmt.Errorf("tar stream: refusing %q: sent twice", h.Name)
+		case h.Size != f.info.Size():
+			f.err = &Error{Op: "read", Path: f.src.String(),
+				Err: fmt.Errorf("file changed size during the copy: expected %d bytes, the archive has %d", f.info.Size(), h.Size)}
+			f.seen = true
+			continue
+		}
+		f.seen = true
+		dstFS := f.dst.FS
+		out, tmp, err := createTemp(dstFS, dstFS.Dir(f.dst.Path), dstFS.Base(f.dst.Path))
+		if err != nil {
+			return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err, Hint: hintFor(err)}
+		}
+		f.tmp = tmp
+		n, err := io.Copy(out, m.reader(tr))
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return fmt.Errorf("read the tar stream: cut short in %q: %w", h.Name, err)
+			}
+			return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err, Hint: hintFor(err)}
+		}
+		if n != h.Size {
+			return fmt.Errorf("read the tar stream: %q: %d bytes of %d", h.Name, n, h.Size)
+		}
+		f.done = true
+		f.mtime = h.ModTime
+	}
+}
+
+// tarEntryName returns an archive entry's name as the relative,
+// slash-separated path it stands for, or an error when it is not a clean
+// path inside the tree: absolute, with "..", empty or odd elements.
+func tarEntryName(name string) (string, error) {
+	rel := strings.TrimPrefix(name, "./")
+	bad := func(why string) (string, error) {
+		return "", fmt.Errorf("tar stream: refusing %q: %s", name, why)
+	}
+	switch {
+	case rel == "":
+		return bad("empty name")
+	case strings.HasPrefix(rel, "/"):
+		return bad("absolute path")
+	case path.Clean(rel) != rel:
+		return bad("not a clean path")
+	}
+	for _, el := range strings.Split(rel, "/") {
+		if err := ValidName(el); err != nil {
+			return bad(err.Error())
+		}
+	}
+	return rel, nil
+}

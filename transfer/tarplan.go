@@ -1,0 +1,234 @@
+package transfer
+
+import (
+	"context"
+	"io/fs"
+	"path"
+	"sort"
+	"sync"
+	"time"
+)
+
+// A tree goes over tar streams only when enough of it is small and new,
+// which only its whole listing tells: so tar mode has copyDir's walk list
+// the tree into a plan first (a planner), then chooses what goes how.
+
+// tarNode is one entry of a tree to copy.
+type tarNode struct {
+	rel      string // slash-separated, relative to the source operand
+	src, dst Endpoint
+	info     fs.FileInfo // the source's, links followed
+	existing fs.FileInfo // the target's, links followed; nil when missing
+	parent   *tarNode
+	children []*tarNode // sorted by name once the walk is done
+	// targets are a directory's entries at the target, as listed, while
+	// the walk hands out its entries; nil when the target lacks it.
+	targets map[string]fs.FileInfo
+}
+
+// tarPlan is a listed tree: what goes over tar and what over SFTP.
+type tarPlan struct {
+	dirs  []*tarNode // parents before children
+	files []*tarNode // those the run's shard keeps, in the order of dirs
+	// small are the files that are new and smaller than MaxSize, for the
+	// streams; other the rest, for SFTP.
+	small, other []*tarNode
+	// errs are the listing's failures, reported once tar mode is chosen:
+	// copyDir would report them again.
+	errs []error
+}
+
+// newDirs are the directories the target lacks, parents first.
+func (p *tarPlan) newDirs() []*tarNode {
+	var out []*tarNode
+	for _, d := range p.dirs {
+		if d.existing == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// list lists the tree and the target's matching directories, and sorts
+// its files into small and other. The server is asked what tar it has
+// meanwhile: that costs a command start, which may take longer than the
+// listing.
+func (run *tarRun) list(ctx context.Context) *tarPlan {
+	c, t := run.c, run.c.opts.Tar
+	c.startTarProbe(ctx, run.end)
+	l := &tarLister{root: run.root, nodes: map[string]*tarNode{},
+		maxSize: cmp0(t.MaxSize, defaultTarMaxSize), minFiles: int(cmp0(int64(t.MinFiles), defaultTarMinFiles))}
+	if p, ok := run.end.(interface{ PrepareTar(context.Context) }); ok {
+		// The streams' connection is opened as soon as the listing shows
+		// that they will be used, not after it.
+		l.enough = func() { p.PrepareTar(ctx) }
+		if t.Mode == TarForce {
+			l.enough()
+		}
+	}
+	// The walk records into a copier of its own: its failures wait in
+	// the plan for the choice of tar mode.
+	w := &copier{opts: c.opts, res: &Result{}, parallel: c.parallel, plan: l, sched: c.sched}
+	w.opts.Report = nil
+	listStart := time.Now()
+	w.goDir(ctx, run.root.src, run.root.dst, run.root.info, "", 0, false, nil)
+	c.wg.Wait()
+	p := &tarPlan{errs: w.res.Errors}
+	if ctx.Err() != nil {
+		return p
+	}
+	flatten(run.root, &p.dirs, &p.files)
+	c.logf("listed %s: %d files, %d directories in %s", run.root.src, len(p.files), len(p.dirs), time.Since(listStart).Round(time.Millisecond))
+	for _, f := range p.files {
+		if f.existing == nil && f.info.Size() < l.maxSize {
+			p.small = append(p.small, f)
+		} else {
+			p.other = append(p.other, f)
+		}
+	}
+	return p
+}
+
+// tarLister is the planner of a tar mode tree: it builds the tree of
+// tarNodes from the walk, each directory the target has listed there
+// too, so that no file's target costs a round trip of its own.
+type tarLister struct {
+	root *tarNode
+	// enough, when not nil, is called once the walk has found minFiles
+	// new files smaller than maxSize.
+	enough   func()
+	maxSize  int64
+	minFiles int
+
+	mu    sync.Mutex
+	nodes map[string]*tarNode // the directories entered, by rel
+	small int
+}
+
+func (l *tarLister) dir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string) error {
+	n := l.root
+	if rel != "" {
+		var err error
+		if n, err = l.add(src, dst, si, rel); err != nil {
+			return err
+		}
+		if n.existing != nil && !n.existing.IsDir() {
+			return &Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: ErrNotDirectory}
+		}
+		l.mu.Lock()
+		l.nodes[rel] = n
+		n.parent.children = append(n.parent.children, n)
+		l.mu.Unlock()
+	}
+	if n.existing == nil {
+		return nil
+	}
+	have, err := readDir(ctx, dst.FS, dst.Path)
+	if err != nil {
+		return &Error{Op: "read directory", Path: dst.String(), Err: err, Hint: listingHint(err)}
+	}
+	n.targets = make(map[string]fs.FileInfo, len(have))
+	for _, e := range have {
+		n.targets[e.Name()] = e
+	}
+	return nil
+}
+
+func (l *tarLister) file(src, dst Endpoint, si fs.FileInfo, rel string) error {
+	n, err := l.add(src, dst, si, rel)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n.parent.children = append(n.parent.children, n)
+	if n.existing == nil && si.Size() < l.maxSize {
+		l.small++
+		if l.small == l.minFiles && l.enough != nil {
+			go l.enough()
+		}
+	}
+	return nil
+}
+
+// add returns the node of an entry below a directory the walk entered,
+// with its target as that directory's listing has it, links followed.
+func (l *tarLister) add(src, dst Endpoint, si fs.FileInfo, rel string) (*tarNode, error) {
+	l.mu.Lock()
+	parent := l.root
+	if d := path.Dir(rel); d != "." {
+		parent = l.nodes[d]
+	}
+	l.mu.Unlock()
+	n := &tarNode{parent: parent, rel: rel, src: src, dst: dst, info: si}
+	if x, ok := parent.targets[path.Base(rel)]; ok {
+		if x.Mode()&fs.ModeSymlink != 0 {
+			var err error
+			if x, err = dst.FS.Stat(dst.Path); err != nil {
+				return nil, &Error{Op: "stat", Path: dst.String(), Err: err}
+			}
+		}
+		n.existing = x
+	}
+	return n, nil
+}
+
+// flatten lists the tree below n in copy order: parents before children.
+func flatten(n *tarNode, dirs, files *[]*tarNode) {
+	n.targets = nil
+	sort.Slice(n.children, func(i, j int) bool { return path.Base(n.children[i].rel) < path.Base(n.children[j].rel) })
+	for _, ch := range n.children {
+		if ch.info.IsDir() {
+			*dirs = append(*dirs, ch)
+			flatten(ch, dirs, files)
+		} else {
+			*files = append(*files, ch)
+		}
+	}
+}
+
+// splitBatches cuts files, in order, into up to n runs of about the same
+// bytes, none of fewer than tarStreamFiles files but the last.
+func splitBatches(files []*tarNode, n int) [][]*tarNode {
+	n = max(1, min(n, len(files)/tarStreamFiles))
+	// Each file costs a header and padding besides its bytes.
+	const overhead = 1024
+	var total int64
+	for _, f := range files {
+		total += f.info.Size() + overhead
+	}
+	per := total/int64(n) + 1
+	var out [][]*tarNode
+	var cur []*tarNode
+	var sum int64
+	for _, f := range files {
+		cur = append(cur, f)
+		sum += f.info.Size() + overhead
+		if sum >= per && len(out) < n-1 {
+			out = append(out, cur)
+			cur, sum = nil, 0
+		}
+	}
+	return append(out, cur)
+}
+
+// dirsFor returns the new directories a stream must create before its
+// files, parents first: all of them for the first stream.
+func dirsFor(files []*tarFile, newDirs []*tarNode, all bool) []*tarNode {
+	if all {
+		return newDirs
+	}
+	need := map[string]bool{}
+	for _, f := range files {
+		for d := path.Dir(f.rel); d != "."; d = path.Dir(d) {
+			need[d] = true
+		}
+	}
+	var out []*tarNode
+	for _, d := range newDirs {
+		if need[d.rel] {
+			out = append(out, d)
+		}
+	}
+	return out
+}

@@ -1,0 +1,106 @@
+package transfer
+
+import "context"
+
+// Side copies: the files of a tar mode tree that tar leaves out (large,
+// or with a target to look at) go over the SFTP pipeline, copyFile,
+// beside the streams.
+
+// streamBeside runs the tar streams of small, and on upload of newDirs,
+// while the files of early go over SFTP. The streams and the side copies
+// share the run's Progress, which shows one of them at a time.
+func (run *tarRun) streamBeside(ctx context.Context, small, newDirs, early []*tarNode) ([][]*tarFile, []error) {
+	var streams, side Progress
+	if p := run.c.opts.Progress; p != nil {
+		shared := &sharedProgress{p: p}
+		streams, side = shared.view(), shared.view()
+	}
+	var batches [][]*tarFile
+	var errs []error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		batches, errs = run.stream(ctx, small, newDirs, streams)
+	}()
+	run.copyOthers(ctx, early, side)
+	<-done
+	return batches, errs
+}
+
+// copyOthers copies the files tar streams do not carry over SFTP, a few
+// at once (into the temporary tree when the whole tree is new), telling
+// progress, when not nil, of their bytes: each costs round trips of its
+// own before and after its bytes, and a large file's first stream alone
+// fills no long path.
+func (run *tarRun) copyOthers(ctx context.Context, files []*tarNode, progress Progress) {
+	c := run.c
+	var todo []*tarNode
+	for _, f := range files {
+		if f.existing != nil && !f.existing.IsDir() && run.skipListed(ctx, f) {
+			continue
+		}
+		todo = append(todo, f)
+	}
+	type outcome struct {
+		res     Result
+		reports []FileReport
+	}
+	outs := make([]outcome, len(todo))
+	shared := &sharedProgress{p: progress}
+	forEach(len(todo), otherWorkers, func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		// A copier of its own for each file: copyFile records into it,
+		// and the outcomes are merged in order below. Its large files
+		// take the run's slots on the parallel pipeline.
+		sub := &copier{opts: c.opts, res: &Result{}, sched: c.sched, parallel: run.parallel}
+		sub.opts.Report = func(f FileReport) { outs[i].reports = append(outs[i].reports, f) }
+		sub.opts.Progress = nil
+		if progress != nil {
+			sub.opts.Progress = shared.view()
+		}
+		f := todo[i]
+		dst := f.dst
+		if run.whole {
+			dst.Path = dst.FS.Join(run.base, f.rel)
+		}
+		// A file of the temporary tree or of a directory this run made
+		// cannot exist yet: copyFile need not look.
+		fresh := run.whole || f.parent != run.root && f.parent.existing == nil
+		if err := sub.copyFile(ctx, f.src, dst, f.info, fresh); err != nil {
+			sub.failFile(f.src, err)
+		}
+		outs[i].res = *sub.res
+	})
+	for _, o := range outs {
+		c.res.Files += o.res.Files
+		c.res.Bytes += o.res.Bytes
+		c.res.Skipped += o.res.Skipped
+		c.res.Errors = append(c.res.Errors, o.res.Errors...)
+		c.res.MaxStreams = max(c.res.MaxStreams, o.res.MaxStreams)
+		c.res.Conns = max(c.res.Conns, o.res.Conns)
+		for _, f := range o.reports {
+			run.report(f)
+		}
+	}
+}
+
+// skipListed takes, from the target's listing alone, the decisions of
+// skip.go that need nothing more (the quick check, --ignore-existing),
+// and records a skipped file as copyFile does: it saves the round trip
+// of copyFile's own look at the target. --checksum is left to copyFile.
+func (run *tarRun) skipListed(ctx context.Context, f *tarNode) bool {
+	c := run.c
+	if c.opts.Skip != SkipQuick && c.opts.Skip != SkipExisting {
+		return false
+	}
+	if skip, _, err := c.skip(ctx, f.src, f.dst, f.info, f.existing); err != nil || !skip {
+		return false
+	}
+	c.forgetTarget(f.dst)
+	c.res.Skipped++
+	run.report(FileReport{Path: f.src.String(), Status: StatusSkipped})
+	c.logf("skipped %s: %s has it already", f.src, f.dst)
+	return true
+}

@@ -1,0 +1,220 @@
+package transfer
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/hpncp/hpncp/protocol"
+)
+
+// Upload streams: an archive written here and unpacked by the server's
+// tar -x.
+
+// uploadStream sends files, and the directories dirs, in one archive to a
+// tar -x in run.base. Unless the whole tree is new, each file goes under
+// a temporary name, renamed into place once tar has exited 0 and its size
+// is checked, and on failure every temporary file is removed.
+func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*tarFile) (err error) {
+	c := run.c
+	dstFS := run.root.dst.FS
+	for _, f := range files {
+		if run.whole {
+			f.tmp = dstFS.Join(run.base, f.rel)
+		} else {
+			f.tmp = dstFS.Join(dstFS.Dir(f.dst.Path), TempName(path.Base(f.rel)))
+		}
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer func() {
+		if err != nil && !run.whole {
+			removeTemps(dstFS, files)
+		}
+	}()
+	start := time.Now()
+	w, err := run.end.TarExtract(sctx, run.base, run.po)
+	if err != nil {
+		return err
+	}
+	werr := run.writeArchive(w, dirs, files)
+	if werr != nil {
+		// Stop tar before its exit is awaited: it must not take a cut
+		// archive for a whole one.
+		cancel()
+	}
+	if cerr := w.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return werr
+	}
+	sent := time.Now()
+	// Each stream checks its own files as soon as it is done, while the
+	// others still run: a directory two streams share is listed twice.
+	if err := checkUploaded(dstFS, run.root, files); err != nil {
+		return err
+	}
+	checked := time.Now()
+	if run.whole {
+		c.logf("tar stream of %d files: sent in %s, sizes checked in %s", len(files),
+			sent.Sub(start).Round(time.Millisecond), checked.Sub(sent).Round(time.Millisecond))
+		return nil
+	}
+	defer func() {
+		c.logf("tar stream of %d files: sent in %s, sizes checked in %s, renamed in %s", len(files),
+			sent.Sub(start).Round(time.Millisecond), checked.Sub(sent).Round(time.Millisecond),
+			time.Since(checked).Round(time.Millisecond))
+	}()
+	forEach(len(files), metaWorkers, func(i int) {
+		f := files[i]
+		if f.err != nil {
+			return
+		}
+		if rerr := dstFS.Rename(f.tmp, f.dst.Path); rerr != nil {
+			f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: rerr}
+			_ = dstFS.Remove(f.tmp)
+		}
+	})
+	return nil
+}
+
+// checkUploaded lists every directory that received temporary files, so
+// that each file's size on the server is checked before it takes its
+// name: a listing per directory, not a round trip per file.
+func checkUploaded(dstFS FS, root *tarNode, files []*tarFile) error {
+	byDir := map[string][]*tarFile{}
+	var order []string
+	for _, f := range files {
+		d := dstFS.Dir(f.tmp)
+		if _, ok := byDir[d]; !ok {
+			order = append(order, d)
+		}
+		byDir[d] = append(byDir[d], f)
+	}
+	errs := make([]error, len(order))
+	// Every listing at once: they cost round trips, not bandwidth.
+	forEach(len(order), 4*metaWorkers, func(i int) {
+		list, err := dstFS.ReadDir(order[i])
+		if err != nil {
+			errs[i] = &Error{Op: "read directory", Path: root.dst.FS.Label() + order[i], Err: err}
+			return
+		}
+		size := make(map[string]int64, len(list))
+		for _, e := range list {
+			if e.Mode().IsRegular() {
+				size[e.Name()] = e.Size()
+			}
+		}
+		for _, f := range byDir[order[i]] {
+			got, ok := size[dstFS.Base(f.tmp)]
+			switch {
+			case f.err != nil:
+				// Left out of the archive (writeArchive).
+			case !ok:
+				f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(),
+					Err: errors.New("tar reported success but the file is missing")}
+			case got != f.info.Size():
+				f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(),
+					Err: fmt.Errorf("short write: %d bytes arrived of %d sent", got, f.info.Size())}
+				_ = dstFS.Remove(f.tmp)
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// writeArchive writes the archive of dirs and files, compressed as
+// compress says, to w.
+func (run *tarRun) writeArchive(w io.Writer, dirs []*tarNode, files []*tarFile) error {
+	// Small writes would each become an SSH packet of their own.
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var out io.Writer = bw
+	var comp io.WriteCloser
+	switch run.po.Compress {
+	case "zstd":
+		zw, err := zstd.NewWriter(bw, zstd.WithEncoderLevel(zstd.SpeedFastest))
+		if err != nil {
+			return err
+		}
+		comp = zw
+	case "gzip":
+		comp, _ = gzip.NewWriterLevel(bw, gzip.BestSpeed)
+	}
+	if comp != nil {
+		out = comp
+	}
+	tw := tar.NewWriter(out)
+	for _, d := range dirs {
+		// The copy must be able to write into every directory; -p sets
+		// the source's mode once it is done, as in SFTP mode.
+		h := &tar.Header{Typeflag: tar.TypeDir, Name: d.rel + "/", Mode: int64(d.info.Mode().Perm() | 0o700),
+			ModTime: d.info.ModTime()}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+	}
+	for _, f := range files {
+		in, err := f.src.FS.Open(f.src.Path)
+		if err != nil {
+			// Left out of the archive, as SFTP mode leaves it out of the
+			// copy: the tree's other files still go.
+			f.err = &Error{Op: "read", Path: f.src.String(), Err: err}
+			continue
+		}
+		err = run.writeEntry(tw, f, in)
+		_ = in.Close()
+		if err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if comp != nil {
+		if err := comp.Close(); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// writeEntry adds one file, open as in, to the archive under its
+// temporary name.
+func (run *tarRun) writeEntry(tw *tar.Writer, f *tarFile, in io.Reader) error {
+	name := f.rel
+	if !run.whole {
+		name = path.Join(path.Dir(f.rel), run.root.dst.FS.Base(f.tmp))
+	}
+	h := &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: f.info.Size(),
+		Mode: int64(protocol.UnixMode(f.info.Mode())),
+		// Whole seconds, as SFTP mode sets them: archive/tar would round.
+		ModTime: f.info.ModTime().Truncate(time.Second)}
+	if err := tw.WriteHeader(h); err != nil {
+		return err
+	}
+	n, err := io.Copy(tw, run.m.reader(in))
+	switch {
+	case errors.Is(err, tar.ErrWriteTooLong):
+		n = f.info.Size() + 1
+	case err != nil:
+		return &Error{Op: "read", Path: f.src.String(), Err: err}
+	}
+	if n != f.info.Size() {
+		// The archive cannot carry the file's bytes as they are now.
+		return &Error{Op: "read", Path: f.src.String(),
+			Err: fmt.Errorf("file changed size during the copy: expected %d bytes", f.info.Size())}
+	}
+	return nil
+}
