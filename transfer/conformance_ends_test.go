@@ -63,14 +63,46 @@ type difference struct {
 // server is a host the remote ends talk to.
 type server struct {
 	name string
-	dial func(t *testing.T) *ssh.Client
+	// dial opens a connection; the SFTP ends call it from their own
+	// goroutines for more connections, so it reports and never fails
+	// the test.
+	dial func(ctx context.Context) (*ssh.Client, error)
+}
+
+// connect opens a connection for a test, closed when it ends.
+func (s server) connect(t *testing.T) *ssh.Client {
+	t.Helper()
+	c, err := s.dial(context.Background())
+	if err != nil {
+		t.Fatalf("connect to %s: %v", s.name, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func dialer(name, addr string, cfg *ssh.ClientConfig) server {
+	return server{name: name, dial: func(ctx context.Context) (*ssh.Client, error) {
+		nc, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		c, chans, reqs, err := ssh.NewClientConn(nc, addr, cfg)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		return ssh.NewClient(c, chans, reqs), nil
+	}}
 }
 
 // inProcess is internal/sshtest's server, running commands (scp -t/-f,
 // tar) with /bin/sh on this machine as sshd would.
 func inProcess(t *testing.T) server {
-	srv := sshtest.Start(t, sshtest.Options{Exec: sshtest.ShellExec(t.TempDir())})
-	return server{name: "inproc", dial: func(t *testing.T) *ssh.Client { return srv.Dial(t) }}
+	return sshtestServer(t, "inproc", sshtest.Start(t, sshtest.Options{Exec: sshtest.ShellExec(t.TempDir())}))
+}
+
+func sshtestServer(t *testing.T, name string, srv *sshtest.Server) server {
+	return dialer(name, srv.Addr, srv.ClientConfig(t))
 }
 
 // realSSHD is OpenSSH's sshd on 127.0.0.1; without one the test is
@@ -90,16 +122,7 @@ func realSSHD(t *testing.T) (server, *sshdtest.Server) {
 		t.Fatal(err)
 	}
 	cfg := &ssh.ClientConfig{User: s.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hostKeys}
-	addr := net.JoinHostPort(s.Host, strconv.Itoa(s.Port))
-	dial := func(t *testing.T) *ssh.Client {
-		c, err := ssh.Dial("tcp", addr, cfg)
-		if err != nil {
-			t.Fatalf("dial sshd at %s: %v", addr, err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	return server{name: "sshd", dial: dial}, s
+	return dialer("sshd", net.JoinHostPort(s.Host, strconv.Itoa(s.Port)), cfg), s
 }
 
 // localEnd copies between two local paths.
@@ -161,13 +184,7 @@ func parallel() transfer.ParallelOptions {
 // them for parallel streams and tar.
 func openSFTP(t *testing.T, s server) *protocol.SFTP {
 	t.Helper()
-	var mu sync.Mutex
-	dial := func(context.Context) (*ssh.Client, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return s.dial(t), nil
-	}
-	fsys, err := protocol.OpenSFTP(s.dial(t), protocol.Options{Label: s.name + ":", Dial: dial})
+	fsys, err := protocol.OpenSFTP(s.connect(t), protocol.Options{Label: s.name + ":", Dial: s.dial})
 	if err != nil {
 		t.Fatalf("open SFTP on %s: %v", s.name, err)
 	}
@@ -220,7 +237,7 @@ func scpEnds(s server) []end {
 	var out []end
 	for _, up := range []bool{true, false} {
 		e := end{name: "scp-" + s.name + "-" + direction(up), up: up}
-		e.open = func(t *testing.T) copyFunc { return scpCopy(protocol.NewSCP(s.dial(t), s.name+":"), up) }
+		e.open = func(t *testing.T) copyFunc { return scpCopy(protocol.NewSCP(s.connect(t), s.name+":"), up) }
 		out = append(out, e)
 	}
 	return out
@@ -268,7 +285,7 @@ func hostileSFTP(tune func(*transfer.Options)) func(t *testing.T, dir string, na
 			}
 		}
 		srv := sshtest.Start(t, sshtest.Options{ListDir: list, Exec: sshtest.ShellExec(t.TempDir())})
-		return sftpCopy(openSFTP(t, server{name: "hostile", dial: func(t *testing.T) *ssh.Client { return srv.Dial(t) }}), false, tune)
+		return sftpCopy(openSFTP(t, sshtestServer(t, "hostile", srv)), false, tune)
 	}
 }
 
