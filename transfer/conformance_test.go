@@ -337,6 +337,9 @@ func caseHostile(t *testing.T, e end, cp copyFunc, p *problems) {
 		p.add("no error reported for the hostile names")
 	} else {
 		msgs := joinErrors(res.Errors)
+		if len(res.Errors) != len(hostileNames) {
+			p.add("%d errors, want one for each of the %d hostile names:\n%s", len(res.Errors), len(hostileNames), msgs)
+		}
 		for _, n := range hostileNames {
 			if !strings.Contains(msgs, n) {
 				p.add("no error names the hostile entry %q; errors:\n%s", n, msgs)
@@ -361,13 +364,19 @@ var (
 
 func casePreserve(t *testing.T, e end, cp copyFunc, p *problems) {
 	src, dst := t.TempDir(), t.TempDir()
-	mkTree(t, src, "p/f=ffff", "p/g=gg", "p/zero=", "p/it's=quote", "p/sub/h=h", "p/sub/empty/")
+	mkTree(t, src, "p/f=ffff", "p/g=gg", "p/zero=", "p/it's=quote", "p/sub/h=h", "p/sub/empty/",
+		"p/-dash name=d", "p/ünïcödé=u")
+	// Sizes either side of scp's and SFTP's 32 KiB buffers.
+	writeBig(t, filepath.Join(src, "p/k32-1"), 32<<10-1)
+	writeBig(t, filepath.Join(src, "p/sub/k32+1"), 32<<10+1)
 	modes := map[string]fs.FileMode{"p": 0o750, "p/f": 0o751, "p/g": 0o600, "p/zero": 0o640, "p/it's": 0o604,
-		"p/sub": 0o705, "p/sub/h": 0o644, "p/sub/empty": 0o711}
+		"p/sub": 0o705, "p/sub/h": 0o644, "p/sub/empty": 0o711, "p/-dash name": 0o755, "p/ünïcödé": 0o664,
+		"p/k32-1": 0o644, "p/sub/k32+1": 0o700}
 	// A second mtime, so that a run giving every entry the same one fails.
 	mtimes := map[string]time.Time{"p/g": oldMtime.Add(time.Hour), "p/sub/empty": oldMtime.Add(2 * time.Hour)}
 	// Deepest first, so that setting a directory's times is not undone.
-	for _, rel := range []string{"p/sub/empty", "p/sub/h", "p/sub", "p/f", "p/g", "p/zero", "p/it's", "p"} {
+	for _, rel := range []string{"p/sub/empty", "p/sub/h", "p/sub/k32+1", "p/sub", "p/f", "p/g", "p/zero", "p/it's",
+		"p/-dash name", "p/ünïcödé", "p/k32-1", "p"} {
 		chmod(t, filepath.Join(src, rel), modes[rel])
 		mt, ok := mtimes[rel]
 		if !ok {
