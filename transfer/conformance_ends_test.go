@@ -4,13 +4,17 @@ package transfer_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"net"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,6 +103,67 @@ func dialer(name, addr string, cfg *ssh.ClientConfig) server {
 // tar) with /bin/sh on this machine as sshd would.
 func inProcess(t *testing.T) server {
 	return sshtestServer(t, "inproc", sshtest.Start(t, sshtest.Options{Exec: sshtest.ShellExec(t.TempDir())}))
+}
+
+// tarServer is an in-process server that counts the tar streams it
+// runs, so that the tar ends can tell that a tree went over tar and not
+// over SFTP beside it.
+func tarServer(t *testing.T) (server, *atomic.Int64) {
+	run := sshtest.ShellExec(t.TempDir())
+	var streams atomic.Int64
+	srv := sshtest.Start(t, sshtest.Options{Exec: func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int {
+		if strings.HasPrefix(cmd, "tar -x") || strings.HasPrefix(cmd, "tar -c") {
+			streams.Add(1)
+		}
+		return run(cmd, stdin, stdout, stderr)
+	}})
+	return sshtestServer(t, "inproc", srv), &streams
+}
+
+// countedTarEnds are the tar ends on in-process servers of their own,
+// both ways, each checking that its trees went over tar.
+func countedTarEnds() []end {
+	var out []end
+	for _, up := range []bool{true, false} {
+		out = append(out, end{name: "tar-inproc-" + direction(up), up: up, open: func(t *testing.T) copyFunc {
+			s, streams := tarServer(t)
+			return countedTar(sftpCopy(openSFTP(t, s), up, withTar), streams)
+		}})
+	}
+	return out
+}
+
+// countedTar fails a run that copied a tree with none of its files over
+// tar: the tar ends would otherwise test SFTP without telling.
+func countedTar(cp copyFunc, streams *atomic.Int64) copyFunc {
+	return func(ctx context.Context, srcs []string, target string, o transfer.Options) (*transfer.Result, error) {
+		before := streams.Load()
+		res, err := cp(ctx, srcs, target, o)
+		if res != nil && ctx.Err() == nil && o.Recursive && treeWithFiles(srcs) && streams.Load() == before {
+			res.Errors = append(res.Errors, errors.New("conformance: a tree was copied in tar mode without a tar stream"))
+		}
+		return res, err
+	}
+}
+
+// treeWithFiles reports whether a source is a local directory holding a
+// regular file somewhere below it (every server here serves this
+// machine's files).
+func treeWithFiles(srcs []string) bool {
+	for _, src := range srcs {
+		found := false
+		filepath.WalkDir(src, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				found = true
+				return filepath.SkipAll
+			}
+			return nil
+		})
+		if fi, err := os.Stat(src); err == nil && fi.IsDir() && found {
+			return true
+		}
+	}
+	return false
 }
 
 func sshtestServer(t *testing.T, name string, srv *sshtest.Server) server {

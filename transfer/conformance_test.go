@@ -63,7 +63,7 @@ func TestConformanceInProcess(t *testing.T) {
 	var ends []end
 	ends = append(ends, sftpEnds(s, withParallel, "sftp")...)
 	ends = append(ends, scpEnds(s)...)
-	ends = append(ends, sftpEnds(s, withTar, "tar")...)
+	ends = append(ends, countedTarEnds()...)
 	for i := range ends {
 		if !ends[i].up {
 			switch {
