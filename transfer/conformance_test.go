@@ -114,7 +114,7 @@ var knownDifferences = []struct {
 		why: "a hostile name from an scp source is a protocol error that ends the session: the first is refused and named, the later ones are never read"}},
 	// Tar carries no access times, and tar -x on the server sets none.
 	{"tar-*-up", "preserve", difference{expect: "atime",
-		why: "finding: --tar -p uploads set no access times; scp -p and SFTP -p do"}},
+		why: "--tar -p uploads carry no access times (README says so); scp -p and SFTP -p do"}},
 	// A tar stream fails as a whole.
 	{"tar-*", "disk full", difference{expect: "full target",
 		why: "a tar stream fails as a whole: the small file beside the large one in the same stream is not copied (the error says so)"}},
@@ -128,6 +128,11 @@ var knownDifferences = []struct {
 
 // markDifferences records on each end the cases it fails today.
 func markDifferences(ends []end) []end {
+	for _, k := range knownDifferences {
+		if !slices.ContainsFunc(confCases(), func(c confCase) bool { return c.name == k.name }) {
+			panic("knownDifferences names no case " + k.name)
+		}
+	}
 	for i, e := range ends {
 		ends[i].differs = map[string]difference{}
 		for _, k := range knownDifferences {
