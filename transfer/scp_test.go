@@ -68,36 +68,6 @@ func scpTree(t *testing.T, root string) {
 	}
 }
 
-// treeMeta lists a tree with each entry's permission bits and, when
-// times is set, modification time.
-func treeMeta(t *testing.T, root string, times bool) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if rel == "." {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		line := rel + " " + fi.Mode().String()
-		if times {
-			line += " " + fi.ModTime().UTC().Format(time.RFC3339)
-		}
-		out = append(out, line)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 func mustCopySCP(t *testing.T, o Options, srcs []SCPEndpoint, target SCPEndpoint) *Result {
 	t.Helper()
 	res, err := CopySCP(context.Background(), srcs, target, o)
@@ -140,76 +110,6 @@ func TestCopySCPRoundTrip(t *testing.T) {
 		}
 	}
 	noTemps(t, back)
-}
-
-// TestCopySCPPreserve compares -p with OpenSSH's scp: modes and times of
-// files and directories come through both ways.
-func TestCopySCPPreserve(t *testing.T) {
-	h := scpHost(t, realSCP(t))
-	src, far, back := t.TempDir(), t.TempDir(), t.TempDir()
-	scpTree(t, filepath.Join(src, "tree"))
-	if err := os.Chmod(filepath.Join(src, "tree/sub"), 0o750); err != nil {
-		t.Fatal(err)
-	}
-	o := Options{Recursive: true, Preserve: true}
-	mustCopySCP(t, o, []SCPEndpoint{localSCP(filepath.Join(src, "tree"))}, remote(h, filepath.Join(far, "up")))
-	mustCopySCP(t, o, []SCPEndpoint{remote(h, filepath.Join(far, "up"))}, localSCP(filepath.Join(back, "down")))
-	want := strings.Join(treeMeta(t, filepath.Join(src, "tree"), true), "\n")
-	for _, dir := range []string{filepath.Join(far, "up"), filepath.Join(back, "down")} {
-		if got := strings.Join(treeMeta(t, dir, true), "\n"); got != want {
-			t.Errorf("%s lost modes or times:\n%s\nwant\n%s", dir, got, want)
-		}
-	}
-}
-
-func TestCopySCPLayoutLikeScp(t *testing.T) {
-	h := scpHost(t, realSCP(t))
-	tests := []struct {
-		name      string
-		recursive bool
-		setup     func(dst string)
-		src       string
-		target    string
-		want      []string
-	}{
-		{"file to missing name", false, nil, "a.txt", "new.txt", []string{"new.txt:A"}},
-		{"file into dir", false, func(d string) { os.Mkdir(filepath.Join(d, "in"), 0o755) }, "a.txt", "in",
-			[]string{"in/", "in/a.txt:A"}},
-		{"file over file", false, func(d string) { write(t, filepath.Join(d, "old"), "old content") }, "a.txt", "old",
-			[]string{"old:A"}},
-		{"tree to missing dir", true, nil, "dir", "x", []string{"x/", "x/b:B", "x/empty/", "x/sub/", "x/sub/c:C"}},
-		{"tree into existing dir", true, func(d string) { os.Mkdir(filepath.Join(d, "x"), 0o755) }, "dir", "x",
-			[]string{"x/", "x/dir/", "x/dir/b:B", "x/dir/empty/", "x/dir/sub/", "x/dir/sub/c:C"}},
-		{"tree with trailing slash", true, func(d string) { os.Mkdir(filepath.Join(d, "x"), 0o755) }, "dir/", "x",
-			[]string{"x/", "x/dir/", "x/dir/b:B", "x/dir/empty/", "x/dir/sub/", "x/dir/sub/c:C"}},
-	}
-	for _, tt := range tests {
-		for _, up := range []bool{true, false} {
-			name := tt.name + map[bool]string{true: " up", false: " down"}[up]
-			t.Run(name, func(t *testing.T) {
-				src, dst := t.TempDir(), t.TempDir()
-				write(t, filepath.Join(src, "a.txt"), "A")
-				write(t, filepath.Join(src, "dir/b"), "B")
-				write(t, filepath.Join(src, "dir/sub/c"), "C")
-				os.Mkdir(filepath.Join(src, "dir/empty"), 0o755)
-				if tt.setup != nil {
-					tt.setup(dst)
-				}
-				from := filepath.Join(src, tt.src)
-				if strings.HasSuffix(tt.src, "/") {
-					from += "/"
-				}
-				s, d := localSCP(from), remote(h, filepath.Join(dst, tt.target))
-				if !up {
-					s, d = remote(h, from), localSCP(filepath.Join(dst, tt.target))
-				}
-				mustCopySCP(t, Options{Recursive: tt.recursive}, []SCPEndpoint{s}, d)
-				if got := tree(t, dst); strings.Join(got, " ") != strings.Join(tt.want, " ") {
-					t.Errorf("target tree\n got %q\nwant %q", got, tt.want)
-				}
-			})
-		}
-	}
 }
 
 // TestCopySCPSessionsAtOnce checks that several sources go over
