@@ -24,6 +24,7 @@ import (
 	"github.com/hpncp/hpncp/internal/sshdtest"
 	"github.com/hpncp/hpncp/internal/sshtest"
 	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/protocol/scp"
 	"github.com/hpncp/hpncp/transfer"
 	"github.com/hpncp/hpncp/window"
 )
@@ -302,13 +303,13 @@ func scpEnds(s server) []end {
 	var out []end
 	for _, up := range []bool{true, false} {
 		e := end{name: "scp-" + s.name + "-" + direction(up), up: up}
-		e.open = func(t *testing.T) copyFunc { return scpCopy(protocol.NewSCP(s.connect(t), s.name+":"), up) }
+		e.open = func(t *testing.T) copyFunc { return scpCopy(scp.NewHost(s.connect(t), s.name+":"), up) }
 		out = append(out, e)
 	}
 	return out
 }
 
-func scpCopy(h *protocol.SCP, up bool) copyFunc {
+func scpCopy(h *scp.Host, up bool) copyFunc {
 	return func(ctx context.Context, srcs []string, target string, o transfer.Options) (*transfer.Result, error) {
 		var from []transfer.SCPEndpoint
 		to := transfer.SCPEndpoint{Path: target}
@@ -374,5 +375,5 @@ func hostileSCP(t *testing.T, dir string, names []string) copyFunc {
 		io.Copy(io.Discard, stdin)
 		return 0
 	}})
-	return scpCopy(protocol.NewSCP(srv.Dial(t), "hostile:"), false)
+	return scpCopy(scp.NewHost(srv.Dial(t), "hostile:"), false)
 }

@@ -109,6 +109,7 @@ func TestCopySeveralSourcesNeedDirectory(t *testing.T) {
 type failingFS struct {
 	Local
 	failAfter int64
+	names     []string // when set, what ReadDir calls the entries it lists
 }
 
 type failingWriter struct {
@@ -246,3 +247,21 @@ func TestTempFileOwnerOnlyUntilRenamed(t *testing.T) {
 		})
 	}
 }
+
+func (f failingFS) ReadDir(name string) ([]fs.FileInfo, error) {
+	infos, err := f.Local.ReadDir(name)
+	if err != nil || f.names == nil {
+		return infos, err
+	}
+	for i := range infos {
+		infos[i] = renamed{infos[i], f.names[i%len(f.names)]}
+	}
+	return infos, nil
+}
+
+type renamed struct {
+	fs.FileInfo
+	name string
+}
+
+func (r renamed) Name() string { return r.name }
