@@ -57,11 +57,11 @@ bench-lan:
 bench-many:
 	bench/many.sh --out bench/results-many.md
 
-# Release packaging: validate .goreleaser.yaml, build every target as a
-# snapshot and pack the archives and checksums into dist/ (nothing is
-# published). Not part of test: building goreleaser itself takes
-# minutes the first time.
+# Release packaging (scripts/release-check.sh): validate goreleaser.yaml,
+# build every target as a snapshot, pack the archives, the .deb and .rpm
+# packages and checksums into dist/ (nothing is published) and check what
+# each holds. Not part of test: building goreleaser itself takes minutes
+# the first time.
 GORELEASER ?= $(GO) run github.com/goreleaser/goreleaser/v2@v2.15.1
 release-check:
-	$(GORELEASER) check
-	$(GORELEASER) release --snapshot --clean --skip=publish
+	GORELEASER="$(GORELEASER)" ./scripts/release-check.sh

@@ -8,11 +8,15 @@
 #   bench/many.sh [--rtt 50] [--rate 1gbit] [--runs 3] [--dirs 100]
 #                 [--per-dir 100] [--tools "scp rsync hpn hpnd"]
 #                 [--scp-sample 500] [--scp-runs 1] [--out FILE.md]
-#                 [--hpncp BINARY]
+#                 [--hpncp BINARY] [--before BINARY]
 #
 #   --rtt         RTT in ms through bench/netns.sh's emulator at --rate
 #   --tools       any of: scp (scp -r, SFTP mode), rsync (rsync -a -e ssh),
-#                 hpn (hpncp -r) and hpnd (hpncp -r --hpn-disabled)
+#                 hpn (hpncp -r) and hpnd (hpncp -r --hpn-disabled);
+#                 with --before, also hpn-before
+#   --before      another hpncp binary (an earlier commit's), run as tool
+#                 hpn-before beside hpn in the same run, to show a change
+#                 leaves the figures within noise
 #   --scp-sample  scp takes a round trip or more per file: 10,000 files at
 #                 50 ms are half an hour. With a sample of N < all small
 #                 files, scp's time is estimated from three runs, each
@@ -34,7 +38,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 
 rtt=50 rate=1gbit runs=3 ndirs=100 per_dir=100 tools="scp rsync hpn hpnd"
-scp_sample=500 scp_runs=1 out= hpncp_bin=
+scp_sample=500 scp_runs=1 out= hpncp_bin= before_bin=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rtt) rtt=$2 ;;
@@ -47,6 +51,7 @@ while [ $# -gt 0 ]; do
 	--scp-runs) scp_runs=$2 ;;
 	--out) out=$2 ;;
 	--hpncp) hpncp_bin=$2 ;;
+	--before) before_bin=$2 ;;
 	*)
 		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 		exit 2
@@ -54,6 +59,9 @@ while [ $# -gt 0 ]; do
 	esac
 	shift 2
 done
+case " $tools " in
+*" hpn-before "*) [ -n "$before_bin" ] || { echo "many.sh: tool hpn-before needs --before BINARY" >&2; exit 2; } ;;
+esac
 [ "$(id -u)" = 0 ] || { echo "many.sh: needs root (network namespaces)" >&2; exit 1; }
 small=$((ndirs * per_dir))
 
@@ -129,6 +137,8 @@ copy() {
 	rsync) client rsync -a -e "ssh -F $cfg" "$from" "$to" ;;
 	hpnd) client "$hpncp_bin" -F "$cfg" -q -r --hpn-disabled "$from" "$to" ;;
 	hpn) client "$hpncp_bin" -F "$cfg" -q -r "$from" "$to" ;;
+	hpn-before) client "$before_bin" -F "$cfg" -q -r "$from" "$to" ;;
+	*) echo "many.sh: unknown tool $tool" >&2; exit 2 ;;
 	esac
 	t1=$(date +%s.%N)
 	diff -r -q "$src/$name" "$dst/$name" >/dev/null || { echo "many.sh: $tool $dir $name: the copy differs" >&2; exit 1; }

@@ -8,7 +8,7 @@
 #   bench/wan.sh [--rtts "lo 1 10 50 100"] [--rate 1gbit] [--runs 3]
 #                [--size 1G] [--slow-size 256M] [--tools "..."]
 #                [--dirs "up down"] [--mtu 1500] [--out FILE.md]
-#                [--hpncp BINARY]
+#                [--hpncp BINARY] [--before BINARY]
 #
 #   --rtts       "lo" is 127.0.0.1 in this namespace (no emulator); a number
 #                is an RTT in ms through the emulator at --rate
@@ -17,7 +17,10 @@
 #                rsync, hpnd) at 50 ms and more, where 1 GiB would take a
 #                minute a run; MB/s stays comparable, set-up included
 #   --tools      any of: scp scp-O sftp rsync rsync-hpn hpnd hpn (rsync-hpn
-#                is rsync -e 'hpncp ssh')
+#                is rsync -e 'hpncp ssh'); with --before, also hpn-before
+#   --before     another hpncp binary (an earlier commit's), run as tool
+#                hpn-before beside hpn in the same run, to show a change
+#                leaves the figures within noise
 #   --out        also write the table as markdown
 #
 # The server is a stock OpenSSH sshd started in the far namespace with its
@@ -33,7 +36,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 
 rtts="lo 1 10 50 100" rate=1gbit runs=3 size=1G slow_size=256M
-tools="scp scp-O sftp rsync rsync-hpn hpnd hpn" dirs="up down" mtu=1500 out= hpncp_bin=
+tools="scp scp-O sftp rsync rsync-hpn hpnd hpn" dirs="up down" mtu=1500 out= hpncp_bin= before_bin=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rtts) rtts=$2 ;;
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
 	--mtu) mtu=$2 ;;
 	--out) out=$2 ;;
 	--hpncp) hpncp_bin=$2 ;;
+	--before) before_bin=$2 ;;
 	*)
 		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 		exit 2
@@ -53,6 +57,9 @@ while [ $# -gt 0 ]; do
 	esac
 	shift 2
 done
+case " $tools " in
+*" hpn-before "*) [ -n "$before_bin" ] || { echo "wan.sh: tool hpn-before needs --before BINARY" >&2; exit 2; } ;;
+esac
 [ "$(id -u)" = 0 ] || { echo "wan.sh: needs root (network namespaces)" >&2; exit 1; }
 
 work=$(mktemp -d /dev/shm/hpncp-wan.XXXXXX)
@@ -76,15 +83,14 @@ mkdir -p "$work/remote" "$work/local"
 size_bytes=$(bench_units size "$size") || { echo "wan.sh: --size $size: want bytes or a K, M, G suffix" >&2; exit 2; }
 slow_bytes=$(bench_units size "$slow_size") || { echo "wan.sh: --slow-size $slow_size: want bytes or a K, M, G suffix" >&2; exit 2; }
 
-declare -A made
-testfile() { # BYTES -> path of a random file of that size
-	local n=$1
-	if [ -z "${made[$n]:-}" ]; then
-		echo "creating a $n-byte test file" >&2
-		head -c "$n" /dev/urandom >"$work/src-$n"
-		made[$n]=1
+# testfile BYTES: sets f to the path of a random file of that size, made
+# once (not in a subshell, so that the file is made once per size).
+testfile() {
+	f=$work/src-$1
+	if ! [ -e "$f" ]; then
+		echo "creating a $1-byte test file" >&2
+		head -c "$1" /dev/urandom >"$f"
 	fi
-	echo "$work/src-$n"
 }
 
 client() { "${run_client[@]}" "$@"; }
@@ -117,6 +123,8 @@ copy() {
 	rsync-hpn) client rsync -e "$hpncp_bin ssh -F $cfg" "$from" "$to" ;;
 	hpnd) client "$hpncp_bin" -F "$cfg" -q --hpn-disabled "$from" "$to" ;;
 	hpn) client "$hpncp_bin" -F "$cfg" -q "$from" "$to" ;;
+	hpn-before) client "$before_bin" -F "$cfg" -q "$from" "$to" ;;
+	*) echo "wan.sh: unknown tool $tool" >&2; exit 2 ;;
 	esac
 	t1=$(date +%s.%N)
 	if [ "$dir" = up ]; then
@@ -142,10 +150,10 @@ for rtt in $rtts; do
 		for dir in $dirs; do
 			for tool in $tools; do
 				sz=$size_bytes
-				if [ "$tool" != hpn ] && [ "$rtt" != lo ] && [ "$rtt" -ge 50 ]; then
+				if [ "$tool" != hpn ] && [ "$tool" != hpn-before ] && [ "$rtt" != lo ] && [ "$rtt" -ge 50 ]; then
 					sz=$slow_bytes
 				fi
-				f=$(testfile "$sz")
+				testfile "$sz"
 				s=$(copy "$tool" "$dir" "$f")
 				echo "$rtt $dir $tool $sz $s" >>"$results"
 				echo "rtt=$rtt run=$run $dir $tool: $s s" >&2

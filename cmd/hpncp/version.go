@@ -46,6 +46,9 @@ func versionLine(v, c, d string, bi *debug.BuildInfo) string {
 			}
 		}
 	}
+	if c == "none" { // goreleaser's word for a commit it could not learn
+		c = ""
+	}
 	line := "hpncp " + v
 	switch {
 	case c != "" && d != "":
