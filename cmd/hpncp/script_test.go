@@ -29,43 +29,95 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// TestScript runs the CLI behaviour scripts in testdata/script against an
-// in-process SSH/SFTP server: $SSHCONFIG names it as host "testhost";
-// $PWCONFIG names another one, which also takes a password; $NOSFTPCONFIG
-// one without an SFTP subsystem; $TARCONFIG one that also runs commands
-// with the shell, as sshd does, for tar mode.
+// TestScript runs every script in testdata/script twice: as
+// TestScript/inproc/NAME against in-process servers (internal/sshtest) and
+// as TestScript/sshd/NAME against a real OpenSSH sshd on 127.0.0.1
+// (internal/sshdtest, in e2e_test.go). A script reads the same on both:
+//
+//   - $SSHCONFIG names the server as host "testhost", reached with
+//     $IDENTITY on port $SSHPORT, its key in $KNOWNHOSTS; OpenSSH's scp,
+//     sftp and rsync read the same file;
+//   - $TARCONFIG names, as "testhost", a server that runs commands with the
+//     shell, as sshd does (tar mode, scp -O, hpncp ssh);
+//   - $NOSFTPCONFIG names, as "testhost", one without an SFTP subsystem that
+//     runs commands (the legacy scp protocol);
+//   - [inproc] and [sshd] hold for the server the script runs against;
+//     [root] when the test runs as root (tmpfs mounts).
+//
+// What only one server has: on inproc, $REMOTEHOME (the SFTP server's
+// start directory, a temporary one) and $PWCONFIG (a server that also
+// takes a password), and $SSHCONFIG's server runs no commands; on sshd,
+// host "unprivileged" in $SSHCONFIG logs in as nobody, whose shell runs no
+// commands, for real permission errors.
+//
+// Under go test -short only inproc runs; without sshd the sshd half is
+// skipped, or fails when HPNCP_E2E=require, as CI sets.
 func TestScript(t *testing.T) {
+	t.Run("inproc", func(t *testing.T) {
+		t.Parallel()
+		runScripts(t, "inproc", inprocScriptEnv(t), nil)
+	})
+	t.Run("sshd", func(t *testing.T) {
+		t.Parallel()
+		vars, setup := sshdScriptEnv(t)
+		runScripts(t, "sshd", vars, setup)
+	})
+}
+
+// runScripts runs testdata/script with vars set in every script's
+// environment; server is the condition that holds ("inproc" or "sshd");
+// setup, if set, prepares each script's work directory.
+func runScripts(t *testing.T, server string, vars map[string]string, setup func(*testscript.Env) error) {
+	testscript.Run(t, testscript.Params{
+		Dir: "testdata/script",
+		Setup: func(env *testscript.Env) error {
+			for k, v := range vars {
+				env.Setenv(k, v)
+			}
+			if setup != nil {
+				return setup(env)
+			}
+			return nil
+		},
+		Cmds:                scriptCmds,
+		Condition:           scriptCondition(server),
+		RequireExplicitExec: true,
+	})
+}
+
+// inprocScriptEnv starts the in-process servers the scripts use and
+// returns their variables.
+func inprocScriptEnv(t *testing.T) map[string]string {
 	srv := sshtest.Start(t, sshtest.Options{})
 	pwsrv := sshtest.Start(t, sshtest.Options{Password: "s3cret pass"})
 	// A server without SFTP that runs commands with the shell: the real
 	// scp -t and scp -f serve the legacy protocol.
 	nosftp := sshtest.Start(t, sshtest.Options{NoSFTP: true, Exec: sshtest.ShellExec(t.TempDir())})
 	tarsrv := sshtest.Start(t, sshtest.Options{Exec: sshtest.ShellExec(t.TempDir())})
-	testscript.Run(t, testscript.Params{
-		Dir: "testdata/script",
-		Setup: func(env *testscript.Env) error {
-			env.Setenv("SSHCONFIG", srv.ConfigFile)
-			env.Setenv("KNOWNHOSTS", srv.KnownHostsFile)
-			env.Setenv("SSHPORT", strconv.Itoa(srv.Port))
-			env.Setenv("IDENTITY", srv.ClientKeyFile)
-			env.Setenv("REMOTEHOME", srv.Root)
-			env.Setenv("PWCONFIG", pwsrv.ConfigFile)
-			env.Setenv("NOSFTPCONFIG", nosftp.ConfigFile)
-			env.Setenv("TARCONFIG", tarsrv.ConfigFile)
-			return nil
-		},
-		Cmds:                scriptCmds,
-		Condition:           scriptCondition,
-		RequireExplicitExec: true,
-	})
+	return map[string]string{
+		"SSHCONFIG":    srv.ConfigFile,
+		"KNOWNHOSTS":   srv.KnownHostsFile,
+		"SSHPORT":      strconv.Itoa(srv.Port),
+		"IDENTITY":     srv.ClientKeyFile,
+		"REMOTEHOME":   srv.Root,
+		"PWCONFIG":     pwsrv.ConfigFile,
+		"NOSFTPCONFIG": nosftp.ConfigFile,
+		"TARCONFIG":    tarsrv.ConfigFile,
+	}
 }
 
-// scriptCondition adds [root]: the test runs as root (tmpfs mounts).
-func scriptCondition(cond string) (bool, error) {
-	if cond == "root" {
-		return os.Geteuid() == 0, nil
+// scriptCondition answers [inproc] and [sshd] for the server the scripts
+// run against, and [root]: the test runs as root (tmpfs mounts).
+func scriptCondition(server string) func(cond string) (bool, error) {
+	return func(cond string) (bool, error) {
+		switch cond {
+		case "root":
+			return os.Geteuid() == 0, nil
+		case "inproc", "sshd":
+			return cond == server, nil
+		}
+		return false, fmt.Errorf("unknown condition %q", cond)
 	}
-	return false, fmt.Errorf("unknown condition %q", cond)
 }
 
 // scriptCmds are the commands scripts get beyond testscript's own.
