@@ -376,8 +376,8 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 	co := o.connOptions(stderr)
 	if tune.rcvbuf > 0 || tune.sndbuf > 0 {
 		co.Tune = func(c net.Conn) error {
-			err := window.SetBuffers(c, tune.rcvbuf, tune.sndbuf)
-			if errors.Is(err, window.ErrCapped) {
+			err := sshconn.SetBuffers(c, tune.rcvbuf, tune.sndbuf)
+			if errors.Is(err, sshconn.ErrCapped) {
 				if co.Warnf != nil {
 					co.Warnf("hpncp: warning: %v", err)
 				}
@@ -661,7 +661,7 @@ func (r *remotes) endpoint(ctx context.Context, l transfer.Location) (transfer.E
 func minRTT(cs []*sshconn.Client) time.Duration {
 	var best time.Duration
 	for _, c := range cs {
-		if rtt, ok := window.TCPRTT(c.Transport); ok && rtt > 0 && (best == 0 || rtt < best) {
+		if rtt, ok := sshconn.TCPRTT(c.Transport); ok && rtt > 0 && (best == 0 || rtt < best) {
 			best = rtt
 		}
 	}
