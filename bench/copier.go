@@ -41,11 +41,11 @@ type Copier struct {
 // benchChunk is the bytes a stream moves at once: --chunk's default.
 const benchChunk = 1 << 20
 
-// copyOptions are the options of a copy run with c's flags: every byte
+// CopyOptions are the options of a copy run with c's flags: every byte
 // moved whatever the target holds (--force), the window controller's
 // plan in chunks of --chunk's default, and tar mode as a copy with those
 // flags would choose it.
-func copyOptions(c Config) transfer.Options {
+func (c Config) CopyOptions() transfer.Options {
 	cfg := window.Config{Fixed: c.Streams}
 	tar := transfer.TarAuto
 	if c.HPNDisabled {
@@ -74,7 +74,7 @@ func (r *Copier) copy(ctx context.Context, c Config, src, dst transfer.Location)
 	hosts := ends.New(ends.Options{SSH: r.SSH, Legacy: c.Legacy})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
-	o := copyOptions(c)
+	o := c.CopyOptions()
 	o.Logf = r.Logf
 	run, err := hosts.Open(ctx, []transfer.Location{src, dst}, o)
 	if err != nil {
