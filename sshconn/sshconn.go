@@ -3,7 +3,8 @@
 // resolution (through `ssh -G` when ssh is installed), known_hosts checking
 // with StrictHostKeyChecking, ssh-agent and identity files,
 // keyboard-interactive and password authentication, jump hosts,
-// ProxyCommand and keepalives.
+// ProxyCommand and keepalives; the TCP sockets' buffers (SetBuffers) and
+// the kernel's RTT of them (TCPRTT, Linux).
 //
 // A Dialer remembers what worked (decrypted keys, typed passwords, accepted
 // host keys) so that a pool can open many connections to one host while the

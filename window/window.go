@@ -1,4 +1,4 @@
-// Package window is hpncp's dynamic window controller and TCP socket tuning.
+// Package window is hpncp's dynamic window controller.
 //
 // A stock sshd gives every SSH channel a fixed 2 MiB flow-control window, so
 // one stream (an SFTP session on its own channel) moves at most
@@ -10,7 +10,7 @@
 //
 // # Control law
 //
-// The pipeline calls Start with the first RTT it knows (TCP_INFO via TCPRTT,
+// The pipeline calls Start with the first RTT it knows (sshconn.TCPRTT,
 // or a request round trip), then Observe once per interval with the bytes it
 // completed. Each call returns the Plan to run until the next one.
 //
@@ -71,11 +71,9 @@
 // requests outstanding, the most its channel can carry per round trip, so
 // the plan's total in flight is Streams × ChannelWindow.
 //
-// # TCP sockets
-//
-// SetBuffers applies --tcp-rcvbuf and --tcp-sndbuf and leaves the kernel's
-// autotuning alone otherwise; TCPRTT reads the kernel's RTT estimate
-// (Linux). The size flags themselves are read by package units.
+// The size flags are read by package units; the TCP sockets' buffers and
+// the kernel's RTT estimate are sshconn's (SetBuffers, TCPRTT), beside
+// the dialing that opens them.
 package window
 
 import (
@@ -159,7 +157,7 @@ type Sample struct {
 	// received) in the interval.
 	Bytes int64
 	// RTT is the current round-trip estimate: the smallest tcpi_rtt of the
-	// connections (TCPRTT), else the smallest SFTP request round trip of
+	// connections (sshconn.TCPRTT), else the smallest SFTP request round trip of
 	// the interval; 0 if unknown.
 	RTT time.Duration
 	// Errors counts streams that failed for transport reasons: channel or

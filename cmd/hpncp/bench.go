@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -147,9 +143,6 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	// flags() makes the map of unsupported scp flags that runCopy's check
-	// reads; bench sets none of them.
-	o.conn.flags()
 	o.conn.Quiet = true
 
 	var loc transfer.Location
@@ -194,7 +187,11 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) er
 			fmt.Fprintf(stderr, "hpncp: bench %-5s %-8s run %d/%d: %.2fs\n", c.Name, d, run+1, bo.Runs, secs)
 		}
 	}
-	runner := &copyRunner{base: o.conn, host: loc, stderr: stderr, localRoot: demoRoot}
+	runner := &bench.Copier{SSH: o.conn.connOptions(stderr), Host: loc, LocalRoot: demoRoot}
+	if o.conn.Verbose {
+		runner.Logf = logTo(stderr)
+		runner.Done = func(res *transfer.Result, took time.Duration) { printSummary(stderr, res, took) }
+	}
 	rep, err := bench.Run(ctx, runner, strings.TrimSuffix(loc.HostLabel(), ":"), bo)
 	if err != nil {
 		return err
@@ -312,92 +309,4 @@ func rateString(bits float64) string {
 		return fmt.Sprintf("%g Mbit/s", bits/1e6)
 	}
 	return fmt.Sprintf("%g kbit/s", bits/1e3)
-}
-
-// copyRunner runs bench's transfers through runCopy, the code a user's
-// copy runs, with the configuration's flags.
-type copyRunner struct {
-	base   copyOptions
-	host   transfer.Location // Path unused
-	stderr io.Writer
-	// streams is the most streams the last transfer used, and took how
-	// long the copy took after connecting, from its JSON report.
-	streams int
-	took    time.Duration
-	// localRoot, when set, is the remote side's directory on this machine
-	// (the embedded demo's): Remove deletes there without connecting,
-	// which would cost the demo a second per removal.
-	localRoot string
-}
-
-func (r *copyRunner) options(c bench.Config, operands ...string) *copyOptions {
-	o := r.base
-	o.Streams, o.Connections = "auto", "auto"
-	o.Chunk, o.Window = "1MiB", "auto"
-	o.HPNDisabled, o.Legacy = c.HPNDisabled, c.Legacy
-	// Every run must move every byte, whatever the target already holds.
-	o.Force = true
-	if c.Streams > 0 {
-		o.Streams = fmt.Sprint(c.Streams)
-	}
-	o.Operands = operands
-	// The JSON report tells how many streams the run used.
-	o.JSON = true
-	return &o
-}
-
-// copy runs one transfer and keeps the stream count its report gives.
-func (r *copyRunner) copy(ctx context.Context, o *copyOptions) error {
-	var out bytes.Buffer
-	r.streams, r.took = 0, 0
-	if err := runCopy(ctx, o, nil, &out, r.stderr); err != nil {
-		return err
-	}
-	var rep transfer.Report
-	if err := json.Unmarshal(out.Bytes(), &rep); err == nil {
-		r.streams = rep.Totals.Streams
-		r.took = time.Duration(rep.Totals.Seconds * float64(time.Second))
-	}
-	return nil
-}
-
-// LastStreams is the most streams the last transfer used; 0 if unknown.
-func (r *copyRunner) LastStreams() int { return r.streams }
-
-// LastTransfer is how long the last copy took once connected; 0 if unknown.
-func (r *copyRunner) LastTransfer() time.Duration { return r.took }
-
-func (r *copyRunner) remote(path string) string {
-	l := r.host
-	l.Path = path
-	return l.String()
-}
-
-func (r *copyRunner) Upload(ctx context.Context, c bench.Config, local, remote string) error {
-	return r.copy(ctx, r.options(c, local, r.remote(remote)))
-}
-
-func (r *copyRunner) Download(ctx context.Context, c bench.Config, remote, local string) error {
-	return r.copy(ctx, r.options(c, r.remote(remote), local))
-}
-
-func (r *copyRunner) Remove(ctx context.Context, remote string) error {
-	if r.localRoot != "" {
-		if err := transfer.ValidName(remote); err != nil {
-			return fmt.Errorf("remove %s: %w", remote, err)
-		}
-		return os.Remove(filepath.Join(r.localRoot, remote))
-	}
-	hosts := newRemotes(r.base.connOptions(r.stderr))
-	defer hosts.Close()
-	l := r.host
-	l.Path = remote
-	e, err := hosts.endpoint(ctx, l)
-	if err != nil {
-		return err
-	}
-	if err := e.FS.Remove(e.Path); err != nil {
-		return fmt.Errorf("remove %s%s: %w", l.HostLabel(), remote, err)
-	}
-	return nil
 }

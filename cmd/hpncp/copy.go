@@ -6,21 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/urfave/cli/v3"
-	"golang.org/x/crypto/ssh"
 	"golang.org/x/term"
 
 	"github.com/hpncp/hpncp/internal/units"
+	"github.com/hpncp/hpncp/ends"
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
-	"github.com/hpncp/hpncp/protocol/scp"
 	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
 	"github.com/hpncp/hpncp/window"
@@ -140,7 +136,9 @@ func (o *copyOptions) flags() []cli.Flag {
 	return flags
 }
 
-// check refuses flag combinations hpncp cannot honour.
+// check refuses flags that contradict each other or are not hpncp's; what
+// the copy cannot do with the options they ask for is
+// transfer.Options.Validate's to say.
 func (o *copyOptions) check() error {
 	for _, u := range unsupportedFlags {
 		if *o.unsupported[u.name] {
@@ -174,13 +172,10 @@ func (o *copyOptions) check() error {
 	if o.From0 && o.FilesFrom == "" {
 		return usagef("", "-0 goes with --files-from")
 	}
-	return o.checkTar()
-}
-
-// needsSFTP reports whether a flag asks for what only Copy, over SFTP,
-// does: the legacy scp protocol has no way to hash or list a target.
-func (o *copyOptions) needsSFTP() bool {
-	return o.Verify || o.Checksum || o.IgnoreExisting || o.Shard != "" || o.FilesFrom != "" || o.Resume
+	if o.Tar && o.NoTar {
+		return usagef("", "--tar and --no-tar exclude each other")
+	}
+	return nil
 }
 
 // skipMode is the transfer.SkipMode the flags ask for: rsync's quick
@@ -340,18 +335,33 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 	if err := o.check(); err != nil {
 		return err
 	}
+	to := transfer.Options{
+		Tar:       o.tarOptions(o.Legacy),
+		Recursive: o.Recursive,
+		Preserve:  o.Preserve,
+		Skip:      o.skipMode(),
+		Verify:    o.Verify,
+		Resume:    o.Resume,
+	}
+	// The list is read once its options are known to go together, so that
+	// a refused combination is told before a list that cannot be read.
+	if o.FilesFrom != "" {
+		to.FilesFrom = []string{}
+	}
+	if err := to.Validate(); err != nil {
+		return optionUsage(err)
+	}
 	limit, err := o.bytesPerSecond()
 	if err != nil {
 		return err
 	}
-	var shard transfer.Shard
+	to.Limiter = pipeline.NewLimiter(limit)
 	if o.Shard != "" {
-		if shard, err = transfer.ParseShard(o.Shard); err != nil {
+		if to.Shard, err = transfer.ParseShard(o.Shard); err != nil {
 			return usagef("run n copies with --shard 0/n to --shard n-1/n to split one migration", "--shard: %v", err)
 		}
 	}
-	list, err := o.fileList(stdin)
-	if err != nil {
+	if to.FilesFrom, err = o.fileList(stdin); err != nil {
 		return err
 	}
 	locs := make([]transfer.Location, len(o.Operands))
@@ -368,99 +378,33 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 	if err != nil {
 		return err
 	}
-	co := o.connOptions(stderr)
-	if tune.rcvbuf > 0 || tune.sndbuf > 0 {
-		co.Tune = func(c net.Conn) error {
-			err := window.SetBuffers(c, tune.rcvbuf, tune.sndbuf)
-			if errors.Is(err, window.ErrCapped) {
-				if co.Warnf != nil {
-					co.Warnf("hpncp: warning: %v", err)
-				}
-				return nil
-			}
-			return err
-		}
-	}
-	hosts := newRemotes(co)
-	defer hosts.Close()
-	// An interrupted copy removes its temporary files, over its
-	// connections; one that is stalled would keep it waiting, and no
-	// other step of the copy watches ctx while it waits for a server.
-	defer context.AfterFunc(ctx, func() { time.AfterFunc(abortGrace, hosts.abort) })()
-	// -O, or a host without SFTP, takes the legacy scp protocol.
-	legacy := o.Legacy
-	ends := make([]transfer.Endpoint, len(locs))
-	for i := 0; i < len(locs) && !legacy; i++ {
-		e, err := hosts.endpoint(ctx, locs[i])
-		switch {
-		case errors.Is(err, errNoSFTP):
-			legacy = true
-		case err != nil:
-			return err
-		}
-		ends[i] = e
-		// A tree is listed first: its listing session opens meanwhile.
-		if p, ok := e.FS.(interface{ PrepareList(context.Context) }); ok && o.Recursive {
-			p.PrepareList(ctx)
-		}
-	}
-	if legacy && o.needsSFTP() {
-		return usagef("the legacy scp protocol sends files blind: these need an SFTP server",
-			"--verify, --checksum, --ignore-existing, --shard, --files-from and --resume do not work with the legacy scp protocol (-O)")
-	}
-
-	if legacy && o.Tar {
-		return usagef("leave out -O or --tar", "--tar does not work with the legacy scp protocol")
-	}
-	to := transfer.Options{
-		Tar:       o.tarOptions(legacy),
-		Recursive: o.Recursive,
-		Preserve:  o.Preserve,
-		Limiter:   pipeline.NewLimiter(limit),
-		Parallel:  tune.parallel,
-		Skip:      o.skipMode(),
-		Verify:    o.Verify,
-		Shard:     shard,
-		FilesFrom: list,
-		Resume:    o.Resume,
-	}
-	// Large files are journaled without --resume too, so that a killed
-	// run can be resumed; only --resume needs the journal to work.
-	switch dir, derr := transfer.ResumeDir(); {
-	case derr == nil:
-		to.ResumeDir = dir
-	case o.Resume:
-		return usagef("set XDG_STATE_HOME to a directory hpncp may keep its resume journal in", "--resume: %v", derr)
-	}
+	to.Parallel = tune.parallel
 	var files []transfer.FileReport
 	to.Report = func(f transfer.FileReport) { files = append(files, f) }
 	if o.Verbose {
 		to.Logf = logTo(stderr)
-	}
-	if o.Compress && to.Tar.Mode == transfer.TarOff && to.Logf != nil {
-		to.Logf("-C compresses tar streams only; this copy uses none")
 	}
 	showProgress := !o.Quiet && isTerminal(stderr)
 	if showProgress {
 		to.Progress = newBarProgress(stderr)
 	}
 
+	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf})
+	defer hosts.Close()
+	defer hosts.AbortOnCancel(ctx)()
+	run, err := hosts.Open(ctx, locs, to)
+	if err != nil {
+		return optionUsage(err)
+	}
+	if o.Compress && run.Options.Tar.Mode == transfer.TarOff && to.Logf != nil {
+		to.Logf("-C compresses tar streams only; this copy uses none")
+	}
+
 	// The copy is timed from its connected ends on, in both protocols, as
 	// scp's and rsync's meters time a file: the connection's set-up is
 	// the same whatever the copy does after it.
-	var scpEnds []transfer.SCPEndpoint
-	if legacy {
-		if scpEnds, err = hosts.scpEndpoints(ctx, locs); err != nil {
-			return err
-		}
-	}
 	start := time.Now()
-	var res *transfer.Result
-	if legacy {
-		res, err = transfer.CopySCP(ctx, scpEnds[:len(scpEnds)-1], scpEnds[len(scpEnds)-1], to)
-	} else {
-		res, err = transfer.Copy(ctx, ends[:len(ends)-1], ends[len(ends)-1], to)
-	}
+	res, err := run.Copy(ctx)
 	for _, e := range res.Errors {
 		if (ctx.Err() != nil || errors.Is(err, context.Canceled)) && errors.Is(e, context.Canceled) {
 			// Cut by the interruption, which report prints once.
@@ -469,11 +413,11 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 		printError(stderr, e.Error(), hintOf(e))
 	}
 	if err != nil || len(res.Errors) > 0 {
-		err = hosts.explainLost(stderr, err)
+		err = explainLost(stderr, hosts, err)
 	}
 	if o.JSON {
 		rep := transfer.NewReport(files, res, time.Since(start))
-		if legacy {
+		if run.Legacy {
 			rep = legacyReport(rep, res)
 		}
 		enc := json.NewEncoder(stdout)
@@ -486,19 +430,7 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 		return err
 	}
 	if o.Verbose || showProgress {
-		secs := time.Since(start).Seconds()
-		fmt.Fprintf(stderr, "hpncp: %d file(s), %d bytes in %.2fs (%.1f MB/s), %d stream(s)",
-			res.Files, res.Bytes, secs, float64(res.Bytes)/secs/1e6, res.MaxStreams)
-		if res.Conns > 0 {
-			fmt.Fprintf(stderr, " over %d connection(s)", res.Conns)
-		}
-		if res.Skipped > 0 {
-			fmt.Fprintf(stderr, ", %d skipped", res.Skipped)
-		}
-		if res.Resumed > 0 {
-			fmt.Fprintf(stderr, ", %d bytes resumed", res.Resumed)
-		}
-		fmt.Fprintln(stderr)
+		printSummary(stderr, res, time.Since(start))
 	}
 	if len(res.Errors) > 0 {
 		pe := &partialError{failed: len(res.Errors), done: res.Files + res.Skipped}
@@ -508,6 +440,57 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 		return pe
 	}
 	return nil
+}
+
+// optionUsage turns options that do not go together into a usage error,
+// and leaves any other error as it is.
+func optionUsage(err error) error {
+	var oe *transfer.OptionError
+	if errors.As(err, &oe) {
+		return usagef(oe.Hint, "%s", oe.Msg)
+	}
+	return err
+}
+
+// printSummary prints the line that ends a copy with -v or a progress bar.
+func printSummary(stderr io.Writer, res *transfer.Result, took time.Duration) {
+	secs := took.Seconds()
+	fmt.Fprintf(stderr, "hpncp: %d file(s), %d bytes in %.2fs (%.1f MB/s), %d stream(s)",
+		res.Files, res.Bytes, secs, float64(res.Bytes)/secs/1e6, res.MaxStreams)
+	if res.Conns > 0 {
+		fmt.Fprintf(stderr, " over %d connection(s)", res.Conns)
+	}
+	if res.Skipped > 0 {
+		fmt.Fprintf(stderr, ", %d skipped", res.Skipped)
+	}
+	if res.Resumed > 0 {
+		fmt.Fprintf(stderr, ", %d bytes resumed", res.Resumed)
+	}
+	fmt.Fprintln(stderr)
+}
+
+// explainLost tells, after a copy failed, that a connection was given up
+// because its server stopped responding: the copy's own error says only
+// that its streams, or a re-dial, failed. When the copy failed as a whole
+// (err), err is printed and the connection's error returned in its place,
+// for exit code 255; when files failed one by one (err nil), the
+// connection's error is printed.
+func explainLost(stderr io.Writer, hosts *ends.Hosts, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	lost := hosts.Lost()
+	var ce *sshconn.Error
+	switch {
+	case lost == nil:
+		return err
+	case err == nil:
+		errors.As(lost, &ce)
+		printError(stderr, ce.Error(), ce.Hint)
+		return nil
+	}
+	printError(stderr, err.Error(), hintOf(err))
+	return lost
 }
 
 // legacyReport fills in a report of a legacy-protocol run (-O), which
@@ -539,245 +522,4 @@ func pathOf(err error) string {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// remotes holds the SSH connections and SFTP ends of a run, one end per
-// distinct destination.
-type remotes struct {
-	base    sshconn.Options
-	ends    map[string]*protocol.SFTP
-	scp     map[string]*scp.Host // hosts reached with the legacy scp protocol
-	mu      sync.Mutex
-	clients []*sshconn.Client
-	// aborted ends every dial, under way or to come, once the copy has
-	// been given up (abort).
-	aborted     context.Context
-	stopDialing context.CancelFunc
-}
-
-func newRemotes(base sshconn.Options) *remotes {
-	aborted, stop := context.WithCancel(context.Background())
-	return &remotes{base: base, ends: map[string]*protocol.SFTP{}, scp: map[string]*scp.Host{},
-		aborted: aborted, stopDialing: stop}
-}
-
-// destination returns the key under which a remote location's connection
-// is kept, and the connection options with the location's own user and
-// port (from user@host or an scp:// URI) over the command line's.
-func (r *remotes) destination(l transfer.Location) (string, sshconn.Options) {
-	o := r.base
-	if l.User != "" {
-		o.User = l.User
-	}
-	if l.Port != 0 {
-		o.Port = l.Port
-	}
-	return fmt.Sprintf("%s@%s:%d", l.User, l.Host, l.Port), o
-}
-
-// endpoint returns l as an Endpoint, connecting to its host on first use.
-func (r *remotes) endpoint(ctx context.Context, l transfer.Location) (transfer.Endpoint, error) {
-	if !l.Remote() {
-		return transfer.Endpoint{FS: transfer.Local{}, Path: l.Path}, nil
-	}
-	key, o := r.destination(l)
-	end, ok := r.ends[key]
-	if !ok {
-		d := sshconn.NewDialer(o)
-		var mine []*sshconn.Client // this destination's connections, under r.mu
-		dial := func(ctx context.Context) (*sshconn.Client, error) {
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			defer context.AfterFunc(r.aborted, cancel)()
-			c, err := d.Dial(ctx, l.Host)
-			if err != nil {
-				return nil, err
-			}
-			r.mu.Lock()
-			r.clients = append(r.clients, c)
-			mine = append(mine, c)
-			r.mu.Unlock()
-			return c, nil
-		}
-		first, err := dial(ctx)
-		if err != nil {
-			return transfer.Endpoint{}, err
-		}
-		logf := func(string, ...any) {}
-		if o.Logf != nil {
-			logf = o.Logf
-		}
-		end, err = protocol.OpenSFTP(first.Client, protocol.Options{
-			Label: l.HostLabel(),
-			Logf:  logf,
-			// Connections lost mid-copy are dialed again for up to the
-			// host's ConnectTimeout (protocol.DefaultReconnect when it is
-			// unset).
-			Reconnect: first.Config.ConnectTimeout,
-			Silent: func(c *ssh.Client) error {
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				for _, m := range mine {
-					if m.Client == c {
-						return m.NotResponding()
-					}
-				}
-				return nil
-			},
-			Dial: func(ctx context.Context) (*ssh.Client, error) {
-				c, err := dial(ctx)
-				if err != nil {
-					return nil, err
-				}
-				return c.Client, nil
-			},
-			RTT: func() time.Duration {
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				return minRTT(mine)
-			},
-		})
-		if err != nil {
-			if has, herr := protocol.HasSFTP(first.Client); herr == nil && !has {
-				logf("%s has no sftp subsystem: using the legacy scp protocol (-O)", l.Host)
-				r.scp[key] = scp.NewHost(first.Client, l.HostLabel())
-				return transfer.Endpoint{}, errNoSFTP
-			}
-			return transfer.Endpoint{}, &sshconn.Error{Op: "start SFTP on", Host: l.Host, Err: err,
-				Hint: "the server may have no sftp subsystem; ask its admin to enable Subsystem sftp"}
-		}
-		r.ends[key] = end
-	}
-	return transfer.Endpoint{FS: end, Path: remotePath(l.Path)}, nil
-}
-
-// minRTT is the smallest RTT the kernel reports for the connections: the
-// path's own, least inflated by queues. 0 when none can tell.
-func minRTT(cs []*sshconn.Client) time.Duration {
-	var best time.Duration
-	for _, c := range cs {
-		if rtt, ok := window.TCPRTT(c.Transport); ok && rtt > 0 && (best == 0 || rtt < best) {
-			best = rtt
-		}
-	}
-	return best
-}
-
-// explainLost tells, after a copy failed, that a connection was given up
-// because its server stopped responding: the copy's own error says only
-// that its streams, or a re-dial, failed. When the copy failed as a whole
-// (err), err is printed and the connection's error returned in its place,
-// for exit code 255; when files failed one by one (err nil), the
-// connection's error is printed.
-func (r *remotes) explainLost(stderr io.Writer, err error) error {
-	if errors.Is(err, context.Canceled) {
-		return err
-	}
-	r.mu.Lock()
-	var lost error
-	for _, c := range r.clients {
-		if lost = c.NotResponding(); lost != nil {
-			break
-		}
-	}
-	r.mu.Unlock()
-	var ce *sshconn.Error
-	switch {
-	case lost == nil:
-		return err
-	case err == nil:
-		errors.As(lost, &ce)
-		printError(stderr, ce.Error(), ce.Hint)
-		return nil
-	}
-	printError(stderr, err.Error(), hintOf(err))
-	return lost
-}
-
-// abortGrace is how long an interrupted copy may take to clean up over
-// its connections before they are closed under it.
-const abortGrace = 3 * time.Second
-
-// abort closes every connection at once, which fails whatever waits on
-// them.
-func (r *remotes) abort() {
-	r.stopDialing()
-	r.mu.Lock()
-	clients := append([]*sshconn.Client(nil), r.clients...)
-	r.mu.Unlock()
-	for _, c := range clients {
-		_ = c.Close()
-	}
-}
-
-func (r *remotes) Close() {
-	// Everything the copy asked of the servers has been answered by now.
-	// The connections close first: closed the other way round, pkg/sftp's
-	// session waits a round trip for its server to end it.
-	r.mu.Lock()
-	clients := r.clients
-	r.clients = nil
-	r.mu.Unlock()
-	for _, c := range clients {
-		_ = c.Close()
-	}
-	for _, e := range r.ends {
-		_ = e.Close()
-	}
-}
-
-// remotePath turns "~" and "~/x" into paths relative to the remote home,
-// where SFTP servers start, as scp does.
-func remotePath(p string) string {
-	switch {
-	case p == "~":
-		return "."
-	case strings.HasPrefix(p, "~/"):
-		if rel := strings.TrimLeft(p[2:], "/"); rel != "" {
-			return rel
-		}
-		return "."
-	}
-	return p
-}
-
-// The legacy scp protocol (-O).
-
-// errNoSFTP reports a host without an sftp subsystem: the copy then takes
-// the legacy scp protocol.
-var errNoSFTP = errors.New("no sftp subsystem")
-
-// scpEndpoints gives locs as the legacy protocol's ends, connected.
-func (r *remotes) scpEndpoints(ctx context.Context, locs []transfer.Location) ([]transfer.SCPEndpoint, error) {
-	ends := make([]transfer.SCPEndpoint, len(locs))
-	for i, l := range locs {
-		e, err := r.scpEndpoint(ctx, l)
-		if err != nil {
-			return nil, err
-		}
-		ends[i] = e
-	}
-	return ends, nil
-}
-
-// scpEndpoint returns l as an SCPEndpoint, connecting to its host on
-// first use.
-func (r *remotes) scpEndpoint(ctx context.Context, l transfer.Location) (transfer.SCPEndpoint, error) {
-	if !l.Remote() {
-		return transfer.SCPEndpoint{Path: l.Path}, nil
-	}
-	key, o := r.destination(l)
-	h, ok := r.scp[key]
-	if !ok {
-		c, err := sshconn.NewDialer(o).Dial(ctx, l.Host)
-		if err != nil {
-			return transfer.SCPEndpoint{}, err
-		}
-		r.mu.Lock()
-		r.clients = append(r.clients, c)
-		r.mu.Unlock()
-		h = scp.NewHost(c.Client, l.HostLabel())
-		r.scp[key] = h
-	}
-	return transfer.SCPEndpoint{Host: h, Path: remotePath(l.Path)}, nil
 }

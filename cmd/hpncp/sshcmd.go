@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v3"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hpncp/hpncp/ends"
 	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/sshconn"
 )
@@ -365,7 +366,7 @@ func runSSH(ctx context.Context, o *sshOptions, stdin io.Reader, stdout, stderr 
 	if o.Compression {
 		logf("-C: compression is not available (golang.org/x/crypto/ssh has none); continuing without")
 	}
-	c, err := sshconn.NewDialer(co).Dial(ctx, o.Host)
+	c, err := ends.Dial(ctx, ends.Options{SSH: co}, o.Host)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hpncp/hpncp/ends"
 	"github.com/hpncp/hpncp/internal/faultnet"
 	"github.com/hpncp/hpncp/internal/sshtest"
 )
@@ -112,11 +113,11 @@ func TestInterruptOnStalledPath(t *testing.T) {
 		if code := report(io.Discard, err); code != exitInterrupted {
 			t.Errorf("exit %d (%v), want %d", code, err, exitInterrupted)
 		}
-	case <-time.After(abortGrace + 5*time.Second):
-		t.Fatalf("the copy has not ended %v after the interrupt", abortGrace+5*time.Second)
+	case <-time.After(ends.AbortGrace + 5*time.Second):
+		t.Fatalf("the copy has not ended %v after the interrupt", ends.AbortGrace+5*time.Second)
 	}
-	if took := time.Since(start); took > abortGrace+2*time.Second {
-		t.Errorf("the interrupted copy took %v to end, want within %v", took, abortGrace+2*time.Second)
+	if took := time.Since(start); took > ends.AbortGrace+2*time.Second {
+		t.Errorf("the interrupted copy took %v to end, want within %v", took, ends.AbortGrace+2*time.Second)
 	}
 	if _, serr := os.Stat(dst); serr == nil {
 		t.Error("an interrupted copy left a file under the final name")

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package window
+package sshconn
 
 import (
 	"net"

@@ -1,0 +1,375 @@
+// Package ends opens the ends of a copy: a local path, or a path on an SSH
+// host over SFTP or, where -O asks for it or the host has no SFTP server,
+// over the legacy scp protocol. Hosts keeps a run's connections, one set
+// per destination, tells the path's RTT to the pipeline, says after a
+// failure whether a server stopped responding, and closes everything in
+// the order that does not wait on a server. The copy command, hpncp bench
+// and hpncp ssh reach hosts through it; none of them dials on its own.
+package ends
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/protocol/scp"
+	"github.com/hpncp/hpncp/sshconn"
+	"github.com/hpncp/hpncp/transfer"
+)
+
+// Options say how a run reaches its hosts.
+type Options struct {
+	// SSH holds the connection settings every host starts from; a
+	// location's own user and port (user@host, scp://host:port) win.
+	SSH sshconn.Options
+	// Legacy is -O: every remote end speaks the legacy scp protocol.
+	Legacy bool
+	// RcvBuf and SndBuf are the TCP socket buffers of every connection
+	// (--tcp-rcvbuf, --tcp-sndbuf); 0 leaves the kernel's autotuning.
+	RcvBuf, SndBuf int
+}
+
+// sshOptions are the connection settings with the socket buffers applied
+// before each SSH handshake. A buffer the kernel capped is a warning, not
+// a failure: the smaller buffer is in force and the copy can go on.
+func (o Options) sshOptions() sshconn.Options {
+	co := o.SSH
+	if o.RcvBuf == 0 && o.SndBuf == 0 {
+		return co
+	}
+	co.Tune = func(c net.Conn) error {
+		err := sshconn.SetBuffers(c, o.RcvBuf, o.SndBuf)
+		if errors.Is(err, sshconn.ErrCapped) {
+			if co.Warnf != nil {
+				co.Warnf("hpncp: warning: %v", err)
+			}
+			return nil
+		}
+		return err
+	}
+	return co
+}
+
+// Dial connects to host with o's settings, for a command that needs the
+// SSH connection itself (hpncp ssh) rather than a copy's end.
+func Dial(ctx context.Context, o Options, host string) (*sshconn.Client, error) {
+	return sshconn.NewDialer(o.sshOptions()).Dial(ctx, host)
+}
+
+// ErrNoSFTP reports a host without an sftp subsystem: Open then copies
+// over the legacy scp protocol.
+var ErrNoSFTP = errors.New("no sftp subsystem")
+
+// AbortGrace is how long an interrupted copy may take to clean up over
+// its connections before they are closed under it.
+const AbortGrace = 3 * time.Second
+
+// Hosts holds the SSH connections and remote ends of a run, one end per
+// distinct destination. Close it when the run is over.
+type Hosts struct {
+	opts Options
+	base sshconn.Options
+	sftp map[string]*protocol.SFTP
+	scp  map[string]*scp.Host // hosts reached with the legacy scp protocol
+
+	mu      sync.Mutex
+	clients []*sshconn.Client
+	// aborted ends every dial, under way or to come, once the copy has
+	// been given up (Abort).
+	aborted     context.Context
+	stopDialing context.CancelFunc
+}
+
+// New returns an empty set of hosts that connects with o.
+func New(o Options) *Hosts {
+	aborted, stop := context.WithCancel(context.Background())
+	return &Hosts{opts: o, base: o.sshOptions(),
+		sftp: map[string]*protocol.SFTP{}, scp: map[string]*scp.Host{},
+		aborted: aborted, stopDialing: stop}
+}
+
+// Run is a copy with its ends open, ready to go.
+type Run struct {
+	// Legacy says the copy goes over the legacy scp protocol: -O was
+	// given or a host has no SFTP server.
+	Legacy bool
+	// Options are the copy's options as the copy runs with them: the
+	// resume journal's directory set, and no tar mode over scp.
+	Options transfer.Options
+
+	sftp []transfer.Endpoint
+	scp  []transfer.SCPEndpoint
+}
+
+// Copy runs the copy: the last end is the target, the others its sources.
+func (r *Run) Copy(ctx context.Context) (*transfer.Result, error) {
+	if r.Legacy {
+		return transfer.CopySCP(ctx, r.scp[:len(r.scp)-1], r.scp[len(r.scp)-1], r.Options)
+	}
+	return transfer.Copy(ctx, r.sftp[:len(r.sftp)-1], r.sftp[len(r.sftp)-1], r.Options)
+}
+
+// Open connects to the hosts of locs and returns the copy of every
+// location but the last to the last with options o. It picks the
+// protocol: SFTP unless -O was given or a host has no sftp subsystem,
+// then the legacy scp protocol for every end, if o allows it
+// (Options.ValidateSCP). A tree's listing session starts opening at once.
+// Errors about o are *transfer.OptionError.
+func (h *Hosts) Open(ctx context.Context, locs []transfer.Location, o transfer.Options) (*Run, error) {
+	r := &Run{Legacy: h.opts.Legacy, sftp: make([]transfer.Endpoint, len(locs))}
+	for i := 0; i < len(locs) && !r.Legacy; i++ {
+		e, err := h.Endpoint(ctx, locs[i])
+		switch {
+		case errors.Is(err, ErrNoSFTP):
+			r.Legacy = true
+		case err != nil:
+			return nil, err
+		}
+		r.sftp[i] = e
+		// A tree is listed first: its listing session opens meanwhile.
+		if p, ok := e.FS.(interface{ PrepareList(context.Context) }); ok && o.Recursive {
+			p.PrepareList(ctx)
+		}
+	}
+	if r.Legacy {
+		if err := o.ValidateSCP(); err != nil {
+			return nil, err
+		}
+		o.Tar.Mode = transfer.TarOff
+	}
+	if err := useJournal(&o); err != nil {
+		return nil, err
+	}
+	r.Options = o
+	if !r.Legacy {
+		return r, nil
+	}
+	r.sftp = nil
+	r.scp = make([]transfer.SCPEndpoint, len(locs))
+	for i, l := range locs {
+		e, err := h.SCPEndpoint(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		r.scp[i] = e
+	}
+	return r, nil
+}
+
+// useJournal sets the resume journal's directory. Large files are
+// journaled without Resume too, so that a killed run can be resumed; only
+// Resume needs the journal to work.
+func useJournal(o *transfer.Options) error {
+	if o.ResumeDir != "" {
+		return nil
+	}
+	dir, err := transfer.ResumeDir()
+	switch {
+	case err == nil:
+		o.ResumeDir = dir
+	case o.Resume:
+		return &transfer.OptionError{Msg: fmt.Sprintf("--resume: %v", err),
+			Hint: "set XDG_STATE_HOME to a directory hpncp may keep its resume journal in"}
+	}
+	return nil
+}
+
+// destination returns the key under which a remote location's connection
+// is kept, and the connection options with the location's own user and
+// port (from user@host or an scp:// URI) over the run's.
+func (h *Hosts) destination(l transfer.Location) (string, sshconn.Options) {
+	o := h.base
+	if l.User != "" {
+		o.User = l.User
+	}
+	if l.Port != 0 {
+		o.Port = l.Port
+	}
+	return fmt.Sprintf("%s@%s:%d", l.User, l.Host, l.Port), o
+}
+
+// Endpoint returns l as an SFTP or local end, connecting to its host on
+// first use. A host without an sftp subsystem is ErrNoSFTP, and is then
+// kept for SCPEndpoint.
+func (h *Hosts) Endpoint(ctx context.Context, l transfer.Location) (transfer.Endpoint, error) {
+	if !l.Remote() {
+		return transfer.Endpoint{FS: transfer.Local{}, Path: l.Path}, nil
+	}
+	key, o := h.destination(l)
+	end, ok := h.sftp[key]
+	if !ok {
+		d := sshconn.NewDialer(o)
+		var mine []*sshconn.Client // this destination's connections, under h.mu
+		dial := func(ctx context.Context) (*sshconn.Client, error) {
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(h.aborted, cancel)()
+			c, err := d.Dial(ctx, l.Host)
+			if err != nil {
+				return nil, err
+			}
+			h.mu.Lock()
+			h.clients = append(h.clients, c)
+			mine = append(mine, c)
+			h.mu.Unlock()
+			return c, nil
+		}
+		first, err := dial(ctx)
+		if err != nil {
+			return transfer.Endpoint{}, err
+		}
+		logf := func(string, ...any) {}
+		if o.Logf != nil {
+			logf = o.Logf
+		}
+		end, err = protocol.OpenSFTP(first.Client, protocol.Options{
+			Label: l.HostLabel(),
+			Logf:  logf,
+			// Connections lost mid-copy are dialed again for up to the
+			// host's ConnectTimeout (protocol.DefaultReconnect when it is
+			// unset).
+			Reconnect: first.Config.ConnectTimeout,
+			Silent: func(c *ssh.Client) error {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				for _, m := range mine {
+					if m.Client == c {
+						return m.NotResponding()
+					}
+				}
+				return nil
+			},
+			Dial: func(ctx context.Context) (*ssh.Client, error) {
+				c, err := dial(ctx)
+				if err != nil {
+					return nil, err
+				}
+				return c.Client, nil
+			},
+			RTT: func() time.Duration {
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				return minRTT(mine)
+			},
+		})
+		if err != nil {
+			if has, herr := protocol.HasSFTP(first.Client); herr == nil && !has {
+				logf("%s has no sftp subsystem: using the legacy scp protocol (-O)", l.Host)
+				h.scp[key] = scp.NewHost(first.Client, l.HostLabel())
+				return transfer.Endpoint{}, ErrNoSFTP
+			}
+			return transfer.Endpoint{}, &sshconn.Error{Op: "start SFTP on", Host: l.Host, Err: err,
+				Hint: "the server may have no sftp subsystem; ask its admin to enable Subsystem sftp"}
+		}
+		h.sftp[key] = end
+	}
+	return transfer.Endpoint{FS: end, Path: RemotePath(l.Path)}, nil
+}
+
+// SCPEndpoint returns l as a legacy scp protocol end, connecting to its
+// host on first use.
+func (h *Hosts) SCPEndpoint(ctx context.Context, l transfer.Location) (transfer.SCPEndpoint, error) {
+	if !l.Remote() {
+		return transfer.SCPEndpoint{Path: l.Path}, nil
+	}
+	key, o := h.destination(l)
+	s, ok := h.scp[key]
+	if !ok {
+		c, err := sshconn.NewDialer(o).Dial(ctx, l.Host)
+		if err != nil {
+			return transfer.SCPEndpoint{}, err
+		}
+		h.mu.Lock()
+		h.clients = append(h.clients, c)
+		h.mu.Unlock()
+		s = scp.NewHost(c.Client, l.HostLabel())
+		h.scp[key] = s
+	}
+	return transfer.SCPEndpoint{Host: s, Path: RemotePath(l.Path)}, nil
+}
+
+// minRTT is the smallest RTT the kernel reports for the connections: the
+// path's own, least inflated by queues. 0 when none can tell.
+func minRTT(cs []*sshconn.Client) time.Duration {
+	var best time.Duration
+	for _, c := range cs {
+		if rtt, ok := sshconn.TCPRTT(c.Transport); ok && rtt > 0 && (best == 0 || rtt < best) {
+			best = rtt
+		}
+	}
+	return best
+}
+
+// Lost returns, after a copy failed, the error of a connection that was
+// given up because its server stopped responding (a *sshconn.Error with
+// a hint), or nil. The copy's own error says only that its streams, or a
+// re-dial, failed; this one says why.
+func (h *Hosts) Lost() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.clients {
+		if lost := c.NotResponding(); lost != nil {
+			return lost
+		}
+	}
+	return nil
+}
+
+// AbortOnCancel closes every connection AbortGrace after ctx ends, until
+// stop is called. An interrupted copy removes its temporary files, over
+// its connections; one that is stalled would keep it waiting, and no
+// other step of the copy watches ctx while it waits for a server.
+func (h *Hosts) AbortOnCancel(ctx context.Context) (stop func() bool) {
+	return context.AfterFunc(ctx, func() { time.AfterFunc(AbortGrace, h.Abort) })
+}
+
+// Abort closes every connection at once, which fails whatever waits on
+// them, and ends every dial under way or to come.
+func (h *Hosts) Abort() {
+	h.stopDialing()
+	h.mu.Lock()
+	clients := append([]*sshconn.Client(nil), h.clients...)
+	h.mu.Unlock()
+	for _, c := range clients {
+		_ = c.Close()
+	}
+}
+
+// Close closes the connections and then the SFTP ends. Everything the
+// copy asked of the servers has been answered by now; closed the other
+// way round, pkg/sftp's session waits a round trip for its server to end
+// it.
+func (h *Hosts) Close() {
+	h.mu.Lock()
+	clients := h.clients
+	h.clients = nil
+	h.mu.Unlock()
+	for _, c := range clients {
+		_ = c.Close()
+	}
+	for _, e := range h.sftp {
+		_ = e.Close()
+	}
+}
+
+// RemotePath turns "~" and "~/x" into paths relative to the remote home,
+// where SFTP servers start, as scp does.
+func RemotePath(p string) string {
+	switch {
+	case p == "~":
+		return "."
+	case strings.HasPrefix(p, "~/"):
+		if rel := strings.TrimLeft(p[2:], "/"); rel != "" {
+			return rel
+		}
+		return "."
+	}
+	return p
+}

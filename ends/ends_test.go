@@ -1,0 +1,268 @@
+package ends
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hpncp/hpncp/internal/sshtest"
+	"github.com/hpncp/hpncp/sshconn"
+	"github.com/hpncp/hpncp/transfer"
+)
+
+func TestRemotePath(t *testing.T) {
+	for in, want := range map[string]string{
+		"~":       ".",
+		"~/":      ".",
+		"~//":     ".",
+		"~/x":     "x",
+		"~//x/y":  "x/y",
+		"/abs":    "/abs",
+		"rel/x":   "rel/x",
+		"~user/x": "~user/x", // another user's home is the server's to resolve
+		"":        "",
+	} {
+		if got := RemotePath(in); got != want {
+			t.Errorf("RemotePath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// connOptions reaches srv as "testhost" without prompting.
+func connOptions(srv *sshtest.Server) sshconn.Options {
+	return sshconn.Options{ConfigFile: srv.ConfigFile, BatchMode: true}
+}
+
+func remote(path string) transfer.Location {
+	return transfer.Location{Host: "testhost", Path: path}
+}
+
+// scratch writes a file of n bytes and returns its path and content.
+func scratch(t *testing.T, n int) (string, []byte) {
+	t.Helper()
+	b := bytes.Repeat([]byte("hpncp ends\n"), n/11+1)[:n]
+	p := filepath.Join(t.TempDir(), "src.bin")
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p, b
+}
+
+func TestOpenSFTP(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	srv := sshtest.Start(t, sshtest.Options{})
+	src, want := scratch(t, 300<<10)
+
+	h := New(Options{SSH: connOptions(srv)})
+	defer h.Close()
+	run, err := h.Open(t.Context(), []transfer.Location{{Path: src}, remote("~/up.bin")},
+		transfer.Options{Tar: transfer.TarOptions{Mode: transfer.TarAuto}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Legacy {
+		t.Error("a host with SFTP was given the legacy scp protocol")
+	}
+	if run.Options.Tar.Mode != transfer.TarAuto {
+		t.Errorf("tar mode %v over SFTP, want TarAuto kept", run.Options.Tar.Mode)
+	}
+	if !strings.HasPrefix(run.Options.ResumeDir, state) {
+		t.Errorf("resume journal in %q, want it under XDG_STATE_HOME %s", run.Options.ResumeDir, state)
+	}
+	res, err := run.Copy(t.Context())
+	if err != nil || len(res.Errors) > 0 || res.Files != 1 {
+		t.Fatalf("copy: %v, result %+v", err, res)
+	}
+	// "~/" is the remote home, where the SFTP server starts.
+	got, err := os.ReadFile(filepath.Join(srv.Root, "up.bin"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("uploaded file: %d bytes, %v; want the %d source bytes", len(got), err, len(want))
+	}
+	if lost := h.Lost(); lost != nil {
+		t.Errorf("Lost after a good copy: %v", lost)
+	}
+	// One destination, one set of connections: a second end to the same
+	// host dials nothing new.
+	n := srv.Connections()
+	if _, err := h.Endpoint(t.Context(), remote("other")); err != nil {
+		t.Fatal(err)
+	}
+	if srv.Connections() != n {
+		t.Errorf("a second end on the same host dialed again: %d connections, want %d", srv.Connections(), n)
+	}
+}
+
+func TestOpenRefusesBeforeDialing(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	src, _ := scratch(t, 10)
+	for name, tc := range map[string]struct {
+		legacy bool
+		o      transfer.Options
+		want   string
+	}{
+		"-O --verify": {true, transfer.Options{Verify: true}, "legacy scp protocol (-O)"},
+		"-O --tar":    {true, transfer.Options{Recursive: true, Tar: transfer.TarOptions{Mode: transfer.TarForce}}, "--tar does not work with the legacy"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := New(Options{SSH: connOptions(srv), Legacy: tc.legacy})
+			defer h.Close()
+			before := srv.Connections()
+			_, err := h.Open(t.Context(), []transfer.Location{{Path: src}, remote("x")}, tc.o)
+			var oe *transfer.OptionError
+			if !errors.As(err, &oe) || !strings.Contains(oe.Msg, tc.want) || oe.Hint == "" {
+				t.Fatalf("Open: %v, want an OptionError with a hint saying %q", err, tc.want)
+			}
+			if srv.Connections() != before {
+				t.Errorf("Open refused the options after dialing %d connection(s)", srv.Connections()-before)
+			}
+		})
+	}
+}
+
+func TestOpenResumeNeedsJournal(t *testing.T) {
+	// No directory for the journal: XDG_STATE_HOME unset and no home.
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", "")
+	if _, err := transfer.ResumeDir(); err == nil {
+		t.Skip("this system has a resume journal directory without HOME or XDG_STATE_HOME")
+	}
+	src, _ := scratch(t, 10)
+	dst := filepath.Join(t.TempDir(), "dst")
+	h := New(Options{})
+	defer h.Close()
+	_, err := h.Open(t.Context(), []transfer.Location{{Path: src}, {Path: dst}}, transfer.Options{Resume: true})
+	var oe *transfer.OptionError
+	if !errors.As(err, &oe) || !strings.HasPrefix(oe.Msg, "--resume: ") || !strings.Contains(oe.Hint, "XDG_STATE_HOME") {
+		t.Fatalf("Open --resume without a journal directory: %v, want an OptionError naming --resume and XDG_STATE_HOME", err)
+	}
+	// Without --resume the journal is optional: the copy goes on.
+	run, err := h.Open(t.Context(), []transfer.Location{{Path: src}, {Path: dst}}, transfer.Options{})
+	if err != nil {
+		t.Fatalf("Open without --resume and without a journal directory: %v", err)
+	}
+	if run.Options.ResumeDir != "" {
+		t.Errorf("ResumeDir %q, want none", run.Options.ResumeDir)
+	}
+}
+
+func TestOpenFallsBackToSCP(t *testing.T) {
+	if _, err := exec.LookPath("scp"); err != nil {
+		t.Skip("needs OpenSSH scp on the server side")
+	}
+	srv := sshtest.Start(t, sshtest.Options{NoSFTP: true, Exec: sshtest.ShellExec(t.TempDir())})
+	src, want := scratch(t, 100<<10)
+	dst := filepath.Join(t.TempDir(), "up.bin")
+	var log []string
+	var mu sync.Mutex
+	co := connOptions(srv)
+	co.Logf = func(f string, a ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		log = append(log, fmt.Sprintf(f, a...))
+	}
+
+	// What the legacy protocol cannot do is refused once the host is
+	// known to have no SFTP.
+	h := New(Options{SSH: co})
+	_, err := h.Open(t.Context(), []transfer.Location{{Path: src}, remote(dst)}, transfer.Options{Verify: true})
+	h.Close()
+	var oe *transfer.OptionError
+	if !errors.As(err, &oe) || !strings.Contains(oe.Msg, "legacy scp protocol") {
+		t.Fatalf("Open --verify on a host without SFTP: %v, want the legacy protocol's OptionError", err)
+	}
+
+	h = New(Options{SSH: co})
+	defer h.Close()
+	run, err := h.Open(t.Context(), []transfer.Location{{Path: src}, remote(dst)},
+		transfer.Options{Tar: transfer.TarOptions{Mode: transfer.TarAuto}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !run.Legacy || run.Options.Tar.Mode != transfer.TarOff {
+		t.Errorf("host without SFTP: legacy %v, tar mode %v; want the legacy protocol without tar", run.Legacy, run.Options.Tar.Mode)
+	}
+	mu.Lock()
+	said := strings.Join(log, "\n")
+	mu.Unlock()
+	if !strings.Contains(said, "has no sftp subsystem: using the legacy scp protocol (-O)") {
+		t.Errorf("-v log does not tell of the fallback:\n%s", said)
+	}
+	res, err := run.Copy(t.Context())
+	if err != nil || len(res.Errors) > 0 || res.Files != 1 {
+		t.Fatalf("copy: %v, result %+v", err, res)
+	}
+	if got, err := os.ReadFile(dst); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("copied file: %d bytes, %v; want the %d source bytes", len(got), err, len(want))
+	}
+}
+
+func TestAbortOnCancel(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	h := New(Options{SSH: connOptions(srv)})
+	defer h.Close()
+	e, err := h.Endpoint(t.Context(), remote("."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer h.AbortOnCancel(ctx)()
+	cancel()
+	// Within the grace the connections still serve the clean-up.
+	time.Sleep(AbortGrace / 3)
+	if _, err := e.FS.Stat("."); err != nil {
+		t.Fatalf("within the grace after an interrupt: %v, want the connection still up", err)
+	}
+	deadline := time.Now().Add(AbortGrace + 5*time.Second)
+	for {
+		_, err := e.FS.Stat(".")
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connection still serving %v after the interrupt", AbortGrace+5*time.Second)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// A new destination (the same server, named with its port) is not
+	// connected to after the abort.
+	if _, err := h.Endpoint(t.Context(), transfer.Location{Host: "testhost", Port: srv.Port, Path: "."}); err == nil {
+		t.Error("a new destination was connected to after the abort")
+	}
+}
+
+func TestDialCappedBufferWarns(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux reports the buffer it granted")
+	}
+	b, err := os.ReadFile("/proc/sys/net/core/rmem_max")
+	if err != nil {
+		t.Skipf("cannot read rmem_max: %v", err)
+	}
+	limit, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || limit > 1<<29 {
+		t.Skipf("rmem_max %q: no size above it fits an int32", b)
+	}
+	srv := sshtest.Start(t, sshtest.Options{})
+	var warned []string
+	co := connOptions(srv)
+	co.Warnf = func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) }
+	c, err := Dial(t.Context(), Options{SSH: co, RcvBuf: 2 * limit}, "testhost")
+	if err != nil {
+		t.Fatalf("a capped buffer failed the connection: %v", err)
+	}
+	defer c.Close()
+	if len(warned) != 1 || !strings.HasPrefix(warned[0], "hpncp: warning: ") || !strings.Contains(warned[0], "rmem_max") {
+		t.Errorf("warnings %q, want one naming rmem_max", warned)
+	}
+}
