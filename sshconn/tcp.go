@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"net"
+
+	"github.com/hpncp/hpncp/internal/units"
 )
 
 // ErrCapped reports that the kernel granted a smaller socket buffer than
@@ -50,11 +52,11 @@ func SetBuffers(c net.Conn, rcv, snd int) error {
 			return fmt.Errorf("set TCP %s buffer of %s to %d bytes: size out of range", b.name, peer, b.size)
 		}
 		if err := b.set(b.size); err != nil {
-			return fmt.Errorf("set TCP %s buffer of %s to %s: %w", b.name, peer, sizeText(int64(b.size)), err)
+			return fmt.Errorf("set TCP %s buffer of %s to %s: %w", b.name, peer, units.FormatSize(int64(b.size)), err)
 		}
 		if got, ok := granted(c, b.which); ok && got < b.size {
 			return fmt.Errorf("set TCP %s buffer of %s to %s: %w to %s (raise %s)",
-				b.name, peer, sizeText(int64(b.size)), ErrCapped, sizeText(int64(got)), b.limit)
+				b.name, peer, units.FormatSize(int64(b.size)), ErrCapped, units.FormatSize(int64(got)), b.limit)
 		}
 	}
 	return nil
@@ -66,20 +68,3 @@ const (
 	receiveBuffer bufferKind = iota
 	sendBuffer
 )
-
-// sizeText writes a buffer size for people: "4 MiB", "208 KiB".
-func sizeText(n int64) string {
-	if n < 1<<10 {
-		return fmt.Sprintf("%d B", n)
-	}
-	unit, div := "KiB", int64(1<<10)
-	if n >= 1<<30 {
-		unit, div = "GiB", 1<<30
-	} else if n >= 1<<20 {
-		unit, div = "MiB", 1<<20
-	}
-	if n%div == 0 {
-		return fmt.Sprintf("%d %s", n/div, unit)
-	}
-	return fmt.Sprintf("%.1f %s", float64(n)/float64(div), unit)
-}

@@ -82,6 +82,8 @@ import (
 	"runtime"
 	"slices"
 	"time"
+
+	"github.com/hpncp/hpncp/internal/units"
 )
 
 // DefaultChannelWindow is the channel window of stock OpenSSH
@@ -197,7 +199,7 @@ func (p Plan) String() string {
 		rtt = p.RTT.Round(10 * time.Microsecond).String()
 	}
 	return fmt.Sprintf("%s on %s, %s in flight each, %s, rtt %s: %s",
-		plural(p.Streams, "stream"), plural(p.Conns, "connection"), formatBytes(p.InFlight),
+		plural(p.Streams, "stream"), plural(p.Conns, "connection"), units.FormatSize(p.InFlight),
 		formatRate(float64(p.Goodput)), rtt, p.Reason)
 }
 
@@ -443,7 +445,7 @@ func (c *Controller) probeNext() {
 		if t.streams < c.base.streams {
 			c.change(t, phaseTrim)
 			c.reason = fmt.Sprintf("trying %s, enough for the %s bandwidth-delay product",
-				plural(t.streams, "stream"), formatBytes(int64(c.baseRate*c.minRTT.Seconds())))
+				plural(t.streams, "stream"), units.FormatSize(int64(c.baseRate*c.minRTT.Seconds())))
 			return
 		}
 	}
@@ -623,22 +625,6 @@ func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
 func formatRate(bytesPerSec float64) string {
 	return fmt.Sprintf("%.1f MiB/s", bytesPerSec/(1<<20))
-}
-
-func formatBytes(n int64) string {
-	if n < 1<<10 {
-		return fmt.Sprintf("%d B", n)
-	}
-	unit, div := "KiB", int64(1<<10)
-	if n >= 1<<30 {
-		unit, div = "GiB", 1<<30
-	} else if n >= 1<<20 {
-		unit, div = "MiB", 1<<20
-	}
-	if n%div == 0 {
-		return fmt.Sprintf("%d %s", n/div, unit)
-	}
-	return fmt.Sprintf("%.1f %s", float64(n)/float64(div), unit)
 }
 
 // plural formats n things, for reasons read by people.

@@ -81,3 +81,22 @@ func ParseTCSize(s string) (int64, error) {
 	}
 	return n * mult, nil
 }
+
+// FormatSize writes a size for people in powers of 1024, whole where it
+// is and to one decimal otherwise: "512 B", "4 MiB", "1.5 GiB". It is
+// what the -v lines and the socket-buffer warnings print.
+func FormatSize(n int64) string {
+	if n < 1<<10 {
+		return fmt.Sprintf("%d B", n)
+	}
+	unit, div := "KiB", int64(1<<10)
+	if n >= 1<<30 {
+		unit, div = "GiB", 1<<30
+	} else if n >= 1<<20 {
+		unit, div = "MiB", 1<<20
+	}
+	if n%div == 0 {
+		return fmt.Sprintf("%d %s", n/div, unit)
+	}
+	return fmt.Sprintf("%.1f %s", float64(n)/float64(div), unit)
+}

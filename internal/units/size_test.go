@@ -74,3 +74,17 @@ func TestParseTCSize(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   int64
+		want string
+	}{
+		{0, "0 B"}, {1023, "1023 B"}, {1024, "1 KiB"}, {208 << 10, "208 KiB"},
+		{1536, "1.5 KiB"}, {4 << 20, "4 MiB"}, {6<<20 + 1<<19, "6.5 MiB"}, {3 << 30, "3 GiB"}, {5 << 40, "5120 GiB"},
+	} {
+		if got := FormatSize(tc.in); got != tc.want {
+			t.Errorf("FormatSize(%d) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
