@@ -73,9 +73,8 @@ func (t tempFile) finish(ctx context.Context, size int64, stat fs.FileInfo, attr
 				return &Error{Op: t.op, Path: t.dst.String(), Err: err}
 			}
 		}
-		if stat.Size() != size {
-			return &Error{Op: t.op, Path: t.dst.String(),
-				Err: fmt.Errorf("%w: %d bytes arrived of %d sent", pipeline.ErrShortWrite, stat.Size(), size)}
+		if err := t.checkSize(size, stat); err != nil {
+			return err
 		}
 	}
 	if check != nil {
@@ -99,6 +98,17 @@ func (t tempFile) finish(ctx context.Context, size int64, stat fs.FileInfo, attr
 	}
 	if err := end.Rename(t.tmp, t.dst.Path); err != nil {
 		return &Error{Op: t.op, Path: t.dst.String(), Err: err}
+	}
+	return nil
+}
+
+// checkSize returns an error unless stat, the temporary file's, shows
+// size bytes: what finish checks first, for a caller that checks many
+// files from one listing before it finishes any (tar mode).
+func (t tempFile) checkSize(size int64, stat fs.FileInfo) error {
+	if stat.Size() != size {
+		return &Error{Op: t.op, Path: t.dst.String(),
+			Err: fmt.Errorf("%w: %d bytes arrived of %d sent", pipeline.ErrShortWrite, stat.Size(), size)}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/protocol"
 )
 
@@ -147,7 +148,7 @@ func (run *tarRun) makeOtherDirs(ctx context.Context, other, newDirs []*tarNode)
 	dstFS := run.root.dst.FS
 	for _, level := range levels {
 		errs := make([]error, len(level))
-		forEach(len(level), metaWorkers, func(i int) {
+		slots.ForEach(len(level), metaWorkers, func(i int) {
 			d := level[i]
 			switch {
 			case ctx.Err() != nil:
@@ -246,7 +247,7 @@ func (run *tarRun) finishTree(ctx context.Context, batches [][]*tarFile, errs []
 // removeTree removes a temporary tree the copy made, files first.
 func removeTree(fsys FS, dir string) {
 	list, _ := fsys.ReadDir(dir)
-	forEach(len(list), metaWorkers, func(i int) {
+	slots.ForEach(len(list), metaWorkers, func(i int) {
 		p := fsys.Join(dir, list[i].Name())
 		if list[i].IsDir() {
 			removeTree(fsys, p)
