@@ -46,6 +46,20 @@ func finalAttrs(preserve bool, src fileAttrs, existing fs.FileInfo, newMode func
 	return fileAttrs{mode: newMode()}
 }
 
+// setDirAttrs gives the directory dst the mode and times of a, as -p
+// does once every entry below it is in place (each entry renamed into it
+// changes its times). A failure is recorded and the copy goes on.
+func (c *copier) setDirAttrs(dst Endpoint, a fileAttrs) {
+	if err := dst.FS.Chmod(dst.Path, a.mode); err != nil {
+		c.fail(&Error{Op: "set mode of", Path: dst.String(), Err: err})
+	}
+	if a.times {
+		if err := dst.FS.Chtimes(dst.Path, a.atime, a.mtime); err != nil {
+			c.fail(&Error{Op: "set times of", Path: dst.String(), Err: err})
+		}
+	}
+}
+
 // tempFile is a file being written under a temporary name beside its
 // target.
 type tempFile struct {

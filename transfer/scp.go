@@ -356,16 +356,14 @@ func (d *scpDownload) dir(ctx context.Context, rec scp.Record, rpath string, dst
 	}
 	if o.Preserve {
 		// Every entry below is in place: the directory's times stay.
-		if err := dst.FS.Chmod(dst.Path, rec.Mode&modeBits); err != nil {
-			d.fail(&Error{Op: "set mode of", Path: dst.String(), Err: err})
-		}
-		if rec.Times {
-			if err := dst.FS.Chtimes(dst.Path, rec.Atime, rec.Mtime); err != nil {
-				d.fail(&Error{Op: "set times of", Path: dst.String(), Err: err})
-			}
-		}
+		d.setDirAttrs(dst, recAttrs(rec))
 	}
 	return nil
+}
+
+// recAttrs are the mode and times -p takes from a record the server sent.
+func recAttrs(rec scp.Record) fileAttrs {
+	return fileAttrs{mode: rec.Mode & modeBits, times: rec.Times, atime: rec.Atime, mtime: rec.Mtime}
 }
 
 // file receives a file the server announced into a temporary file beside
@@ -458,8 +456,7 @@ func (d *scpDownload) finish(ctx context.Context, rec scp.Record, src, tmp strin
 			Err: fmt.Errorf("%w: %d bytes arrived of %d announced", pipeline.ErrShortWrite, ti.Size(), rec.Size)}
 	}
 	attrs := func() fileAttrs {
-		src := fileAttrs{mode: rec.Mode & modeBits, times: rec.Times, atime: rec.Atime, mtime: rec.Mtime}
-		return finalAttrs(d.opts.Preserve, src, existing, func() fs.FileMode {
+		return finalAttrs(d.opts.Preserve, recAttrs(rec), existing, func() fs.FileMode {
 			return d.newFileMode(ctx, dst, rec.Mode.Perm())
 		})
 	}

@@ -238,14 +238,7 @@ func (c *copier) finish(ctx context.Context) {
 	c.fixes = nil
 }
 
-func (c *copier) fixDir(f dirFix) {
-	if err := f.dst.FS.Chmod(f.dst.Path, f.si.Mode()&modeBits); err != nil {
-		c.fail(&Error{Op: "set mode of", Path: f.dst.String(), Err: err})
-	}
-	if err := f.dst.FS.Chtimes(f.dst.Path, atimeOf(f.si), f.si.ModTime()); err != nil {
-		c.fail(&Error{Op: "set times of", Path: f.dst.String(), Err: err})
-	}
-}
+func (c *copier) fixDir(f dirFix) { c.setDirAttrs(f.dst, attrsOf(f.si)) }
 
 // addFix records a directory for finish.
 func (c *copier) addFix(dst Endpoint, si fs.FileInfo, depth int) {
