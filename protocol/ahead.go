@@ -40,7 +40,7 @@ func (r *aheadReader) fill() {
 	for len(r.queue) < r.window {
 		b := bufpool.Get(r.size)
 		p := pending{c: getCall(b), buf: b, off: r.next}
-		p.err = r.f.s.send(p.c, fxpRead, readFields(r.f.handle, p.off, len(b)), nil)
+		p.err = r.f.s.send(p.c, fxpRead, rangeFields(r.f.handle, p.off, len(b)), nil)
 		r.queue = append(r.queue, p)
 		r.next += int64(len(b))
 	}

@@ -179,7 +179,7 @@ func (s *SFTP) GetSmall(ctx context.Context, name string, size int64) ([]byte, f
 	for off := 0; off < len(buf) && sendErr == nil; off += rs.packet {
 		b := buf[off:min(off+rs.packet, len(buf))]
 		c := getCall(b)
-		sendErr = rs.send(c, fxpRead, readFields(f.handle, int64(off), len(b)), nil)
+		sendErr = rs.send(c, fxpRead, rangeFields(f.handle, int64(off), len(b)), nil)
 		if sendErr != nil {
 			putCall(c)
 			break

@@ -492,7 +492,7 @@ func (f *rawFile) ReadAt(b []byte, off int64) (int, error) {
 	ps := f.split(b, off)
 	for i := range ps {
 		ps[i].c = getCall(ps[i].b)
-		ps[i].err = f.s.send(ps[i].c, fxpRead, readFields(f.handle, ps[i].off, len(ps[i].b)), nil)
+		ps[i].err = f.s.send(ps[i].c, fxpRead, rangeFields(f.handle, ps[i].off, len(ps[i].b)), nil)
 	}
 	n := 0
 	var first error
@@ -523,7 +523,7 @@ func (f *rawFile) ReadAt(b []byte, off int64) (int, error) {
 func (f *rawFile) readOnce(b []byte, off int64) (int, error) {
 	c := getCall(b)
 	defer putCall(c)
-	err := f.s.send(c, fxpRead, readFields(f.handle, off, len(b)), nil)
+	err := f.s.send(c, fxpRead, rangeFields(f.handle, off, len(b)), nil)
 	if err == nil {
 		err = wait(c, fxpData)
 	}
@@ -533,7 +533,10 @@ func (f *rawFile) readOnce(b []byte, off int64) (int, error) {
 	return c.n, nil
 }
 
-func readFields(handle string, off int64, n int) func([]byte) []byte {
+// rangeFields writes the fields a READ and a WRITE begin with: the
+// handle, the offset and n, the bytes to read or the length of the data
+// written, which follows.
+func rangeFields(handle string, off int64, n int) func([]byte) []byte {
 	return func(b []byte) []byte {
 		b = appendString(b, handle)
 		b = binary.BigEndian.AppendUint64(b, uint64(off))
@@ -548,11 +551,7 @@ func (f *rawFile) WriteAt(b []byte, off int64) (int, error) {
 	for i := range ps {
 		p := &ps[i]
 		p.c = getCall(nil)
-		p.err = f.s.send(p.c, fxpWrite, func(h []byte) []byte {
-			h = appendString(h, f.handle)
-			h = binary.BigEndian.AppendUint64(h, uint64(p.off))
-			return binary.BigEndian.AppendUint32(h, uint32(len(p.b)))
-		}, p.b)
+		p.err = f.s.send(p.c, fxpWrite, rangeFields(f.handle, p.off, len(p.b)), p.b)
 		if p.err != nil {
 			// The session has failed: the rest would too.
 			ps = ps[:i+1]

@@ -290,7 +290,7 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		c.walkEntries(ctx, src, dst, rel, depth, false, listed, at)
 		return
 	}
-	created, modeSet := false, false
+	created := false
 	var di fs.FileInfo
 	err := fs.ErrNotExist
 	if !fresh {
@@ -302,7 +302,8 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		return
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist):
-		if modeSet, err = c.mkdir(ctx, dst, si); err != nil {
+		made, err := c.makeDir(ctx, dst, si.Mode().Perm())
+		if !made {
 			// Shards of one run create the same directories at once.
 			if di, serr := dst.FS.Stat(dst.Path); serr == nil && di.IsDir() {
 				break
@@ -313,16 +314,12 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		created = true
 		c.record(func(r *Result) { r.Dirs++ })
 		c.logf("created directory %s", dst)
+		if err != nil {
+			c.fail(err)
+		}
 	default:
 		c.fail(&Error{Op: "stat", Path: dst.String(), Err: err})
 		return
-	}
-	if created && !c.opts.Preserve && !modeSet {
-		// Like scp: the new directory gets the source's permissions as the
-		// receiving end's umask allows, and stays writable for the copy.
-		if err := c.setMode(dst, si.Mode().Perm()|0o700); err != nil {
-			c.fail(err)
-		}
 	}
 	if c.walkEntries(ctx, src, dst, rel, depth, created, listed, at) && c.opts.Preserve {
 		c.addFix(dst, si, depth)
@@ -345,6 +342,23 @@ func (c *copier) walkEntries(ctx context.Context, src, dst Endpoint, rel string,
 		c.copyAny(ctx, e.src, Endpoint{dst.FS, dst.FS.Join(dst.Path, e.name)}, e.info, path.Join(rel, e.name), depth+1, created, e.at)
 	}
 	return ctx.Err() == nil
+}
+
+// makeDir creates the directory dst for a source directory of
+// permissions perm. Like scp, without -p the new directory gets perm as
+// the receiving end's umask allows, and stays writable for the copy; -p
+// sets the source's mode once every entry is in. It reports whether dst
+// was created: its error is then the mode's, otherwise the mkdir's. Every
+// mover that makes directories (the walk, tar mode, scp) makes them here.
+func (c *copier) makeDir(ctx context.Context, dst Endpoint, perm fs.FileMode) (made bool, err error) {
+	modeSet, err := c.mkdir(ctx, dst, perm)
+	if err != nil {
+		return false, err
+	}
+	if !c.opts.Preserve && !modeSet {
+		return true, c.setMode(dst, perm|0o700)
+	}
+	return true, nil
 }
 
 // modeBits are the mode bits -p carries over.

@@ -46,6 +46,20 @@ func finalAttrs(preserve bool, src fileAttrs, existing fs.FileInfo, newMode func
 	return fileAttrs{mode: newMode()}
 }
 
+// setDirAttrs gives the directory dst the mode and times of a, as -p
+// does once every entry below it is in place (each entry renamed into it
+// changes its times). A failure is recorded and the copy goes on.
+func (c *copier) setDirAttrs(dst Endpoint, a fileAttrs) {
+	if err := dst.FS.Chmod(dst.Path, a.mode); err != nil {
+		c.fail(&Error{Op: "set mode of", Path: dst.String(), Err: err})
+	}
+	if a.times {
+		if err := dst.FS.Chtimes(dst.Path, a.atime, a.mtime); err != nil {
+			c.fail(&Error{Op: "set times of", Path: dst.String(), Err: err})
+		}
+	}
+}
+
 // tempFile is a file being written under a temporary name beside its
 // target.
 type tempFile struct {
@@ -73,9 +87,8 @@ func (t tempFile) finish(ctx context.Context, size int64, stat fs.FileInfo, attr
 				return &Error{Op: t.op, Path: t.dst.String(), Err: err}
 			}
 		}
-		if stat.Size() != size {
-			return &Error{Op: t.op, Path: t.dst.String(),
-				Err: fmt.Errorf("%w: %d bytes arrived of %d sent", pipeline.ErrShortWrite, stat.Size(), size)}
+		if err := t.checkSize(size, stat); err != nil {
+			return err
 		}
 	}
 	if check != nil {
@@ -99,6 +112,17 @@ func (t tempFile) finish(ctx context.Context, size int64, stat fs.FileInfo, attr
 	}
 	if err := end.Rename(t.tmp, t.dst.Path); err != nil {
 		return &Error{Op: t.op, Path: t.dst.String(), Err: err}
+	}
+	return nil
+}
+
+// checkSize returns an error unless stat, the temporary file's, shows
+// size bytes: what finish checks first, for a caller that checks many
+// files from one listing before it finishes any (tar mode).
+func (t tempFile) checkSize(size int64, stat fs.FileInfo) error {
+	if stat.Size() != size {
+		return &Error{Op: t.op, Path: t.dst.String(),
+			Err: fmt.Errorf("%w: %d bytes arrived of %d sent", pipeline.ErrShortWrite, stat.Size(), size)}
 	}
 	return nil
 }

@@ -12,6 +12,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/hpncp/hpncp/pipeline"
 )
 
 // The fuzz targets of what transfer reads from a server or the disk: tar
@@ -82,7 +84,7 @@ func FuzzReceiveTar(f *testing.F) {
 			}
 			removeTemps(Local{}, list)
 		}()
-		err := receiveTar(bytes.NewReader(data), want, &meter{ctx: context.Background(), add: func(int) {}})
+		err := receiveTar(context.Background(), bytes.NewReader(data), want, pipeline.Meter{})
 
 		temps := map[string]*tarFile{}
 		for rel, f := range want {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/protocol/scp"
@@ -60,7 +61,7 @@ const scpModeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid
 // what the engine's walk of the source reaches (enterDir, dirEntries) as
 // the protocol's records, in the walk's order; a download writes the
 // records it receives through the local end's FS and finishes each file
-// as Copy does (finishTemp).
+// as Copy does (tempFile.finish).
 //
 // Downloads get Copy's guarantees: every name the server sends is checked
 // before it touches the disk (one path element; at the top level, the
@@ -98,23 +99,19 @@ func CopySCP(ctx context.Context, srcs []SCPEndpoint, target SCPEndpoint, o Opti
 		}
 	}
 
-	sem := make(chan struct{}, scpSessions)
+	sessions := slots.New(scpSessions)
 	var wg sync.WaitGroup
 	for _, job := range jobs {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
+		if sessions.Acquire(ctx) != nil || ctx.Err() != nil {
 			break
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
+			defer sessions.Release()
 			run.begin()
 			defer run.end()
-			job(ctx, &scpJob{scpRun: run, progress: run.progress.view()})
+			job(ctx, &scpJob{scpRun: run, progress: run.progress.job()})
 		}()
 	}
 	wg.Wait()
@@ -128,11 +125,12 @@ func CopySCP(ctx context.Context, srcs []SCPEndpoint, target SCPEndpoint, o Opti
 
 // scpRun is the state the sessions of one CopySCP share: the engine's
 // copier, whose result, log, umasks and finishing steps the scp movers
-// use as Copy's files do, and the run's one view of progress.
+// use as Copy's files do, and the run's progress, which shows one file
+// at a time.
 type scpRun struct {
 	*copier
 	orig     Options // as the caller gave them, for the local copies
-	progress *sharedProgress
+	progress *runProgress
 	active   int // sessions open; c.mu guards it
 }
 
@@ -144,7 +142,7 @@ func newSCPRun(o Options) *scpRun {
 	co.Report = nil
 	co.Progress = nil
 	c := &copier{opts: co, res: &Result{MaxStreams: 1}, sched: newSched(false)}
-	return &scpRun{copier: c, orig: o, progress: &sharedProgress{p: o.Progress}}
+	return &scpRun{copier: c, orig: o, progress: newRunProgress(o.Progress, nil, true)}
 }
 
 func (r *scpRun) begin() {
@@ -163,7 +161,7 @@ func (r *scpRun) end() {
 // scpJob is one session's view of the run.
 type scpJob struct {
 	*scpRun
-	progress *progressView
+	progress *jobProgress
 }
 
 func (j *scpJob) addFile(n int64) {
@@ -319,28 +317,23 @@ func (d *scpDownload) dir(ctx context.Context, rec scp.Record, rpath string, dst
 			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
 			Hint: "a symbolic link on the server may point to one of its own parent directories"})
 	}
-	created := false
 	di, err := dst.FS.Stat(dst.Path)
 	switch {
 	case err == nil && !di.IsDir():
 		return d.refuse(&Error{Op: "copy " + src + " to", Path: dst.String(), Err: ErrNotDirectory})
 	case err == nil:
 	case errors.Is(err, fs.ErrNotExist):
-		if err := dst.FS.Mkdir(dst.Path); err != nil {
+		made, err := d.makeDir(ctx, dst, rec.Mode.Perm())
+		if !made {
 			return d.refuse(&Error{Op: "create directory", Path: dst.String(), Err: err, Hint: hintFor(err)})
 		}
-		created = true
 		d.addDir()
 		d.logf("created directory %s", dst)
-	default:
-		return d.refuse(&Error{Op: "stat", Path: dst.String(), Err: err})
-	}
-	if created && !o.Preserve {
-		// As Copy does: the source's permissions as the umask allows, and
-		// writable for the copy.
-		if err := d.setMode(dst, rec.Mode.Perm()|0o700); err != nil {
+		if err != nil {
 			d.fail(err)
 		}
+	default:
+		return d.refuse(&Error{Op: "stat", Path: dst.String(), Err: err})
 	}
 	if err := d.rcv.Reply(nil); err != nil {
 		return err
@@ -363,16 +356,14 @@ func (d *scpDownload) dir(ctx context.Context, rec scp.Record, rpath string, dst
 	}
 	if o.Preserve {
 		// Every entry below is in place: the directory's times stay.
-		if err := dst.FS.Chmod(dst.Path, rec.Mode&modeBits); err != nil {
-			d.fail(&Error{Op: "set mode of", Path: dst.String(), Err: err})
-		}
-		if rec.Times {
-			if err := dst.FS.Chtimes(dst.Path, rec.Atime, rec.Mtime); err != nil {
-				d.fail(&Error{Op: "set times of", Path: dst.String(), Err: err})
-			}
-		}
+		d.setDirAttrs(dst, recAttrs(rec))
 	}
 	return nil
+}
+
+// recAttrs are the mode and times -p takes from a record the server sent.
+func recAttrs(rec scp.Record) fileAttrs {
+	return fileAttrs{mode: rec.Mode & modeBits, times: rec.Times, atime: rec.Atime, mtime: rec.Mtime}
 }
 
 // file receives a file the server announced into a temporary file beside
@@ -451,19 +442,25 @@ func (d *scpDownload) file(ctx context.Context, rec scp.Record, rpath string, ds
 
 // finish checks that a received temporary file holds every byte the
 // server announced, and has the engine give it its mode and times and
-// its final name.
+// its final name (tempFile.finish).
 func (d *scpDownload) finish(ctx context.Context, rec scp.Record, src, tmp string, dst Endpoint, n int64, existing fs.FileInfo) error {
 	op := "copy " + src + " to"
 	ti, err := dst.FS.Stat(tmp)
 	if err != nil {
 		return &Error{Op: op, Path: dst.String(), Err: err}
 	}
+	// Checked here, not by finish: the server announced the size, and
+	// the message says so.
 	if n != rec.Size || ti.Size() != rec.Size {
 		return &Error{Op: op, Path: dst.String(),
 			Err: fmt.Errorf("%w: %d bytes arrived of %d announced", pipeline.ErrShortWrite, ti.Size(), rec.Size)}
 	}
-	a := tempAttrs{mode: rec.Mode, times: rec.Times, atime: rec.Atime, mtime: rec.Mtime}
-	return d.finishTemp(ctx, op, dst, tmp, ti, a, existing)
+	attrs := func() fileAttrs {
+		return finalAttrs(d.opts.Preserve, recAttrs(rec), existing, func() fs.FileMode {
+			return d.newFileMode(ctx, dst, rec.Mode.Perm())
+		})
+	}
+	return tempFile{dst: dst, tmp: tmp, op: op}.finish(ctx, -1, ti, attrs, nil)
 }
 
 // octal writes a mode as chmod takes it.
@@ -650,58 +647,4 @@ func (r *readRecorder) Read(p []byte) (int, error) {
 		r.err = err
 	}
 	return n, err
-}
-
-// sharedProgress lets the sessions of a run share one Progress, which
-// follows one file at a time: the file that started first has it until it
-// ends, and the files beside it are not shown.
-type sharedProgress struct {
-	mu    sync.Mutex
-	p     Progress
-	owner *progressView
-}
-
-// progressView is one session's Progress.
-type progressView struct {
-	s *sharedProgress
-}
-
-func (s *sharedProgress) view() *progressView { return &progressView{s: s} }
-
-func (v *progressView) StartFile(name string, size int64) {
-	s := v.s
-	if s.p == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.owner == nil {
-		s.owner = v
-		s.p.StartFile(name, size)
-	}
-}
-
-func (v *progressView) Add(n int) {
-	s := v.s
-	if s.p == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.owner == v {
-		s.p.Add(n)
-	}
-}
-
-func (v *progressView) EndFile() {
-	s := v.s
-	if s.p == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.owner == v {
-		s.p.EndFile()
-		s.owner = nil
-	}
 }

@@ -6,61 +6,11 @@ import (
 	"io/fs"
 	"iter"
 	"sort"
-	"time"
 )
 
 // The steps of the engine the legacy scp movers (scp.go) share with
 // Copy's files and directories, written as functions of their own so that
-// both can call them. copyFile still finishes its files inline, as
-// finishTemp does.
-
-// tempAttrs are what a received file takes when it is finished: with -p
-// its mode and, where known, its times; otherwise the source's
-// permissions, under the receiving end's umask for a new file.
-type tempAttrs struct {
-	mode         fs.FileMode
-	times        bool
-	atime, mtime time.Time
-}
-
-// finishTemp gives the temporary file tmp, of info ti after its size was
-// checked, its final mode and times and renames it to dst, as copyFile
-// finishes every file: -p takes the source's mode and times; overwriting
-// keeps the target's mode, as scp's write in place does; a new file gets
-// the source's permissions under the umask. op names the copy in errors.
-func (c *copier) finishTemp(ctx context.Context, op string, dst Endpoint, tmp string, ti fs.FileInfo, a tempAttrs, existing fs.FileInfo) error {
-	switch {
-	case c.opts.Preserve:
-		if err := dst.FS.Chmod(tmp, a.mode&modeBits); err != nil {
-			return &Error{Op: "set mode of", Path: dst.String(), Err: err}
-		}
-		if a.times {
-			if err := dst.FS.Chtimes(tmp, a.atime, a.mtime); err != nil {
-				return &Error{Op: "set times of", Path: dst.String(), Err: err}
-			}
-		}
-	case existing != nil:
-		if existing.Mode()&modeBits != ti.Mode()&modeBits {
-			if err := dst.FS.Chmod(tmp, existing.Mode()&modeBits); err != nil {
-				return &Error{Op: "set mode of", Path: dst.String(), Err: err}
-			}
-		}
-	default:
-		// ti's mode is the temporary file's as created: owner-only.
-		if want := c.newFileMode(ctx, dst, a.mode.Perm()); ti.Mode()&modeBits != want {
-			if err := dst.FS.Chmod(tmp, want); err != nil {
-				return &Error{Op: "set mode of", Path: dst.String(), Err: err}
-			}
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := dst.FS.Rename(tmp, dst.Path); err != nil {
-		return &Error{Op: op, Path: dst.String(), Err: err}
-	}
-	return nil
-}
+// both can call them.
 
 // enterDir checks that the walk may go into the directory src, of info
 // si, depth levels below its source operand: within maxDepth and not a

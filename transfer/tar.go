@@ -7,9 +7,9 @@ import (
 	"io"
 	"io/fs"
 	"strings"
-	"sync"
 
 	"github.com/hpncp/hpncp/internal/slots"
+	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
 )
 
@@ -164,7 +164,7 @@ type tarRun struct {
 	// names; otherwise each under a temporary name beside its target.
 	base  string
 	whole bool
-	m     *meter
+	m     pipeline.Meter // the streams' limit and progress
 	// parallel bounds the side copies' files on the parallel pipeline.
 	parallel slots.Slots
 	// hold has report keep the reports in held, while the files of a new
@@ -363,22 +363,4 @@ func (run *tarRun) account(files [][]*tarFile, errs []error, newDirs int) {
 			c.logf("copied %s to %s: %d bytes (tar)", f.src, f.dst, f.info.Size())
 		}
 	}
-}
-
-// forEach runs f(0) to f(n-1), up to workers at once.
-func forEach(n, workers int, f func(i int)) {
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(n, workers) {
-		wg.Go(func() {
-			for i := range next {
-				f(i)
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hpncp/hpncp/pipeline"
 )
 
 // sizeInfo is the FileInfo of a listed regular file of a given size.
@@ -98,7 +100,7 @@ func TestReceiveTar(t *testing.T) {
 		entry{tar.Header{Name: "./-dash"}, "d"},
 	)
 	var n int
-	if err := receiveTar(bytes.NewReader(data), want, &meter{ctx: context.Background(), add: func(k int) { n += k }}); err != nil {
+	if err := receiveTar(context.Background(), bytes.NewReader(data), want, pipeline.Meter{Progress: func(k int) { n += k }}); err != nil {
 		t.Fatal(err)
 	}
 	if n != 9 {
@@ -154,7 +156,7 @@ func TestReceiveTarHostile(t *testing.T) {
 			if c.cut > 0 {
 				data = data[:len(data)-c.cut]
 			}
-			err := receiveTar(bytes.NewReader(data), want, &meter{ctx: context.Background(), add: func(int) {}})
+			err := receiveTar(context.Background(), bytes.NewReader(data), want, pipeline.Meter{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one saying %q", err, c.want)
 			}
@@ -178,7 +180,7 @@ func TestReceiveTarChangedSize(t *testing.T) {
 	dir := t.TempDir()
 	want := wanted(dir, map[string]int64{"a": 3, "b": 1})
 	data := archive(t, entry{tar.Header{Name: "a"}, "aaaa"}, entry{tar.Header{Name: "b"}, "b"})
-	if err := receiveTar(bytes.NewReader(data), want, &meter{ctx: context.Background(), add: func(int) {}}); err != nil {
+	if err := receiveTar(context.Background(), bytes.NewReader(data), want, pipeline.Meter{}); err != nil {
 		t.Fatal(err)
 	}
 	if a := want["a"]; a.err == nil || !strings.Contains(a.err.Error(), "changed size") || a.tmp != "" {
@@ -253,10 +255,9 @@ func TestWriteArchive(t *testing.T) {
 		if whole {
 			f.tmp = "/tmptree/sub/f"
 		}
-		run := &tarRun{c: &copier{}, root: &tarNode{dst: Endpoint{FS: Local{}, Path: "/t"}}, whole: whole,
-			m: &meter{ctx: context.Background(), add: func(int) {}}}
+		run := &tarRun{c: &copier{}, root: &tarNode{dst: Endpoint{FS: Local{}, Path: "/t"}}, whole: whole}
 		var b bytes.Buffer
-		if err := run.writeArchive(&b, []*tarNode{dir}, []*tarFile{f}); err != nil {
+		if err := run.writeArchive(context.Background(), &b, []*tarNode{dir}, []*tarFile{f}); err != nil {
 			t.Fatal(err)
 		}
 		tr := tar.NewReader(&b)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/protocol"
 )
 
@@ -29,22 +30,22 @@ func (run *tarRun) makeBase(ctx context.Context) bool {
 		return true
 	}
 	base := Endpoint{dst.FS, run.base}
+	var made bool
 	var err error
 	if run.whole {
 		err = c.mkdirPrivate(ctx, base)
+		made = err == nil
 	} else {
-		err = dst.FS.Mkdir(run.base)
+		made, err = c.makeDir(ctx, base, root.info.Mode().Perm())
 	}
-	if err != nil {
+	if !made {
 		c.fail(&Error{Op: "create directory", Path: dst.String(), Err: err})
 		return false
 	}
 	c.res.Dirs++
 	c.logf("created directory %s", base)
-	if !c.opts.Preserve && !run.whole {
-		if err := c.setMode(base, root.info.Mode().Perm()|0o700); err != nil {
-			c.fail(err)
-		}
+	if err != nil {
+		c.fail(err)
 	}
 	return true
 }
@@ -97,16 +98,14 @@ func (run *tarRun) setRootMode(ctx context.Context) error {
 func (run *tarRun) makeLocalDirs(ctx context.Context, newDirs []*tarNode) {
 	c := run.c
 	for _, d := range newDirs {
-		modeSet, err := c.mkdir(ctx, d.dst, d.info)
-		if err != nil {
+		made, err := c.makeDir(ctx, d.dst, d.info.Mode().Perm())
+		if !made {
 			c.fail(&Error{Op: "create directory", Path: d.dst.String(), Err: err})
 			continue
 		}
 		c.res.Dirs++
-		if !c.opts.Preserve && !modeSet {
-			if err := c.setMode(d.dst, d.info.Mode().Perm()|0o700); err != nil {
-				c.fail(err)
-			}
+		if err != nil {
+			c.fail(err)
 		}
 	}
 }
@@ -147,7 +146,7 @@ func (run *tarRun) makeOtherDirs(ctx context.Context, other, newDirs []*tarNode)
 	dstFS := run.root.dst.FS
 	for _, level := range levels {
 		errs := make([]error, len(level))
-		forEach(len(level), metaWorkers, func(i int) {
+		slots.ForEach(len(level), metaWorkers, func(i int) {
 			d := level[i]
 			switch {
 			case ctx.Err() != nil:
@@ -158,11 +157,7 @@ func (run *tarRun) makeOtherDirs(ctx context.Context, other, newDirs []*tarNode)
 				return
 			}
 			at := Endpoint{dstFS, dstFS.Join(run.base, d.rel)}
-			hasMode, err := c.mkdir(ctx, at, d.info)
-			if err == nil && !hasMode && !c.opts.Preserve {
-				err = c.setMode(at, d.info.Mode().Perm()|0o700)
-			}
-			errs[i] = err
+			_, errs[i] = c.makeDir(ctx, at, d.info.Mode().Perm())
 		})
 		for i, d := range level {
 			if errs[i] != nil {
@@ -246,7 +241,7 @@ func (run *tarRun) finishTree(ctx context.Context, batches [][]*tarFile, errs []
 // removeTree removes a temporary tree the copy made, files first.
 func removeTree(fsys FS, dir string) {
 	list, _ := fsys.ReadDir(dir)
-	forEach(len(list), metaWorkers, func(i int) {
+	slots.ForEach(len(list), metaWorkers, func(i int) {
 		p := fsys.Join(dir, list[i].Name())
 		if list[i].IsDir() {
 			removeTree(fsys, p)

@@ -14,6 +14,8 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/hpncp/hpncp/internal/slots"
+	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
 )
 
@@ -64,7 +66,7 @@ func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err er
 		r = gr
 	}
 	start := time.Now()
-	rerr := receiveTar(r, want, run.m)
+	rerr := receiveTar(ctx, r, want, run.m)
 	if rerr != nil {
 		cancel()
 	}
@@ -86,7 +88,7 @@ func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err er
 		c.logf("tar stream of %d files: received in %s, renamed in %s", len(files),
 			received.Sub(start).Round(time.Millisecond), time.Since(received).Round(time.Millisecond))
 	}()
-	forEach(len(files), metaWorkers, func(i int) {
+	slots.ForEach(len(files), metaWorkers, func(i int) {
 		f := files[i]
 		if f.err != nil {
 			return
@@ -96,7 +98,17 @@ func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err er
 				Err: errors.New("missing from the tar stream")}
 			return
 		}
-		if err := run.finishDownload(f); err != nil {
+		// receiveTar checked the size; the mode and times are the
+		// engine's, with the archive's modification time.
+		attrs := func() fileAttrs {
+			src := attrsOf(f.info)
+			src.mtime = f.mtime
+			return finalAttrs(c.opts.Preserve, src, f.existing, func() fs.FileMode {
+				return c.newFileMode(ctx, f.dst, f.info.Mode().Perm())
+			})
+		}
+		t := tempFile{dst: f.dst, tmp: f.tmp, op: "copy " + f.src.String() + " to"}
+		if err := t.finish(ctx, -1, nil, attrs, nil); err != nil {
 			f.err = err
 			_ = f.dst.FS.Remove(f.tmp)
 		}
@@ -159,35 +171,14 @@ func tarSkipped(err error, files []*tarFile) bool {
 	return true
 }
 
-// finishDownload gives a received file its mode and times and its final
-// name.
-func (run *tarRun) finishDownload(f *tarFile) error {
-	c := run.c
-	tmp := Endpoint{f.dst.FS, f.tmp}
-	if c.opts.Preserve {
-		if err := tmp.FS.Chmod(f.tmp, f.info.Mode()&modeBits); err != nil {
-			return &Error{Op: "set mode of", Path: f.dst.String(), Err: err}
-		}
-		if err := tmp.FS.Chtimes(f.tmp, atimeOf(f.info), f.mtime); err != nil {
-			return &Error{Op: "set times of", Path: f.dst.String(), Err: err}
-		}
-	} else if err := tmp.FS.Chmod(f.tmp, c.newFileMode(context.Background(), f.dst, f.info.Mode().Perm())); err != nil {
-		// The temporary file was created owner-only.
-		return &Error{Op: "set mode of", Path: f.dst.String(), Err: err}
-	}
-	if err := f.dst.FS.Rename(f.tmp, f.dst.Path); err != nil {
-		return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err}
-	}
-	return nil
-}
-
 // receiveTar reads an archive the server sent and writes each entry to a
 // fresh temporary file beside its target. Every entry must be a regular
 // file the copy asked for, once, under a clean relative name: anything
 // else (links, devices, names leading out of the tree, unasked names) ends
 // the stream with an error, since a server sending it cannot be trusted
 // with the rest. A file whose size differs from the listing's fails alone.
-func receiveTar(r io.Reader, want map[string]*tarFile, m *meter) error {
+// Its bytes go through m, which ends the stream once ctx is done.
+func receiveTar(ctx context.Context, r io.Reader, want map[string]*tarFile, m pipeline.Meter) error {
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -223,7 +214,7 @@ func receiveTar(r io.Reader, want map[string]*tarFile, m *meter) error {
 			return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err, Hint: hintFor(err)}
 		}
 		f.tmp = tmp
-		n, err := io.Copy(out, m.reader(tr))
+		n, err := io.Copy(out, m.Reader(ctx, tr))
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}

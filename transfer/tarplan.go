@@ -58,7 +58,7 @@ func (run *tarRun) list(ctx context.Context) *tarPlan {
 	c.startTarProbe(ctx, run.end)
 	l := &tarLister{root: run.root, nodes: map[string]*tarNode{},
 		maxSize: cmp0(t.MaxSize, defaultTarMaxSize), minFiles: int(cmp0(int64(t.MinFiles), defaultTarMinFiles))}
-	if p, ok := run.end.(interface{ PrepareTar(context.Context) }); ok {
+	if p, ok := run.end.(tarPreparer); ok {
 		// The streams' connection is opened as soon as the listing shows
 		// that they will be used, not after it.
 		l.enough = func() { p.PrepareTar(ctx) }

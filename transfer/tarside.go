@@ -1,6 +1,10 @@
 package transfer
 
-import "context"
+import (
+	"context"
+
+	"github.com/hpncp/hpncp/internal/slots"
+)
 
 // Side copies: the files of a tar mode tree that tar leaves out (large,
 // or with a target to look at) go over the SFTP pipeline, copyFile,
@@ -12,8 +16,8 @@ import "context"
 func (run *tarRun) streamBeside(ctx context.Context, small, newDirs, early []*tarNode) ([][]*tarFile, []error) {
 	var streams, side Progress
 	if p := run.c.opts.Progress; p != nil {
-		shared := &sharedProgress{p: p}
-		streams, side = shared.view(), shared.view()
+		shared := newRunProgress(p, nil, true)
+		streams, side = shared.job(), shared.job()
 	}
 	var batches [][]*tarFile
 	var errs []error
@@ -46,8 +50,8 @@ func (run *tarRun) copyOthers(ctx context.Context, files []*tarNode, progress Pr
 		reports []FileReport
 	}
 	outs := make([]outcome, len(todo))
-	shared := &sharedProgress{p: progress}
-	forEach(len(todo), otherWorkers, func(i int) {
+	shared := newRunProgress(progress, nil, true)
+	slots.ForEach(len(todo), otherWorkers, func(i int) {
 		if ctx.Err() != nil {
 			return
 		}
@@ -58,7 +62,7 @@ func (run *tarRun) copyOthers(ctx context.Context, files []*tarNode, progress Pr
 		sub.opts.Report = func(f FileReport) { outs[i].reports = append(outs[i].reports, f) }
 		sub.opts.Progress = nil
 		if progress != nil {
-			sub.opts.Progress = shared.view()
+			sub.opts.Progress = shared.job()
 		}
 		f := todo[i]
 		dst := f.dst

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
 )
 
@@ -257,7 +258,7 @@ func TestTarSkippedGNUTar(t *testing.T) {
 		t.Fatalf("tar as nobody: %v, want a failure", err)
 	}
 	want := wanted(t.TempDir(), map[string]int64{"ok": 2, "secret": 6})
-	if err := receiveTar(&stdout, want, &meter{add: func(int) {}}); err != nil {
+	if err := receiveTar(context.Background(), &stdout, want, pipeline.Meter{}); err != nil {
 		t.Fatal(err)
 	}
 	files[0].seen, files[1].seen = want["ok"].seen, want["secret"].seen

@@ -3,11 +3,11 @@ package transfer
 import (
 	"context"
 	"fmt"
-	"io"
-	"sync"
+	"io/fs"
 	"time"
 
-	"golang.org/x/time/rate"
+	"github.com/hpncp/hpncp/internal/slots"
+	"github.com/hpncp/hpncp/pipeline"
 )
 
 // The tar streams of a tree: its small files cut into batches, one
@@ -19,8 +19,11 @@ type tarFile struct {
 	tmp   string    // its temporary name, a full path on the target
 	mtime time.Time // from the archive, on download
 	err   error     // the file's own failure
-	done  bool      // every byte arrived under tmp
-	seen  bool      // the archive had an entry for it
+	// listed is tmp as the target's listing showed it, once an upload's
+	// size was checked.
+	listed fs.FileInfo
+	done   bool // every byte arrived under tmp
+	seen   bool // the archive had an entry for it
 }
 
 // stream moves small over up to Streams tar streams at once, telling
@@ -43,70 +46,29 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 		}
 	}
 	c.logf("tar: %d files in %d stream(s) to %s (compression %q)", len(small), len(batches), run.root.dst, run.po.Compress)
-	run.m = &meter{ctx: ctx, lim: c.opts.Limiter, add: func(int) {}}
+	run.m = pipeline.Meter{Limiter: c.opts.Limiter}
 	if prog != nil {
 		// prog is safe for use by the streams at once.
-		run.m.add = prog.Add
+		run.m.Progress = prog.Add
 		prog.StartFile(fmt.Sprintf("%d files (tar)", len(small)), total)
 		defer prog.EndFile()
 	}
 	errs := make([]error, len(batches))
-	var wg sync.WaitGroup
-	for i := range batches {
-		var dirs []*tarNode
+	slots.ForEach(len(batches), len(batches), func(i int) {
 		if run.upload {
-			dirs = dirsFor(files[i], newDirs, i == 0)
+			errs[i] = run.uploadStream(ctx, dirsFor(files[i], newDirs, i == 0), files[i])
+		} else {
+			errs[i] = run.downloadStream(ctx, files[i])
 		}
-		wg.Go(func() {
-			if run.upload {
-				errs[i] = run.uploadStream(ctx, dirs, files[i])
-			} else {
-				errs[i] = run.downloadStream(ctx, files[i])
-			}
-		})
-	}
-	wg.Wait()
+	})
 	return files, errs
 }
 
 // removeTemps removes the temporary files of a failed stream.
 func removeTemps(fsys FS, files []*tarFile) {
-	forEach(len(files), metaWorkers, func(i int) {
+	slots.ForEach(len(files), metaWorkers, func(i int) {
 		if files[i].tmp != "" {
 			_ = fsys.Remove(files[i].tmp)
 		}
 	})
-}
-
-// meter counts the bytes of the streams for Progress and holds them to
-// the run's bandwidth limit.
-type meter struct {
-	ctx context.Context
-	lim *rate.Limiter // nil for no limit
-	add func(int)
-}
-
-// reader returns r, metered.
-func (m *meter) reader(r io.Reader) io.Reader { return &meteredReader{r: r, m: m} }
-
-type meteredReader struct {
-	r io.Reader
-	m *meter
-}
-
-func (mr *meteredReader) Read(b []byte) (int, error) {
-	if mr.m.lim != nil {
-		// WaitN refuses more than the burst at once.
-		b = b[:min(len(b), max(mr.m.lim.Burst(), 1))]
-	}
-	n, err := mr.r.Read(b)
-	if n > 0 {
-		mr.m.add(n)
-		if mr.m.lim != nil {
-			if werr := mr.m.lim.WaitN(mr.m.ctx, n); werr != nil && err == nil {
-				err = werr
-			}
-		}
-	}
-	return n, err
 }

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/protocol"
 )
 
@@ -45,7 +47,7 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 	if err != nil {
 		return err
 	}
-	werr := run.writeArchive(w, dirs, files)
+	werr := run.writeArchive(ctx, w, dirs, files)
 	if werr != nil {
 		// Stop tar before its exit is awaited: it must not take a cut
 		// archive for a whole one.
@@ -77,13 +79,17 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 			sent.Sub(start).Round(time.Millisecond), checked.Sub(sent).Round(time.Millisecond),
 			time.Since(checked).Round(time.Millisecond))
 	}()
-	forEach(len(files), metaWorkers, func(i int) {
+	slots.ForEach(len(files), metaWorkers, func(i int) {
 		f := files[i]
 		if f.err != nil {
 			return
 		}
-		if rerr := dstFS.Rename(f.tmp, f.dst.Path); rerr != nil {
-			f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: rerr}
+		// checkUploaded checked the size; tar -x gave the file its mode
+		// and times, which the listing shows, so finish only renames.
+		attrs := func() fileAttrs { return fileAttrs{mode: f.listed.Mode() & modeBits} }
+		t := tempFile{dst: f.dst, tmp: f.tmp, op: "copy " + f.src.String() + " to"}
+		if err := t.finish(ctx, -1, f.listed, attrs, nil); err != nil {
+			f.err = err
 			_ = dstFS.Remove(f.tmp)
 		}
 	})
@@ -105,30 +111,34 @@ func checkUploaded(dstFS FS, root *tarNode, files []*tarFile) error {
 	}
 	errs := make([]error, len(order))
 	// Every listing at once: they cost round trips, not bandwidth.
-	forEach(len(order), 4*metaWorkers, func(i int) {
+	slots.ForEach(len(order), 4*metaWorkers, func(i int) {
 		list, err := dstFS.ReadDir(order[i])
 		if err != nil {
 			errs[i] = &Error{Op: "read directory", Path: root.dst.FS.Label() + order[i], Err: err}
 			return
 		}
-		size := make(map[string]int64, len(list))
+		listed := make(map[string]fs.FileInfo, len(list))
 		for _, e := range list {
 			if e.Mode().IsRegular() {
-				size[e.Name()] = e.Size()
+				listed[e.Name()] = e
 			}
 		}
 		for _, f := range byDir[order[i]] {
-			got, ok := size[dstFS.Base(f.tmp)]
+			e, ok := listed[dstFS.Base(f.tmp)]
+			op := "copy " + f.src.String() + " to"
 			switch {
 			case f.err != nil:
 				// Left out of the archive (writeArchive).
 			case !ok:
-				f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(),
+				f.err = &Error{Op: op, Path: f.dst.String(),
 					Err: errors.New("tar reported success but the file is missing")}
-			case got != f.info.Size():
-				f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(),
-					Err: fmt.Errorf("short write: %d bytes arrived of %d sent", got, f.info.Size())}
-				_ = dstFS.Remove(f.tmp)
+			default:
+				if err := (tempFile{dst: f.dst, tmp: f.tmp, op: op}).checkSize(f.info.Size(), e); err != nil {
+					f.err = err
+					_ = dstFS.Remove(f.tmp)
+					continue
+				}
+				f.listed = e
 			}
 		}
 	})
@@ -136,8 +146,8 @@ func checkUploaded(dstFS FS, root *tarNode, files []*tarFile) error {
 }
 
 // writeArchive writes the archive of dirs and files, compressed as
-// compress says, to w.
-func (run *tarRun) writeArchive(w io.Writer, dirs []*tarNode, files []*tarFile) error {
+// compress says, to w, its bytes metered until ctx is done.
+func (run *tarRun) writeArchive(ctx context.Context, w io.Writer, dirs []*tarNode, files []*tarFile) error {
 	// Small writes would each become an SSH packet of their own.
 	bw := bufio.NewWriterSize(w, 256<<10)
 	var out io.Writer = bw
@@ -173,7 +183,7 @@ func (run *tarRun) writeArchive(w io.Writer, dirs []*tarNode, files []*tarFile) 
 			f.err = &Error{Op: "read", Path: f.src.String(), Err: err}
 			continue
 		}
-		err = run.writeEntry(tw, f, in)
+		err = run.writeEntry(ctx, tw, f, in)
 		_ = in.Close()
 		if err != nil {
 			return err
@@ -192,7 +202,7 @@ func (run *tarRun) writeArchive(w io.Writer, dirs []*tarNode, files []*tarFile) 
 
 // writeEntry adds one file, open as in, to the archive under its
 // temporary name.
-func (run *tarRun) writeEntry(tw *tar.Writer, f *tarFile, in io.Reader) error {
+func (run *tarRun) writeEntry(ctx context.Context, tw *tar.Writer, f *tarFile, in io.Reader) error {
 	name := f.rel
 	if !run.whole {
 		name = path.Join(path.Dir(f.rel), run.root.dst.FS.Base(f.tmp))
@@ -204,7 +214,7 @@ func (run *tarRun) writeEntry(tw *tar.Writer, f *tarFile, in io.Reader) error {
 	if err := tw.WriteHeader(h); err != nil {
 		return err
 	}
-	n, err := io.Copy(tw, run.m.reader(in))
+	n, err := io.Copy(tw, run.m.Reader(ctx, in))
 	switch {
 	case errors.Is(err, tar.ErrWriteTooLong):
 		n = f.info.Size() + 1

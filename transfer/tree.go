@@ -238,14 +238,7 @@ func (c *copier) finish(ctx context.Context) {
 	c.fixes = nil
 }
 
-func (c *copier) fixDir(f dirFix) {
-	if err := f.dst.FS.Chmod(f.dst.Path, f.si.Mode()&modeBits); err != nil {
-		c.fail(&Error{Op: "set mode of", Path: f.dst.String(), Err: err})
-	}
-	if err := f.dst.FS.Chtimes(f.dst.Path, atimeOf(f.si), f.si.ModTime()); err != nil {
-		c.fail(&Error{Op: "set times of", Path: f.dst.String(), Err: err})
-	}
-}
+func (c *copier) fixDir(f dirFix) { c.setDirAttrs(f.dst, attrsOf(f.si)) }
 
 // addFix records a directory for finish.
 func (c *copier) addFix(dst Endpoint, si fs.FileInfo, depth int) {
@@ -298,13 +291,13 @@ type smallPreparer interface {
 	PrepareSmall(ctx context.Context)
 }
 
-// mkdir creates the directory dst for the source directory of info si,
-// and reports whether it has its mode already: like scp, the source's
-// permissions as the receiving end's umask allows, writable for the copy
-// (with -p the mode is set once the copy is done).
-func (c *copier) mkdir(ctx context.Context, dst Endpoint, si fs.FileInfo) (bool, error) {
+// mkdir creates the directory dst for a source directory of permissions
+// perm, and reports whether it has its mode already: like scp, the
+// source's permissions as the receiving end's umask allows, writable for
+// the copy (with -p the mode is set once the copy is done).
+func (c *copier) mkdir(ctx context.Context, dst Endpoint, perm fs.FileMode) (bool, error) {
 	if m, ok := dst.FS.(modeMkdirer); ok && !c.opts.Preserve {
-		err := m.MkdirMode(ctx, dst.Path, si.Mode().Perm()|0o700)
+		err := m.MkdirMode(ctx, dst.Path, perm|0o700)
 		if !errors.Is(err, protocol.ErrNoBatch) {
 			return err == nil, err
 		}

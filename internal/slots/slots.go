@@ -4,7 +4,10 @@
 // code share one helper.
 package slots
 
-import "context"
+import (
+	"context"
+	"sync"
+)
 
 // Slots is a counting semaphore: a slot is taken by sending, given back
 // by receiving. The zero value has no slots and takes none.
@@ -37,3 +40,24 @@ func (s Slots) TryAcquire() bool {
 
 // Release gives back a slot Acquire or TryAcquire took.
 func (s Slots) Release() { <-s }
+
+// ForEach runs f(0) to f(n-1), at most workers of them at once (at
+// least one), and returns once every one has. It takes no context: a caller that cleans
+// up (removes temporary files) must run to the end even when its run
+// was cancelled, and f checks a context where it has one.
+func ForEach(n, workers int, f func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(n, max(workers, 1)) {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}

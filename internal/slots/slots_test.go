@@ -3,6 +3,7 @@ package slots
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 )
@@ -56,5 +57,32 @@ func TestAcquireEndsWithContext(t *testing.T) {
 	s.Release()
 	if !s.TryAcquire() {
 		t.Fatal("a cancelled Acquire held a slot")
+	}
+}
+
+func TestForEachRunsEachOnceWithinBound(t *testing.T) {
+	for _, tc := range []struct{ n, workers int }{{0, 4}, {1, 4}, {100, 3}, {5, 0}} {
+		var mu sync.Mutex
+		ran := make([]int, tc.n)
+		busy, most := 0, 0
+		ForEach(tc.n, tc.workers, func(i int) {
+			mu.Lock()
+			ran[i]++
+			busy++
+			most = max(most, busy)
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			busy--
+			mu.Unlock()
+		})
+		for i, k := range ran {
+			if k != 1 {
+				t.Fatalf("ForEach(%d, %d): f(%d) ran %d times, want once", tc.n, tc.workers, i, k)
+			}
+		}
+		if bound := max(tc.workers, 1); most > bound {
+			t.Fatalf("ForEach(%d, %d): %d ran at once, want at most %d", tc.n, tc.workers, most, bound)
+		}
 	}
 }
