@@ -21,6 +21,10 @@ import (
 // Upload streams: an archive written here and unpacked by the server's
 // tar -x.
 
+// tarStopGrace bounds the wait for a server's tar -x to exit once a
+// stream has failed or been interrupted, before its files are removed.
+const tarStopGrace = 2 * time.Second
+
 // uploadStream sends files, and the directories dirs, in one archive to a
 // tar -x in run.base. Unless the whole tree is new, each file goes under
 // a temporary name, renamed into place once tar has exited 0 and its size
@@ -35,8 +39,16 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 			f.tmp = dstFS.Join(dstFS.Dir(f.dst.Path), TempName(path.Base(f.rel)))
 		}
 	}
-	sctx, cancel := context.WithCancel(ctx)
+	// The server's tar outlives ctx by up to tarStopGrace: a stream that
+	// fails or is interrupted ends tar's input and waits for tar to exit
+	// before its temporary files (or the new tree) are removed. A tar
+	// still unpacking what the channel held would otherwise make files
+	// after their removal. Only a server that does not answer within the
+	// grace has its channel closed under it (writes blocked on it end
+	// then too).
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(tarStopGrace, cancel) })()
 	defer func() {
 		if err != nil && !run.whole {
 			removeTemps(dstFS, files)
@@ -49,12 +61,13 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 	}
 	werr := run.writeArchive(ctx, w, dirs, files)
 	if werr != nil {
-		// Stop tar before its exit is awaited: it must not take a cut
-		// archive for a whole one.
-		cancel()
-	}
-	if cerr := w.Close(); werr == nil {
-		werr = cerr
+		// The archive is cut: whatever tar's exit says, the stream
+		// failed (tar may take a cut archive for a whole one).
+		stop := time.AfterFunc(tarStopGrace, cancel)
+		_ = w.Close()
+		stop.Stop()
+	} else {
+		werr = w.Close()
 	}
 	if werr != nil {
 		if ctx.Err() != nil {
