@@ -3,12 +3,12 @@
 // HPN disabled, fixed stream counts, the legacy scp protocol), summarises
 // them in the table format of the HPN-SSH test reports, recommends the best
 // configuration, for the caller to keep in package recommend's per-host
-// store. It also
-// holds the embedded demo: an in-process SSH/SFTP server behind a relay that
-// emulates a long, rate-limited path.
+// store. It also holds the embedded demo: an in-process SSH/SFTP server
+// behind a relay that emulates a long, rate-limited path.
 //
-// The transfers themselves are the caller's (the CLI runs its own copy code
-// through a Runner), so that a table measures what users get.
+// The transfers go through a Runner; hpncp bench's is Copier, which runs
+// the copy a user's command runs (package ends and package transfer), so
+// that a table measures what users get.
 package bench
 
 import (
@@ -94,9 +94,9 @@ const (
 	Download Direction = "download"
 )
 
-// Runner moves the scratch file with one configuration; the CLI implements
-// it with its copy code. Paths on the remote side are as the host's SFTP
-// server sees them.
+// Runner moves the scratch file with one configuration; Copier does it
+// with hpncp's own copy, tests with fakes. Paths on the remote side are as
+// the host's SFTP server sees them.
 type Runner interface {
 	Upload(ctx context.Context, c Config, local, remote string) error
 	Download(ctx context.Context, c Config, remote, local string) error

@@ -15,8 +15,9 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// DefaultBufferSize is large enough for pkg/sftp to split one Write or Read
-// into many pipelined requests, which is what keeps a channel's window full.
+// DefaultBufferSize is large enough for an SFTP end to split one Write
+// into many pipelined requests (protocol's own data path, not pkg/sftp),
+// which is what keeps a channel's window full.
 const DefaultBufferSize = 1 << 20
 
 // Options tune one copy. The zero value is usable.

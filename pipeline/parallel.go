@@ -46,7 +46,7 @@ type ParallelOptions struct {
 	Chunk  int // bytes per read and write; DefaultChunk when zero
 	// Depth is how many chunks each stream keeps in flight. When zero,
 	// each stream keeps the plan's InFlight bytes in flight, plus one
-	// request so that the window never waits for the next one: more would
+	// chunk so that the window never waits for the next one: more would
 	// only queue behind the channel's flow-control window, in memory.
 	Depth int
 	// Request, when above zero and below Chunk, is the most one request

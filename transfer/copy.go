@@ -1,6 +1,10 @@
 // Package transfer plans and runs copies: it decides what goes where with
 // scp's rules for files, trees and existing or missing targets, and makes
 // every file appear under its final name only once all of it has arrived.
+// One walk and one scheduler run every copy; the bytes go by a mover: one
+// stream, a small-file batch or the parallel pipeline (over SFTP or
+// locally), tar streams for a tree of small files, or the legacy scp
+// protocol.
 package transfer
 
 import (

@@ -28,7 +28,7 @@ import (
 const (
 	remoteFiles = 1024 // files being copied: what hides the round trips
 	// remoteDirs bounds directories being listed or created: a listing
-	// takes two round trips on a session of its own (protocol.ReadDir),
+	// takes two round trips on a session of its own (protocol/readdir.go),
 	// and a wide tree's level should list in about that time.
 	remoteDirs = 64
 	// remoteStreams bounds files that each take a session of their own:

@@ -10,8 +10,8 @@
 //
 // # Control law
 //
-// The pipeline calls Start with the first RTT it knows (sshconn.TCPRTT,
-// or a request round trip), then Observe once per interval with the bytes it
+// The pipeline calls Start with the first RTT it knows (the ends' estimate,
+// as Sample.RTT), then Observe once per interval with the bytes it
 // completed. Each call returns the Plan to run until the next one.
 //
 //   - Start. The link rate is unknown, so the first plan sizes the streams
@@ -158,9 +158,10 @@ type Sample struct {
 	// Bytes is the payload completed (acknowledged by the far side or
 	// received) in the interval.
 	Bytes int64
-	// RTT is the current round-trip estimate: the smallest tcpi_rtt of the
-	// connections (sshconn.TCPRTT), else the smallest SFTP request round trip of
-	// the interval; 0 if unknown.
+	// RTT is the current round-trip estimate: the larger of what the two
+	// ends tell, where an SFTP end tells the larger of its smallest
+	// connection's tcpi_rtt (sshconn.TCPRTT) and the round trip of a
+	// request at its start; 0 if unknown.
 	RTT time.Duration
 	// Errors counts streams that failed for transport reasons: channel or
 	// connection refused or closed, timeouts. Not per-file errors such as
