@@ -188,7 +188,7 @@ type copier struct {
 	opts      Options
 	res       *Result
 	tarProbes tarProbes // what tar each server has, asked once per run
-	target    *statted  // the target operand as Copy found it (setup.go)
+	target    *statted  // the target operand as Copy found it (layout.go)
 	// parallel bounds the files on the parallel pipeline at once; a tar
 	// mode upload gives its side copies a bound of their own (tar.go).
 	parallel slots.Slots

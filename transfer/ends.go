@@ -24,7 +24,7 @@ var (
 	_ packetSource   = (*protocol.SFTP)(nil)
 	_ rttSource      = (*protocol.SFTP)(nil)
 
-	// Small files and directories in batches (tree.go, umask.go).
+	// Small files and directories in batches (small.go, umask.go).
 	_ smallGetter   = (*protocol.SFTP)(nil)
 	_ smallPutter   = (*protocol.SFTP)(nil)
 	_ smallPreparer = (*protocol.SFTP)(nil)

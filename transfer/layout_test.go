@@ -1,10 +1,13 @@
 package transfer
 
 import (
+	"context"
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -43,6 +46,36 @@ func TestCheckTarget(t *testing.T) {
 		case !isDir && (st == nil || st.path != tt.target || (st.fi != nil) != tt.exists ||
 			(!tt.exists && !errors.Is(st.err, fs.ErrNotExist))):
 			t.Errorf("checkTarget(%q) kept stat %+v; want the file found: %v", tt.target, st, tt.exists)
+		}
+	}
+}
+
+func TestTargetNameStatOnce(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	if err := os.WriteFile(src, []byte("abc"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	var prepared []int
+	var stats atomic.Int64
+	dstFS := preparingFS{label: "pseudo:", prepared: &prepared, stats: &stats}
+	dst := Endpoint{dstFS, filepath.Join(dir, "dst")}
+	// The first copy creates the target, the second replaces it: each
+	// stats the target once, and the temporary file once for its size.
+	// The first also learns the end's umask, for the new file's mode
+	// (umask.go).
+	for i, want := range []int{3, 2} {
+		stats.Store(0)
+		res, err := Copy(context.Background(), []Endpoint{local(src)}, dst, Options{})
+		if err != nil || len(res.Errors) > 0 {
+			t.Fatalf("copy %d: %v %v", i, err, res.Errors)
+		}
+		if got := stats.Load(); got != int64(want) {
+			t.Errorf("copy %d: %d stats on the receiving end, want %d (the target, the temporary file, the umask probe of a new file)", i, got, want)
+		}
+		fi, err := os.Stat(dst.Path)
+		if err != nil || fi.Mode().Perm() != 0o640 {
+			t.Fatalf("copy %d: target %v (%v), want mode 0640", i, fi.Mode(), err)
 		}
 	}
 }
