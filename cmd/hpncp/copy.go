@@ -13,8 +13,8 @@ import (
 	"github.com/urfave/cli/v3"
 	"golang.org/x/term"
 
-	"github.com/hpncp/hpncp/internal/units"
 	"github.com/hpncp/hpncp/ends"
+	"github.com/hpncp/hpncp/internal/units"
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/sshconn"
