@@ -16,6 +16,7 @@ FUZZTIME_LONG ?= 5m
 test:
 	./scripts/ensure-deps.sh
 	$(GO) vet ./...
+	./scripts/design-check.sh
 	HPNCP_E2E=$(HPNCP_E2E) $(GO) test -race -count=1 $(GOTESTFLAGS) ./...
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 

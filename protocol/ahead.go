@@ -3,7 +3,7 @@ package protocol
 import (
 	"io/fs"
 
-	"github.com/hpncp/hpncp/internal/bufpool"
+	"github.com/hpncp/hpncp/pipeline/bufpool"
 )
 
 // aheadReader reads a file front to back on a session of its own with
