@@ -157,12 +157,17 @@ func runConformance(t *testing.T, ends []end) {
 			// takes a good part of a second for each on a loaded machine.
 			cp := e.open(t)
 			for _, c := range confCases() {
-				t.Run(c.name, func(t *testing.T) {
-					if c.skip != nil {
-						if why := c.skip(e); why != "" {
-							t.Skip("not for this end: " + why)
-						}
+				// A case this end cannot take part in (a far side that
+				// cannot be made to send hostile names) is no subtest:
+				// a skipped test against sshd would read as an end-to-end
+				// test left out.
+				if c.skip != nil {
+					if why := c.skip(e); why != "" {
+						t.Logf("%s: not for this end: %s", c.name, why)
+						continue
 					}
+				}
+				t.Run(c.name, func(t *testing.T) {
 					var p problems
 					c.run(t, e, cp, &p)
 					d, marked := e.differs[c.name]
