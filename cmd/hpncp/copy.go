@@ -400,7 +400,7 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		locs[i] = l
 	}
 
-	o.useRecommendation(locs, stderr)
+	o.useRecommendation(ctx, locs, stderr)
 	tune, err := o.tuning()
 	if err != nil {
 		return err
