@@ -424,14 +424,14 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		return &Error{Op: op, Path: dst.String(), Err: err}
 	}
 	if existing != nil && c.opts.Skip != CopyAlways {
-		skip, sum, err := c.skip(ctx, src, dst, si, existing)
+		why, sum, err := c.skip(ctx, src, dst, si, existing)
 		if err != nil {
 			return err
 		}
-		if skip {
+		if why != "" {
 			c.forgetTarget(dst)
 			c.record(func(r *Result) { r.Skipped++ })
-			c.report(FileReport{Path: src.String(), Status: StatusSkipped, SHA256: sum})
+			c.report(FileReport{Path: src.String(), Status: StatusSkipped, SHA256: sum, Target: dst.String(), Reason: why})
 			c.logf("skipped %s: %s has it already", src, dst)
 			return nil
 		}
@@ -585,7 +585,7 @@ func (c *copier) done(src, dst Endpoint, n, from int64, sum string, start time.T
 		r.Bytes += n
 		r.Resumed += from
 	})
-	c.report(FileReport{Path: src.String(), Bytes: n, Status: StatusCopied, SHA256: sum, ResumedFrom: from})
+	c.report(FileReport{Path: src.String(), Bytes: n, Status: StatusCopied, SHA256: sum, ResumedFrom: from, Target: dst.String()})
 	c.logf("copied %s to %s: %d bytes in %s", src, dst, n, since(start))
 }
 

@@ -19,7 +19,7 @@ const ReportVersion = 1
 // File statuses in a report.
 const (
 	StatusCopied  = "copied"  // the file was written and renamed into place
-	StatusSkipped = "skipped" // the target already had it (quick check, --checksum or --ignore-existing)
+	StatusSkipped = "skipped" // the target already had it; Reason says how it was told
 	StatusFailed  = "failed"  // the file could not be copied; Error says why
 )
 
@@ -39,6 +39,40 @@ type FileReport struct {
 	// ResumedFrom is where a resumed file's copy started: the bytes before
 	// it were written by an earlier run and not sent again (not in Bytes).
 	ResumedFrom int64 `json:"resumed_from,omitempty"`
+	// Target is where the file goes, named as Path is; absent when the
+	// failure came before the target was known.
+	Target string `json:"target,omitempty"`
+	// Reason says why a skipped file was left alone: one of the Reason
+	// constants. Only skipped files have one.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Why a file was skipped: the decisions of skip.go, by the flag or check
+// that made them.
+const (
+	ReasonQuickCheck     = "quick-check"     // same size and modification time (the default)
+	ReasonChecksum       = "checksum"        // same size and SHA-256 (--checksum)
+	ReasonIgnoreExisting = "ignore-existing" // the target exists (--ignore-existing)
+	// ReasonResumeComplete: with --resume, the same size and written after
+	// the source last changed, by an interrupted run that finished it.
+	ReasonResumeComplete = "resume-complete"
+)
+
+// Kinds of a run's error, one for each of hpncp's exit codes but 0.
+const (
+	KindFailed      = "failed"      // 1: nothing could be copied
+	KindUsage       = "usage"       // 2: a command line hpncp cannot run
+	KindPartial     = "partial"     // 3: some files were copied, others failed
+	KindInterrupted = "interrupted" // 130: SIGINT or SIGTERM
+	KindConnection  = "connection"  // 255: connection, host key or authentication
+)
+
+// RunError is why a run did not succeed, as hpncp printed it on stderr.
+type RunError struct {
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+	// Kind is the exit code's kind: one of the Kind constants.
+	Kind string `json:"kind"`
 }
 
 // Totals sum up a run.
@@ -58,10 +92,26 @@ type Totals struct {
 // Report is the document hpncp --json prints on stdout at the end of a
 // run.
 type Report struct {
-	Version int          `json:"version"`
+	Version int `json:"version"`
+	// HPNCP is the version of hpncp that ran, as hpncp version prints it.
+	HPNCP string `json:"hpncp,omitempty"`
+	// ExitCode is hpncp's exit status; Error is there exactly when it is
+	// not 0.
+	ExitCode int       `json:"exit_code"`
+	Error    *RunError `json:"error,omitempty"`
+	// Started and Ended bound the whole run, connecting included, in
+	// RFC 3339 (UTC, to the millisecond).
+	Started string       `json:"started,omitempty"`
+	Ended   string       `json:"ended,omitempty"`
 	Files   []FileReport `json:"files"`
 	Totals  Totals       `json:"totals"`
 }
+
+// ReportTime is t as a report's Started and Ended give it.
+func ReportTime(t time.Time) string { return t.UTC().Format(reportTimeLayout) }
+
+// reportTimeLayout is RFC 3339 in UTC with milliseconds.
+const reportTimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // NewReport sums up files, the entries a run's Options.Report received,
 // with the streams of res and the run's duration. The entries are sorted
@@ -148,7 +198,17 @@ func ParseReport(data []byte) (Report, error) {
 		if b, err := hex.DecodeString(e.SHA256); e.SHA256 != "" && (err != nil || len(b) != 32) {
 			errs = append(errs, fmt.Errorf("files[%d]: sha256 %q is not a hex SHA-256", i, e.SHA256))
 		}
+		// Skipped files of older reports, and of -O runs, have no reason.
+		if _, ok := f["reason"]; ok {
+			switch {
+			case e.Status != StatusSkipped:
+				errs = append(errs, fmt.Errorf("files[%d]: only a skipped file has a reason", i))
+			case !slices.Contains(skipReasons, e.Reason):
+				errs = append(errs, fmt.Errorf("files[%d]: unknown reason %q", i, e.Reason))
+			}
+		}
 	}
+	errs = append(errs, checkRun(r)...)
 	for _, k := range []string{"files", "copied", "skipped", "failed", "bytes", "seconds", "mb_per_s", "streams"} {
 		if _, ok := raw.Totals[k]; !ok {
 			errs = append(errs, fmt.Errorf("totals lack %q", k))
@@ -179,6 +239,52 @@ func ParseReport(data []byte) (Report, error) {
 		return r, fmt.Errorf("report: %w", err)
 	}
 	return r, nil
+}
+
+var (
+	skipReasons = []string{ReasonQuickCheck, ReasonChecksum, ReasonIgnoreExisting, ReasonResumeComplete}
+	errorKinds  = []string{KindFailed, KindUsage, KindPartial, KindInterrupted, KindConnection}
+)
+
+// checkRun checks the fields about the run as a whole, all of which
+// older reports lack: an error exactly when the exit code is not 0, of a
+// known kind, and times in UTC that do not run backwards.
+func checkRun(r Report) []error {
+	var errs []error
+	if r.ExitCode < 0 || r.ExitCode > 255 {
+		errs = append(errs, fmt.Errorf("exit_code %d is not an exit status", r.ExitCode))
+	}
+	if e := r.Error; e == nil {
+		if r.ExitCode != 0 {
+			errs = append(errs, fmt.Errorf("exit_code %d without an error", r.ExitCode))
+		}
+	} else {
+		if r.ExitCode == 0 {
+			errs = append(errs, errors.New("an error with exit_code 0"))
+		}
+		if e.Message == "" {
+			errs = append(errs, errors.New("the error has no message"))
+		}
+		if !slices.Contains(errorKinds, e.Kind) {
+			errs = append(errs, fmt.Errorf("unknown error kind %q", e.Kind))
+		}
+	}
+	var times [2]time.Time
+	for i, v := range []struct{ name, s string }{{"started", r.Started}, {"ended", r.Ended}} {
+		if v.s == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, v.s)
+		if err != nil || !strings.HasSuffix(v.s, "Z") {
+			errs = append(errs, fmt.Errorf("%s %q is not an RFC 3339 time in UTC", v.name, v.s))
+			continue
+		}
+		times[i] = t
+	}
+	if !times[0].IsZero() && !times[1].IsZero() && times[1].Before(times[0]) {
+		errs = append(errs, fmt.Errorf("ended %s before started %s", r.Ended, r.Started))
+	}
+	return errs
 }
 
 // report tells Options.Report what happened to one file.

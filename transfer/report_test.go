@@ -56,6 +56,33 @@ func TestReport(t *testing.T) {
 	if r.Files[0].Status != StatusFailed || r.Files[2].Status != StatusSkipped {
 		t.Errorf("entries %+v: want missing failed first, b skipped last", r.Files)
 	}
+	if got, want := r.Files[1].Target, filepath.Join(dst, "src", "a"); got != want {
+		t.Errorf("a's target = %q, want %q", got, want)
+	}
+	if b := r.Files[2]; b.Reason != ReasonQuickCheck || b.Target != filepath.Join(dst, "src", "b") {
+		t.Errorf("b: reason %q, target %q; want %q and its target", b.Reason, b.Target, ReasonQuickCheck)
+	}
+}
+
+// A report with the run's fields, as a run that failed to connect
+// prints it, reads back as it was written.
+func TestReportRun(t *testing.T) {
+	start := time.Date(2026, 12, 1, 13, 0, 0, 5e6, time.FixedZone("CET", 3600))
+	rep := NewReport(nil, nil, 0)
+	rep.HPNCP, rep.ExitCode = "1.2.3", 255
+	rep.Started, rep.Ended = ReportTime(start), ReportTime(start.Add(1500*time.Millisecond))
+	rep.Error = &RunError{Message: "connect to 127.0.0.1:1: connection refused", Kind: KindConnection}
+	data, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := checkReportSchema(t, data)
+	if r.Started != "2026-12-01T12:00:00.005Z" || r.Ended != "2026-12-01T12:00:01.505Z" {
+		t.Errorf("times %s, %s: want UTC with milliseconds", r.Started, r.Ended)
+	}
+	if r.ExitCode != 255 || r.Error == nil || *r.Error != *rep.Error || r.HPNCP != "1.2.3" {
+		t.Errorf("read back %+v, want %+v", r, rep)
+	}
 }
 
 func TestReportEmpty(t *testing.T) {
@@ -70,9 +97,19 @@ func TestReportEmpty(t *testing.T) {
 }
 
 func TestParseReportRejects(t *testing.T) {
-	good := `{"version":1,"files":[{"path":"a","bytes":4,"status":"copied","sha256":"` +
-		strings.Repeat("ab", 32) + `"},{"path":"b","bytes":0,"status":"failed","error":"gone"}],` +
-		`"totals":{"files":2,"copied":1,"skipped":0,"failed":1,"bytes":4,"seconds":1,"mb_per_s":0.000004,"streams":1}}`
+	good := `{"version":1,"hpncp":"1.0","exit_code":3,"error":{"message":"1 failed","kind":"partial"},` +
+		`"started":"2026-12-01T12:00:00Z","ended":"2026-12-01T12:00:01.5Z",` +
+		`"files":[{"path":"a","bytes":4,"status":"copied","sha256":"` +
+		strings.Repeat("ab", 32) + `","target":"h:a"},{"path":"b","bytes":0,"status":"failed","error":"gone"},` +
+		`{"path":"c","bytes":0,"status":"skipped","target":"h:c","reason":"quick-check"}],` +
+		`"totals":{"files":3,"copied":1,"skipped":1,"failed":1,"bytes":4,"seconds":1,"mb_per_s":0.000004,"streams":1}}`
+	// Reports written before the run's fields, targets and reasons are
+	// still read.
+	old := `{"version":1,"files":[{"path":"a","bytes":4,"status":"copied"},{"path":"c","bytes":0,"status":"skipped"}],` +
+		`"totals":{"files":2,"copied":1,"skipped":1,"failed":0,"bytes":4,"seconds":1,"mb_per_s":0.000004,"streams":1}}`
+	if _, err := ParseReport([]byte(old)); err != nil {
+		t.Fatalf("a report of an earlier hpncp: %v", err)
+	}
 	if _, err := ParseReport([]byte(good)); err != nil {
 		t.Fatalf("a valid report: %v", err)
 	}
@@ -88,7 +125,19 @@ func TestParseReportRejects(t *testing.T) {
 		{"short sha256", strings.Repeat("ab", 32), "abcd"},
 		{"totals off", `"copied":1,`, `"copied":2,`},
 		{"bytes below the files'", `"bytes":4,"seconds"`, `"bytes":3,"seconds"`},
-		{"files not the sum", `"totals":{"files":2`, `"totals":{"files":3`},
+		{"files not the sum", `"totals":{"files":3`, `"totals":{"files":4`},
+		{"unknown reason", `"reason":"quick-check"`, `"reason":"felt like it"`},
+		{"empty reason", `"reason":"quick-check"`, `"reason":""`},
+		{"reason on a copied file", `"target":"h:a"`, `"target":"h:a","reason":"checksum"`},
+		{"error with exit code 0", `"exit_code":3`, `"exit_code":0`},
+		{"exit code without an error", `"error":{"message":"1 failed","kind":"partial"},`, ``},
+		{"exit code out of range", `"exit_code":3`, `"exit_code":256`},
+		{"error without a message", `"message":"1 failed",`, ``},
+		{"unknown error kind", `"kind":"partial"`, `"kind":"bad luck"`},
+		{"unknown error field", `"kind":"partial"`, `"kind":"partial","code":3`},
+		{"time not RFC 3339", `"started":"2026-12-01T12:00:00Z"`, `"started":"1 Dec 2026 12:00"`},
+		{"time not UTC", `"started":"2026-12-01T12:00:00Z"`, `"started":"2026-12-01T13:00:00+01:00"`},
+		{"ended before started", `"ended":"2026-12-01T12:00:01.5Z"`, `"ended":"2026-12-01T11:59:59Z"`},
 		{"totals field missing", `"mb_per_s":0.000004,`, ``},
 		{"two documents", `"streams":1}}`, `"streams":1}}{}`},
 	} {

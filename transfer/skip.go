@@ -29,36 +29,42 @@ const (
 	SkipExisting
 )
 
-// skip reports whether src need not be copied over existing, the target's
-// info. With SkipChecksum it also returns the content's hex SHA-256.
-func (c *copier) skip(ctx context.Context, src, dst Endpoint, si, existing fs.FileInfo) (bool, string, error) {
+// skip returns why src need not be copied over existing, the target's
+// info: one of the report's skip reasons, or "" when it must be copied.
+// With SkipChecksum it also returns the content's hex SHA-256.
+func (c *copier) skip(ctx context.Context, src, dst Endpoint, si, existing fs.FileInfo) (string, string, error) {
 	switch c.opts.Skip {
 	case SkipExisting:
-		return true, "", nil
+		return ReasonIgnoreExisting, "", nil
 	case SkipQuick:
-		same := si.ModTime().Unix() == existing.ModTime().Unix()
-		if c.opts.Resume {
+		if si.Size() != existing.Size() {
+			return "", "", nil
+		}
+		switch s, t := si.ModTime().Unix(), existing.ModTime().Unix(); {
+		case s == t:
+			return ReasonQuickCheck, "", nil
+		case c.opts.Resume && t > s:
 			// The target was written after the source last changed: an
 			// interrupted run without -p finished it.
-			same = existing.ModTime().Unix() >= si.ModTime().Unix()
+			return ReasonResumeComplete, "", nil
 		}
-		return si.Size() == existing.Size() && same, "", nil
+		return "", "", nil
 	case SkipChecksum:
 		if si.Size() != existing.Size() {
-			return false, "", nil
+			return "", "", nil
 		}
 		a, err := sum256(ctx, src)
 		if err != nil {
-			return false, "", err
+			return "", "", err
 		}
 		b, err := sum256(ctx, dst)
 		if err != nil {
-			return false, "", err
+			return "", "", err
 		}
 		if !bytes.Equal(a, b) {
-			return false, "", nil
+			return "", "", nil
 		}
-		return true, hex.EncodeToString(a), nil
+		return ReasonChecksum, hex.EncodeToString(a), nil
 	}
-	return false, "", nil
+	return "", "", nil
 }

@@ -19,17 +19,23 @@ func TestSkip(t *testing.T) {
 		offset  time.Duration // target mtime minus the source's
 		skipped bool
 		sha     string // the report's sha256
+		reason  string // a skipped file's
+		resume  bool
 	}{
-		{"quick: same size and time", SkipQuick, "same", 0, true, ""},
-		{"quick: same second, other nanoseconds", SkipQuick, "same", 500 * time.Millisecond, true, ""},
-		{"quick: same size, content differs", SkipQuick, "diff", 0, true, ""},
-		{"quick: other time", SkipQuick, "same", time.Second, false, ""},
-		{"quick: other size", SkipQuick, "longer", 0, false, ""},
-		{"checksum: same content, other time", SkipChecksum, "same", time.Hour, true, hex.EncodeToString(sum[:])},
-		{"checksum: same size and time, content differs", SkipChecksum, "diff", 0, false, ""},
-		{"checksum: other size", SkipChecksum, "longer", 0, false, ""},
-		{"ignore existing: content differs", SkipExisting, "other content", time.Hour, true, ""},
-		{"force: same size and time", CopyAlways, "same", 0, false, ""},
+		{"quick: same size and time", SkipQuick, "same", 0, true, "", ReasonQuickCheck, false},
+		{"quick: same second, other nanoseconds", SkipQuick, "same", 500 * time.Millisecond, true, "", ReasonQuickCheck, false},
+		{"quick: same size, content differs", SkipQuick, "diff", 0, true, "", ReasonQuickCheck, false},
+		{"quick: other time", SkipQuick, "same", time.Second, false, "", "", false},
+		{"resume: same time", SkipQuick, "same", 0, true, "", ReasonQuickCheck, true},
+		{"resume: target written later", SkipQuick, "same", time.Second, true, "", ReasonResumeComplete, true},
+		{"resume: target older", SkipQuick, "same", -time.Second, false, "", "", true},
+		{"resume: other size", SkipQuick, "longer", time.Second, false, "", "", true},
+		{"quick: other size", SkipQuick, "longer", 0, false, "", "", false},
+		{"checksum: same content, other time", SkipChecksum, "same", time.Hour, true, hex.EncodeToString(sum[:]), ReasonChecksum, false},
+		{"checksum: same size and time, content differs", SkipChecksum, "diff", 0, false, "", "", false},
+		{"checksum: other size", SkipChecksum, "longer", 0, false, "", "", false},
+		{"ignore existing: content differs", SkipExisting, "other content", time.Hour, true, "", ReasonIgnoreExisting, false},
+		{"force: same size and time", CopyAlways, "same", 0, false, "", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,14 +50,18 @@ func TestSkip(t *testing.T) {
 				t.Fatal(err)
 			}
 			var reports []FileReport
-			res, err := copyLocal(t, Options{Skip: tt.mode, Report: func(f FileReport) { reports = append(reports, f) }}, src, dst)
+			o := Options{Skip: tt.mode, Report: func(f FileReport) { reports = append(reports, f) }}
+			if tt.resume {
+				o.Resume, o.ResumeDir = true, t.TempDir()
+			}
+			res, err := copyLocal(t, o, src, dst)
 			if err != nil || len(res.Errors) > 0 {
 				t.Fatalf("copy: %v %v", err, res.Errors)
 			}
 			got, _ := os.ReadFile(dst)
-			want := FileReport{Path: src, Status: StatusSkipped, SHA256: tt.sha}
+			want := FileReport{Path: src, Status: StatusSkipped, SHA256: tt.sha, Target: dst, Reason: tt.reason}
 			if !tt.skipped {
-				want = FileReport{Path: src, Bytes: 4, Status: StatusCopied}
+				want = FileReport{Path: src, Bytes: 4, Status: StatusCopied, Target: dst}
 				if string(got) != "same" {
 					t.Errorf("target = %q, want the source's content", got)
 				}

@@ -354,12 +354,12 @@ func (run *tarRun) account(files [][]*tarFile, errs []error, newDirs int) {
 				if _, own := f.err.(*Error); own {
 					c.res.Errors = append(c.res.Errors, f.err)
 				}
-				c.report(FileReport{Path: f.src.String(), Status: StatusFailed, Error: err.Error()})
+				c.report(FileReport{Path: f.src.String(), Status: StatusFailed, Error: err.Error(), Target: f.dst.String()})
 				continue
 			}
 			c.res.Files++
 			c.res.Bytes += f.info.Size()
-			c.report(FileReport{Path: f.src.String(), Bytes: f.info.Size(), Status: StatusCopied})
+			c.report(FileReport{Path: f.src.String(), Bytes: f.info.Size(), Status: StatusCopied, Target: f.dst.String()})
 			c.logf("copied %s to %s: %d bytes (tar)", f.src, f.dst, f.info.Size())
 		}
 	}

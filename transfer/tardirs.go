@@ -224,11 +224,11 @@ func (run *tarRun) finishTree(ctx context.Context, batches [][]*tarFile, errs []
 			if h.Status == StatusCopied {
 				c.res.Files--
 				c.res.Bytes -= h.Bytes
-				run.held[i] = FileReport{Path: h.Path, Status: StatusFailed, Error: notDone.Error()}
+				run.held[i] = FileReport{Path: h.Path, Status: StatusFailed, Error: notDone.Error(), Target: h.Target}
 			}
 		}
 		for _, f := range late {
-			run.held = append(run.held, FileReport{Path: f.src.String(), Status: StatusFailed, Error: notDone.Error()})
+			run.held = append(run.held, FileReport{Path: f.src.String(), Status: StatusFailed, Error: notDone.Error(), Target: f.dst.String()})
 		}
 	}
 	run.hold = false

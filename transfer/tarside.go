@@ -99,12 +99,13 @@ func (run *tarRun) skipListed(ctx context.Context, f *tarNode) bool {
 	if c.opts.Skip != SkipQuick && c.opts.Skip != SkipExisting {
 		return false
 	}
-	if skip, _, err := c.skip(ctx, f.src, f.dst, f.info, f.existing); err != nil || !skip {
+	why, _, err := c.skip(ctx, f.src, f.dst, f.info, f.existing)
+	if err != nil || why == "" {
 		return false
 	}
 	c.forgetTarget(f.dst)
 	c.res.Skipped++
-	run.report(FileReport{Path: f.src.String(), Status: StatusSkipped})
+	run.report(FileReport{Path: f.src.String(), Status: StatusSkipped, Target: f.dst.String(), Reason: why})
 	c.logf("skipped %s: %s has it already", f.src, f.dst)
 	return true
 }

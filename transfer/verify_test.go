@@ -106,7 +106,7 @@ func TestVerify(t *testing.T) {
 			if string(got) != content {
 				t.Errorf("target holds %d bytes, want the source's %d", len(got), len(content))
 			}
-			want := FileReport{Path: src, Bytes: int64(len(content)), Status: StatusCopied, SHA256: hex.EncodeToString(good[:])}
+			want := FileReport{Path: src, Bytes: int64(len(content)), Status: StatusCopied, SHA256: hex.EncodeToString(good[:]), Target: dst}
 			if reports[0] != want {
 				t.Errorf("report = %+v, want %+v", reports[0], want)
 			}

@@ -23,12 +23,14 @@ Each run is timed as scp's and rsync's meters time a file, from the
 connected SFTP session to the file in place; connecting is shown apart,
 and the remote scratch file is removed before each upload, untimed.
 It ends with the best configuration for the host, which it keeps in
-$XDG_CACHE_HOME/hpncp/hosts/HOST.json for later copies to start from.
+$XDG_CACHE_HOME/hpncp/hosts/USER@HOSTNAME_PORT.json for later copies to
+start from: USER, HOSTNAME and PORT as ssh -G resolves the host given, so
+that copies through any alias of the same destination use it.
 
 Usage:
   hpncp bench [flags] [user@]host[:dir]   scratch file in dir (default /tmp)
   hpncp bench --embedded [--rtt 50ms] [--rate 10gbit]
-  hpncp bench --forget host               drop host's stored recommendation
+  hpncp bench --forget [user@]host        drop host's stored recommendation
 
 --embedded runs everything in this process: an SSH/SFTP server on 127.0.0.1
 behind a relay that emulates a path with the given round-trip time and rate
@@ -133,7 +135,7 @@ func benchCommand(stdout, stderr io.Writer) *cli.Command {
 // runBench runs hpncp bench with o.
 func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) error {
 	if o.Forget {
-		return forgetHost(o.Target, stdout)
+		return forgetHost(ctx, o, stdout)
 	}
 	if o.Embedded == (o.Target != "") {
 		return usagef("give a host, e.g. hpncp bench user@host, or --embedded for the demo",
@@ -210,12 +212,16 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) er
 	}
 	r := *rep.Recommendation
 	r.Host = loc.Host
-	if err := recommend.Save(r); err != nil {
+	key, err := recommendationKey(ctx, o.conn.connOptions(stderr), loc)
+	if err == nil {
+		err = recommend.Save(key, r)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "hpncp: warning: %v\n", err)
 		return nil
 	}
 	if !o.JSON {
-		fmt.Fprintf(stderr, "hpncp: stored the recommendation for %s; hpncp bench --forget %s drops it\n", loc.Host, loc.Host)
+		fmt.Fprintf(stderr, "hpncp: stored the recommendation for %s (%s); hpncp bench --forget %s drops it\n", loc.Host, key, loc.Host)
 	}
 	return nil
 }
@@ -279,22 +285,33 @@ func benchLocation(target string) (transfer.Location, error) {
 	return loc, nil
 }
 
-func forgetHost(target string, stdout io.Writer) error {
-	if target == "" {
+// forgetHost drops what bench stored for target, under the key bench
+// saved it with (the destination resolved with the same -F, -o and -P),
+// and a file an earlier hpncp stored under the host name as typed.
+func forgetHost(ctx context.Context, o *benchOptions, stdout io.Writer) error {
+	if o.Target == "" {
 		return usagef("e.g. hpncp bench --forget host", "bench --forget: which host?")
 	}
-	host := target
-	if loc, err := benchLocation(target); err == nil {
-		host = loc.Host
-	}
-	had, err := recommend.Forget(host)
+	loc, err := benchLocation(o.Target)
 	if err != nil {
 		return err
 	}
-	if had {
-		fmt.Fprintf(stdout, "hpncp: forgot the recommendation for %s\n", host)
+	key, err := recommendationKey(ctx, o.conn.connOptions(io.Discard), loc)
+	if err != nil {
+		return err
+	}
+	had, err := recommend.Forget(key)
+	if err != nil {
+		return err
+	}
+	hadOld, err := recommend.Forget(loc.Host)
+	if err != nil {
+		return err
+	}
+	if had || hadOld {
+		fmt.Fprintf(stdout, "hpncp: forgot the recommendation for %s (%s)\n", loc.Host, key)
 	} else {
-		fmt.Fprintf(stdout, "hpncp: no recommendation stored for %s\n", host)
+		fmt.Fprintf(stdout, "hpncp: no recommendation stored for %s (%s)\n", loc.Host, key)
 	}
 	return nil
 }

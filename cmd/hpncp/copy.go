@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -330,8 +329,36 @@ func (o *copyOptions) connOptions(stderr io.Writer) sshconn.Options {
 	return co
 }
 
-// runCopy copies the operands' sources to their target.
+// runCopy copies the operands' sources to their target. With --json it
+// prints the report on stdout whatever the run's end, a command line it
+// refused or a host it could not reach included (output.go).
 func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stderr io.Writer) error {
+	if !o.JSON {
+		return copyFiles(ctx, o, stdin, stderr, &copyRecord{})
+	}
+	rec := copyRecord{started: time.Now()}
+	err := copyFiles(ctx, o, stdin, stderr, &rec)
+	if werr := writeReport(stdout, rec.report(err, time.Now())); werr != nil {
+		if err == nil {
+			return werr
+		}
+		// The run's own error decides the exit code.
+		printError(stderr, werr.Error(), "")
+	}
+	return err
+}
+
+// copyRecord is what a copy tells its JSON report.
+type copyRecord struct {
+	started time.Time
+	files   []transfer.FileReport
+	res     *transfer.Result // nil when the copy did not start
+	elapsed time.Duration    // from the connected ends on, as the summary's
+	legacy  bool
+}
+
+// copyFiles is runCopy but for the report, which it fills in rec.
+func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.Writer, rec *copyRecord) error {
 	if err := o.check(); err != nil {
 		return err
 	}
@@ -373,14 +400,13 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 		locs[i] = l
 	}
 
-	o.useRecommendation(locs, stderr)
+	o.useRecommendation(ctx, locs, stderr)
 	tune, err := o.tuning()
 	if err != nil {
 		return err
 	}
 	to.Parallel = tune.parallel
-	var files []transfer.FileReport
-	to.Report = func(f transfer.FileReport) { files = append(files, f) }
+	to.Report = func(f transfer.FileReport) { rec.files = append(rec.files, f) }
 	if o.Verbose {
 		to.Logf = logTo(stderr)
 	}
@@ -415,17 +441,7 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 	if err != nil || len(res.Errors) > 0 {
 		err = explainLost(stderr, hosts, err)
 	}
-	if o.JSON {
-		rep := transfer.NewReport(files, res, time.Since(start))
-		if run.Legacy {
-			rep = legacyReport(rep, res)
-		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if werr := enc.Encode(rep); werr != nil {
-			return fmt.Errorf("write the JSON report: %w", werr)
-		}
-	}
+	rec.res, rec.elapsed, rec.legacy = res, time.Since(start), run.Legacy
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,10 @@
-// Package recommend keeps what hpncp bench found best for each host, in
-// $XDG_CACHE_HOME/hpncp/hosts/HOST.json, for later copies to that host to
-// start from. It is apart from the benchmark so that a copy, which reads
+// Package recommend keeps what hpncp bench found best for each
+// destination, in $XDG_CACHE_HOME/hpncp/hosts/KEY.json, for later copies
+// to it to start from. A destination's key (Key) is the user, host name
+// and port the ssh configuration resolves it to, so that every alias of
+// one server shares its measurement and two aliases of different servers
+// do not; files from before keys were resolved are named by the host as
+// typed, and callers may still look those up by that name. It is apart from the benchmark so that a copy, which reads
 // the store on every run, does not carry the benchmark with it.
 package recommend
 
@@ -18,6 +22,7 @@ import (
 // Recommendation is what a bench found best for a host, kept so that later
 // copies to the host start from it.
 type Recommendation struct {
+	// Host is the destination as the bench's command line named it.
 	Host string `json:"host"`
 	// Config names the configuration that won, as in the table.
 	Config string `json:"config"`
@@ -37,23 +42,54 @@ type Recommendation struct {
 	Measured time.Time `json:"measured"`
 }
 
-// cachePath is where host's recommendation lives:
-// $XDG_CACHE_HOME/hpncp/hosts/<host>.json (os.UserCacheDir's rules).
-func cachePath(host string) (string, error) {
+// Key is the store's key for the destination user@host:port, where each
+// is what the ssh configuration resolves the command line's to (ssh -G's
+// user, hostname and port).
+func Key(user, host string, port int) string {
+	return fmt.Sprintf("%s@%s:%d", user, strings.ToLower(host), port)
+}
+
+// hostsDir is $XDG_CACHE_HOME/hpncp/hosts (os.UserCacheDir's rules).
+func hostsDir() (string, error) {
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		return "", fmt.Errorf("find the cache directory: %w", err)
 	}
-	name := cacheName(host)
-	if name == "" {
-		return "", fmt.Errorf("no cache file for host %q", host)
-	}
-	return filepath.Join(dir, "hpncp", "hosts", name+".json"), nil
+	return filepath.Join(dir, "hpncp", "hosts"), nil
 }
 
-// cacheName makes a host name safe as a file name: host names and
-// addresses keep their form, anything that could leave the directory or
-// is awkward in a name (IPv6 colons, slashes) becomes '_'.
+// cachePath is where key's recommendation lives: hostsDir/<key>.json.
+func cachePath(key string) (string, error) {
+	dir, err := hostsDir()
+	if err != nil {
+		return "", err
+	}
+	name := cacheName(key)
+	if name == "" {
+		return "", fmt.Errorf("no cache file for host %q", key)
+	}
+	return filepath.Join(dir, name+".json"), nil
+}
+
+// Any reports whether anything at all is stored, so that a copy need not
+// resolve its destination's key when nothing could match it.
+func Any() bool {
+	dir, err := hostsDir()
+	if err != nil {
+		return false
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	return len(names) > 0
+}
+
+// cacheName makes a key safe as a file name: host names and addresses
+// keep their form, anything that could leave the directory or is awkward
+// in a name (the port's colon, IPv6 colons, slashes) becomes '_'.
 func cacheName(host string) string {
 	host = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
 	if host == "" || host == "." || host == ".." {
@@ -68,24 +104,23 @@ func cacheName(host string) string {
 	}, host)
 }
 
-// Save stores r for r.Host, replacing what was there. The
-// file is written under a temporary name and renamed, so a reader never
-// sees half of it.
-func Save(r Recommendation) error {
-	p, err := cachePath(r.Host)
+// Save stores r under key, replacing what was there. The file is written
+// under a temporary name and renamed, so a reader never sees half of it.
+func Save(key string, r Recommendation) error {
+	p, err := cachePath(key)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return fmt.Errorf("save recommendation for %s: %w", r.Host, err)
+		return fmt.Errorf("save recommendation for %s: %w", key, err)
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
-		return fmt.Errorf("save recommendation for %s: %w", r.Host, err)
+		return fmt.Errorf("save recommendation for %s: %w", key, err)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
 	if err != nil {
-		return fmt.Errorf("save recommendation for %s: %w", r.Host, err)
+		return fmt.Errorf("save recommendation for %s: %w", key, err)
 	}
 	_, err = tmp.Write(append(b, '\n'))
 	if cerr := tmp.Close(); err == nil {
@@ -96,16 +131,16 @@ func Save(r Recommendation) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("save recommendation for %s to %s: %w", r.Host, p, err)
+		return fmt.Errorf("save recommendation for %s to %s: %w", key, p, err)
 	}
 	return nil
 }
 
-// Load returns the stored recommendation for host, and false
-// when there is none or it cannot be read: a missing or damaged cache only
-// means starting from the defaults.
-func Load(host string) (Recommendation, bool) {
-	p, err := cachePath(host)
+// Load returns the recommendation stored under key, and false when there
+// is none or it cannot be read: a missing or damaged cache only means
+// starting from the defaults.
+func Load(key string) (Recommendation, bool) {
+	p, err := cachePath(key)
 	if err != nil {
 		return Recommendation{}, false
 	}
@@ -120,10 +155,10 @@ func Load(host string) (Recommendation, bool) {
 	return r, true
 }
 
-// Forget removes host's stored recommendation; it reports
-// whether there was one.
-func Forget(host string) (bool, error) {
-	p, err := cachePath(host)
+// Forget removes the recommendation stored under key; it reports whether
+// there was one.
+func Forget(key string) (bool, error) {
+	p, err := cachePath(key)
 	if err != nil {
 		return false, err
 	}
@@ -132,7 +167,7 @@ func Forget(host string) (bool, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("forget recommendation for %s: %w", host, err)
+		return false, fmt.Errorf("forget recommendation for %s: %w", key, err)
 	}
 	return true, nil
 }

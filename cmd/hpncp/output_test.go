@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/hpncp/hpncp/sshconn"
+	"github.com/hpncp/hpncp/transfer"
+)
+
+// The report's error is what stderr shows for the run's error, and its
+// kind names the exit code the run ends with.
+func TestRunError(t *testing.T) {
+	conn := &sshconn.Error{Op: "connect to host", Host: "h:1", Err: errors.New("connection refused"), Hint: "is sshd listening?"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		code int
+		want *transfer.RunError
+	}{
+		{"success", nil, 0, nil},
+		{"usage", usagef("try this", "bad flag"), 2, &transfer.RunError{Message: "bad flag", Hint: "try this", Kind: transfer.KindUsage}},
+		{"connection", fmt.Errorf("open: %w", conn), 255,
+			&transfer.RunError{Message: conn.Error(), Hint: "is sshd listening?", Kind: transfer.KindConnection}},
+		{"partial", &partialError{failed: 1, done: 2}, 3,
+			&transfer.RunError{Message: "1 file(s) or directories could not be copied", Kind: transfer.KindPartial}},
+		{"partial, connection lost", &partialError{failed: 1, done: 2, lost: true}, 255,
+			&transfer.RunError{Message: "1 file(s) or directories could not be copied", Kind: transfer.KindConnection}},
+		{"nothing copied", &partialError{failed: 2}, 1,
+			&transfer.RunError{Message: "2 file(s) or directories could not be copied", Kind: transfer.KindFailed}},
+		{"file error", &transfer.Error{Op: "read", Path: "x", Err: errors.New("gone"), Hint: "look"}, 1,
+			&transfer.RunError{Message: "read x: gone", Hint: "look", Kind: transfer.KindFailed}},
+		{"interrupted", fmt.Errorf("copy: %w", context.Canceled), 130, &transfer.RunError{Message: "interrupted", Kind: transfer.KindInterrupted}},
+	} {
+		code, got := runError(tc.err)
+		if code != tc.code || (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("%s: runError = %d, %+v; want %d, %+v", tc.name, code, got, tc.code, tc.want)
+		}
+	}
+}
