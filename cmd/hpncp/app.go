@@ -27,6 +27,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) > 0 && filepath.Base(args[0]) == "hpnssh" {
 		return sshMain(ctx, args[1:], stdin, stdout, stderr)
 	}
+	words := args[min(1, len(args)):]
 	var opts copyOptions
 	subcommands := []*cli.Command{versionCommand(stdout), sshCommand(stdin, stdout, stderr), benchCommand(stdout, stderr), docsCommand()}
 	app := &cli.Command{
@@ -49,14 +50,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			if len(opts.Operands) == 0 {
 				return showUsage(stderr)
 			}
-			if err := notSubcommand(subcommands, opts.Operands[0]); err != nil {
+			if err := notSubcommand(subcommands, words, opts.Operands); err != nil {
 				return err
 			}
 			return runCopy(ctx, &opts, stdin, stdout, stderr)
 		},
 		Commands: subcommands,
 	}
-	words := args[min(1, len(args)):]
 	if len(words) == 0 {
 		return showUsage(stderr)
 	}
@@ -105,8 +105,10 @@ func isSubcommand(app *cli.Command, words []string) bool {
 // notSubcommand refuses a first operand that names a subcommand and no
 // local file: `hpncp -F cfg bench h` would otherwise fail as a copy of a
 // missing file named bench, when what was meant is bench with -F. A file
-// of that name is copied, as scp would.
-func notSubcommand(subcommands []*cli.Command, operand string) error {
+// of that name is copied, as scp would. words is the command line, for the
+// hint, which gives it with the subcommand in front.
+func notSubcommand(subcommands []*cli.Command, words, operands []string) error {
+	operand := operands[0]
 	named := false
 	for _, sub := range subcommands {
 		named = named || sub.Name == operand && !sub.Hidden
@@ -121,8 +123,25 @@ func notSubcommand(subcommands []*cli.Command, operand string) error {
 		return usagef("hpncp version alone prints the version; ./version names a file of that name",
 			"version takes no operands, and there is no local file version to copy")
 	}
-	return usagef(fmt.Sprintf("to run %s, give it first and its flags after it (see hpncp %s --help)", operand, operand),
+	flags := words[:len(words)-len(operands)]
+	if n := len(flags); n > 0 && flags[n-1] == "--" {
+		flags = flags[:n-1]
+	}
+	line := append(append([]string{"hpncp", operand}, flags...), operands[1:]...)
+	for i, w := range line {
+		line[i] = shellQuote(w)
+	}
+	return usagef(fmt.Sprintf("to run %s, give it first: %s (see hpncp %s --help)", operand, strings.Join(line, " "), operand),
 		"%s is a subcommand only as the first word, and there is no local file %s to copy", operand, operand)
+}
+
+// shellQuote returns w as a shell reads it back: as it is when it holds
+// nothing the shell treats specially, else in single quotes.
+func shellQuote(w string) string {
+	if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-") == "" {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 }
 
 // showUsage prints the usage lines on stderr, as scp does when it is given

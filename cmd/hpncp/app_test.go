@@ -125,12 +125,15 @@ func TestArgsSubcommandWord(t *testing.T) {
 
 	t.Chdir(t.TempDir())
 	refused := []struct{ args, want string }{
-		{"-B -F cfg bench 127.0.0.1", "hpncp: error: bench is a subcommand only as the first word, and there is no local file bench to copy\n"},
+		{"-B -F cfg bench 127.0.0.1", "hpncp: error: bench is a subcommand only as the first word, and there is no local file bench to copy\n" +
+			"hpncp: hint: to run bench, give it first: hpncp bench -B -F cfg 127.0.0.1 (see hpncp bench --help)\n"},
+		{"-o ProxyCommand=a;b bench 127.0.0.1:/x", "hpncp: error: bench is a subcommand only as the first word, and there is no local file bench to copy\n" +
+			"hpncp: hint: to run bench, give it first: hpncp bench -o 'ProxyCommand=a;b' 127.0.0.1:/x (see hpncp bench --help)\n"},
 		{"-v ssh 127.0.0.1", "hpncp: error: ssh is a subcommand only as the first word"},
 		{"version 127.0.0.1:/x", "hpncp: error: version takes no operands, and there is no local file version to copy\n"},
 	}
 	for _, tt := range refused {
-		_, errOut, code := runArgs(t, strings.Fields(tt.args)...)
+		_, errOut, code := runArgs(t, strings.Split(tt.args, " ")...)
 		if code != exitUsage || !strings.HasPrefix(errOut, tt.want) || !strings.Contains(errOut, "hpncp: hint: ") {
 			t.Errorf("hpncp %s: exit %d, stderr %q; want exit 2, %q and a hint", tt.args, code, errOut, tt.want)
 		}
