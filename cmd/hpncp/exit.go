@@ -22,7 +22,8 @@ const (
 	exitConnection  = 255 // connection, host key or authentication failure, as ssh
 )
 
-// usageError is a command line hpncp cannot run.
+// usageError is a command line hpncp cannot run. One without a message
+// stands for a usage text already printed.
 type usageError struct{ msg, hint string }
 
 func (e *usageError) Error() string { return e.msg }
@@ -60,6 +61,8 @@ func report(stderr io.Writer, err error) int {
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintln(stderr, "hpncp: interrupted")
 		return exitInterrupted
+	case errors.As(err, &ue) && ue.msg == "":
+		return exitUsage
 	case errors.As(err, &ue):
 		printError(stderr, ue.msg, ue.hint)
 		if ue.hint == "" {

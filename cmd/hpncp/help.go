@@ -1,20 +1,27 @@
 package main
 
+// usageText is the usage lines, which hpncp given nothing to copy prints on
+// stderr.
+const usageText = `Usage:
+  hpncp [flags] SOURCE... TARGET
+  hpncp ssh [ssh flags] [user@]host [command...]
+  hpncp bench [flags] [user@]host[:dir]   measure configurations, keep the best
+  hpncp bench --embedded                  the demo: an emulated 50 ms path
+  hpncp version
+`
+
 // helpText is hpncp's --help. It is a template for the CLI library, so it
 // must not contain double braces.
 const helpText = `hpncp copies files and directory trees over SSH, with scp's syntax, to and
 from any OpenSSH server (it speaks SFTP), using large buffers and pipelined
 requests.
 
-Usage:
-  hpncp [flags] SOURCE... TARGET
-  hpncp ssh [ssh flags] [user@]host [command...]
-  hpncp bench [flags] [user@]host[:dir]   measure configurations, keep the best
-  hpncp bench --embedded                  the demo: an emulated 50 ms path
-  hpncp version
-
+` + usageText + `
 hpncp ssh is a remote shell with ssh's flags for rsync -e, git and scripts
-(see hpncp ssh --help), also installable as hpnssh.
+(see hpncp ssh --help), also installable as hpnssh. A subcommand is one only
+as the first word: after a flag or an operand, ssh, bench and version are
+operands (hpncp -r bench h: copies a directory named bench), and so is
+version with operands after it (hpncp version h: copies a file).
 
 SOURCE and TARGET are local paths or remote ones:
   [user@]host:path         path relative to the remote home unless absolute
@@ -46,7 +53,9 @@ Flags (scp's, with scp's meaning):
   -O            use the legacy SCP protocol (automatic for a host without SFTP)
   -3            copies between two remotes go through this host (always so)
   -4, -6        use IPv4 or IPv6 only
-  -h, --help    show this help
+  -h, --help    show this help and copy nothing; hpncp -h ssh (or bench)
+                shows that subcommand's help
+  --version     print hpncp's version, as hpncp version does
 
 Pipeline flags (large files go over several SFTP streams and connections):
   --streams N|auto       streams per large file; auto probes (default)
