@@ -199,8 +199,14 @@ func ParseReport(data []byte) (Report, error) {
 			errs = append(errs, fmt.Errorf("files[%d]: sha256 %q is not a hex SHA-256", i, e.SHA256))
 		}
 		// Skipped files of older reports, and of -O runs, have no reason.
-		if _, ok := f["reason"]; ok {
+		// The decoded value is checked as well as the key: encoding/json
+		// takes "Reason" or "reAsOn" for reason too.
+		if _, key := f["reason"]; key || e.Reason != "" {
 			switch {
+			case e.Reason == "":
+				// hpncp never writes one (the field is left out when
+				// empty).
+				errs = append(errs, fmt.Errorf("files[%d]: an empty reason", i))
 			case e.Status != StatusSkipped:
 				errs = append(errs, fmt.Errorf("files[%d]: only a skipped file has a reason", i))
 			case !slices.Contains(skipReasons, e.Reason):
