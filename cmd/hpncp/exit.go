@@ -44,12 +44,20 @@ func (e *partialError) Error() string {
 	return fmt.Sprintf("%d file(s) or directories could not be copied", e.failed)
 }
 
-// report prints err as hpncp's error and hint lines and returns the exit
-// code it maps to.
-func report(stderr io.Writer, err error) int {
-	if err == nil {
-		return exitOK
-	}
+// outcome is what an error ends hpncp with: the exit code, the error's
+// message and hint (what stderr and the JSON report say of it), and
+// whether stderr says nothing (quiet): a partial run reported each file
+// as it failed, a remote command's status speaks for itself, a usage
+// error without a message stands for a usage text already printed.
+type outcome struct {
+	code      int
+	msg, hint string
+	quiet     bool
+}
+
+// outcomeOf decides the outcome of a non-nil err, for report (stderr
+// and the exit code) and for the JSON report alike.
+func outcomeOf(err error) outcome {
 	var ue *usageError
 	var pe *partialError
 	var ce *sshconn.Error
@@ -57,35 +65,51 @@ func report(stderr io.Writer, err error) int {
 	switch {
 	case errors.As(err, &re):
 		// hpncp ssh: the remote command's status is ours, as with ssh.
-		return re.ExitCode()
+		return outcome{code: re.ExitCode(), msg: err.Error(), hint: hintOf(err), quiet: true}
 	case errors.Is(err, context.Canceled):
-		fmt.Fprintln(stderr, "hpncp: interrupted")
-		return exitInterrupted
-	case errors.As(err, &ue) && ue.msg == "":
-		return exitUsage
+		return outcome{code: exitInterrupted, msg: "interrupted"}
 	case errors.As(err, &ue):
-		printError(stderr, ue.msg, ue.hint)
-		if ue.hint == "" {
+		return outcome{code: exitUsage, msg: ue.msg, hint: ue.hint, quiet: ue.msg == ""}
+	case errors.As(err, &pe):
+		o := outcome{code: exitFailed, msg: err.Error(), hint: hintOf(err), quiet: true}
+		switch {
+		case pe.lost:
+			// The files that failed may well copy on a re-run: what
+			// failed is the connection, and the status says so, as
+			// ssh's does.
+			o.code = exitConnection
+		case pe.done > 0:
+			o.code = exitPartial
+		}
+		return o
+	case errors.As(err, &ce):
+		return outcome{code: exitConnection, msg: ce.Error(), hint: ce.Hint}
+	}
+	o := outcome{code: exitFailed, msg: err.Error(), hint: hintOf(err)}
+	if protocol.Lost(err) {
+		o.code = exitConnection
+	}
+	return o
+}
+
+// report prints err as hpncp's error and hint lines and returns the exit
+// code it maps to.
+func report(stderr io.Writer, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	o := outcomeOf(err)
+	switch {
+	case o.quiet:
+	case o.code == exitInterrupted:
+		fmt.Fprintln(stderr, "hpncp: interrupted")
+	default:
+		printError(stderr, o.msg, o.hint)
+		if o.code == exitUsage && o.hint == "" {
 			fmt.Fprintln(stderr, "hpncp: hint: run hpncp --help for usage")
 		}
-		return exitUsage
-	case errors.As(err, &pe) && pe.lost:
-		// The files that failed may well copy on a re-run: what failed
-		// is the connection, and the status says so, as ssh's does.
-		return exitConnection
-	case errors.As(err, &pe) && pe.done > 0:
-		return exitPartial
-	case errors.As(err, &pe):
-		return exitFailed
-	case errors.As(err, &ce):
-		printError(stderr, ce.Error(), ce.Hint)
-		return exitConnection
 	}
-	printError(stderr, err.Error(), hintOf(err))
-	if protocol.Lost(err) {
-		return exitConnection
-	}
-	return exitFailed
+	return o.code
 }
 
 func printError(w io.Writer, msg, hint string) {

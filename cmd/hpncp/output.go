@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -11,7 +9,6 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/internal/vis"
-	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -39,25 +36,17 @@ func (r *copyRecord) report(err error, ended time.Time) transfer.Report {
 }
 
 // runError is the exit code err ends hpncp with, and the error as the
-// report gives it: the message and hint printed on stderr (exit.go's
-// report), and the code's kind. Both are 0 and nil for success.
+// report gives it: the message and hint stderr says (outcomeOf), and the
+// code's kind. Both are 0 and nil for success.
 func runError(err error) (int, *transfer.RunError) {
-	code := report(io.Discard, err)
-	if code == exitOK {
-		return code, nil
+	if err == nil {
+		return exitOK, nil
 	}
-	e := &transfer.RunError{Message: err.Error(), Hint: hintOf(err), Kind: exitKind(code)}
-	var ue *usageError
-	var ce *sshconn.Error
-	switch {
-	case errors.Is(err, context.Canceled):
-		e.Message, e.Hint = "interrupted", ""
-	case errors.As(err, &ue):
-		e.Message, e.Hint = ue.msg, ue.hint
-	case errors.As(err, &ce):
-		e.Message, e.Hint = ce.Error(), ce.Hint
+	o := outcomeOf(err)
+	if o.code == exitOK {
+		return o.code, nil
 	}
-	return code, e
+	return o.code, &transfer.RunError{Message: o.msg, Hint: o.hint, Kind: exitKind(o.code)}
 }
 
 // exitKind names what an exit code of a copy means, for scripts that
