@@ -45,6 +45,10 @@ type Progress interface {
 type Options struct {
 	Recursive bool // -r: copy directories and their contents
 	Preserve  bool // -p: keep modes, access and modification times
+	// Modes and Times keep one half of Preserve alone: the source's
+	// mode (rsync's -p) or its access and modification times (rsync's
+	// -t). hpncp sync sets them; Preserve implies both.
+	Modes, Times bool
 	// Limiter caps the run's total bytes per second; nil for no limit.
 	Limiter *rate.Limiter
 	// BufferSize is the size of each pipeline buffer; 0 for the default.
@@ -114,6 +118,10 @@ const maxDepth = 255
 // ErrNotDirectory is returned when several sources are copied to a target
 // that is not an existing directory.
 var ErrNotDirectory = errors.New("not a directory")
+
+// errNotRegular is a source that is neither a directory nor a regular
+// file, which the copy leaves out.
+var errNotRegular = errors.New("not a regular file")
 
 // Copy copies every source to target with scp's rules: into target when it
 // is an existing directory, otherwise as target (then only one source is
@@ -273,7 +281,7 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		}
 		c.goFile(ctx, src, dst, si, fresh)
 	default:
-		c.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("not a regular file")})
+		c.fail(&Error{Op: "copy", Path: src.String(), Err: errNotRegular})
 	}
 }
 
@@ -550,7 +558,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 			Err: fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), from+n)}
 	}
 	attrs := func() fileAttrs {
-		return finalAttrs(c.opts.Preserve, attrsOf(si), existing, func() fs.FileMode {
+		return c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
 			return c.newFileMode(ctx, dst, si.Mode().Perm())
 		})
 	}
