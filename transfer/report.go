@@ -105,6 +105,18 @@ type Report struct {
 	Ended   string       `json:"ended,omitempty"`
 	Files   []FileReport `json:"files"`
 	Totals  Totals       `json:"totals"`
+	// Planned are hpncp sync's changes as it planned them, each with its
+	// itemized line; absent for a copy.
+	Planned []PlannedChange `json:"planned,omitempty"`
+}
+
+// PlannedChange is one change hpncp sync planned: rsync's itemize code
+// (empty for a change that itemizes as nothing, such as a message), the
+// rsync name and the line -i prints.
+type PlannedChange struct {
+	Item string `json:"item,omitempty"`
+	Name string `json:"name"`
+	Line string `json:"line"`
 }
 
 // ReportTime is t as a report's Started and Ended give it.

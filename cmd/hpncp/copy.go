@@ -355,6 +355,7 @@ type copyRecord struct {
 	res     *transfer.Result // nil when the copy did not start
 	elapsed time.Duration    // from the connected ends on, as the summary's
 	legacy  bool
+	planned []transfer.PlannedChange // hpncp sync's plan
 }
 
 // copyFiles is runCopy but for the report, which it fills in rec.
@@ -538,4 +539,17 @@ func pathOf(err error) string {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// defaultCopyOptions are the options of a copy given no flags: the
+// flags' defaults, for a command that copies without scp's command line
+// (hpncp sync).
+func defaultCopyOptions() *copyOptions {
+	o := &copyOptions{}
+	for _, f := range o.flags() {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Destination != nil {
+			*sf.Destination = sf.Value
+		}
+	}
+	return o
 }
