@@ -67,6 +67,15 @@ func (r *runner) print(c *Change) {
 	}
 }
 
+// message prints a line that is not an itemized change.
+func (r *runner) message(line string) {
+	if r.ro.Print != nil {
+		r.mu.Lock()
+		r.ro.Print(line)
+		r.mu.Unlock()
+	}
+}
+
 // dstPath and srcPath are where a name is on either end.
 func (r *runner) dstPath(n string) transfer.Endpoint {
 	return transfer.Endpoint{FS: r.p.Dst.Root.FS, Path: pathOf(r.p.Dst.Root, r.p.SrcName, n)}
@@ -159,6 +168,14 @@ func (r *runner) removeAll(ctx context.Context, cs []*Change) {
 	byDepth(ctx, cs, true, func(c *Change) {
 		d := r.dstPath(c.Name)
 		if err := d.FS.Remove(d.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if c.dst != nil && c.dst.isDir() {
+				if left, lerr := readDir(ctx, d.FS, d.Path); lerr == nil && len(left) > 0 {
+					// What the filters protect stays, and so does the
+					// directory that holds it, as with rsync.
+					r.message("cannot delete non-empty directory: " + c.Name)
+					return
+				}
+			}
 			r.fail(&transfer.Error{Op: "delete", Path: d.String(), Err: err})
 			return
 		}
