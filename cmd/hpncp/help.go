@@ -4,6 +4,7 @@ package main
 // stderr.
 const usageText = `Usage:
   hpncp [flags] SOURCE... TARGET
+  hpncp sync [rsync flags] SRC... DEST    rsync's command line and semantics
   hpncp ssh [ssh flags] [user@]host [command...]
   hpncp bench [flags] [user@]host[:dir]   measure configurations, keep the best
   hpncp bench --embedded                  the demo: an emulated 50 ms path
@@ -17,9 +18,11 @@ from any OpenSSH server (it speaks SFTP), using large buffers and pipelined
 requests.
 
 ` + usageText + `
+hpncp sync makes DEST match SRC with rsync's flags and meanings (-a, -n -i,
+--delete, --exclude, ...) on the same engine (see hpncp sync --help).
 hpncp ssh is a remote shell with ssh's flags for rsync -e, git and scripts
 (see hpncp ssh --help), also installable as hpnssh. A subcommand is one only
-as the first word: after a flag or an operand, ssh, bench and version are
+as the first word: after a flag or an operand, sync, ssh, bench and version are
 operands (hpncp -r bench h: copies a directory named bench), and so is
 version with operands after it (hpncp version h: copies a file).
 
