@@ -253,22 +253,15 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 	eo.Recursive = true
 	srcRoot := transfer.Endpoint{FS: r.p.Src.Root.FS, Path: pathOf(r.p.Src.Root, r.p.SrcName, r.p.SrcName)}
 	dstRoot := transfer.Endpoint{FS: r.p.Dst.Root.FS, Path: pathOf(r.p.Dst.Root, r.p.SrcName, r.p.SrcName)}
-	if r.p.Src.Entries[r.p.SrcName] != nil && !r.p.Src.Entries[r.p.SrcName].isDir() {
-		// A single file: its directory is the root CopyFiles joins to.
+	if root := r.p.Src.Entries[r.p.SrcName]; root != nil && !root.isDir() {
+		// A single file: CopyFiles joins its name to the directories
+		// either side, and the target may have another name.
+		c := cs[0]
+		rel := srcRoot.FS.Base(srcRoot.Path)
+		files = []transfer.Listed{{Rel: rel, To: dstRoot.FS.Base(dstRoot.Path), Info: c.src.Info, Fresh: c.dst == nil}}
+		byRel = map[string]*Change{rel: c}
 		srcRoot.Path = srcRoot.FS.Dir(srcRoot.Path)
 		dstRoot.Path = dstRoot.FS.Dir(dstRoot.Path)
-		byRel = map[string]*Change{}
-		c := cs[0]
-		rel := r.p.Src.Root.FS.Base(r.p.Src.Root.Path)
-		byRel[rel] = c
-		files = []transfer.Listed{{Rel: rel, Info: c.src.Info, Fresh: c.dst == nil}}
-		if b := dstRoot.FS.Base(r.p.Dst.Root.Path); b != rel {
-			// Copied under another name: the engine names the target
-			// as the source, so the target is the source's name.
-			files[0].Rel = rel
-			dstRoot.Path = r.p.Dst.Root.FS.Dir(r.p.Dst.Root.Path)
-			_ = b
-		}
 	}
 	report := eo.Report
 	eo.Report = func(f transfer.FileReport) {

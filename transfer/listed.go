@@ -12,6 +12,9 @@ import (
 type Listed struct {
 	Rel  string
 	Info fs.FileInfo
+	// To is the path below the target directory, when not Rel (a file
+	// copied under another name).
+	To string
 	// Fresh says the target has nothing at Rel: its directory was made by
 	// this run, or its listing showed no such name. The copy then does
 	// not look at the target first.
@@ -41,6 +44,10 @@ func CopyFiles(ctx context.Context, src, dst Endpoint, files []Listed, o Options
 			return c.res, err
 		}
 		rel, err := cleanRel(f.Rel)
+		to := rel
+		if err == nil && f.To != "" {
+			to, err = cleanRel(f.To)
+		}
 		if err != nil {
 			c.fail(&Error{Op: "copy", Path: src.String(), Err: err})
 			continue
@@ -52,9 +59,8 @@ func CopyFiles(ctx context.Context, src, dst Endpoint, files []Listed, o Options
 		if !c.opts.Shard.Keep(rel) {
 			continue
 		}
-		elems := strings.Split(rel, "/")
-		s := Endpoint{src.FS, src.FS.Join(append([]string{src.Path}, elems...)...)}
-		d := Endpoint{dst.FS, dst.FS.Join(append([]string{dst.Path}, elems...)...)}
+		s := Endpoint{src.FS, src.FS.Join(append([]string{src.Path}, strings.Split(rel, "/")...)...)}
+		d := Endpoint{dst.FS, dst.FS.Join(append([]string{dst.Path}, strings.Split(to, "/")...)...)}
 		c.goFile(ctx, s, d, f.Info, f.Fresh)
 	}
 	return c.res, nil
