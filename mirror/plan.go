@@ -142,13 +142,12 @@ func (o Options) attrCode(s, d *Entry, sending, sumDiffers bool) string {
 	if s.isFile() && s.Info.Size() != d.Info.Size() {
 		b[1] = 's'
 	}
-	if s.Info.ModTime().Unix() != d.Info.ModTime().Unix() && (!s.isLink() || o.linkTimes) {
-		switch {
-		case o.Times && (!s.isDir() || true):
-			b[2] = 't'
-		case sending:
-			b[2] = 'T'
-		}
+	switch {
+	case sending && !o.Times:
+		// Without -t what is sent takes the time of its transfer.
+		b[2] = 'T'
+	case o.Times && s.Info.ModTime().Unix() != d.Info.ModTime().Unix() && (!s.isLink() || o.linkTimes):
+		b[2] = 't'
 	}
 	if o.Perms && !s.isLink() && s.Info.Mode()&modeBits != d.Info.Mode()&modeBits {
 		b[3] = 'p'
@@ -212,6 +211,8 @@ func MakePlan(ctx context.Context, src, dst *Tree, srcName string, o Options) *P
 				skipped = append(skipped, n)
 			case d == nil:
 				p.add(&Change{kind: mkDir, Name: n, Item: "cd+++++++++", src: s})
+			case !d.isDir() && o.IgnoreExisting:
+				skipped = append(skipped, n)
 			case !d.isDir():
 				p.add(&Change{kind: mkDir, Name: n, Item: "cd+++++++++", src: s, dst: d, clear: true})
 			default:
@@ -234,12 +235,13 @@ func MakePlan(ctx context.Context, src, dst *Tree, srcName string, o Options) *P
 			case d == nil && o.Existing:
 			case d == nil:
 				p.add(&Change{kind: mkLink, Name: n, Item: "cL+++++++++", src: s})
+			case o.IgnoreExisting:
 			case d.isLink() && d.Link == s.Link:
 				if code := o.attrCode(s, d, false, false); code != "........." {
 					p.add(&Change{kind: setAttrs, Name: n, Item: ".L" + code, src: s, dst: d})
 				}
 			case d.isLink():
-				code := []byte(o.attrCode(s, d, false, false))
+				code := []byte(o.attrCode(s, d, true, false))
 				code[0] = 'c'
 				p.add(&Change{kind: mkLink, Name: n, Item: "cL" + string(code), src: s, dst: d, clear: true})
 			case d.isDir() && !o.Delete && p.nonEmpty(n):
@@ -259,6 +261,7 @@ func MakePlan(ctx context.Context, src, dst *Tree, srcName string, o Options) *P
 			}
 			switch {
 			case d == nil && o.Existing:
+			case d != nil && o.IgnoreExisting:
 			case d == nil:
 				p.send(&Change{kind: sendFile, Name: n, Item: string(y) + "f+++++++++", src: s})
 			case d.isDir() && !o.Delete && p.nonEmpty(n):
