@@ -122,6 +122,8 @@ type Plan struct {
 	// Files and Bytes count the regular files to send and their bytes.
 	Files int
 	Bytes int64
+	// Skipped counts the devices and specials -D asked for and left out.
+	Skipped int
 	// DeleteSkipped counts the deletions --max-delete held back; Errors
 	// are what the plan could not decide (deletions are off when the
 	// source listing failed).
@@ -129,6 +131,13 @@ type Plan struct {
 	Errors        []error
 	// NewRoot says the target's root directory does not exist yet.
 	NewRoot bool
+}
+
+// listOnly says the run copies a --files-from list whose names leave
+// the source directory itself out.
+func (o Options) listOnly() bool {
+	l, ok := o.Filter.(*ListFilter)
+	return ok && !l.names["."]
 }
 
 // attrCode returns the six attribute letters c s t p o g (without the
@@ -200,6 +209,9 @@ func MakePlan(ctx context.Context, src, dst *Tree, srcName string, o Options) *P
 		s := src.Entries[n]
 		d := dst.Entries[n]
 		switch {
+		case s.isDir() && n == "." && o.listOnly():
+			// --files-from: the source directory itself is not part of
+			// the transfer unless listed, only what leads to the names.
 		case s.isDir():
 			if n != srcName && !o.Recursive {
 				p.add(&Change{kind: message, Name: n, text: fmt.Sprintf("skipping directory %s", n)})
@@ -283,6 +295,10 @@ func MakePlan(ctx context.Context, src, dst *Tree, srcName string, o Options) *P
 					p.add(&Change{kind: setAttrs, Name: n, src: s, dst: d})
 				}
 			}
+		case o.Devices:
+			// rsync -D would make it; SFTP has no request to.
+			p.add(&Change{kind: message, Name: n, text: fmt.Sprintf("skipping device or special file %q: SFTP cannot create one", n)})
+			p.Skipped++
 		default:
 			p.add(&Change{kind: message, Name: n, text: fmt.Sprintf("skipping non-regular file %q", n)})
 		}

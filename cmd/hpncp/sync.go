@@ -162,6 +162,22 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 	if !rules.Empty() {
 		mo.Filter = rules
 	}
+	if o.filesFrom != "" {
+		if len(o.operands) != 2 {
+			return syncUsagef("give the directory the listed names are relative to, then DEST", "--files-from needs exactly one source")
+		}
+		list, err := o.fileList(stdin)
+		if err != nil {
+			return err
+		}
+		// As rsync's: the names are relative to the source directory,
+		// and -a does not recurse into listed directories, -r does.
+		mo.Filter = mirror.NewListFilter(list, o.explicitR, mo.Filter)
+		mo.Recursive = true
+		if !strings.HasSuffix(o.operands[0], "/") {
+			o.operands[0] += "/"
+		}
+	}
 	var srcs []syncOperand
 	for _, s := range o.operands[:len(o.operands)-1] {
 		op, err := parseSyncOperand(s)
@@ -346,6 +362,25 @@ func (o *syncOptions) rules(stdin io.Reader) (*filter.Rules, error) {
 		}
 	}
 	return r, nil
+}
+
+// fileList reads --files-from (a file, or "-" for stdin; --from0 for
+// NUL-separated names).
+func (o *syncOptions) fileList(stdin io.Reader) ([]string, error) {
+	r := stdin
+	if o.filesFrom != "-" {
+		f, err := os.Open(o.filesFrom)
+		if err != nil {
+			return nil, syncUsagef("", "--files-from: %v", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	list, err := transfer.ReadFileList(r, o.from0)
+	if err != nil {
+		return nil, syncUsagef("", "--files-from=%s: %v", o.filesFrom, err)
+	}
+	return list, nil
 }
 
 func readRules(r *filter.Rules, name string, stdin io.Reader, include bool) error {

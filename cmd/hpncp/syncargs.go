@@ -30,6 +30,7 @@ type syncOptions struct {
 	numericIDs                                        bool
 	humanReadable                                     int
 	help                                              bool
+	explicitR                                         bool // -r itself, not -a's
 
 	// hpncp's own, which rsync does not have.
 	json, verify bool
@@ -85,7 +86,7 @@ func sizeFlag(name string, p func(o *syncOptions) *int64) func(*syncOptions, str
 
 var syncFlags = []syncFlag{
 	{long: "archive", short: 'a', set: on(func(o *syncOptions) *bool { return &o.archive })},
-	{long: "recursive", short: 'r', set: on(func(o *syncOptions) *bool { return &o.recursive })},
+	{long: "recursive", short: 'r', set: on(func(o *syncOptions) *bool { return &o.recursive }, func(o *syncOptions) *bool { return &o.explicitR })},
 	{long: "links", short: 'l', set: on(func(o *syncOptions) *bool { return &o.links })},
 	{long: "perms", short: 'p', set: on(func(o *syncOptions) *bool { return &o.perms })},
 	{long: "times", short: 't', set: on(func(o *syncOptions) *bool { return &o.times })},
