@@ -66,6 +66,14 @@ func TestExcluded(t *testing.T) {
 		{[]string{"- /a/*"}, []check{
 			{"a/b", false, true}, {"a/b/c", false, false}, {"x/a/b", false, false},
 		}},
+		// "**" anywhere puts the whole path under the pattern.
+		{[]string{"- a**"}, []check{
+			{"a/b", false, true}, {"d/a/b", false, true}, {"da/b", false, false},
+		}},
+		// "?" and classes never match a slash, negated or not.
+		{[]string{"- **[!x]b", "- **?c"}, []check{
+			{"a/b", false, false}, {"ab", false, true}, {"a/c", false, false}, {"ac", false, true},
+		}},
 		{[]string{"- ?.c"}, []check{
 			{"a.c", false, true}, {"ab.c", false, false}, {"d/a.c", false, true},
 		}},

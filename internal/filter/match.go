@@ -159,9 +159,7 @@ func parseClass(pat string, i int) (set *byteSet, end int, ok bool) {
 				}
 				hi = pat[i]
 			}
-			if hi >= prev {
-				set.addRange(prev, hi)
-			}
+			set.addRange(prev, hi) // empty when hi < prev, as in rsync
 			havePrev = false
 		case c == '[' && i+1 < len(pat) && pat[i+1] == ':':
 			name, after, named := className(pat, i+2)
