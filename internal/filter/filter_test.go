@@ -327,4 +327,27 @@ func TestMatchTimeIsBounded(t *testing.T) {
 			t.Fatal("excluded a name without the final b")
 		}
 	}
+	if !r.Excluded(name+"b", false) {
+		t.Error("did not exclude the name with the final b")
+	}
+	if r.Excluded("d/"+name+"b", false) != true || r.Excluded(name[:100]+"/b", false) {
+		t.Error("a long pattern without a slash must match the last name only")
+	}
+}
+
+// BenchmarkExcluded asks the man page's "*.c files at any depth" rules
+// about a path of a deep tree, the question a walk asks once per entry.
+func BenchmarkExcluded(b *testing.B) {
+	var r Rules
+	for _, text := range []string{"- *.tmp", "- /build/***", "- **/cache/*.o", "+ */", "+ *.c", "- *"} {
+		if err := r.Add(text); err != nil {
+			b.Fatal(err)
+		}
+	}
+	path := "src/project/module/internal/pkg/file_name_test.c"
+	for b.Loop() {
+		if r.Excluded(path, false) {
+			b.Fatal("excluded a .c file")
+		}
+	}
 }

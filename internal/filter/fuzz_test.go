@@ -32,6 +32,15 @@ func FuzzMatch(f *testing.F) {
 		if d := time.Since(start); d > time.Second && len(pat)+len(path) < 10000 {
 			t.Errorf("pattern %q against %q took %v", pat, path, d)
 		}
+		// The bit-mask matcher of short patterns must agree with the
+		// general one that long patterns use.
+		if ru := r.list[0]; ru.pat.masks != nil {
+			slow := ru.pat
+			slow.masks = nil
+			if s := slow.matches(path, dir); s != got {
+				t.Errorf("pattern %q, path %q, dir=%v: bit masks say %v, states say %v", pat, path, dir, got, s)
+			}
+		}
 		want, ok := reference(pat, path, dir)
 		if ok && got != want {
 			t.Errorf("pattern %q, path %q, dir=%v: Excluded = %v, reference says %v", pat, path, dir, got, want)
