@@ -237,7 +237,12 @@ func readLine(br *bufio.Reader) (line string, end bool, err error) {
 // Excluded reports whether the rules exclude rel, a slash-separated path
 // relative to the transfer root ("a/b/c"); dir says whether it is a
 // directory (a symbolic link is not one, unless the caller follows it).
-// The root itself, "", is never excluded.
+// The names are rsync's: for a source directory given with a trailing
+// slash ("src/") they start inside it and the root itself, "", is never
+// excluded; without the slash ("src") the directory is a name of the
+// transfer, "src", subject to the rules like any other, and what is in it
+// is "src/a" (so "/a" does not match it and "/src/a" does); a file operand
+// is its base name.
 //
 // An excluded directory is the caller's cue to skip its whole subtree, as
 // rsync does: nothing below it is looked at, so no rule can bring it back.

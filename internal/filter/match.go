@@ -3,9 +3,10 @@ package filter
 import "strings"
 
 // A pattern is one rule's pattern, compiled. The flags are rsync's: they are
-// read from the pattern's raw text (so an escaped "\*\*" still counts as
-// "**" when deciding what part of a path the pattern is held against, as in
-// rsync), while the wildcards themselves are read token by token.
+// read from the pattern's raw text (so "\**", an escaped star and a star,
+// still counts as holding "**" when deciding what part of a path the
+// pattern is held against, as in rsync), while the wildcards themselves
+// are read token by token.
 type pattern struct {
 	text     string  // the pattern, without a trailing "/" and with a leading "/" removed when anchored
 	anchored bool    // it began with "/": held against the whole path
@@ -16,7 +17,8 @@ type pattern struct {
 	prefix2  bool    // it begins with "**"
 	suffix3  bool    // it ends with "***": a directory matches as if it had a trailing "/"
 	toks     []token // the wildcard pattern, when wild
-	dead     bool    // a malformed character class: rsync's matcher gives up, so nothing matches
+	masks    *masks  // the tokens as bit masks, when there are fewer than 64
+	dead     bool    // a malformed class or a trailing backslash: rsync's matcher gives up, so nothing matches
 }
 
 type tokenKind uint8
@@ -72,19 +74,23 @@ func compile(pat string) pattern {
 	p.text = pat
 	if p.wild {
 		p.toks, p.dead = tokenize(pat)
+		if len(p.toks) < 64 {
+			p.masks = newMasks(p.toks)
+		}
 	}
 	return p
 }
 
-// tokenize turns a wildcard pattern into tokens. ok is false (dead is true)
-// for a character class without its closing "]" or with an unknown
-// "[:name:]", which rsync's matcher treats as matching nothing.
+// tokenize turns a wildcard pattern into tokens. dead is true for a
+// character class without its closing "]" or with an unknown "[:name:]",
+// and for a trailing backslash: rsync's matcher gives up on those, so the
+// pattern matches nothing.
 func tokenize(pat string) (toks []token, dead bool) {
 	for i := 0; i < len(pat); i++ {
 		switch c := pat[i]; c {
 		case '\\':
-			// A trailing backslash stands for a NUL byte, which no
-			// name holds: the pattern cannot match.
+			// A trailing backslash escapes the string's end, which
+			// no name's byte equals.
 			if i+1 >= len(pat) {
 				return nil, true
 			}
@@ -159,9 +165,7 @@ func parseClass(pat string, i int) (set *byteSet, end int, ok bool) {
 				}
 				hi = pat[i]
 			}
-			if hi >= prev {
-				set.addRange(prev, hi)
-			}
+			set.addRange(prev, hi) // empty when hi < prev, as in rsync
 			havePrev = false
 		case c == '[' && i+1 < len(pat) && pat[i+1] == ':':
 			name, after, named := className(pat, i+2)
@@ -312,8 +316,12 @@ func trailing(s string, n int) (tail string, ok bool) {
 // all of the text that follows any one of its slashes. It runs the tokens
 // as a set of states over the text's bytes, so that its time is bounded by
 // len(tokens)*len(text) whatever the pattern, which a backtracking matcher
-// cannot promise.
+// cannot promise. State s means "tokens before s matched"; the last state
+// is the match.
 func (p *pattern) glob(text string, anySlash bool) bool {
+	if p.masks != nil {
+		return p.masks.glob(text, anySlash, len(p.toks))
+	}
 	n := len(p.toks)
 	cur := make([]bool, n+1)
 	next := make([]bool, n+1)
@@ -356,4 +364,62 @@ func (p *pattern) closure(states []bool) {
 			states[s+1] = true
 		}
 	}
+}
+
+// masks are a pattern's tokens as bit masks over its states (bit s is
+// token s), so that one step over a byte is a few word operations: the
+// common patterns, a handful of tokens long, are asked about every path of
+// a walk, once for each rule before the one that decides.
+type masks struct {
+	advance  [256]uint64 // the tokens that consume this byte and move on
+	star     uint64      // "*" and "**": stay on any byte but "/"
+	starStar uint64      // "**": stays on "/" too
+}
+
+func newMasks(toks []token) *masks {
+	m := new(masks)
+	for s, t := range toks {
+		bit := uint64(1) << s
+		for c := 0; c < 256; c++ {
+			b := byte(c)
+			switch {
+			case t.kind == tokByte && b == t.b,
+				t.kind == tokAny && b != '/',
+				t.kind == tokClass && t.set.has(b):
+				m.advance[c] |= bit
+			}
+		}
+		switch t.kind {
+		case tokStar:
+			m.star |= bit
+		case tokStarStar:
+			m.star |= bit
+			m.starStar |= bit
+		}
+	}
+	return m
+}
+
+func (m *masks) glob(text string, anySlash bool, n int) bool {
+	// Letting a star match nothing moves its state on by one. Stars are
+	// never adjacent (a run of them is one token), so one shift is the
+	// whole closure.
+	closure := func(s uint64) uint64 { return s | (s&m.star)<<1 }
+	cur := closure(1)
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		stay := m.star
+		if c == '/' {
+			stay = m.starStar
+		}
+		next := (cur&m.advance[c])<<1 | cur&stay
+		if anySlash && c == '/' {
+			next |= 1
+		}
+		cur = closure(next)
+		if cur == 0 && !anySlash {
+			return false
+		}
+	}
+	return cur&(1<<n) != 0
 }

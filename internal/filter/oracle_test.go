@@ -137,6 +137,9 @@ var oracleSets = [][]string{
 	{"--include=*/", "--exclude=/**/*.c"},
 	{"--include=*/", "--exclude=?/*"},
 	{"--include=*/", "--exclude=x/*/*"},
+	{"--include=*/", "--exclude=a**"},
+	{"--include=*/", "--exclude=**[!x]top"},
+	{"--include=*/", "--exclude=**?top"},
 	{"--exclude-from=FROM/excludes"},
 	{"--include-from=FROM/includes", "--exclude=*"},
 	{"--exclude-from=FROM/crlf"},
@@ -176,28 +179,39 @@ func TestAgainstRsync(t *testing.T) {
 	for range n {
 		sets = append(sets, randomSet(rng))
 	}
-	for _, set := range sets {
+	for i, set := range sets {
 		var args []string
 		for _, a := range set {
 			args = append(args, strings.ReplaceAll(a, "FROM", from))
 		}
-		want := rsyncKeeps(t, rsync, dir, args)
 		rules := rulesFromArgs(t, args)
-		got := walkKeeps(t, src, rules)
+		want := rsyncKeeps(t, rsync, dir, "src/", args)
+		got := walkKeeps(t, src, "", rules)
 		if !slices.Equal(got, want) {
-			t.Errorf("rules %q:\n  only rsync keeps: %q\n  only Rules keep: %q",
+			t.Errorf("rules %q, source src/:\n  only rsync keeps: %q\n  only Rules keep: %q",
+				set, minus(want, got), minus(got, want))
+		}
+		if i >= len(oracleSets) {
+			continue
+		}
+		// Without the trailing slash the source directory is itself a
+		// name of the transfer, "src", and its contents are "src/...".
+		want = rsyncKeeps(t, rsync, dir, "src", args)
+		got = walkKeeps(t, dir, "src", rules)
+		if !slices.Equal(got, want) {
+			t.Errorf("rules %q, source src:\n  only rsync keeps: %q\n  only Rules keep: %q",
 				set, minus(want, got), minus(got, want))
 		}
 	}
 }
 
-// rsyncKeeps lists, sorted, the paths rsync -r -n would transfer from
-// dir/src/ with args, relative to src.
-func rsyncKeeps(t *testing.T, rsync, dir string, args []string) []string {
+// rsyncKeeps lists, sorted, the names rsync -r -n would transfer from
+// the source operand (in dir) with args.
+func rsyncKeeps(t *testing.T, rsync, dir, source string, args []string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, rsync, append(append([]string{"-r", "-n", "-8", "--out-format=%n"}, args...), "src/", "dst/")...)
+	cmd := exec.CommandContext(ctx, rsync, append(append([]string{"-r", "-n", "-8", "--out-format=%n"}, args...), source, "dst/")...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	out, err := cmd.Output()
@@ -251,9 +265,10 @@ func rulesFromArgs(t *testing.T, args []string) *Rules {
 	return &r
 }
 
-// walkKeeps walks root as a copy would: an excluded directory is skipped
-// with everything under it.
-func walkKeeps(t *testing.T, root string, r *Rules) []string {
+// walkKeeps walks root as a copy would, naming what it finds relative to
+// root: an excluded directory is skipped with everything under it. With
+// top, only root/top is walked, itself subject to the rules.
+func walkKeeps(t *testing.T, root, top string, r *Rules) []string {
 	t.Helper()
 	var kept []string
 	var walk func(rel string)
@@ -276,7 +291,13 @@ func walkKeeps(t *testing.T, root string, r *Rules) []string {
 			}
 		}
 	}
-	walk("")
+	switch {
+	case top == "":
+		walk("")
+	case !r.Excluded(top, true):
+		kept = append(kept, top)
+		walk(top)
+	}
 	slices.Sort(kept)
 	return kept
 }
