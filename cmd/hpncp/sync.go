@@ -197,6 +197,10 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 				"hpncp sync copies between a local and a remote end, or locally: %s and %s are both remote", s.loc, dest.loc)
 		}
 		remote = remote || s.loc.Remote()
+		if s.loc.Remote() && o.hardLinks {
+			return syncUsagef("hard links are found by inode, which SFTP does not tell; run hpncp sync on the source's host to keep them",
+				"-H needs a local source: %s is remote", s.loc)
+		}
 	}
 	mo.Push = dest.loc.Remote()
 
@@ -218,6 +222,9 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 	if o.verbose > 1 {
 		eo.Logf = logTo(stderr)
 	}
+	if err := ends.UseJournal(&eo); err != nil {
+		return optionUsage(err)
+	}
 	if (o.progress || o.progress2) && !o.quiet && !o.dryRun {
 		eo.Progress = newBarProgress(stderr)
 	}
@@ -227,6 +234,10 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 	defer hosts.AbortOnCancel(ctx)()
 	open := func(l transfer.Location) (transfer.Endpoint, error) {
 		e, err := hosts.Endpoint(ctx, l)
+		if p, ok := e.FS.(interface{ PrepareList(context.Context) }); ok && err == nil {
+			// The trees are listed first: the listing session opens now.
+			p.PrepareList(ctx)
+		}
 		if errors.Is(err, ends.ErrNoSFTP) {
 			return e, &syncError{code: syncExitPartial, err: err,
 				hint: "hpncp sync needs the server's SFTP subsystem (Subsystem sftp in sshd_config)"}
