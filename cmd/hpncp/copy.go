@@ -433,6 +433,9 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	// scp's and rsync's meters time a file: the connection's set-up is
 	// the same whatever the copy does after it.
 	start := time.Now()
+	if line != nil {
+		line.Begin()
+	}
 	res, err := run.Copy(ctx)
 	if line != nil {
 		// The line ends before the errors and the summary print below it.

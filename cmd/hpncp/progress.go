@@ -22,8 +22,9 @@ type runLine struct {
 	mu    sync.Mutex
 	line  lineWriter
 	now   func() time.Time
-	start time.Time // the first file's start; zero before it
+	start time.Time // from Begin or the first file's start
 	last  time.Time // the last redraw
+	any   bool      // a file started
 
 	planFiles int
 	planBytes int64
@@ -52,6 +53,21 @@ type lineFile struct {
 	at    int // its index in l.inFlight
 }
 
+// Begin starts the line's clock now, for a caller whose summary times
+// the run from before its first file starts, which otherwise starts it.
+func (l *runLine) Begin() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.begin(l.now())
+}
+
+func (l *runLine) begin(t time.Time) {
+	if l.start.IsZero() {
+		l.start = t
+		l.rate.add(t, 0)
+	}
+}
+
 // Plan sets the run's totals, files and bytes, known before it starts.
 // Files started beyond them raise them.
 func (l *runLine) Plan(files int, bytes int64) {
@@ -64,10 +80,8 @@ func (l *runLine) Start(name string, files int, size int64) transfer.FileProgres
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := l.now()
-	if l.start.IsZero() {
-		l.start = t
-		l.rate.add(t, 0)
-	}
+	l.begin(t)
+	l.any = true
 	f := &lineFile{l: l, name: name, files: files, at: len(l.inFlight)}
 	l.inFlight = append(l.inFlight, f)
 	l.files += files
@@ -123,14 +137,12 @@ func (l *runLine) Finish() {
 	if l.finished {
 		return
 	}
-	if l.drawnOnce() {
+	if l.any {
 		l.redraw(l.now(), true)
 	}
 	l.line.end()
 	l.finished = true
 }
-
-func (l *runLine) drawnOnce() bool { return !l.start.IsZero() }
 
 // Above returns a writer for lines printed while the run goes, the -v
 // log: each write takes the progress line away first, and the next

@@ -219,3 +219,17 @@ func TestFitName(t *testing.T) {
 		}
 	}
 }
+
+func TestRunLineBeginTimesFromTheRunsStart(t *testing.T) {
+	l, out, clock := testLine(100)
+	l.Begin()
+	clock.advance(time.Second) // connecting, listing
+	f := l.Start("a", 1, 4<<20)
+	clock.advance(time.Second)
+	f.Add(4 << 20)
+	f.End()
+	l.Finish()
+	if got := screen(out.String()); len(got) != 1 || got[0] != "4 MiB/4 MiB 100%  1/1 files  2 MiB/s  in 0:02" {
+		t.Errorf("screen %q", got)
+	}
+}
