@@ -122,4 +122,3 @@ func TestProgressOneLineInATerminal(t *testing.T) {
 		t.Errorf("progress line %q, summary %q: want the line to start %q", progress[0], summary[0], want)
 	}
 }
-
