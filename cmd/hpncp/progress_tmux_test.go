@@ -63,16 +63,23 @@ func TestProgressOneLineInATerminal(t *testing.T) {
 			t.Logf("tmux kill-server: %v: %s", err, out)
 		}
 	})
-	// The limit (-l, Kbit/s) makes the copy take a few seconds, so that
-	// the line is redrawn many times.
 	// hpncp is this test binary, as TestMain put it on $PATH.
 	hpncp, err := exec.LookPath("hpncp")
 	if err != nil {
 		t.Fatal(err)
 	}
 	home := t.TempDir()
-	script := fmt.Sprintf("HOME=%s XDG_CACHE_HOME=%s/.cache %s -F %s -l 50000 -r %s testhost:%s; echo hpncp-exit=$?; sleep 300",
-		shellQuote(home), shellQuote(home), shellQuote(hpncp), shellQuote(srv.ConfigFile), shellQuote(src), shellQuote(dst))
+	// Up, then down: a download lists the tree on the server while its
+	// files are written here, and the bar of the files in flight ended
+	// and started again whenever the listing fell behind. The limit (-l,
+	// Kbit/s) makes each copy take a few seconds, so that the line is
+	// redrawn many times.
+	copyCmd := func(from, to string) string {
+		return fmt.Sprintf("HOME=%s XDG_CACHE_HOME=%s/.cache %s -F %s -l 50000 -r %s %s; echo hpncp-exit=$?; ",
+			shellQuote(home), shellQuote(home), shellQuote(hpncp), shellQuote(srv.ConfigFile), shellQuote(from), shellQuote(to))
+	}
+	down := t.TempDir()
+	script := copyCmd(src, "testhost:"+dst) + copyCmd("testhost:"+dst, down) + "sleep 300"
 	if out, err := run("new-session", "-d", "-x", "120", "-y", "30", "sh", "-c", script); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
@@ -83,21 +90,32 @@ func TestProgressOneLineInATerminal(t *testing.T) {
 			t.Fatalf("tmux capture-pane: %v: %s", err, out)
 		}
 		pane = out
-		if strings.Contains(pane, "hpncp-exit=") {
+		if strings.Count(pane, "hpncp-exit=") == 2 {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the copy did not end in time; the pane:\n%s", pane)
+			t.Fatalf("the copies did not end in time; the pane:\n%s", pane)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	if !strings.Contains(pane, "hpncp-exit=0") {
-		t.Fatalf("hpncp failed; the pane:\n%s", pane)
+	t.Logf("the pane:\n%s", pane)
+	runs := strings.Split(pane, "hpncp-exit=")
+	for i, name := range []string{"upload", "download"} {
+		checkProgressPane(t, name, runs[i], runs[i+1], files, total)
 	}
+}
 
+// checkProgressPane checks what a copy left in the pane, out, and its
+// exit code, at the start of next.
+func checkProgressPane(t *testing.T, name, out, next string, files int, total int64) {
+	t.Helper()
+	if !strings.HasPrefix(next, "0") {
+		t.Errorf("%s: hpncp failed", name)
+		return
+	}
 	var progress, summary []string
-	for _, l := range strings.Split(pane, "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		switch l = strings.TrimRight(l, " "); {
 		case strings.HasPrefix(l, "hpncp: ") && strings.Contains(l, "file(s)"):
 			summary = append(summary, l)
@@ -105,20 +123,18 @@ func TestProgressOneLineInATerminal(t *testing.T) {
 			progress = append(progress, l)
 		}
 	}
-	t.Logf("the pane:\n%s", pane)
 	if len(progress) != 1 || len(summary) != 1 {
-		t.Fatalf("%d progress lines and %d summary lines left, want 1 and 1; the pane:\n%s", len(progress), len(summary), pane)
+		t.Errorf("%s: %d progress lines and %d summary lines left, want 1 and 1", name, len(progress), len(summary))
+		return
 	}
-	m := regexp.MustCompile(`^hpncp: (\d+) file\(s\), (.+?) \((\d+) bytes\) in `).FindStringSubmatch(summary[0])
-	if m == nil {
-		t.Fatalf("summary %q", summary[0])
-	}
-	if m[1] != fmt.Sprint(files) || m[3] != fmt.Sprint(total) {
-		t.Errorf("summary %q: want %d files, %d bytes", summary[0], files, total)
+	m := regexp.MustCompile(`^hpncp: (\d+) file\(s\), .*?(\d+) bytes`).FindStringSubmatch(summary[0])
+	if m == nil || m[1] != fmt.Sprint(files) || m[2] != fmt.Sprint(total) {
+		t.Errorf("%s: summary %q: want %d files, %d bytes", name, summary[0], files, total)
+		return
 	}
 	size := units.FormatSize(total)
 	want := fmt.Sprintf("%s/%s 100%%  %d/%d files  ", size, size, files, files)
-	if m[2] != size || !strings.HasPrefix(progress[0], want) {
-		t.Errorf("progress line %q, summary %q: want the line to start %q", progress[0], summary[0], want)
+	if !strings.HasPrefix(progress[0], want) || !strings.Contains(summary[0], " "+size+" ") {
+		t.Errorf("%s: progress line %q, summary %q: want both to say %d files of %s", name, progress[0], summary[0], files, size)
 	}
 }
