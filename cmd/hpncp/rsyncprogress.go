@@ -363,6 +363,9 @@ func (f *totalFile) End() {
 // draw redraws the line: the rate of the last seconds and the time left,
 // ended by chk when not "".
 func (p *rsyncTotal) draw(t time.Time, chk string) {
+	if p.ended {
+		return
+	}
 	p.last = t
 	p.rate.add(t, p.done)
 	rate, ok := p.rate.rate()
@@ -373,9 +376,6 @@ func (p *rsyncTotal) draw(t time.Time, chk string) {
 	}
 	if !ok {
 		rate = -1
-	}
-	if p.ended {
-		return
 	}
 	p.line.draw(rsyncLine(p.done, size, rate, left, ok && rate > 0, chk))
 }
