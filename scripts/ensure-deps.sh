@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure this machine has what hpncp's end-to-end tests run against:
-# OpenSSH's sshd (with ssh, scp, sftp, ssh-keygen) and rsync. Missing
+# OpenSSH's sshd (with ssh, scp, sftp, ssh-keygen), rsync and tmux. Missing
 # packages are installed with apt-get (as root, or through sudo). Silent
 # when there is nothing to do.
 set -euo pipefail
@@ -20,6 +20,10 @@ missing_packages() {
 	done
 	if ! have rsync; then
 		packages+=(rsync)
+	fi
+	# The progress line's test reads a terminal's screen through tmux.
+	if ! have tmux; then
+		packages+=(tmux)
 	fi
 }
 

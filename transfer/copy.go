@@ -514,9 +514,10 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		part.removed(dst.FS.Remove(tmp))
 	}()
 
-	if c.opts.Progress != nil {
-		c.opts.Progress.StartFile(src.FS.Base(src.Path), si.Size()-from)
-		defer c.opts.Progress.EndFile()
+	prog := fileProgress(c.opts.Progress)
+	if prog != nil {
+		prog.StartFile(src.FS.Base(src.Path), si.Size()-from)
+		defer prog.EndFile()
 	}
 	var n int64
 	var ti fs.FileInfo // the temporary file's stat, once written
@@ -527,7 +528,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		closed = true
 		closeErr := make(chan error, 1)
 		go func() { closeErr <- out.Close() }()
-		n, ti, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part)
+		n, ti, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part, prog)
 		if cerr := <-closeErr; cerr != nil && err == nil {
 			err = cerr
 		}
@@ -535,8 +536,8 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		srcHash = nil
 	} else {
 		po := pipeline.Options{BufferSize: bufferFor(c.opts.BufferSize, si.Size()), Limiter: c.opts.Limiter}
-		if c.opts.Progress != nil {
-			po.Progress = c.opts.Progress.Add
+		if prog != nil {
+			po.Progress = prog.Add
 		}
 		if part != nil {
 			po.Progress = part.appendedThen(po.Progress)

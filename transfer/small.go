@@ -175,7 +175,7 @@ func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing f
 		return true, 0, &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
 	}
 	// The bytes go in one batch: they are all sent or none is.
-	if pr := c.opts.Progress; pr != nil {
+	if pr := fileProgress(c.opts.Progress); pr != nil {
 		pr.StartFile(src.FS.Base(src.Path), si.Size())
 		pr.Add(len(data))
 		pr.EndFile()

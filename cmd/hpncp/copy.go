@@ -408,12 +408,15 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	}
 	to.Parallel = tune.parallel
 	to.Report = func(f transfer.FileReport) { rec.files = append(rec.files, f) }
-	if o.Verbose {
-		to.Logf = logTo(stderr)
-	}
 	showProgress := !o.Quiet && isTerminal(stderr)
+	var line *runLine
+	logs := stderr
 	if showProgress {
-		to.Progress = newBarProgress(stderr)
+		line = newRunLine(stderr)
+		to.Progress, logs = line, line.Above()
+	}
+	if o.Verbose {
+		to.Logf = logTo(logs)
 	}
 
 	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf})
@@ -431,7 +434,14 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	// scp's and rsync's meters time a file: the connection's set-up is
 	// the same whatever the copy does after it.
 	start := time.Now()
+	if line != nil {
+		line.Begin()
+	}
 	res, err := run.Copy(ctx)
+	if line != nil {
+		// The line ends before the errors and the summary print below it.
+		line.Finish()
+	}
 	for _, e := range res.Errors {
 		if (ctx.Err() != nil || errors.Is(err, context.Canceled)) && errors.Is(e, context.Canceled) {
 			// Cut by the interruption, which report prints once.
@@ -469,11 +479,12 @@ func optionUsage(err error) error {
 	return err
 }
 
-// printSummary prints the line that ends a copy with -v or a progress bar.
+// printSummary prints the line that ends a copy with -v or a progress
+// line, its sizes in the progress line's units.
 func printSummary(stderr io.Writer, res *transfer.Result, took time.Duration) {
 	secs := took.Seconds()
-	fmt.Fprintf(stderr, "hpncp: %d file(s), %d bytes in %.2fs (%.1f MB/s), %d stream(s)",
-		res.Files, res.Bytes, secs, float64(res.Bytes)/secs/1e6, res.MaxStreams)
+	fmt.Fprintf(stderr, "hpncp: %d file(s), %s (%d bytes) in %.2fs (%s/s), %d stream(s)",
+		res.Files, units.FormatSize(res.Bytes), res.Bytes, secs, units.FormatSize(int64(float64(res.Bytes)/secs)), res.MaxStreams)
 	if res.Conns > 0 {
 		fmt.Fprintf(stderr, " over %d connection(s)", res.Conns)
 	}
