@@ -18,7 +18,6 @@ import (
 	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/mirror"
 	"github.com/hpncp/hpncp/pipeline"
-	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -225,8 +224,23 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 	if err := ends.UseJournal(&eo); err != nil {
 		return optionUsage(err)
 	}
-	if (o.progress || o.progress2) && !o.quiet && !o.dryRun {
-		eo.Progress = newBarProgress(stderr)
+	// rsync's progress formats, told the plan's totals; as rsync's, only
+	// when asked for.
+	var prog interface {
+		transfer.Progress
+		Plan(files int, bytes int64)
+		Finish()
+	}
+	switch {
+	case o.quiet || o.dryRun:
+	case o.progress2:
+		prog = newRsyncTotal(stderr)
+	case o.progress:
+		prog = newRsyncFiles(stderr)
+	}
+	if prog != nil {
+		eo.Progress = prog
+		defer prog.Finish()
 	}
 
 	hosts := ends.New(ends.Options{SSH: co.connOptions(stderr), RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf})
@@ -260,6 +274,7 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 	}
 	start := time.Now()
 	st := syncStats{}
+	planFiles, planBytes := 0, int64(0)
 	var failures []error
 	destIsDir, created, err := o.prepareDest(dst, dest, srcs, print)
 	if err != nil {
@@ -287,6 +302,11 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 			printError(stderr, e.Error(), hintOf(e))
 		}
 		st.add(p)
+		if prog != nil {
+			planFiles += p.Files
+			planBytes += p.Bytes
+			prog.Plan(planFiles, planBytes)
+		}
 		if o.dryRun {
 			for _, c := range p.Changes {
 				if c.Item != "" || c.Printed() {
@@ -512,22 +532,3 @@ func (s *syncStats) print(w io.Writer, took time.Duration) {
 	fmt.Fprintf(w, "total size is %s\n", commas(s.totalBytes))
 }
 
-// commas writes n with thousands separators, as rsync's counts.
-func commas(n int64) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
-
-var _ = protocol.Lost
