@@ -248,7 +248,7 @@ func ParseReport(data []byte) (Report, error) {
 }
 
 var (
-	skipReasons = []string{ReasonQuickCheck, ReasonChecksum, ReasonIgnoreExisting, ReasonResumeComplete}
+	skipReasons = []string{ReasonQuickCheck, ReasonChecksum, ReasonIgnoreExisting, ReasonResumeComplete, ReasonUnsafeLink}
 	errorKinds  = []string{KindFailed, KindUsage, KindPartial, KindInterrupted, KindConnection}
 )
 
@@ -302,6 +302,7 @@ func (c *copier) report(f FileReport) {
 
 // reportLocked is report with c.mu held.
 func (c *copier) reportLocked(f FileReport) {
+	c.links.note(f)
 	if c.opts.Report != nil {
 		c.opts.Report(f)
 	}
