@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/protocol/scp"
 	"github.com/hpncp/hpncp/transfer"
 )
@@ -442,5 +443,30 @@ func TestUnsafeSymlink(t *testing.T) {
 		if got := transfer.UnsafeSymlink(c.target, c.depth); got != c.unsafe {
 			t.Errorf("UnsafeSymlink(%q, %d) = %v, want %v", c.target, c.depth, got, c.unsafe)
 		}
+	}
+}
+
+// noHardlinks is an SFTP end whose server offers no hardlink@openssh.com,
+// as protocol.SFTP.Link reports it.
+type noHardlinks struct{ *protocol.SFTP }
+
+func (noHardlinks) Link(oldname, newname string) error {
+	return &fs.PathError{Op: "hard link", Path: newname, Err: errors.ErrUnsupported}
+}
+
+// Where the target cannot make hard links, the second name of a file is
+// copied as a file of its own: nothing is missing, only the sharing.
+func TestHardLinksWithoutExtension(t *testing.T) {
+	src := linkTree(t, t.TempDir())
+	fsys := noHardlinks{openSFTP(t, inProcess(t))}
+	dst := t.TempDir()
+	res, err := transfer.Copy(context.Background(), []transfer.Endpoint{{FS: transfer.Local{}, Path: src}}, transfer.Endpoint{FS: fsys, Path: dst},
+		transfer.Options{Recursive: true, Links: transfer.LinkOptions{Hard: true, Symlinks: true}})
+	if err != nil || len(res.Errors) > 0 {
+		t.Fatalf("%v %v", err, res.Errors)
+	}
+	got := shape(t, dst)
+	if a, b := got["src/f"], got["src/sub/f again"]; a != `file "first" as src/f` || b != `file "first" as src/sub/f again` {
+		t.Errorf("the two names arrived as %q and %q, want two files of the same content", a, b)
 	}
 }
