@@ -91,6 +91,8 @@ type Options struct {
 	ResumeDir string
 	// Tar says when trees go over tar streams (tar.go).
 	Tar TarOptions
+	// Links says what becomes of symbolic and hard links (links.go).
+	Links LinkOptions
 }
 
 // Result counts what a run did.
@@ -108,6 +110,9 @@ type Result struct {
 	// Resumed counts the bytes of resumed files that a previous run had
 	// written and this one did not send again; Bytes does not count them.
 	Resumed int64
+	// Links counts the symbolic and hard links made (--links,
+	// --hard-links); Files does not count them.
+	Links int
 }
 
 // maxDepth bounds recursion where no loop is seen (loop.go): a server
@@ -130,6 +135,9 @@ var errNotRegular = errors.New("not a regular file")
 // go on: the target is unusable, or ctx was cancelled.
 func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *Result, err error) {
 	c := newCopier(o, srcs, target)
+	if err := checkHardLinks(srcs, o); err != nil {
+		return c.res, err
+	}
 	for _, s := range srcs {
 		c.prepare(ctx, s.FS)
 	}
@@ -169,7 +177,7 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *
 		if err := ctx.Err(); err != nil {
 			return c.res, err
 		}
-		si, err := s.FS.Stat(s.Path)
+		si, err := c.statSource(s)
 		if err != nil {
 			c.fail(&Error{Op: "read", Path: s.String(), Err: err})
 			continue
@@ -255,6 +263,8 @@ func (c *copier) logf(format string, args ...any) {
 // the walk's path, nil for a file or a source operand.
 func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool, at *walkDir) {
 	switch {
+	case si.Mode()&fs.ModeSymlink != 0: // --links
+		c.copySymlink(ctx, src, dst, rel)
 	case si.IsDir():
 		if !c.opts.Recursive {
 			c.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("is a directory"),
@@ -262,15 +272,22 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 			return
 		}
 		// Tar mode takes a source operand's whole tree, or leaves it all.
-		if rel == "" && c.copyDirTar(ctx, src, dst, si) {
-			return
+		// Its listing records links for after its streams, forgotten
+		// when the walk copies the tree instead.
+		if rel == "" {
+			m := c.links.mark()
+			if c.copyDirTar(ctx, src, dst, si) {
+				c.makeLinks(ctx, c.links.takePlanned(m))
+				return
+			}
+			c.links.rollback(m)
 		}
 		c.goDir(ctx, src, dst, si, rel, depth, fresh, at)
 	case si.Mode().IsRegular():
 		if rel == "" {
 			rel = src.FS.Base(src.Path)
 		}
-		if !c.opts.Shard.Keep(rel) {
+		if !c.opts.Shard.Keep(rel) || c.laterName(src, dst, si, fresh) {
 			return
 		}
 		if c.plan != nil {

@@ -260,7 +260,7 @@ func ParseReport(data []byte) (Report, error) {
 }
 
 var (
-	skipReasons = []string{ReasonQuickCheck, ReasonChecksum, ReasonIgnoreExisting, ReasonResumeComplete}
+	skipReasons = []string{ReasonQuickCheck, ReasonChecksum, ReasonIgnoreExisting, ReasonResumeComplete, ReasonUnsafeLink}
 	errorKinds  = []string{KindFailed, KindUsage, KindPartial, KindInterrupted, KindConnection}
 )
 
@@ -314,6 +314,7 @@ func (c *copier) report(f FileReport) {
 
 // reportLocked is report with c.mu held.
 func (c *copier) reportLocked(f FileReport) {
+	c.links.note(f)
 	if c.opts.Report != nil {
 		c.opts.Report(f)
 	}

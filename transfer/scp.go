@@ -73,6 +73,9 @@ const scpModeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid
 // sessions that were open at once.
 func CopySCP(ctx context.Context, srcs []SCPEndpoint, target SCPEndpoint, o Options) (*Result, error) {
 	run := newSCPRun(o)
+	if err := o.linksSCP(); err != nil {
+		return run.res, err
+	}
 	var jobs []func(context.Context, *scpJob)
 	if target.Host == nil {
 		dst := target.local()

@@ -60,6 +60,12 @@ type copyOptions struct {
 	BWLimit        string // bytes (or bits with "bit") per second
 	Resume         bool   // keep interrupted files' temporaries and continue them
 
+	// Links, as rsync's long flags (-l is scp's limit, -H unused by scp
+	// but kept rsync's long-only here too).
+	Links     bool // --links: symbolic links as links
+	HardLinks bool // --hard-links: one local file's names as one file
+	SafeLinks bool // --safe-links: leave out links that lead outside the tree
+
 	// Tar mode (transfer/tar.go): trees of small files as tar streams.
 	Tar        bool  // --tar: always, failing where the server has no GNU tar
 	NoTar      bool  // --no-tar: never
@@ -121,6 +127,9 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "from0", Aliases: []string{"0"}, Destination: &o.From0},
 		&cli.StringFlag{Name: "bwlimit", Destination: &o.BWLimit},
 		&cli.BoolFlag{Name: "resume", Destination: &o.Resume},
+		&cli.BoolFlag{Name: "links", Destination: &o.Links},
+		&cli.BoolFlag{Name: "hard-links", Destination: &o.HardLinks},
+		&cli.BoolFlag{Name: "safe-links", Destination: &o.SafeLinks},
 		&cli.BoolFlag{Name: "tar", Destination: &o.Tar},
 		&cli.BoolFlag{Name: "no-tar", Destination: &o.NoTar},
 		&cli.BoolFlag{Name: "C", Usage: "compress tar streams", Destination: &o.Compress},
@@ -370,6 +379,7 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		Skip:      o.skipMode(),
 		Verify:    o.Verify,
 		Resume:    o.Resume,
+		Links:     transfer.LinkOptions{Symlinks: o.Links, Hard: o.HardLinks, Safe: o.SafeLinks},
 	}
 	// The list is read once its options are known to go together, so that
 	// a refused combination is told before a list that cannot be read.
@@ -399,6 +409,10 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 			return usagef("", "%v", err)
 		}
 		locs[i] = l
+		if o.HardLinks && l.Remote() && i < len(o.Operands)-1 {
+			return usagef("leave out --hard-links, or run hpncp on the source host",
+				"--hard-links works with local sources only: SFTP has no inode numbers to find %s's names by", l)
+		}
 	}
 
 	o.useRecommendation(ctx, locs, stderr)
@@ -487,6 +501,9 @@ func printSummary(stderr io.Writer, res *transfer.Result, took time.Duration) {
 		res.Files, units.FormatSize(res.Bytes), res.Bytes, secs, units.FormatSize(int64(float64(res.Bytes)/secs)), res.MaxStreams)
 	if res.Conns > 0 {
 		fmt.Fprintf(stderr, " over %d connection(s)", res.Conns)
+	}
+	if res.Links > 0 {
+		fmt.Fprintf(stderr, ", %d link(s)", res.Links)
 	}
 	if res.Skipped > 0 {
 		fmt.Fprintf(stderr, ", %d skipped", res.Skipped)

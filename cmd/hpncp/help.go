@@ -84,6 +84,19 @@ Tar mode (trees of many small files, to or from a server with GNU tar):
   take the SFTP pipeline. A new tree is written under a temporary name and
   renamed into place whole; nothing appears under a final name early.
 
+Links (scp follows every symbolic link and copies each name of a file):
+  --links                copy symbolic links as links, with their targets
+                         as they are (an operand that is a link too, unless
+                         written with a trailing slash)
+  --safe-links           leave out, as skipped, links whose target leads
+                         outside the copied tree (absolute ones included);
+                         with --links the others stay links, without it
+                         they are followed
+  --hard-links           names of one local file arrive as one file with as
+                         many names (hardlink@openssh.com over SFTP); local
+                         sources only
+  Not with -O: the legacy scp protocol carries files and directories only.
+
 Re-runs and migrations:
   A file whose target has the same size and modification time (to the
   second) is skipped, as rsync's quick check. With -p the target keeps the
