@@ -82,6 +82,8 @@ type Change struct {
 	clear bool
 	// text is a message change's line.
 	text string
+	// verbose marks a message rsync prints only with -v.
+	verbose bool
 	// early marks a removal that makes way for another type, made
 	// before anything is created.
 	early bool
@@ -239,8 +241,8 @@ func MakePlan(ctx context.Context, src, dst *Tree, srcName string, o Options) *P
 				p.add(&Change{kind: message, Name: n, text: fmt.Sprintf("skipping non-regular file %q", n)})
 				continue
 			}
-			if o.SafeLinks && unsafeLink(n, s.Link, srcName) {
-				p.add(&Change{kind: message, Name: n, text: fmt.Sprintf("ignoring unsafe symlink %q -> %q", n, s.Link)})
+			if o.SafeLinks && unsafeLink(n, s.Link) {
+				p.add(&Change{kind: message, Name: n, verbose: true, text: fmt.Sprintf("ignoring unsafe symlink %q -> %q", n, s.Link)})
 				continue
 			}
 			switch {

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"path"
 	"strings"
 	"sync"
 
@@ -100,34 +99,15 @@ func (t *Tree) Bytes() int64 {
 
 // Printed says a change is a message, printed whether or not the run
 // is a dry one, before the run.
-func (c *Change) Printed() bool { return c.kind == message }
+func (c *Change) Printed() bool { return c.kind == message && !c.verbose }
 
-// unsafeLink says whether a link named n (an rsync name below the
-// transfer root) with target leads outside the tree: absolute, or
-// climbing above the root, as rsync's --safe-links judges.
-func unsafeLink(n, target, rootName string) bool {
-	if target == "" || strings.HasPrefix(target, "/") {
-		return true
-	}
-	rel := n
-	if rootName != "." {
-		rel = strings.TrimPrefix(n, rootName+"/")
-		if n == rootName {
-			rel = path.Base(n)
-		}
-	}
-	depth := strings.Count(rel, "/")
-	for _, el := range strings.Split(target, "/") {
-		switch el {
-		case "..":
-			depth--
-			if depth < 0 {
-				return true
-			}
-		case ".", "":
-		default:
-			depth++
-		}
-	}
-	return false
+// Verbose says a change is a message rsync prints only with -v.
+func (c *Change) Verbose() bool { return c.kind == message && c.verbose }
+
+// unsafeLink says whether a link named n (an rsync name) with target
+// leads outside the tree, as rsync's --safe-links judges it
+// (transfer.UnsafeSymlink): each directory of the name is a level, the
+// source operand's own name included when it is part of the names.
+func unsafeLink(n, target string) bool {
+	return transfer.UnsafeSymlink(target, strings.Count(n, "/"))
 }

@@ -309,7 +309,7 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 		}
 		if o.dryRun {
 			for _, c := range p.Changes {
-				if c.Item != "" || c.Printed() {
+				if c.Item != "" || c.Printed() || c.Verbose() && o.verbose > 0 {
 					print(c.Line())
 				}
 			}
@@ -317,7 +317,7 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 			continue
 		}
 		for _, c := range p.Changes {
-			if c.Printed() {
+			if c.Printed() || c.Verbose() && o.verbose > 0 {
 				print(c.Line())
 			}
 		}
@@ -531,4 +531,3 @@ func (s *syncStats) print(w io.Writer, took time.Duration) {
 	fmt.Fprintf(w, "\nsent %s bytes in %.2f seconds (%s bytes/sec)\n", commas(s.sentBytes), secs, commas(int64(rate)))
 	fmt.Fprintf(w, "total size is %s\n", commas(s.totalBytes))
 }
-
