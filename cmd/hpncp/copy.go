@@ -59,6 +59,7 @@ type copyOptions struct {
 	From0          bool   // the list is NUL-separated
 	BWLimit        string // bytes (or bits with "bit") per second
 	Resume         bool   // keep interrupted files' temporaries and continue them
+	Sparse         bool   // keep files' holes
 
 	// Tar mode (transfer/tar.go): trees of small files as tar streams.
 	Tar        bool  // --tar: always, failing where the server has no GNU tar
@@ -121,6 +122,8 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "from0", Aliases: []string{"0"}, Destination: &o.From0},
 		&cli.StringFlag{Name: "bwlimit", Destination: &o.BWLimit},
 		&cli.BoolFlag{Name: "resume", Destination: &o.Resume},
+		// Long only: scp's -S names the ssh program.
+		&cli.BoolFlag{Name: "sparse", Destination: &o.Sparse},
 		&cli.BoolFlag{Name: "tar", Destination: &o.Tar},
 		&cli.BoolFlag{Name: "no-tar", Destination: &o.NoTar},
 		&cli.BoolFlag{Name: "C", Usage: "compress tar streams", Destination: &o.Compress},
@@ -369,6 +372,7 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		Skip:      o.skipMode(),
 		Verify:    o.Verify,
 		Resume:    o.Resume,
+		Sparse:    o.Sparse,
 	}
 	// The list is read once its options are known to go together, so that
 	// a refused combination is told before a list that cannot be read.
