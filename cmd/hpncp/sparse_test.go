@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"io"
-	"math/rand"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"syscall"
+	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"golang.org/x/sys/unix"
 )
 
 // mksparse PATH SIZE OFFSET... writes a file of SIZE bytes that holds
@@ -24,7 +26,7 @@ func cmdMksparse(ts *testscript.TestScript, neg bool, args []string) {
 	f, err := os.Create(name)
 	ts.Check(err)
 	defer f.Close()
-	r := rand.New(rand.NewSource(size))
+	r := rand.NewChaCha8([32]byte{byte(size), byte(size >> 8), byte(size >> 16), byte(size >> 24)})
 	for _, a := range args[2:] {
 		off, err := parseSize(a)
 		ts.Check(err)
@@ -93,4 +95,37 @@ func allocated(ts *testscript.TestScript, name string) int64 {
 	fi, err := os.Stat(name)
 	ts.Check(err)
 	return fi.Sys().(*syscall.Stat_t).Blocks * 512
+}
+
+// punchHoles makes holes in the file name, as the fault trials' sparse
+// files have them: runs of every length from a block to a few MiB at
+// offsets r draws, a trailing one at times, so that chunks are holes,
+// data, or both.
+func punchHoles(t *testing.T, r *rand.Rand, name string) {
+	t.Helper()
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := fi.Size()
+	for off := int64(0); off < size; {
+		n := min(size-off, 4096*(1+r.Int64N(1024)))
+		if r.IntN(3) > 0 {
+			if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, off, n); err != nil {
+				t.Skipf("punch a hole in %s: %v", name, err)
+			}
+		}
+		off += n + 4096*r.Int64N(256)
+	}
+	if r.IntN(2) == 0 {
+		tail := min(size, 1<<20+r.Int64N(4<<20))
+		if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, size-tail, tail); err != nil {
+			t.Skipf("punch a hole in %s: %v", name, err)
+		}
+	}
 }
