@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -270,6 +271,42 @@ func TestHoleReader(t *testing.T) {
 	} {
 		if got := h.hole(tc.off, tc.n); got != tc.hole {
 			t.Errorf("hole(%d, %d) = %v, want %v", tc.off, tc.n, got, tc.hole)
+		}
+	}
+}
+
+// Tar writes every byte of its members: with --sparse a local file with
+// holes goes by the pipeline beside the tar streams, which keeps them.
+func TestSparseTarSendsFilesWithHolesBeside(t *testing.T) {
+	for _, sparse := range []bool{false, true} {
+		base := t.TempDir()
+		src := filepath.Join(base, "src", "tree")
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			write(t, filepath.Join(src, fmt.Sprint("small", i)), "x")
+		}
+		writeSparseFile(t, filepath.Join(src, "holes"), 900<<10, 100, 0)
+		target := filepath.Join(base, "dst")
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fake := &countingTar{}
+		o := Options{Recursive: true, Sparse: sparse, Tar: TarOptions{Mode: TarForce, MaxSize: 1 << 20}, Logf: t.Logf}
+		res, err := Copy(context.Background(), []Endpoint{local(src)}, Endpoint{FS: fake, Path: target}, o)
+		if err != nil || len(res.Errors) > 0 {
+			t.Fatalf("sparse %v: %v %v", sparse, err, res.Errors)
+		}
+		if fake.streams.Load() == 0 || res.Files != 5 {
+			t.Fatalf("sparse %v: %d tar streams, %d files copied, want some and 5", sparse, fake.streams.Load(), res.Files)
+		}
+		dst := filepath.Join(target, "tree", "holes")
+		if sumOf(t, dst) != sumOf(t, filepath.Join(src, "holes")) {
+			t.Fatalf("sparse %v: %s does not read as its source", sparse, dst)
+		}
+		if d := diskOf(t, dst); sparse && d > 64<<10 || !sparse && d < 900<<10 {
+			t.Errorf("sparse %v: %s takes %d bytes of disk for 100 bytes of data in 900 KiB", sparse, dst, d)
 		}
 	}
 }
