@@ -481,7 +481,8 @@ func (p *parallel) copyChunk(st *Stream, b []byte, off int64) (int64, error) {
 		return 0, fmt.Errorf("read: file shrank: %d bytes at offset %d, expected %d", n, off, len(b))
 	}
 	if p.o.Sparse {
-		return writeSparse(p.ctx, st.Dst, b, off, Meter{Limiter: p.meter.Limiter})
+		// A lane's workers write its target at once already.
+		return writeSparse(p.ctx, st.Dst, b, off, Meter{Limiter: p.meter.Limiter}, true)
 	}
 	if err := p.meter.Wait(p.ctx, len(b)); err != nil {
 		return 0, err

@@ -55,9 +55,11 @@ func dataSpans(b []byte, at int64) []span {
 // at offset at, insisting on every byte, and returns where the last
 // bytes it wrote end (0 when it wrote none). The bytes written, not the
 // zeros left out, are held to m's limit; none are counted, which is the
-// caller's to do once the whole of b is in place. Several runs are
-// written at once: each write to a remote file costs a round trip.
-func writeSparse(ctx context.Context, w io.WriterAt, b []byte, at int64, m Meter) (int64, error) {
+// caller's to do once the whole of b is in place. With concurrent, for
+// a w that may be written from several goroutines (the parallel
+// pipeline's targets), the runs are written at once: each write to a
+// remote file costs a round trip.
+func writeSparse(ctx context.Context, w io.WriterAt, b []byte, at int64, m Meter, concurrent bool) (int64, error) {
 	spans := dataSpans(b, at)
 	if len(spans) == 0 {
 		return 0, nil
@@ -82,8 +84,13 @@ func writeSparse(ctx context.Context, w io.WriterAt, b []byte, at int64, m Meter
 	}
 	last := spans[len(spans)-1]
 	end := at + int64(last.off+last.n)
-	if len(spans) == 1 {
-		return end, write(spans[0])
+	if len(spans) == 1 || !concurrent {
+		for _, s := range spans {
+			if err := write(s); err != nil {
+				return 0, err
+			}
+		}
+		return end, nil
 	}
 	errs := make([]error, len(spans))
 	var wg sync.WaitGroup
@@ -99,8 +106,8 @@ func writeSparse(ctx context.Context, w io.WriterAt, b []byte, at int64, m Meter
 	return end, nil
 }
 
-// CopySparse is Copy into a file written at offsets from off on, that
-// leaves the blocks of zeros of src unwritten. dst must hold no bytes
+// CopySparse is Copy into a file written at offsets from off on, one
+// write at a time, that leaves the blocks of zeros of src unwritten. dst must hold no bytes
 // from off on (a fresh file, or one cut off at off), so that what is not
 // written reads as zeros. It returns the bytes copied, zeros included,
 // and dataEnd: where the last bytes written end, or off when none were.
@@ -113,7 +120,7 @@ func CopySparse(ctx context.Context, dst io.WriterAt, off int64, src io.Reader, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		end, err := writeSparse(ctx, dst, b, at, Meter{Limiter: m.Limiter})
+		end, err := writeSparse(ctx, dst, b, at, Meter{Limiter: m.Limiter}, false)
 		if err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestDataSpans(t *testing.T) {
@@ -277,4 +278,35 @@ func TestParallelWithoutSparseWritesZeros(t *testing.T) {
 	if !bytes.Equal(dst.b, src) || res.DataEnd != int64(len(src)) {
 		t.Fatalf("without Sparse the whole file is written: %d bytes, DataEnd %d", len(dst.b), res.DataEnd)
 	}
+}
+
+// oneAtATime is a file that fails a write made while another is under
+// way, as a writer not safe for concurrent use might misbehave.
+type oneAtATime struct {
+	recorder
+	busy atomic.Bool
+}
+
+func (o *oneAtATime) WriteAt(p []byte, off int64) (int, error) {
+	if !o.busy.CompareAndSwap(false, true) {
+		return 0, errors.New("two writes at once")
+	}
+	defer o.busy.Store(false)
+	// Long enough for a second write started beside this one to show.
+	time.Sleep(time.Millisecond)
+	return o.recorder.WriteAt(p, off)
+}
+
+// Copy never asked its target to take writes from several goroutines,
+// and CopySparse does not either, however many runs a buffer holds.
+func TestCopySparseWritesOneAtATime(t *testing.T) {
+	src := make([]byte, 1<<20)
+	for off := 0; off < len(src); off += 2 * SparseBlock {
+		src[off] = 1
+	}
+	dst := &oneAtATime{}
+	if _, _, err := CopySparse(context.Background(), dst, 0, bytes.NewReader(src), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	checkSparse(t, &dst.recorder, src)
 }
