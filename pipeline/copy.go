@@ -43,6 +43,17 @@ var ErrShortWrite = errors.New("short write")
 // returns the number of bytes written. Reading and writing overlap: the
 // reader fills the next buffer while the writer drains the previous one.
 func Copy(ctx context.Context, dst io.Writer, src io.Reader, o Options) (int64, error) {
+	w := o.meter().Writer(ctx, dst)
+	return copyFront(ctx, src, o, func(b []byte) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+// copyFront reads src front to back into buffers and hands each to
+// write, which must have written all of it or fail, while the next is
+// read. It returns the bytes write took.
+func copyFront(ctx context.Context, src io.Reader, o Options, write func([]byte) error) (int64, error) {
 	size := o.BufferSize
 	if size <= 0 {
 		size = DefaultBufferSize
@@ -100,12 +111,11 @@ func Copy(ctx context.Context, dst io.Writer, src io.Reader, o Options) (int64, 
 		}
 	}()
 
-	w := o.meter().Writer(ctx, dst)
 	var written int64
 	var writeErr error
 	for f := range full {
 		if writeErr == nil {
-			_, writeErr = w.Write(f.buf[:f.n])
+			writeErr = write(f.buf[:f.n])
 			if writeErr == nil {
 				written += int64(f.n)
 			} else {

@@ -73,6 +73,14 @@ type ParallelOptions struct {
 	// starts (the size check of the target) then overlaps with that.
 	Complete func()
 	Logf     func(format string, args ...any)
+	// Sparse leaves the blocks of zeros unwritten (sparse.go): every
+	// target must hold no bytes from Offset on. ParallelResult.DataEnd
+	// then says how many bytes the file holds.
+	Sparse bool
+	// Hole, when not nil, reports whether the n bytes at off are a hole
+	// of the source, known to read as zeros: with Sparse, such chunks are
+	// neither read nor written. A false answer costs only a read.
+	Hole func(off int64, n int) bool
 }
 
 // ParallelResult says what a parallel copy used.
@@ -81,6 +89,10 @@ type ParallelResult struct {
 	MaxStreams int   // the most streams that ran at once
 	Conns      int   // connections of the last plan
 	Plan       window.Plan
+	// DataEnd is, with Sparse, where the last bytes written end (Offset
+	// when none were): short of Size when the file ends in a hole.
+	// Without Sparse it is Size.
+	DataEnd int64
 }
 
 // Parallel copies the bytes from o.Offset to o.Size from the lanes'
@@ -107,7 +119,10 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 		return ParallelResult{}, fmt.Errorf("offset %d outside a file of %d bytes", o.Offset, o.Size)
 	}
 	p := &parallel{o: o, open: open, ctx: ctx, events: make(chan struct{}, 1),
-		next: o.Offset, contig: o.Offset, total: o.Size - o.Offset}
+		next: o.Offset, contig: o.Offset, total: o.Size - o.Offset, dataEnd: o.Size}
+	if o.Sparse {
+		p.dataEnd = o.Offset
+	}
 	p.meter = Meter{Limiter: o.Limiter, Progress: o.Progress}
 	p.cond = sync.NewCond(&p.mu)
 	stop := context.AfterFunc(ctx, func() {
@@ -174,7 +189,7 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 	p.mu.Unlock()
 	p.wg.Wait()
 
-	res := ParallelResult{Bytes: p.done, MaxStreams: p.maxLive, Conns: plan.Conns, Plan: plan}
+	res := ParallelResult{Bytes: p.done, MaxStreams: p.maxLive, Conns: plan.Conns, Plan: plan, DataEnd: p.dataEnd}
 	switch {
 	case p.done == p.total:
 		return res, nil
@@ -241,6 +256,7 @@ type parallel struct {
 	retry     []int64       // offsets of chunks a failed lane gave back
 	done      int64         // bytes copied and checked
 	contig    int64         // every byte before it is copied and checked
+	dataEnd   int64         // the end of the last bytes written (Sparse)
 	ahead     map[int64]int // chunks copied past contig: offset → length
 	fatal     error
 	closing   bool
@@ -381,10 +397,11 @@ func (p *parallel) work(l *lane) {
 			buf = bufpool.Get(p.o.Chunk)
 		}
 		n := int(min(int64(p.o.Chunk), p.o.Size-off))
-		err := p.copyChunk(l.st, buf[:n], off)
+		end, err := p.copyChunk(l.st, buf[:n], off)
 		p.mu.Lock()
 		switch {
 		case err == nil:
+			p.dataEnd = max(p.dataEnd, end)
 			p.done += int64(n)
 			p.advance(off, n)
 			p.meter.Count(n)
@@ -445,8 +462,12 @@ func (p *parallel) leave(l *lane) {
 }
 
 // copyChunk moves one chunk, insisting on every byte: a short read before
-// the expected size is an error, never a smaller file.
-func (p *parallel) copyChunk(st *Stream, b []byte, off int64) error {
+// the expected size is an error, never a smaller file. It returns where
+// the bytes it wrote end, 0 when it wrote none.
+func (p *parallel) copyChunk(st *Stream, b []byte, off int64) (int64, error) {
+	if p.o.Sparse && p.o.Hole != nil && p.o.Hole(off, len(b)) {
+		return 0, nil
+	}
 	n, err := st.Src.ReadAt(b, off)
 	switch {
 	case err != nil && !(err == io.EOF && n == len(b)):
@@ -455,19 +476,23 @@ func (p *parallel) copyChunk(st *Stream, b []byte, off int64) error {
 		if err == io.EOF {
 			err = fmt.Errorf("file shrank: %d bytes at offset %d, expected %d", n, off, len(b))
 		}
-		return fmt.Errorf("read: %w", err)
+		return 0, fmt.Errorf("read: %w", err)
 	case n < len(b):
-		return fmt.Errorf("read: file shrank: %d bytes at offset %d, expected %d", n, off, len(b))
+		return 0, fmt.Errorf("read: file shrank: %d bytes at offset %d, expected %d", n, off, len(b))
+	}
+	if p.o.Sparse {
+		// A lane's workers write its target at once already.
+		return writeSparse(p.ctx, st.Dst, b, off, Meter{Limiter: p.meter.Limiter}, true)
 	}
 	if err := p.meter.Wait(p.ctx, len(b)); err != nil {
-		return err
+		return 0, err
 	}
 	n, err = st.Dst.WriteAt(b, off)
 	if err != nil {
-		return fmt.Errorf("write: %w", err)
+		return 0, fmt.Errorf("write: %w", err)
 	}
 	if n != len(b) {
-		return fmt.Errorf("write: %w: %d of %d bytes at offset %d", ErrShortWrite, n, len(b), off)
+		return 0, fmt.Errorf("write: %w: %d of %d bytes at offset %d", ErrShortWrite, n, len(b), off)
 	}
-	return nil
+	return off + int64(len(b)), nil
 }

@@ -365,10 +365,12 @@ func (s *SFTP) CreateExclusive(name string) (io.WriteCloser, error) {
 		}
 	}
 	sf := &streamFile{f, sess, s.pool}
+	// WriterAt is for sparse copies, which write at offsets.
 	return struct {
 		io.Writer
+		io.WriterAt
 		io.Closer
-	}{io.NewOffsetWriter(sf, 0), sf}, nil
+	}{io.NewOffsetWriter(sf, 0), sf, sf}, nil
 }
 
 // createMain is CreateExclusive on the main session.
@@ -429,6 +431,13 @@ func (s *SFTP) Remove(name string) error {
 
 func (s *SFTP) Chmod(name string, mode fs.FileMode) error {
 	return s.onMain(func(c *sftp.Client) error { return c.Chmod(name, mode) })
+}
+
+// Truncate sets the size of name (an SFTP setstat of the size): how a
+// sparse copy gives a file that ends in a hole its last bytes, which
+// were never written.
+func (s *SFTP) Truncate(name string, size int64) error {
+	return s.onMain(func(c *sftp.Client) error { return c.Truncate(name, size) })
 }
 
 func (s *SFTP) Chtimes(name string, atime, mtime time.Time) error {

@@ -93,6 +93,9 @@ type Options struct {
 	Tar TarOptions
 	// Links says what becomes of symbolic and hard links (links.go).
 	Links LinkOptions
+	// Sparse keeps files' holes (--sparse, sparse.go): a local source's
+	// holes are not read, and no block of zeros is written.
+	Sparse bool
 }
 
 // Result counts what a run did.
@@ -490,6 +493,8 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		// The streams open the source on sessions of their own: a reader
 		// here would cost a round trip and hold a session they want.
 		f = io.NopCloser(strings.NewReader(""))
+	case c.opts.Sparse && !isRemote(src.FS) && !big:
+		f, err = openHoleReader(src.Path, from)
 	case from > 0:
 		f, err = part.openSource(ctx, src)
 	default:
@@ -536,7 +541,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		prog.StartFile(src.FS.Base(src.Path), si.Size()-from)
 		defer prog.EndFile()
 	}
-	var n int64
+	var n, dataEnd int64
 	var ti fs.FileInfo // the temporary file's stat, once written
 	if big {
 		// The streams open the file on handles of their own. This one
@@ -559,10 +564,13 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		if part != nil {
 			po.Progress = part.appendedThen(po.Progress)
 		}
-		n, err = pipeline.Copy(ctx, out, in, po)
+		n, dataEnd, err = copyStream(ctx, out, in, from, c.opts.Sparse, po)
 		if err == nil {
 			closed = true
 			err = out.Close()
+		}
+		if err == nil && c.opts.Sparse {
+			err = finishSparse(dst.FS, tmp, dataEnd, from+n)
 		}
 	}
 	if err != nil {

@@ -24,6 +24,10 @@ var (
 	_ packetSource   = (*protocol.SFTP)(nil)
 	_ rttSource      = (*protocol.SFTP)(nil)
 
+	// Sparse files' sizes (sparse.go).
+	_ sizer = Local{}
+	_ sizer = (*protocol.SFTP)(nil)
+
 	// Small files and directories in batches (small.go, umask.go).
 	_ smallGetter   = (*protocol.SFTP)(nil)
 	_ smallPutter   = (*protocol.SFTP)(nil)

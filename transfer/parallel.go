@@ -104,6 +104,16 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 	if part != nil {
 		po.Done = part.done
 	}
+	if c.opts.Sparse {
+		po.Sparse = true
+		if !isRemote(src.FS) {
+			h := openHoles(src.Path)
+			defer h.close()
+			if h != nil {
+				po.Hole = h.hole
+			}
+		}
+	}
 	type sized struct {
 		fi  fs.FileInfo
 		err error
@@ -116,7 +126,14 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 			early <- sized{fi, err}
 		}()
 	}
+	if po.Sparse {
+		// The file may end in a hole: its size is set first.
+		po.Complete = nil
+	}
 	res, err := pipeline.Parallel(ctx, open, po)
+	if err == nil && po.Sparse {
+		err = finishSparse(dstFS, tmp, res.DataEnd, size)
+	}
 	c.record(func(r *Result) {
 		r.MaxStreams = max(r.MaxStreams, res.MaxStreams)
 		r.Conns = max(r.Conns, res.Conns)

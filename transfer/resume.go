@@ -82,6 +82,9 @@ type journalEntry struct {
 	// MTime is the source's modification time in Unix nanoseconds.
 	MTime     int64 `json:"mtime"`
 	Watermark int64 `json:"watermark"`
+	// Sparse says the blocks of zeros were left unwritten and counted as
+	// written: the file may be shorter than its watermark.
+	Sparse bool `json:"sparse,omitempty"`
 }
 
 // watermark follows the chunks of one file as they complete, in any order,
@@ -219,7 +222,7 @@ func (c *copier) newPartial(src, dst Endpoint, si fs.FileInfo) *partial {
 		resume: c.opts.Resume,
 		logf:   c.logf,
 		e: journalEntry{Version: journalVersion, Target: targetID(dst), Source: src.String(),
-			Size: si.Size(), MTime: si.ModTime().UnixNano()},
+			Size: si.Size(), MTime: si.ModTime().UnixNano(), Sparse: c.opts.Sparse},
 	}
 }
 
@@ -273,9 +276,18 @@ func (c *copier) checkPartial(ctx context.Context, src, dst Endpoint, si fs.File
 		return 0, fmt.Sprintf("the temporary file is gone: %v", err)
 	case !ti.Mode().IsRegular():
 		return 0, "the temporary file is not a regular file"
-	case ti.Size() < old.Watermark || ti.Size() > si.Size():
+	case ti.Size() < old.Watermark && !old.Sparse || ti.Size() > si.Size():
 		return 0, fmt.Sprintf("the temporary file has %d bytes, the journal says %d of %d are written",
 			ti.Size(), old.Watermark, si.Size())
+	}
+	if (old.Sparse || c.opts.Sparse) && ti.Size() != old.Watermark {
+		// A sparse copy's file ends where its last data does, the zeros
+		// after it counted as written; and one continued sparse must
+		// hold nothing past the watermark, where what it leaves unwritten
+		// must read as zeros.
+		if err := setSize(dst.FS, old.Temp, old.Watermark); err != nil {
+			return 0, fmt.Sprintf("cut the temporary file back to its watermark: %v", err)
+		}
 	}
 	n := min(old.Watermark, overlapCheck)
 	a, err := readTail(ctx, src, old.Watermark, n)
@@ -340,8 +352,9 @@ func (p *partial) openTemp(ctx context.Context, dst Endpoint) (io.WriteCloser, s
 		}
 		return struct {
 			io.Writer
+			io.WriterAt // for sparse copies
 			io.Closer
-		}{io.NewOffsetWriter(f, p.from), f}, p.e.Temp, nil
+		}{io.NewOffsetWriter(f, p.from), f, f}, p.e.Temp, nil
 	}
 	out, tmp, err := createTemp(dst.FS, dst.FS.Dir(dst.Path), dst.FS.Base(dst.Path))
 	if err != nil || p == nil {

@@ -80,7 +80,9 @@ func (run *tarRun) list(ctx context.Context) *tarPlan {
 	flatten(run.root, &p.dirs, &p.files)
 	c.logf("listed %s: %d files, %d directories in %s", run.root.src, len(p.files), len(p.dirs), time.Since(listStart).Round(time.Millisecond))
 	for _, f := range p.files {
-		if f.existing == nil && f.info.Size() < l.maxSize {
+		// tar writes every byte: a file with holes to keep goes by the
+		// pipeline, which leaves them unwritten.
+		if f.existing == nil && f.info.Size() < l.maxSize && !(c.opts.Sparse && hasHoles(f.info)) {
 			p.small = append(p.small, f)
 		} else {
 			p.other = append(p.other, f)

@@ -56,6 +56,10 @@ func (o Options) ValidateSCP() error {
 	if o.Tar.Mode == TarForce {
 		return &OptionError{"--tar does not work with the legacy scp protocol", "leave out -O or --tar"}
 	}
+	if o.Sparse {
+		return &OptionError{"--sparse does not work with the legacy scp protocol (-O)",
+			"the legacy scp protocol writes every byte as it comes: leave out -O to keep holes"}
+	}
 	return o.linksSCP()
 }
 

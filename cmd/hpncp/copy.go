@@ -59,6 +59,7 @@ type copyOptions struct {
 	From0          bool   // the list is NUL-separated
 	BWLimit        string // bytes (or bits with "bit") per second
 	Resume         bool   // keep interrupted files' temporaries and continue them
+	Sparse         bool   // keep files' holes
 
 	// Links, as rsync's long flags (-l is scp's limit, -H unused by scp
 	// but kept rsync's long-only here too).
@@ -130,6 +131,8 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "links", Destination: &o.Links},
 		&cli.BoolFlag{Name: "hard-links", Destination: &o.HardLinks},
 		&cli.BoolFlag{Name: "safe-links", Destination: &o.SafeLinks},
+		// Long only: scp's -S names the ssh program.
+		&cli.BoolFlag{Name: "sparse", Destination: &o.Sparse},
 		&cli.BoolFlag{Name: "tar", Destination: &o.Tar},
 		&cli.BoolFlag{Name: "no-tar", Destination: &o.NoTar},
 		&cli.BoolFlag{Name: "C", Usage: "compress tar streams", Destination: &o.Compress},
@@ -380,6 +383,7 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		Verify:    o.Verify,
 		Resume:    o.Resume,
 		Links:     transfer.LinkOptions{Symlinks: o.Links, Hard: o.HardLinks, Safe: o.SafeLinks},
+		Sparse:    o.Sparse,
 	}
 	// The list is read once its options are known to go together, so that
 	// a refused combination is told before a list that cannot be read.

@@ -61,7 +61,7 @@ import (
 // faultCase is one kind of trial.
 type faultCase struct {
 	download bool
-	mode     string // "large", "tree" (SFTP), "tar" or "legacy" (-O)
+	mode     string // "large", "sparse" (a large file with holes, --sparse), "tree" (SFTP), "tar" or "legacy" (-O)
 	resume   bool
 	all      bool // fault every connection, not one
 }
@@ -87,7 +87,7 @@ func (c faultCase) String() string {
 func faultCases() []faultCase {
 	var cs []faultCase
 	for _, download := range []bool{false, true} {
-		for _, mode := range []string{"large", "tree", "tar", "legacy"} {
+		for _, mode := range []string{"large", "sparse", "tree", "tar", "legacy"} {
 			for _, resume := range []bool{false, true} {
 				for _, all := range []bool{false, true} {
 					if resume && (mode == "tar" || mode == "legacy") || all && mode == "legacy" {
@@ -439,7 +439,7 @@ func (ft *faultTrial) run(t *testing.T) {
 	var shape string
 	var top string // the operand below src, and so below dst
 	var files []faultFile
-	single := ft.c.mode == "large" || ft.c.mode == "legacy" && r.IntN(2) == 0
+	single := ft.c.mode == "large" || ft.c.mode == "sparse" || ft.c.mode == "legacy" && r.IntN(2) == 0
 	switch {
 	case single:
 		top = "big"
@@ -449,6 +449,9 @@ func (ft *faultTrial) run(t *testing.T) {
 		}
 		size += r.Int64N(1 << 16)
 		writeRandom(t, r, filepath.Join(src, top), size)
+		if ft.c.mode == "sparse" {
+			punchHoles(t, r, filepath.Join(src, top))
+		}
 		files = []faultFile{{rel: top}}
 		shape = fmt.Sprintf("file of %d bytes", size)
 	default:
@@ -463,11 +466,14 @@ func (ft *faultTrial) run(t *testing.T) {
 		args = append(args, "-r")
 	}
 	switch ft.c.mode {
-	case "large":
+	case "large", "sparse":
 		conns := 2 + r.IntN(3)
 		chunk := []string{"256KiB", "1MiB"}[r.IntN(2)]
 		args = append(args, "--streams", "4", "--connections", strconv.Itoa(conns), "--chunk", chunk)
 		shape += fmt.Sprintf(", 4 streams on %d connections, chunk %s", conns, chunk)
+		if ft.c.mode == "sparse" {
+			args = append(args, "--sparse")
+		}
 	case "tree":
 		streams, conns := 1+r.IntN(4), 1+r.IntN(3)
 		args = append(args, "--no-tar", "--streams", strconv.Itoa(max(streams, conns)), "--connections", strconv.Itoa(conns))

@@ -126,6 +126,10 @@ Re-runs and migrations:
                          (default ~/.local/state/hpncp/resume); files of
                          64 MiB and more are journaled even without
                          --resume, so a killed run can be resumed
+  --sparse               keep files' holes, as rsync -S: a local source's
+                         holes are not read, and no 4 KiB block of zeros is
+                         written, so holes stay holes (of a remote source
+                         too, though they are read); not with -O
 
 Hosts, users, ports, keys and known hosts come from ssh_config as OpenSSH
 resolves it (ssh -G). Host keys are checked against known_hosts with

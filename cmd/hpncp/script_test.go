@@ -134,6 +134,9 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"jsonreport": cmdJSONReport,
 	"mkmany":     cmdMkmany,
 	"perm":       cmdPerm,
+	"mksparse":   cmdMksparse,
+	"bigcmp":     cmdBigcmp,
+	"disk":       cmdDisk,
 }
 
 // perm GLOB MODE checks the permission bits (octal) of every file

@@ -213,6 +213,7 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 	}
 	eo := transfer.Options{
 		Verify:   o.verify,
+		Sparse:   o.sparse,
 		Resume:   o.partial,
 		Limiter:  pipeline.NewLimiter(limit),
 		Parallel: tune.parallel,
