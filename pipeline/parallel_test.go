@@ -46,6 +46,22 @@ func (f *faultyWriter) WriteAt(p []byte, off int64) (int, error) {
 	return f.dst.WriteAt(p, off)
 }
 
+// gatedWriter writes to dst once gate is closed, and fails after ten
+// seconds of waiting.
+type gatedWriter struct {
+	dst  *memFile
+	gate chan struct{}
+}
+
+func (g *gatedWriter) WriteAt(p []byte, off int64) (int, error) {
+	select {
+	case <-g.gate:
+		return g.dst.WriteAt(p, off)
+	case <-time.After(10 * time.Second):
+		return 0, errors.New("gatedWriter: the gate never opened")
+	}
+}
+
 func noise(n int) []byte {
 	b := make([]byte, n)
 	rand.New(rand.NewSource(int64(n))).Read(b)
@@ -94,17 +110,21 @@ func TestParallelLostStreamGivesChunkToOthers(t *testing.T) {
 	dst := &memFile{}
 	var opens atomic.Int32
 	var broken atomic.Int32
+	// The healthy lanes write only once both faulty ones broke: on a busy
+	// machine a healthy lane could otherwise take every chunk before a
+	// faulty one wrote its fourth.
+	bothBroken := make(chan struct{})
 	open := func(context.Context, int) (*Stream, error) {
 		var w interface {
 			WriteAt([]byte, int64) (int, error)
-		} = dst
+		} = &gatedWriter{dst: dst, gate: bothBroken}
 		if opens.Add(1) <= 2 {
 			// The first two lanes lose their connection after a few chunks.
 			w = &faultyWriter{dst: dst, failAfter: 3, err: fmt.Errorf("%w: connection lost", protocol.ErrStreamLost)}
 		}
 		return &Stream{Src: bytes.NewReader(src), Dst: w, Close: func(b bool) error {
-			if b {
-				broken.Add(1)
+			if b && broken.Add(1) == 2 {
+				close(bothBroken)
 			}
 			return nil
 		}}, nil
