@@ -411,7 +411,7 @@ func (r *runner) setTimes(c *Change, d transfer.Endpoint) {
 	var err error
 	if c.src.isLink() {
 		lt, ok := d.FS.(transfer.LinkTimer)
-		if !ok {
+		if !ok || !transfer.CanLchtimes(d.FS) {
 			return
 		}
 		err = lt.Lchtimes(d.Path, mt, mt)

@@ -182,7 +182,7 @@ const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 // change, as rsync's generator would.
 func MakePlan(ctx context.Context, src, dst *Tree, srcName string, o Options) *Plan {
 	p := &Plan{Src: src, Dst: dst, SrcName: srcName}
-	_, o.linkTimes = dst.Root.FS.(transfer.LinkTimer)
+	o.linkTimes = transfer.CanLchtimes(dst.Root.FS)
 	p.Errors = append(p.Errors, src.Errors...)
 	y := byte('>')
 	if o.Push {

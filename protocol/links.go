@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -41,21 +42,29 @@ func (s *SFTP) Link(oldname, newname string) error {
 	return s.onMain(func(c *sftp.Client) error { return c.Link(oldname, newname) })
 }
 
-// Lchown sets name's numeric owner and group. SFTP's SETSTAT follows
-// symbolic links (OpenSSH's calls chown), so it would change a link's
-// target instead of the link: for a link the error wraps
-// errors.ErrUnsupported and nothing is sent, and the caller leaves the
-// link's owner as the server made it. A link put in name's place between
-// the check and the SETSTAT would be followed; a copy sets owners on the
-// files it has just made, under names no one else writes.
+// Lchown sets name's numeric owner and group without following a final
+// symbolic link: through lsetstat@openssh.com (lsetstat.go) where the
+// server offers it, in one request and for every kind of file. Elsewhere
+// SFTP's SETSTAT would follow a link (OpenSSH's calls chown) and change
+// its target instead: for a link the error wraps errors.ErrUnsupported
+// and nothing is sent, and the caller leaves the link's owner as the
+// server made it. A link put in name's place between that check and the
+// SETSTAT would be followed; a copy sets owners on the files it has just
+// made, under names no one else writes.
 func (s *SFTP) Lchown(name string, uid, gid int) error {
+	if s.CanLchtimes() {
+		err := s.lsetstat(context.Background(), "lchown", name, lchownAttrs(uid, gid))
+		if !errors.Is(err, errNoLsetstatSession) {
+			return err
+		}
+	}
 	fi, err := s.lstat(name)
 	if err != nil {
 		return err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		return &fs.PathError{Op: "lchown", Path: name,
-			Err: fmt.Errorf("%w: SFTP can set a symbolic link's owner only by following it", errors.ErrUnsupported)}
+			Err: fmt.Errorf("%w: SFTP can set a symbolic link's owner only by following it, without %s", errors.ErrUnsupported, lsetstatExt)}
 	}
 	return s.onMain(func(c *sftp.Client) error { return c.Chown(name, uid, gid) })
 }

@@ -49,6 +49,8 @@ var (
 	_ Symlinker  = (*protocol.SFTP)(nil)
 	_ HardLinker = (*protocol.SFTP)(nil)
 	_ Chowner    = (*protocol.SFTP)(nil)
+	_ LinkTimer  = Local{}
+	_ LinkTimer  = (*protocol.SFTP)(nil)
 
 	// Tar mode (tar.go).
 	_ tarEnd      = (*protocol.SFTP)(nil)

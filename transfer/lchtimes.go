@@ -7,10 +7,25 @@ import (
 )
 
 // LinkTimer is an end that can set a symbolic link's own times, as
-// rsync -t does with lutimes. SFTP has no such request in the draft
-// OpenSSH serves, so only the local end is one.
+// rsync -t does with lutimes. SFTP's SETSTAT follows links: over SFTP it
+// takes OpenSSH's lsetstat@openssh.com, and without it Lchtimes fails
+// with an error wrapping errors.ErrUnsupported.
 type LinkTimer interface {
 	Lchtimes(name string, atime, mtime time.Time) error
+}
+
+// CanLchtimes reports whether end sets a symbolic link's own times: it
+// is a LinkTimer and, where it can tell (an SFTP end asks whether its
+// server offers the extension), one that can do so. A planner asks it
+// before counting a link's time as something to change.
+func CanLchtimes(end FS) bool {
+	if _, ok := end.(LinkTimer); !ok {
+		return false
+	}
+	if p, ok := end.(interface{ CanLchtimes() bool }); ok {
+		return p.CanLchtimes()
+	}
+	return true
 }
 
 // Lchtimes sets name's times without following a final symbolic link.
@@ -18,5 +33,3 @@ func (Local) Lchtimes(name string, atime, mtime time.Time) error {
 	ts := []unix.Timespec{unix.NsecToTimespec(atime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
 	return unix.UtimesNanoAt(unix.AT_FDCWD, name, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
-
-var _ LinkTimer = Local{}

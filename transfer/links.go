@@ -44,8 +44,9 @@ type HardLinker interface {
 // Chowner is an end that sets numeric owners.
 type Chowner interface {
 	// Lchown sets name's owner and group without following a final
-	// symbolic link. SFTP cannot: for a link there the error wraps
-	// errors.ErrUnsupported, and callers leave that link's owner be.
+	// symbolic link. SFTP can only with OpenSSH's lsetstat@openssh.com:
+	// without it, for a link the error wraps errors.ErrUnsupported, and
+	// callers leave that link's owner be.
 	Lchown(name string, uid, gid int) error
 }
 

@@ -14,7 +14,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/hpncp/hpncp/internal/sshtest"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/protocol/scp"
 	"github.com/hpncp/hpncp/transfer"
@@ -29,6 +31,7 @@ type linkEnd interface {
 	transfer.Symlinker
 	transfer.HardLinker
 	transfer.Chowner
+	transfer.LinkTimer
 }
 
 // linkEnds are Local, the in-process server and a real sshd.
@@ -118,6 +121,30 @@ func TestLinkMethods(t *testing.T) {
 				}
 			})
 
+			t.Run("link times", func(t *testing.T) {
+				if !transfer.CanLchtimes(end) {
+					t.Fatal("CanLchtimes is false")
+				}
+				link := filepath.Join(dir, "timed link")
+				if err := os.Symlink("file", link); err != nil {
+					t.Fatal(err)
+				}
+				before, err := os.Stat(file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				mt := time.Date(2011, 3, 4, 5, 6, 7, 0, time.UTC)
+				if err := end.Lchtimes(link, mt, mt); err != nil {
+					t.Fatalf("Lchtimes: %v", err)
+				}
+				if fi, err := os.Lstat(link); err != nil || !fi.ModTime().Equal(mt) {
+					t.Errorf("the link's mtime on disk: %v (%v), want %v", fi.ModTime(), err, mt)
+				}
+				if after, err := os.Stat(file); err != nil || !after.ModTime().Equal(before.ModTime()) {
+					t.Errorf("Lchtimes of a link changed its target's mtime to %v (%v)", after.ModTime(), err)
+				}
+			})
+
 			t.Run("owner", func(t *testing.T) {
 				if os.Geteuid() != 0 {
 					t.Skip("setting owners needs root")
@@ -169,10 +196,9 @@ func TestLinkMethods(t *testing.T) {
 				if u, g := diskOwner(t, file, os.Stat); u != uid || g != gid {
 					t.Errorf("Lchown of a link changed its target's owner to %d:%d", u, g)
 				}
-				switch {
-				case e.remote && !errors.Is(err, errors.ErrUnsupported):
-					t.Errorf("Lchown of a link over SFTP: %v, want an error wrapping ErrUnsupported", err)
-				case !e.remote && (err != nil || lu != 1111 || lg != 2222):
+				// Both servers offer lsetstat@openssh.com, as OpenSSH's
+				// has since 8.0; protocol's tests cover one without.
+				if err != nil || lu != 1111 || lg != 2222 {
 					t.Errorf("Lchown of a link: %v, link owned by %d:%d, want 1111:2222", err, lu, lg)
 				}
 			})
@@ -468,5 +494,25 @@ func TestHardLinksWithoutExtension(t *testing.T) {
 	got := shape(t, dst)
 	if a, b := got["src/f"], got["src/sub/f again"]; a != `file "first" as src/f` || b != `file "first" as src/sub/f again` {
 		t.Errorf("the two names arrived as %q and %q, want two files of the same content", a, b)
+	}
+}
+
+// TestCanLchtimes: an SFTP end whose server lacks lsetstat@openssh.com
+// has Lchtimes but cannot set a link's times, and says so; an end
+// without the method cannot either.
+func TestCanLchtimes(t *testing.T) {
+	without := openSFTP(t, sshtestServer(t, "old", sshtest.Start(t, sshtest.Options{NoLsetstat: true})))
+	for name, c := range map[string]struct {
+		end  transfer.FS
+		want bool
+	}{
+		"local":               {transfer.Local{}, true},
+		"sftp with lsetstat":  {openSFTP(t, inProcess(t)), true},
+		"sftp without":        {without, false},
+		"an end without them": {struct{ transfer.FS }{transfer.Local{}}, false},
+	} {
+		if got := transfer.CanLchtimes(c.end); got != c.want {
+			t.Errorf("%s: CanLchtimes = %v, want %v", name, got, c.want)
+		}
 	}
 }

@@ -154,10 +154,11 @@ func (s *Server) serveSFTP(ch ssh.Channel) {
 		// The listings the test serves are answered, and the requests it
 		// holds held, between the channel and the server; so are
 		// symbolic links, which pkg/sftp's server would make otherwise
-		// than OpenSSH's (see listingProxy.symlink).
+		// than OpenSSH's (see listingProxy.symlink), and
+		// lsetstat@openssh.com, which it lacks.
 		inR, inW := io.Pipe()
 		outR, outW := io.Pipe()
-		p := &listingProxy{list: s.opts.ListDir, hold: s.opts.Hold, root: s.Root, out: ch}
+		p := &listingProxy{list: s.opts.ListDir, hold: s.opts.Hold, root: s.Root, withLsetstat: !s.opts.NoLsetstat, out: ch}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

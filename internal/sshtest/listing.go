@@ -50,6 +50,8 @@ type listingProxy struct {
 	list func(dir string) func() []string
 	hold func(path string) <-chan struct{}
 	root string // the server's working directory
+	// withLsetstat offers and serves lsetstat@openssh.com (lsetstat.go).
+	withLsetstat bool
 
 	wmu sync.Mutex
 	out io.Writer // the channel
@@ -69,6 +71,9 @@ func (p *listingProxy) serve(ch io.Reader, toServer io.WriteCloser, fromServer i
 			pkt, err := readPacket(fromServer)
 			if err != nil {
 				return
+			}
+			if p.withLsetstat {
+				pkt = offerLsetstat(pkt)
 			}
 			if p.write(pkt) != nil {
 				return
@@ -113,6 +118,11 @@ func (p *listingProxy) answer(pkt []byte) bool {
 	typ, id, body := pkt[4], pkt[5:9], pkt[9:]
 	if typ == fxpSymlink {
 		return p.symlink(id, body)
+	}
+	if typ == fxpExtended && p.withLsetstat {
+		if ext, rest, ok := cutString(body); ok && ext == lsetstatExt {
+			return p.lsetstat(id, rest)
+		}
 	}
 	if p.list == nil {
 		return false

@@ -35,6 +35,11 @@ type Options struct {
 	Password string
 	// NoSFTP refuses the sftp subsystem, as a server without one would.
 	NoSFTP bool
+	// NoLsetstat leaves out lsetstat@openssh.com, which OpenSSH's
+	// sftp-server offers since 8.0 and this server does otherwise: the
+	// server is then one that can set a symbolic link's times and owner
+	// only by following it.
+	NoLsetstat bool
 	// MaxSessions limits the session channels open at once on one
 	// connection; opens beyond it are refused as sshd refuses them
 	// ("administratively prohibited"). 0 means unlimited.

@@ -1,0 +1,87 @@
+package mirror
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/sshtest"
+	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/transfer"
+)
+
+// openSFTP opens an SFTP end on an in-process server started with o.
+func openSFTP(t *testing.T, o sshtest.Options) *protocol.SFTP {
+	t.Helper()
+	srv := sshtest.Start(t, o)
+	conn, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	end, err := protocol.OpenSFTP(conn, protocol.Options{Label: "testhost:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { end.Close() })
+	return end
+}
+
+// TestLinkTimesOverSFTP: sync -a gives a link its own time over SFTP
+// where the server offers lsetstat@openssh.com, as rsync does with
+// lutimes. Where it does not, the link keeps the time the server gave
+// it, without an error for each link, and a second run itemizes nothing:
+// a time the end cannot set is not a change to make.
+func TestLinkTimesOverSFTP(t *testing.T) {
+	for name, c := range map[string]struct {
+		o        sshtest.Options
+		setsTime bool
+	}{
+		"lsetstat":    {sshtest.Options{}, true},
+		"no lsetstat": {sshtest.Options{NoLsetstat: true}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			end := openSFTP(t, c.o)
+			dir := t.TempDir()
+			src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+			write(t, src, map[string]string{"f": "data", "l": "->f"})
+			linkTime := time.Unix(1000000000, 0)
+			if err := (transfer.Local{}).Lchtimes(filepath.Join(src, "l"), linkTime, linkTime); err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			run := func() *Plan {
+				t.Helper()
+				p, err := Sync(ctx, transfer.Endpoint{FS: transfer.Local{}, Path: src}, transfer.Endpoint{FS: end, Path: dst}, ".", true, false, archive())
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := p.Run(ctx, archive(), RunOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res.Errors) > 0 {
+					t.Fatalf("errors: %v", res.Errors)
+				}
+				return p
+			}
+			run()
+			fi, err := os.Lstat(filepath.Join(dst, "l"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.ModTime().Equal(linkTime); got != c.setsTime {
+				t.Errorf("the link's mtime on disk is %v; set from the source: %v, want %v", fi.ModTime(), got, c.setsTime)
+			}
+			for _, ch := range run().Changes {
+				if ch.Item != "" {
+					t.Errorf("the second run itemizes %q", ch.Line())
+				}
+			}
+		})
+	}
+}
