@@ -89,6 +89,11 @@ func Run(ctx context.Context, tool Tool, c Case, d Direction, src, dir string) (
 	if err := Build(filepath.Join(filepath.Dir(contents), "decoy"), Decoy); err != nil {
 		return o, err
 	}
+	// dir itself is the harness's, not DEST: an old time like the rest,
+	// so that building it in the second a run starts reads the same.
+	if err := Build(dir, []Entry{{Path: ".", Kind: Dir, Mtime: old}}); err != nil {
+		return o, err
+	}
 
 	srcOp, dstOp := src, dst
 	switch d {
