@@ -138,3 +138,33 @@ func TestDiffLinesIgnoresOrderNotCount(t *testing.T) {
 		t.Errorf("DiffLines = %q, want [- b + d]", got)
 	}
 }
+
+func TestJudgeKnownDifferences(t *testing.T) {
+	known := []knownDifference{
+		{dir: "push", name: "-a SRC/ into none", expect: "owner=1234:5678", why: "owners not kept yet"},
+		{dir: "*", name: "-r SRC/ into none", expect: "skipping non-regular", why: "no such line yet"},
+	}
+	report := "tree after the run:\n\t~ dst/owned/f: want … owner=1234:5678 / got … owner=0:0"
+	for _, tc := range []struct {
+		d        Direction
+		name     string
+		problems []string
+		report   string
+		fail     string // text of the error, "" for none
+	}{
+		{Push, "-a SRC/ into none", []string{"x"}, report, ""},
+		{Pull, "-a SRC/ into none", []string{"x"}, report, "owner=1234:5678"},
+		{Push, "-a SRC/ into none", nil, "", "matches rsync now"},
+		{Push, "-a SRC/ into none", []string{"x"}, "exit status: want 0, got 1", "knownDifferences expects"},
+		{Pull, "-r SRC/ into none", nil, "", "take it out of knownDifferences"},
+		{Pull, "-rl SRC/ into none", nil, "", ""},
+	} {
+		err := judge(known, tc.d, tc.name, tc.problems, tc.report)
+		switch {
+		case tc.fail == "" && err != nil:
+			t.Errorf("%s %s: %v, want no failure", tc.d, tc.name, err)
+		case tc.fail != "" && (err == nil || !strings.Contains(err.Error(), tc.fail)):
+			t.Errorf("%s %s: %v, want a failure saying %q", tc.d, tc.name, err, tc.fail)
+		}
+	}
+}
