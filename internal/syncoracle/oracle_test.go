@@ -134,6 +134,9 @@ func (r *references) get(ctx context.Context, c Case, d Direction) (Outcome, err
 			ref.err = fmt.Errorf("%s -n changed the tree, so the harness cannot rely on it:\n\t%s",
 				r.tool.Name, strings.Join(ref.o.DryWrote, "\n\t"))
 		}
+		if dump := os.Getenv("SYNCORACLE_DUMP"); ref.err == nil && dump != "" {
+			ref.err = writeDump(dump, string(d)+" "+c.Name, ref.o)
+		}
 	})
 	return ref.o, ref.err
 }
@@ -330,4 +333,22 @@ func controlMaster(t *testing.T, srv *sshdtest.Server) string {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// writeDump writes what rsync did in a case to a file of dir, for whoever
+// makes hpncp sync match it: SYNCORACLE_DUMP=DIR go test -run TestSyncAgainstRsync/rsync.
+func writeDump(dir, name string, o Outcome) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "$ %s\nexit %d\n%s\n\n$ %s\nexit %d\n%s\n\ntree:\n",
+		shellQuote(o.DryArgv), o.DryExit, strings.Join(o.DryLines, "\n"),
+		o.Command(), o.Exit, strings.Join(o.Lines, "\n"))
+	for _, n := range unionKeys(o.Tree, nil) {
+		fmt.Fprintf(&b, "%s: %s\n", n, o.Tree[n])
+	}
+	b.WriteString("\nstderr:\n" + o.Stderr)
+	file := strings.NewReplacer("/", "%", " ", "_").Replace(name) + ".txt"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, file), []byte(b.String()), 0o644)
 }
