@@ -73,28 +73,10 @@ const runTimeout = 60 * time.Second
 // what it did.
 func Run(ctx context.Context, tool Tool, c Case, d Direction, src, dir string) (Outcome, error) {
 	var o Outcome
-	dst := filepath.Join(dir, "dst")
-	contents := dst
-	if c.NoSlash {
-		contents = filepath.Join(dst, filepath.Base(src))
-	}
-	if c.Target.Exists {
-		if err := Build(dst, []Entry{{Path: ".", Kind: Dir, Mtime: old}}); err != nil {
-			return o, err
-		}
-		if err := Build(contents, c.Target.Entries); err != nil {
-			return o, err
-		}
-	}
-	if err := Build(filepath.Join(filepath.Dir(contents), "decoy"), Decoy); err != nil {
+	dst, err := prepare(c, src, dir)
+	if err != nil {
 		return o, err
 	}
-	// dir itself is the harness's, not DEST: an old time like the rest,
-	// so that building it in the second a run starts reads the same.
-	if err := Build(dir, []Entry{{Path: ".", Kind: Dir, Mtime: old}}); err != nil {
-		return o, err
-	}
-
 	srcOp, dstOp := src, dst
 	switch d {
 	case Push:
@@ -215,3 +197,38 @@ func shellQuote(argv []string) string {
 
 // Command is the real run's command line, as a user would type it.
 func (o Outcome) Command() string { return shellQuote(o.Argv) }
+
+// prepare builds c's starting state in dir: DEST (dir/dst) as c.Target
+// says and the decoy, every entry with a time of the past. It returns DEST.
+func prepare(c Case, src, dir string) (string, error) {
+	dst := filepath.Join(dir, "dst")
+	contents := dst
+	if c.NoSlash {
+		contents = filepath.Join(dst, filepath.Base(src))
+	}
+	// The decoy goes beside the contents, where Clashes's symlink
+	// "../decoy" points, but never makes a missing DEST exist.
+	decoy := filepath.Join(dir, "decoy")
+	// Directories the building wrote into get an old time last, like
+	// every other entry, so that building them in the second a run
+	// starts reads the same as in the second before.
+	restamp := []string{dir}
+	if c.Target.Exists {
+		decoy = filepath.Join(filepath.Dir(contents), "decoy")
+		if err := Build(contents, c.Target.Entries); err != nil {
+			return "", err
+		}
+		if contents != dst {
+			restamp = append(restamp, dst)
+		}
+	}
+	if err := Build(decoy, Decoy); err != nil {
+		return "", err
+	}
+	for _, p := range restamp {
+		if err := Build(p, []Entry{{Path: ".", Kind: Dir, Mtime: old}}); err != nil {
+			return "", err
+		}
+	}
+	return dst, nil
+}

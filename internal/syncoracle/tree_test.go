@@ -168,3 +168,35 @@ func TestJudgeKnownDifferences(t *testing.T) {
 		}
 	}
 }
+
+// A starting state must read the same whenever it is built: no entry may
+// keep the time of its building, and a missing DEST must stay missing.
+func TestPrepareLeavesNoFreshTimes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the states have entries owned by other users: needs root")
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	for _, st := range []State{NoTarget, EmptyTarget, OlderCopy, Clashes} {
+		for _, noSlash := range []bool{false, true} {
+			c := Case{Target: st, NoSlash: noSlash}
+			dir := t.TempDir()
+			before := time.Now().Add(-time.Second)
+			dst, err := prepare(c, src, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, err := Snapshot(dir, before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name, attrs := range tr {
+				if strings.Contains(attrs, "mtime=fresh") {
+					t.Errorf("%s (no slash %t): %s keeps the time it was built: %s", st.Name, noSlash, name, attrs)
+				}
+			}
+			if _, err := os.Lstat(dst); st.Exists == os.IsNotExist(err) {
+				t.Errorf("%s (no slash %t): DEST exists: %t, want %t", st.Name, noSlash, err == nil, st.Exists)
+			}
+		}
+	}
+}
