@@ -3,17 +3,17 @@ package syncoracle
 import "strings"
 
 // cases are the command lines hpncp sync must treat as rsync does. Each
-// runs from a fresh copy of its starting state, in every direction.
+// runs from a fresh copy of its starting state, in every direction; those
+// marked Again run a second time, which must find nothing to do.
 func cases() []Case {
-	type c = Case
 	cs := []Case{
 		// Layout: the trailing slash, and DEST missing, empty or not.
-		{Flags: []string{"-a"}, Target: NoTarget},
-		{Flags: []string{"-a"}, NoSlash: true, Target: NoTarget},
+		{Flags: []string{"-a"}, Target: NoTarget, Again: true},
+		{Flags: []string{"-a"}, NoSlash: true, Target: NoTarget, Again: true},
 		{Flags: []string{"-a"}, Target: EmptyTarget},
 		{Flags: []string{"-a"}, NoSlash: true, Target: EmptyTarget},
 		{Flags: []string{"-a"}, Target: OlderCopy},
-		{Flags: []string{"-a"}, NoSlash: true, Target: OlderCopy},
+		{Flags: []string{"-a"}, NoSlash: true, Target: OlderCopy, Again: true},
 		{Flags: []string{"-a"}, Target: Clashes},
 
 		// What -a is made of.
@@ -22,7 +22,7 @@ func cases() []Case {
 		{Flags: []string{"-r"}, Target: Clashes},
 		{Flags: []string{"-rl"}, Target: NoTarget},
 		{Flags: []string{"-rt"}, Target: OlderCopy},
-		{Flags: []string{"-rlpt"}, Target: NoTarget},
+		{Flags: []string{"-rlpt"}, Target: NoTarget, Again: true},
 		{Flags: []string{"-rlpt"}, Target: OlderCopy},
 		{Flags: []string{"-rlptg"}, Target: OlderCopy},
 		{Flags: []string{"-rlpto"}, Target: NoTarget},
@@ -71,7 +71,7 @@ func cases() []Case {
 		{Flags: []string{"-a", "--min-size=100K"}, Target: OlderCopy},
 
 		// Many at once, as a migration would use them.
-		{Flags: []string{"-aHS", "--delete", "--exclude=*.log", "--exclude=cache/"}, Target: OlderCopy},
+		{Flags: []string{"-aHS", "--delete", "--exclude=*.log", "--exclude=cache/"}, Target: OlderCopy, Again: true},
 	}
 	for i := range cs {
 		cs[i].Name = caseName(cs[i])

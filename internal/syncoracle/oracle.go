@@ -44,6 +44,9 @@ type Case struct {
 	// that it lands inside DEST rather than as DEST.
 	NoSlash bool
 	Target  State
+	// Again runs the command a second time after the real run: a re-run
+	// must land in the same place and find nothing left to do.
+	Again bool
 }
 
 // Outcome is what a user sees of one tool's runs of a case: a dry run
@@ -62,7 +65,12 @@ type Outcome struct {
 	// decoy beside it.
 	Tree Tree
 
-	Stderr string // both runs'
+	// AgainLines and AgainTree are the second real run's, if Case.Again.
+	AgainExit  int
+	AgainLines []string
+	AgainTree  Tree
+
+	Stderr string // all runs'
 }
 
 // runTimeout bounds one run of a tool: the trees are a few hundred KiB.
@@ -115,9 +123,19 @@ func Run(ctx context.Context, tool Tool, c Case, d Direction, src, dir string) (
 	if err != nil {
 		return o, err
 	}
+	if o.Tree, err = Snapshot(dir, fresh); err != nil {
+		return o, err
+	}
+	if c.Again {
+		if o.AgainExit, o.AgainLines, err = runTool(ctx, o.Argv, names, &stderr); err != nil {
+			return o, err
+		}
+		if o.AgainTree, err = Snapshot(dir, fresh); err != nil {
+			return o, err
+		}
+	}
 	o.Stderr = stderr.String()
-	o.Tree, err = Snapshot(dir, fresh)
-	return o, err
+	return o, nil
 }
 
 func command(tool Tool, flags []string, src, dst string) []string {
@@ -177,6 +195,11 @@ func Compare(want, got Outcome) []string {
 	}
 	add("itemized lines of the real run (- only the reference's, + only this tool's)", DiffLines(want.Lines, got.Lines))
 	add("tree after the run (- only the reference's, + only this tool's, ~ differs)", Diff(want.Tree, got.Tree))
+	if want.AgainExit != got.AgainExit {
+		out = append(out, fmt.Sprintf("exit status of the second run: want %d, got %d", want.AgainExit, got.AgainExit))
+	}
+	add("itemized lines of the second run (- only the reference's, + only this tool's)", DiffLines(want.AgainLines, got.AgainLines))
+	add("tree after the second run (- only the reference's, + only this tool's, ~ differs)", Diff(want.AgainTree, got.AgainTree))
 	return out
 }
 

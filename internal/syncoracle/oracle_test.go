@@ -254,6 +254,8 @@ func catchWrongTools(t *testing.T, refs *references, rsync Tool) {
 			[]string{`~ dst/link-abs: want symlink -> "/etc/hostname"`}},
 		{"deletes nothing", drop("--delete"), find([]string{"-a", "--delete"}, OlderCopy),
 			[]string{"*deleting   extra.txt", "+ dst/extra.txt: file"}},
+		{"sends everything again", add("--ignore-times"), find([]string{"-a"}, NoTarget),
+			[]string{"itemized lines of the second run", "f......... top.txt"}},
 		{"compares content", add("-c"), find([]string{"-a"}, OlderCopy),
 			[]string{"samesize.txt", "~ dst/samesize.txt:"}},
 		// rsync will not write through the symlink Clashes puts where a
