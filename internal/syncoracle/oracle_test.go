@@ -20,7 +20,8 @@ import (
 
 // syncLanded says cmd/hpncp has the sync command. Until it does, the
 // hpncp side checks only that it is still missing, so that the day it
-// lands this cannot stay false unnoticed.
+// lands this cannot stay false unnoticed; SYNCORACLE_HPNCP=1 runs the
+// comparison all the same, for whoever is writing the command.
 const syncLanded = false
 
 func TestMain(m *testing.M) {
@@ -70,7 +71,7 @@ func TestSyncAgainstRsync(t *testing.T) {
 		bin := buildHpncp(t, dir)
 		// Today's hpncp reads "sync" as a file to copy, and fails.
 		out, err := exec.Command(bin, "sync", "--help").CombinedOutput()
-		if !syncLanded {
+		if !syncLanded && os.Getenv("SYNCORACLE_HPNCP") != "1" {
 			if err == nil {
 				t.Fatalf("hpncp sync --help succeeds:\n%s\nset syncLanded so that the differential test runs", out)
 			}
