@@ -362,9 +362,24 @@ func (r *runner) hardLinks(ctx context.Context, cs []*Change) {
 		if g := c.linkTarget(); g != "" {
 			first = r.dstPath(g)
 		}
-		if err := h.Link(first.Path, d.Path); err != nil {
-			r.fail(&transfer.Error{Op: "create hard link", Path: d.String(), Err: err})
-			return
+		if c.dst == nil || !c.dst.isFile() {
+			if err := h.Link(first.Path, d.Path); err != nil {
+				r.fail(&transfer.Error{Op: "create hard link", Path: d.String(), Err: err})
+				return
+			}
+		} else {
+			// The file there stays until its replacement, a new name of
+			// the leader beside it, is renamed over it.
+			tmp := d.FS.Join(d.FS.Dir(d.Path), transfer.TempName(d.FS.Base(d.Path)))
+			if err := h.Link(first.Path, tmp); err != nil {
+				r.fail(&transfer.Error{Op: "create hard link", Path: d.String(), Err: err})
+				return
+			}
+			if err := d.FS.Rename(tmp, d.Path); err != nil {
+				_ = d.FS.Remove(tmp)
+				r.fail(&transfer.Error{Op: "create hard link", Path: d.String(), Err: err})
+				return
+			}
 		}
 		r.mu.Lock()
 		r.res.Links++

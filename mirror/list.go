@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -40,6 +41,26 @@ type Tree struct {
 	// Errors are the listings that failed; the tree then lacks what they
 	// hold, and deleting on its account would delete what exists.
 	Errors []error
+	// ids are the inodes of a remote end's files with several names
+	// (-H), by rsync name; a local end's are in each Entry's Info.
+	ids    map[string]protocol.FileID
+	idsErr error
+}
+
+// hardLinkLister is a remote end that can list its files of several names.
+type hardLinkLister interface {
+	HardLinked(ctx context.Context, dir string) (map[string]protocol.FileID, error)
+}
+
+// fileID returns the device and inode of the file e, where the end tells.
+func (t *Tree) fileID(e *Entry) (dev, ino uint64, ok bool) {
+	if dev, ino, _, ok := transfer.FileID(e.Info); ok {
+		return dev, ino, true
+	}
+	if id, ok := t.ids[e.Name]; ok {
+		return id.Dev, id.Ino, true
+	}
+	return 0, 0, false
 }
 
 // sorted returns the tree's names in rsync's order: a directory before
@@ -88,6 +109,8 @@ type lister struct {
 	// follow says the root is looked at through a link (a directory
 	// given with a trailing slash).
 	follow bool
+	// ids asks a remote end for the inodes of its hard links (-H).
+	ids bool
 }
 
 // listTree lists the tree at root, whose rsync name is rootName ("." when
@@ -114,6 +137,31 @@ func (l lister) listTree(ctx context.Context, root transfer.Endpoint, rootName s
 	if !info.IsDir() {
 		return t, nil
 	}
+	var idsDone chan struct{}
+	if h, ok := root.FS.(hardLinkLister); ok && l.ids {
+		idsDone = make(chan struct{})
+		go func() {
+			defer close(idsDone)
+			ids, err := h.HardLinked(ctx, root.Path)
+			if err != nil {
+				t.idsErr = &transfer.Error{Op: "keep hard links (-H)", Path: root.String(), Err: err,
+					Hint: "the server needs GNU find to tell which names are one file; leave out -H to copy them as separate files"}
+				return
+			}
+			t.ids = make(map[string]protocol.FileID, len(ids))
+			for rel, id := range ids {
+				t.ids[joinName(rootName, rel)] = id
+			}
+		}()
+	}
+	defer func() {
+		if idsDone != nil {
+			<-idsDone
+			if t.idsErr != nil {
+				t.Errors = append(t.Errors, t.idsErr)
+			}
+		}
+	}()
 	// A queue of directories and a fixed set of workers: the listings in
 	// flight stay bounded however wide the tree.
 	type dirJob struct{ path, name string }

@@ -25,8 +25,8 @@ import (
 // fresh says dst was just created for this run (or, in a dry run, would
 // be): it is not listed, and its root is planned as new.
 func Sync(ctx context.Context, src, dst transfer.Endpoint, name string, contents, fresh bool, o Options) (*Plan, error) {
-	srcL := lister{filter: o.Filter, links: o.Links, follow: contents}
-	dstL := lister{links: true, follow: contents}
+	srcL := lister{filter: o.Filter, links: o.Links, follow: contents, ids: o.HardLinks}
+	dstL := lister{links: true, follow: contents, ids: o.HardLinks}
 	if !o.DeleteExcluded {
 		dstL.filter = o.Filter
 	}

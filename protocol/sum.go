@@ -44,6 +44,15 @@ func parseSum(out []byte) ([]byte, error) {
 // runCommand runs cmd on conn and returns its stdout; a non-zero exit is an
 // error carrying the command's stderr.
 func runCommand(ctx context.Context, conn *ssh.Client, cmd string) ([]byte, error) {
+	return runCommandMax(ctx, conn, cmd, maxCommandOutput)
+}
+
+// maxCommandOutput bounds what runCommand holds of a command's stdout.
+const maxCommandOutput = 1 << 20
+
+// runCommandMax is runCommand for a command whose stdout may be up to
+// max bytes; more is an error.
+func runCommandMax(ctx context.Context, conn *ssh.Client, cmd string, max int64) ([]byte, error) {
 	if conn == nil {
 		return nil, &ConnError{Err: errors.New("the first connection is lost")}
 	}
@@ -57,7 +66,10 @@ func runCommand(ctx context.Context, conn *ssh.Client, cmd string) ([]byte, erro
 	}
 	// The command reads no input: EOF at once, as for ssh -n.
 	_ = c.Stdin.Close()
-	out, rerr := io.ReadAll(c.Stdout)
+	out, rerr := io.ReadAll(io.LimitReader(c.Stdout, max+1))
+	if rerr == nil && int64(len(out)) > max {
+		rerr = fmt.Errorf("more than %d bytes", max)
+	}
 	if err := c.Wait(); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

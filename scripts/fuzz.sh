@@ -31,6 +31,7 @@ targets=(
 	transfer:FuzzReadFileList
 	sshconn:FuzzSSHG
 	internal/filter:FuzzMatch
+	protocol:FuzzParseFileIDs
 )
 
 # Every func FuzzXxx in a _test.go file, as package:FuzzXxx.

@@ -196,10 +196,6 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 				"hpncp sync copies between a local and a remote end, or locally: %s and %s are both remote", s.loc, dest.loc)
 		}
 		remote = remote || s.loc.Remote()
-		if s.loc.Remote() && o.hardLinks {
-			return syncUsagef("hard links are found by inode, which SFTP does not tell; run hpncp sync on the source's host to keep them",
-				"-H needs a local source: %s is remote", s.loc)
-		}
 	}
 	mo.Push = dest.loc.Remote()
 
@@ -277,18 +273,21 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 	st := syncStats{}
 	planFiles, planBytes := 0, int64(0)
 	var failures []error
-	destIsDir, created, err := o.prepareDest(dst, dest, srcs, print)
+	srcEnds := make([]transfer.Endpoint, len(srcs))
+	for i, s := range srcs {
+		if srcEnds[i], err = open(s.loc); err != nil {
+			return err
+		}
+		if srcEnds[i].FS.Label() != "" {
+			srcEnds[i].Path = ends.RemotePath(srcEnds[i].Path)
+		}
+	}
+	destIsDir, created, err := o.prepareDest(dst, dest, srcs, srcEnds[0], print)
 	if err != nil {
 		return &syncError{code: syncExitPartial, err: err, hint: hintOf(err)}
 	}
-	for _, s := range srcs {
-		src, err := open(s.loc)
-		if err != nil {
-			return err
-		}
-		if src.FS.Label() != "" {
-			src.Path = ends.RemotePath(src.Path)
-		}
+	for i, s := range srcs {
+		src := srcEnds[i]
 		p, err := syncOne(ctx, mo, src, s, dst, destIsDir, created)
 		if err != nil {
 			failures = append(failures, err)
@@ -432,7 +431,7 @@ func readRules(r *filter.Rules, name string, stdin io.Reader, include bool) erro
 // dry run.
 //
 // It reports whether DEST is a directory and whether this run creates it.
-func (o *syncOptions) prepareDest(dst transfer.Endpoint, dest syncOperand, srcs []syncOperand, print func(string)) (isDir, created bool, err error) {
+func (o *syncOptions) prepareDest(dst transfer.Endpoint, dest syncOperand, srcs []syncOperand, first transfer.Endpoint, print func(string)) (isDir, created bool, err error) {
 	fi, err := dst.FS.Stat(dst.Path)
 	switch {
 	case err == nil && fi.IsDir():
@@ -448,10 +447,8 @@ func (o *syncOptions) prepareDest(dst transfer.Endpoint, dest syncOperand, srcs 
 	dir := len(srcs) > 1 || dest.slash
 	if !dir {
 		// One source: DEST is a directory when the source is one.
-		dir = srcs[0].contents || o.recursive && srcs[0].loc.Remote() == dest.loc.Remote() && isLocalDir(srcs[0])
-		if !dir && srcs[0].loc.Remote() {
-			dir = o.recursive
-		}
+		fi, err := first.FS.Stat(first.Path)
+		dir = srcs[0].contents || err == nil && fi.IsDir() && o.recursive
 	}
 	if !dir {
 		return false, false, nil
@@ -466,11 +463,6 @@ func (o *syncOptions) prepareDest(dst transfer.Endpoint, dest syncOperand, srcs 
 		print("created directory " + strings.TrimSuffix(dest.loc.Path, "/"))
 	}
 	return true, true, nil
-}
-
-func isLocalDir(s syncOperand) bool {
-	fi, err := os.Stat(s.loc.Path)
-	return err == nil && fi.IsDir()
 }
 
 // syncOne lists one source and its place in the destination and plans
