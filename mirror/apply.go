@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/protocol"
@@ -113,22 +114,29 @@ func (p *Plan) Run(ctx context.Context, o Options, ro RunOptions) (*Result, erro
 			clears = append(clears, c)
 		}
 	}
-	steps := []func(){
-		func() { r.removeAll(ctx, by[-1]) },
-		func() { r.clearAll(ctx, clears) },
-		func() { r.makeDirs(ctx, by[mkDir]) },
-		func() { r.sendFiles(ctx, by[sendFile]) },
-		func() { r.makeLinks(ctx, by[mkLink]) },
-		func() { r.hardLinks(ctx, by[hardLink]) },
-		func() { r.fixAttrs(ctx, by[setAttrs], false) },
-		func() { r.removeAll(ctx, by[remove]) },
-		func() { r.fixDirs(ctx, append(by[mkDir], by[setAttrs]...)) },
+	steps := []struct {
+		what string
+		run  func()
+	}{
+		{"removals making way", func() { r.removeAll(ctx, by[-1]) }},
+		{"types replaced", func() { r.clearAll(ctx, clears) }},
+		{"directories made", func() { r.makeDirs(ctx, by[mkDir]) }},
+		{"files sent", func() { r.sendFiles(ctx, by[sendFile]) }},
+		{"symbolic links made", func() { r.makeLinks(ctx, by[mkLink]) }},
+		{"hard links made", func() { r.hardLinks(ctx, by[hardLink]) }},
+		{"attributes fixed", func() { r.fixAttrs(ctx, by[setAttrs], false) }},
+		{"deletions", func() { r.removeAll(ctx, by[remove]) }},
+		{"directory times and modes", func() { r.fixDirs(ctx, append(by[mkDir], by[setAttrs]...)) }},
 	}
 	for _, step := range steps {
 		if err := ctx.Err(); err != nil {
 			return r.res, err
 		}
-		step()
+		start := time.Now()
+		step.run()
+		if ro.Engine.Logf != nil {
+			ro.Engine.Logf("sync: %s in %v", step.what, time.Since(start).Round(time.Millisecond))
+		}
 	}
 	if ro.RemoveSource {
 		r.removeUpToDate(ctx, by[setAttrs])
@@ -488,22 +496,29 @@ func (r *runner) fixDirs(ctx context.Context, cs []*Change) {
 		if r.o.Owner || r.o.Group {
 			r.setOwner(c, d)
 		}
+		// The mode and the times are separate requests, sent at once.
+		var wg sync.WaitGroup
 		if r.o.Perms || c.kind == mkDir {
 			mode := c.src.Info.Mode() & modeBits
 			if !r.o.Perms {
 				mode = c.src.Info.Mode().Perm() &^ localUmask()
 			}
 			if c.kind == mkDir || c.Item != "" && c.Item[5] == 'p' || c.src.Info.Mode().Perm()&0o700 != 0o700 {
-				if err := d.FS.Chmod(d.Path, mode); err != nil {
-					r.fail(&transfer.Error{Op: "set mode of", Path: d.String(), Err: err})
-				}
+				wg.Go(func() {
+					if err := d.FS.Chmod(d.Path, mode); err != nil {
+						r.fail(&transfer.Error{Op: "set mode of", Path: d.String(), Err: err})
+					}
+				})
 			}
 		}
 		if r.o.Times {
-			if err := d.FS.Chtimes(d.Path, c.src.Info.ModTime(), c.src.Info.ModTime()); err != nil {
-				r.fail(&transfer.Error{Op: "set times of", Path: d.String(), Err: err})
-			}
+			wg.Go(func() {
+				if err := d.FS.Chtimes(d.Path, c.src.Info.ModTime(), c.src.Info.ModTime()); err != nil {
+					r.fail(&transfer.Error{Op: "set times of", Path: d.String(), Err: err})
+				}
+			})
 		}
+		wg.Wait()
 		if c.kind == setAttrs {
 			r.print(c)
 		}

@@ -245,9 +245,15 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 	defer hosts.AbortOnCancel(ctx)()
 	open := func(l transfer.Location) (transfer.Endpoint, error) {
 		e, err := hosts.Endpoint(ctx, l)
-		if p, ok := e.FS.(interface{ PrepareList(context.Context) }); ok && err == nil {
-			// The trees are listed first: the listing session opens now.
-			p.PrepareList(ctx)
+		if err == nil {
+			// The trees are listed first, then small files sent in
+			// batches: the sessions for both open now, meanwhile.
+			if p, ok := e.FS.(interface{ PrepareList(context.Context) }); ok {
+				p.PrepareList(ctx)
+			}
+			if p, ok := e.FS.(interface{ PrepareSmall(context.Context) }); ok {
+				p.PrepareSmall(ctx)
+			}
 		}
 		if errors.Is(err, ends.ErrNoSFTP) {
 			return e, &syncError{code: syncExitPartial, err: err,
@@ -288,7 +294,11 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 	}
 	for i, s := range srcs {
 		src := srcEnds[i]
+		listed := time.Now()
 		p, err := syncOne(ctx, mo, src, s, dst, destIsDir, created)
+		if eo.Logf != nil {
+			eo.Logf("sync: listed and planned in %v", time.Since(listed).Round(time.Millisecond))
+		}
 		if err != nil {
 			failures = append(failures, err)
 			printError(stderr, err.Error(), hintOf(err))
