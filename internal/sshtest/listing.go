@@ -76,6 +76,10 @@ func (p *listingProxy) serve(ch io.Reader, toServer io.WriteCloser, fromServer i
 				pkt = offerLsetstat(pkt)
 			}
 			if p.write(pkt) != nil {
+				// The client is gone: what the server still answers is
+				// drained, or its writes would block and its Serve with
+				// them, which the session's end waits for.
+				_, _ = io.Copy(io.Discard, fromServer)
 				return
 			}
 		}
