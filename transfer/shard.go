@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -37,4 +38,29 @@ func (s Shard) Keep(rel string) bool {
 	h := fnv.New64a()
 	_, _ = io.WriteString(h, rel)
 	return h.Sum64()%uint64(s.Count) == uint64(s.Index)
+}
+
+// String is s as --shard takes it: "i/n".
+func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
+
+// parseShards reads a report's shards: each as --shard takes it and as
+// String gives it back, all of one split (the same n), none twice. They
+// come back in the order given.
+func parseShards(list []string) ([]Shard, error) {
+	shards := make([]Shard, 0, len(list))
+	for _, v := range list {
+		s, err := ParseShard(v)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("shards: %w", err)
+		case s.String() != v:
+			return nil, fmt.Errorf("shards: %q is written %q", v, s.String())
+		case len(shards) > 0 && s.Count != shards[0].Count:
+			return nil, fmt.Errorf("shards: %s and %s are not of one split", shards[0], s)
+		case slices.Contains(shards, s):
+			return nil, fmt.Errorf("shards: %s twice", s)
+		}
+		shards = append(shards, s)
+	}
+	return shards, nil
 }
