@@ -18,6 +18,18 @@ type Shard struct {
 	Index, Count int
 }
 
+// Split reports whether s keeps only part of the files: other runs copy
+// the rest, at the same time as this one, into the same tree.
+func (s Shard) Split() bool { return s.Count > 1 }
+
+// madeByOther reports whether dst, a directory this run failed to
+// create, is one now: the shards of a job create the same directories at
+// once, and all but one find another's.
+func madeByOther(dst Endpoint) bool {
+	fi, err := dst.FS.Stat(dst.Path)
+	return err == nil && fi.IsDir()
+}
+
 // ParseShard reads "i/n", with 0 <= i < n.
 func ParseShard(s string) (Shard, error) {
 	is, ns, ok := strings.Cut(s, "/")
