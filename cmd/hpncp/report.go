@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -57,6 +58,10 @@ func reportCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 	usage := func(_ context.Context, cmd *cli.Command, err error, _ bool) error {
 		msg := err.Error()
 		if flag, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
+			// The parser names it with one dash, however it was typed.
+			if name := strings.TrimLeft(flag, "-"); len(name) > 1 {
+				flag = "--" + name
+			}
 			msg = "unknown flag " + flag
 		}
 		return usagef(reportHint, "%s: %s", strings.TrimPrefix(cmd.FullName(), "hpncp "), msg)
@@ -73,7 +78,11 @@ func reportCommand(stdin io.Reader, stdout, stderr io.Writer) *cli.Command {
 			return usagef(reportHint, "report: unknown command %q; there is merge", cmd.Args().First())
 		},
 		Commands: []*cli.Command{{
-			Name:               "merge",
+			Name: "merge",
+			// Hidden, so that hpncp report --help is reportHelpText too:
+			// the CLI library shows its own list for a command with
+			// visible subcommands.
+			Hidden:             true,
 			Usage:              "combine reports into one",
 			CustomHelpTemplate: reportHelpText,
 			OnUsageError:       usage,
@@ -93,16 +102,14 @@ func runReportMerge(o *reportOptions, stdin io.Reader, stdout, stderr io.Writer)
 	if len(o.Reports) == 0 {
 		return usagef("hpncp report merge shard0.json shard1.json > all.json", "report merge: no report to merge")
 	}
+	if i := slices.Index(o.Reports, "-"); i >= 0 && slices.Contains(o.Reports[i+1:], "-") {
+		return usagef(reportHint, "report merge: - twice: standard input holds one report")
+	}
 	var reports []transfer.NamedReport
-	stdinRead := false
 	for _, name := range o.Reports {
 		var data []byte
 		var err error
 		if name == "-" {
-			if stdinRead {
-				return usagef("", "report merge: - twice: standard input holds one report")
-			}
-			stdinRead = true
 			name = "standard input"
 			data, err = io.ReadAll(stdin)
 		} else {
