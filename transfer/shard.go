@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -28,6 +29,16 @@ func (s Shard) Split() bool { return s.Count > 1 }
 func madeByOther(dst Endpoint) bool {
 	fi, err := dst.FS.Stat(dst.Path)
 	return err == nil && fi.IsDir()
+}
+
+// errShardTarget refuses to copy the directory src as target, which does
+// not exist: the shards of a job, run at once, would each lay the tree
+// out by whether another had made target yet (as it, or inside it, by
+// scp's rule), and split it between the two.
+func errShardTarget(src, target Endpoint) error {
+	return &Error{Op: "copy " + src.String() + " to", Path: target.String(),
+		Err:  errors.New("a shard copies a directory only into an existing one"),
+		Hint: "create the target directory first, then run every shard into it"}
 }
 
 // ParseShard reads "i/n", with 0 <= i < n.
