@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -46,7 +47,7 @@ type NamedReport struct {
 func MergeReports(reports []NamedReport) (Report, error) {
 	m := Report{Version: ReportVersion, Files: []FileReport{}}
 	if len(reports) == 0 {
-		return m, fmt.Errorf("merge reports: no report")
+		return m, errors.New("merge reports: no report")
 	}
 	if err := sameJob(reports); err != nil {
 		return m, err
@@ -60,12 +61,17 @@ func MergeReports(reports []NamedReport) (Report, error) {
 		started, _ := time.Parse(time.RFC3339Nano, nr.Report.Started)
 		runs[i] = &mergeRun{NamedReport: nr, order: i, started: started, shards: shards}
 	}
-	// Later runs last, so that what they say of a file wins; runs
-	// without a start time (reports of older versions) keep their order
-	// on the command line.
+	// Later runs last, so that what they say of a file wins. Runs
+	// without a start time (reports of older versions) count as the
+	// earliest, in their order on the command line, as do runs that
+	// started at the same time.
 	slices.SortStableFunc(runs, func(a, b *mergeRun) int {
-		if a.started.IsZero() || b.started.IsZero() {
-			return cmp.Compare(a.order, b.order)
+		switch {
+		case a.started.IsZero() != b.started.IsZero():
+			if a.started.IsZero() {
+				return -1
+			}
+			return 1
 		}
 		return a.started.Compare(b.started)
 	})

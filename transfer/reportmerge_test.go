@@ -196,6 +196,15 @@ func TestMergeRerun(t *testing.T) {
 		t.Errorf("totals %+v, want %+v (every byte sent counts)", m.Totals, want)
 	}
 
+	// A report of an older hpncp, without times, counts as earlier than
+	// one with them, wherever it is on the command line.
+	old := testReport(0, "0/2", 3, "b failed")
+	old.Started, old.Ended = "", ""
+	m = mergeChecked(t, NamedReport{"rerun", rerun}, NamedReport{"old", old})
+	if m.ExitCode != 0 || len(m.Files) != 2 || m.Files[1].Status != StatusCopied {
+		t.Errorf("merged %+v: want the timed re-run to win", m)
+	}
+
 	// A re-run that failed where the first run had copied: the file's
 	// state is the failure's, not the older success.
 	worse := testReport(60, "0/2", 3, "a failed")
