@@ -12,7 +12,8 @@
 #
 #   --rtt         RTT in ms through bench/netns.sh's emulator at --rate
 #   --tools       any of: scp (scp -r, SFTP mode), rsync (rsync -a -e ssh),
-#                 hpn (hpncp -r) and hpnd (hpncp -r --hpn-disabled);
+#                 hpn (hpncp -r), hpnd (hpncp -r --hpn-disabled) and sync
+#                 (hpncp sync -a -e ssh, rsync's command line);
 #                 with --before, also hpn-before
 #   --before      another hpncp binary (an earlier commit's), run as tool
 #                 hpn-before beside hpn in the same run, to show a change
@@ -137,6 +138,7 @@ copy() {
 	rsync) client rsync -a -e "ssh -F $cfg" "$from" "$to" ;;
 	hpnd) client "$hpncp_bin" -F "$cfg" -q -r --hpn-disabled "$from" "$to" ;;
 	hpn) client "$hpncp_bin" -F "$cfg" -q -r "$from" "$to" ;;
+	sync) client "$hpncp_bin" sync -a -e "ssh -F $cfg" "$from" "$to" ;;
 	hpn-before) client "$before_bin" -F "$cfg" -q -r "$from" "$to" ;;
 	*) echo "many.sh: unknown tool $tool" >&2; exit 2 ;;
 	esac
@@ -210,6 +212,27 @@ END {
 	echo "$table"
 	echo
 	echo "The last column is the tool's median time over hpncp's (hpn): above 1, hpncp is faster."
+	if [[ " $tools " == *" sync "* ]] && [[ " $tools " == *" rsync "* ]]; then
+		awk '
+		function median(arr, n,   i, j, t, a) {
+			for (i = 1; i <= n; i++) a[i] = arr[i]
+			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+			return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		{ k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3 }
+		END {
+			split("up down", D, " ")
+			line = "rsync -a median / hpncp sync -a median (the same command line):"
+			for (d = 1; d <= 2; d++) {
+				kr = D[d] SUBSEP "rsync"; ks = D[d] SUBSEP "sync"
+				for (i = 1; i <= n[kr]; i++) x[i] = v[kr, i]; r = median(x, n[kr])
+				for (i = 1; i <= n[ks]; i++) y[i] = v[ks, i]; s = median(y, n[ks])
+				line = line sprintf(" %s %.2f", D[d], r / s)
+			}
+			print ""
+			print line
+		}' "$results"
+	fi
 	if [[ " $tools " == *" scp "* ]] && [ "$scp_sample" -gt 0 ]; then
 		echo
 		echo "scp's times are estimates: big files + set-up + (a sample of $scp_sample small files - set-up) x $small / $scp_sample, each part timed."

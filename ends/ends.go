@@ -144,7 +144,7 @@ func (h *Hosts) Open(ctx context.Context, locs []transfer.Location, o transfer.O
 		}
 		o.Tar.Mode = transfer.TarOff
 	}
-	if err := useJournal(&o); err != nil {
+	if err := UseJournal(&o); err != nil {
 		return nil, err
 	}
 	r.Options = o
@@ -163,10 +163,10 @@ func (h *Hosts) Open(ctx context.Context, locs []transfer.Location, o transfer.O
 	return r, nil
 }
 
-// useJournal sets the resume journal's directory. Large files are
+// UseJournal sets the resume journal's directory. Large files are
 // journaled without Resume too, so that a killed run can be resumed; only
 // Resume needs the journal to work.
-func useJournal(o *transfer.Options) error {
+func UseJournal(o *transfer.Options) error {
 	if o.ResumeDir != "" {
 		return nil
 	}

@@ -442,6 +442,8 @@ type attrInfo struct {
 	size         int64
 	mode         fs.FileMode
 	atime, mtime time.Time
+	uid, gid     uint32
+	owned        bool // the server sent uid and gid
 }
 
 func (a *attrInfo) Name() string       { return a.name }

@@ -147,7 +147,7 @@ func FuzzReadAttrs(f *testing.F) {
 		// What readAttrs took is what it read: the same bytes with more
 		// after them decode to the same attributes.
 		b2, rest, err := readAttrs(append(bytes.Clone(b), "tail"...))
-		if err != nil || string(rest[len(rest)-4:]) != "tail" || *b2 != (attrInfo{size: a.size, mode: a.mode, atime: a.atime, mtime: a.mtime}) {
+		if err != nil || string(rest[len(rest)-4:]) != "tail" || *b2 != (attrInfo{size: a.size, mode: a.mode, atime: a.atime, mtime: a.mtime, uid: a.uid, gid: a.gid, owned: a.owned}) {
 			t.Fatalf("with bytes after them the attributes read %+v, %v (rest %q); alone %+v", b2, err, rest, a)
 		}
 	})

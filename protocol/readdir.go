@@ -320,6 +320,9 @@ func readAttrs(b []byte) (*attrInfo, []byte, error) {
 		if len(b) < 8 {
 			return nil, nil, short
 		}
+		a.uid = binary.BigEndian.Uint32(b)
+		a.gid = binary.BigEndian.Uint32(b[4:])
+		a.owned = true
 		b = b[8:]
 	}
 	if flags&attrPermissions != 0 {

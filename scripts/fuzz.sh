@@ -30,6 +30,7 @@ targets=(
 	transfer:FuzzParseReport
 	transfer:FuzzReadFileList
 	sshconn:FuzzSSHG
+	internal/filter:FuzzMatch
 )
 
 # Every func FuzzXxx in a _test.go file, as package:FuzzXxx.

@@ -138,3 +138,7 @@ func splitWords(s string) []string {
 	}
 	return words
 }
+
+// SplitWords splits a command line as OpenSSH splits one (an rsync -e
+// command, for hpncp sync, which rsync splits the same way).
+func SplitWords(s string) []string { return splitWords(s) }

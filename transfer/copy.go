@@ -45,6 +45,10 @@ type Progress interface {
 type Options struct {
 	Recursive bool // -r: copy directories and their contents
 	Preserve  bool // -p: keep modes, access and modification times
+	// Modes and Times keep one half of Preserve alone: the source's
+	// mode (rsync's -p) or its access and modification times (rsync's
+	// -t). hpncp sync sets them; Preserve implies both.
+	Modes, Times bool
 	// Limiter caps the run's total bytes per second; nil for no limit.
 	Limiter *rate.Limiter
 	// BufferSize is the size of each pipeline buffer; 0 for the default.
@@ -87,6 +91,8 @@ type Options struct {
 	ResumeDir string
 	// Tar says when trees go over tar streams (tar.go).
 	Tar TarOptions
+	// Links says what becomes of symbolic and hard links (links.go).
+	Links LinkOptions
 }
 
 // Result counts what a run did.
@@ -104,6 +110,9 @@ type Result struct {
 	// Resumed counts the bytes of resumed files that a previous run had
 	// written and this one did not send again; Bytes does not count them.
 	Resumed int64
+	// Links counts the symbolic and hard links made (--links,
+	// --hard-links); Files does not count them.
+	Links int
 }
 
 // maxDepth bounds recursion where no loop is seen (loop.go): a server
@@ -115,6 +124,10 @@ const maxDepth = 255
 // that is not an existing directory.
 var ErrNotDirectory = errors.New("not a directory")
 
+// errNotRegular is a source that is neither a directory nor a regular
+// file, which the copy leaves out.
+var errNotRegular = errors.New("not a regular file")
+
 // Copy copies every source to target with scp's rules: into target when it
 // is an existing directory, otherwise as target (then only one source is
 // allowed). A failing source is recorded in the result and the others are
@@ -122,6 +135,9 @@ var ErrNotDirectory = errors.New("not a directory")
 // go on: the target is unusable, or ctx was cancelled.
 func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *Result, err error) {
 	c := newCopier(o, srcs, target)
+	if err := checkHardLinks(srcs, o); err != nil {
+		return c.res, err
+	}
 	for _, s := range srcs {
 		c.prepare(ctx, s.FS)
 	}
@@ -161,7 +177,7 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *
 		if err := ctx.Err(); err != nil {
 			return c.res, err
 		}
-		si, err := s.FS.Stat(s.Path)
+		si, err := c.statSource(s)
 		if err != nil {
 			c.fail(&Error{Op: "read", Path: s.String(), Err: err})
 			continue
@@ -251,6 +267,8 @@ func (c *copier) logf(format string, args ...any) {
 // the walk's path, nil for a file or a source operand.
 func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string, depth int, fresh bool, at *walkDir) {
 	switch {
+	case si.Mode()&fs.ModeSymlink != 0: // --links
+		c.copySymlink(ctx, src, dst, rel)
 	case si.IsDir():
 		if !c.opts.Recursive {
 			c.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("is a directory"),
@@ -258,15 +276,22 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 			return
 		}
 		// Tar mode takes a source operand's whole tree, or leaves it all.
-		if rel == "" && c.copyDirTar(ctx, src, dst, si) {
-			return
+		// Its listing records links for after its streams, forgotten
+		// when the walk copies the tree instead.
+		if rel == "" {
+			m := c.links.mark()
+			if c.copyDirTar(ctx, src, dst, si) {
+				c.makeLinks(ctx, c.links.takePlanned(m))
+				return
+			}
+			c.links.rollback(m)
 		}
 		c.goDir(ctx, src, dst, si, rel, depth, fresh, at)
 	case si.Mode().IsRegular():
 		if rel == "" {
 			rel = src.FS.Base(src.Path)
 		}
-		if !c.opts.Shard.Keep(rel) {
+		if !c.opts.Shard.Keep(rel) || c.laterName(src, dst, si, fresh) {
 			return
 		}
 		if c.plan != nil {
@@ -277,7 +302,7 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		}
 		c.goFile(ctx, src, dst, si, fresh)
 	default:
-		c.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("not a regular file")})
+		c.fail(&Error{Op: "copy", Path: src.String(), Err: errNotRegular})
 	}
 }
 
@@ -510,9 +535,10 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		part.removed(dst.FS.Remove(tmp))
 	}()
 
-	if c.opts.Progress != nil {
-		c.opts.Progress.StartFile(src.FS.Base(src.Path), si.Size()-from)
-		defer c.opts.Progress.EndFile()
+	prog := fileProgress(c.opts.Progress)
+	if prog != nil {
+		prog.StartFile(src.FS.Base(src.Path), si.Size()-from)
+		defer prog.EndFile()
 	}
 	var n int64
 	var ti fs.FileInfo // the temporary file's stat, once written
@@ -523,7 +549,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		closed = true
 		closeErr := make(chan error, 1)
 		go func() { closeErr <- out.Close() }()
-		n, ti, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part)
+		n, ti, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part, prog)
 		if cerr := <-closeErr; cerr != nil && err == nil {
 			err = cerr
 		}
@@ -531,8 +557,8 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		srcHash = nil
 	} else {
 		po := pipeline.Options{BufferSize: bufferFor(c.opts.BufferSize, si.Size()), Limiter: c.opts.Limiter}
-		if c.opts.Progress != nil {
-			po.Progress = c.opts.Progress.Add
+		if prog != nil {
+			po.Progress = prog.Add
 		}
 		if part != nil {
 			po.Progress = part.appendedThen(po.Progress)
@@ -554,7 +580,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 			Err: fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), from+n)}
 	}
 	attrs := func() fileAttrs {
-		return finalAttrs(c.opts.Preserve, attrsOf(si), existing, func() fs.FileMode {
+		return c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
 			return c.newFileMode(ctx, dst, si.Mode().Perm())
 		})
 	}

@@ -36,6 +36,16 @@ var (
 	_ contextDirReader = (*protocol.SFTP)(nil)
 	_ Summer           = (*protocol.SFTP)(nil)
 
+	// Links and owners kept as they are (links.go).
+	_ LinkReader = Local{}
+	_ Symlinker  = Local{}
+	_ HardLinker = Local{}
+	_ Chowner    = Local{}
+	_ LinkReader = (*protocol.SFTP)(nil)
+	_ Symlinker  = (*protocol.SFTP)(nil)
+	_ HardLinker = (*protocol.SFTP)(nil)
+	_ Chowner    = (*protocol.SFTP)(nil)
+
 	// Tar mode (tar.go).
 	_ tarEnd      = (*protocol.SFTP)(nil)
 	_ tarPreparer = (*protocol.SFTP)(nil)

@@ -46,6 +46,19 @@ func finalAttrs(preserve bool, src fileAttrs, existing fs.FileInfo, newMode func
 	return fileAttrs{mode: newMode()}
 }
 
+// finalAttrs is finalAttrs with the run's options, where Modes and Times
+// keep one half of -p each.
+func (c *copier) finalAttrs(src fileAttrs, existing fs.FileInfo, newMode func() fs.FileMode) fileAttrs {
+	modes := c.opts.Preserve || c.opts.Modes
+	a := finalAttrs(modes, src, existing, newMode)
+	if c.opts.Preserve || c.opts.Times {
+		a.times, a.atime, a.mtime = true, src.atime, src.mtime
+	} else {
+		a.times = false
+	}
+	return a
+}
+
 // setDirAttrs gives the directory dst the mode and times of a, as -p
 // does once every entry below it is in place (each entry renamed into it
 // changes its times). A failure is recorded and the copy goes on.

@@ -70,12 +70,13 @@ func (c *copier) parallelOK(src, dst FS, size int64) bool {
 
 // copyParallel copies src into the existing temporary file tmp on dst's
 // end, over as many streams as the window controller plans, from where
-// part was resumed (nil for a file without a journal entry).
+// part was resumed (nil for a file without a journal entry), telling
+// prog, when not nil, of its bytes.
 //
 // The returned stat of tmp, when not nil, was taken once every byte was
 // acknowledged, while the lanes closed their handles: the caller's size
 // check need not cost a round trip of its own.
-func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64, part *partial) (int64, fs.FileInfo, error) {
+func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64, part *partial, prog Progress) (int64, fs.FileInfo, error) {
 	p := c.opts.Parallel
 	r := src.FS.(streamReader)
 	w := dstFS.(streamWriter)
@@ -97,8 +98,8 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 		Limiter:    c.opts.Limiter,
 		Logf:       c.opts.Logf,
 	}
-	if c.opts.Progress != nil {
-		po.Progress = c.opts.Progress.Add
+	if prog != nil {
+		po.Progress = prog.Add
 	}
 	if part != nil {
 		po.Done = part.done

@@ -113,6 +113,18 @@ type Report struct {
 	Shards []string     `json:"shards,omitempty"`
 	Files  []FileReport `json:"files"`
 	Totals Totals       `json:"totals"`
+	// Planned are hpncp sync's changes as it planned them, each with its
+	// itemized line; absent for a copy.
+	Planned []PlannedChange `json:"planned,omitempty"`
+}
+
+// PlannedChange is one change hpncp sync planned: rsync's itemize code
+// (empty for a change that itemizes as nothing, such as a message), the
+// rsync name and the line -i prints.
+type PlannedChange struct {
+	Item string `json:"item,omitempty"`
+	Name string `json:"name"`
+	Line string `json:"line"`
 }
 
 // ReportTime is t as a report's Started and Ended give it.
@@ -256,7 +268,7 @@ func ParseReport(data []byte) (Report, error) {
 }
 
 var (
-	skipReasons = []string{ReasonQuickCheck, ReasonChecksum, ReasonIgnoreExisting, ReasonResumeComplete}
+	skipReasons = []string{ReasonQuickCheck, ReasonChecksum, ReasonIgnoreExisting, ReasonResumeComplete, ReasonUnsafeLink}
 	errorKinds  = []string{KindFailed, KindUsage, KindPartial, KindInterrupted, KindConnection}
 )
 
@@ -313,6 +325,7 @@ func (c *copier) report(f FileReport) {
 
 // reportLocked is report with c.mu held.
 func (c *copier) reportLocked(f FileReport) {
+	c.links.note(f)
 	if c.opts.Report != nil {
 		c.opts.Report(f)
 	}

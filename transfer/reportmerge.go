@@ -29,6 +29,7 @@ type NamedReport struct {
 //     during which some run was copying, so that shards run at once count
 //     once; streams the most of any run;
 //   - started the earliest, ended the latest; shards those of every run;
+//     planned (hpncp sync's) every run's, in the runs' order;
 //   - exit_code, by part of the job (the runs of one shard, or of every
 //     file): the code of each part's latest run, then the worst over the
 //     parts, in the order 0 < 3 (partial) < 1 (failed) < 255 (connection)
@@ -252,6 +253,7 @@ func (m *Report) mergeRuns(runs []*mergeRun) {
 			spans = append(spans, span{ended.Add(-d), ended})
 		}
 		seconds += r.Totals.Seconds
+		m.Planned = append(m.Planned, r.Planned...)
 		m.Totals.Bytes += r.Totals.Bytes
 		m.Totals.ResumedBytes += r.Totals.ResumedBytes
 		m.Totals.Streams = max(m.Totals.Streams, r.Totals.Streams)

@@ -271,3 +271,14 @@ func TestParseReportShards(t *testing.T) {
 		}
 	}
 }
+
+// hpncp sync's planned changes are kept, every run's.
+func TestMergePlanned(t *testing.T) {
+	a, b := testReport(0, "", 0, "a copied"), testReport(5, "", 0, "b copied")
+	a.Planned = []PlannedChange{{Item: ">f+++++++++", Name: "a", Line: ">f+++++++++ a"}}
+	b.Planned = []PlannedChange{{Item: ">f+++++++++", Name: "b", Line: ">f+++++++++ b"}}
+	m := mergeChecked(t, NamedReport{"b", b}, NamedReport{"a", a})
+	if len(m.Planned) != 2 || m.Planned[0].Name != "a" || m.Planned[1].Name != "b" {
+		t.Errorf("planned %+v: want a's, then b's", m.Planned)
+	}
+}

@@ -66,6 +66,7 @@ type sched struct {
 	// once each.
 	known map[string]bool
 	umask umasks // each end's umask, for new files (umask.go)
+	links linkState
 }
 
 // dirFix is a directory whose mode and times -p sets once every file
@@ -206,6 +207,7 @@ func (c *copier) retryAlone(ctx context.Context) {
 func (c *copier) finish(ctx context.Context) {
 	c.wg.Wait()
 	c.retryAlone(ctx)
+	c.linkLater(ctx)
 	if ctx.Err() != nil || len(c.fixes) == 0 {
 		return
 	}

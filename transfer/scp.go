@@ -73,6 +73,9 @@ const scpModeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid
 // sessions that were open at once.
 func CopySCP(ctx context.Context, srcs []SCPEndpoint, target SCPEndpoint, o Options) (*Result, error) {
 	run := newSCPRun(o)
+	if err := o.linksSCP(); err != nil {
+		return run.res, err
+	}
 	var jobs []func(context.Context, *scpJob)
 	if target.Host == nil {
 		dst := target.local()
@@ -481,7 +484,7 @@ func (j *scpJob) upload(ctx context.Context, src Endpoint, target SCPEndpoint, s
 		j.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("is a directory"), Hint: "use -r to copy directories"})
 		return
 	case !si.IsDir() && !si.Mode().IsRegular():
-		j.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("not a regular file")})
+		j.fail(&Error{Op: "copy", Path: src.String(), Err: errNotRegular})
 		return
 	}
 	name, err := sourceBase(src)
@@ -535,7 +538,7 @@ func (u *scpUpload) entry(ctx context.Context, src Endpoint, name string, si fs.
 	case si.Mode().IsRegular():
 		return u.file(ctx, src, name, si)
 	}
-	u.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("not a regular file")})
+	u.fail(&Error{Op: "copy", Path: src.String(), Err: errNotRegular})
 	return nil
 }
 

@@ -36,13 +36,14 @@ func enterDir(src Endpoint, si fs.FileInfo, depth int, at *walkDir) (*walkDir, e
 type dirEntry struct {
 	src  Endpoint
 	name string
-	info fs.FileInfo // of what a link points to, as scp follows links
+	info fs.FileInfo // of what a link points to, as scp follows links; of the link with --links
 	at   *walkDir    // a directory's place on the walk's path; nil for a file
 }
 
 // dirEntries yields the entries of the directory src, as listed, whose
 // place on the walk is at, in the walk's order: sorted by name, a name
-// that is not one path element refused, links followed. An entry that
+// that is not one path element refused, links followed unless --links
+// keeps them, those --safe-links leaves out reported. An entry that
 // cannot be looked at is told to c.fail and left out. Links are followed
 // as the entries are taken, so that the first are on their way while
 // the others are looked at; none is once ctx is done.
@@ -63,6 +64,15 @@ func (c *copier) dirEntries(ctx context.Context, src Endpoint, listed []fs.FileI
 			info := e
 			link := e.Mode()&fs.ModeSymlink != 0
 			if link {
+				if skip, err := c.unsafeLink(child, at.levels()); err != nil || skip {
+					if err != nil {
+						c.fail(err)
+					}
+					continue
+				}
+			}
+			// --links keeps the link itself, which copyAny copies as one.
+			if link && !c.opts.Links.Symlinks {
 				var err error
 				if info, err = src.FS.Stat(child.Path); err != nil {
 					c.fail(&Error{Op: "read", Path: child.String(), Err: err})

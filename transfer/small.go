@@ -157,7 +157,7 @@ func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing f
 	// The batch finishes the file as tempFile.finish would: the temporary
 	// file is owner-only until the setstat after its bytes gives it the
 	// mode and times finalAttrs decides.
-	fa := finalAttrs(c.opts.Preserve, attrsOf(si), existing, func() fs.FileMode {
+	fa := c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
 		return c.newFileMode(ctx, dst, si.Mode().Perm())
 	})
 	a := protocol.PutAttrs{Perm: 0o600, Mode: fa.mode, SetMode: fa.mode != 0o600,
@@ -175,7 +175,7 @@ func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing f
 		return true, 0, &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
 	}
 	// The bytes go in one batch: they are all sent or none is.
-	if pr := c.opts.Progress; pr != nil {
+	if pr := fileProgress(c.opts.Progress); pr != nil {
 		pr.StartFile(src.FS.Base(src.Path), si.Size())
 		pr.Add(len(data))
 		pr.EndFile()

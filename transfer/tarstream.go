@@ -50,7 +50,7 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 	if prog != nil {
 		// prog is safe for use by the streams at once.
 		run.m.Progress = prog.Add
-		prog.StartFile(fmt.Sprintf("%d files (tar)", len(small)), total)
+		startFiles(prog, fmt.Sprintf("%d files (tar)", len(small)), len(small), total)
 		defer prog.EndFile()
 	}
 	errs := make([]error, len(batches))

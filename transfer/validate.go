@@ -56,5 +56,16 @@ func (o Options) ValidateSCP() error {
 	if o.Tar.Mode == TarForce {
 		return &OptionError{"--tar does not work with the legacy scp protocol", "leave out -O or --tar"}
 	}
+	return o.linksSCP()
+}
+
+// linksSCP refuses links kept as links: scp's records are files and
+// directories, so a link could only be sent as what it points to, which
+// is not what was asked. --safe-links, which only leaves links out, works.
+func (o Options) linksSCP() error {
+	if o.Links.Symlinks || o.Links.Hard {
+		return &OptionError{"--links and --hard-links do not work with the legacy scp protocol (-O)",
+			"the legacy scp protocol carries files and directories only: these need an SFTP server"}
+	}
 	return nil
 }

@@ -94,3 +94,7 @@ func verify(ctx context.Context, src, dst, tmp Endpoint, srcSum []byte) (string,
 	}
 	return hex.EncodeToString(got), nil
 }
+
+// Sum256 returns the SHA-256 of the file e, asking its end for it where
+// the end can hash on its own side (hpncp sync's --checksum).
+func Sum256(ctx context.Context, e Endpoint) ([]byte, error) { return sum256(ctx, e) }

@@ -60,6 +60,12 @@ type copyOptions struct {
 	BWLimit        string // bytes (or bits with "bit") per second
 	Resume         bool   // keep interrupted files' temporaries and continue them
 
+	// Links, as rsync's long flags (-l is scp's limit, -H unused by scp
+	// but kept rsync's long-only here too).
+	Links     bool // --links: symbolic links as links
+	HardLinks bool // --hard-links: one local file's names as one file
+	SafeLinks bool // --safe-links: leave out links that lead outside the tree
+
 	// Tar mode (transfer/tar.go): trees of small files as tar streams.
 	Tar        bool  // --tar: always, failing where the server has no GNU tar
 	NoTar      bool  // --no-tar: never
@@ -121,6 +127,9 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "from0", Aliases: []string{"0"}, Destination: &o.From0},
 		&cli.StringFlag{Name: "bwlimit", Destination: &o.BWLimit},
 		&cli.BoolFlag{Name: "resume", Destination: &o.Resume},
+		&cli.BoolFlag{Name: "links", Destination: &o.Links},
+		&cli.BoolFlag{Name: "hard-links", Destination: &o.HardLinks},
+		&cli.BoolFlag{Name: "safe-links", Destination: &o.SafeLinks},
 		&cli.BoolFlag{Name: "tar", Destination: &o.Tar},
 		&cli.BoolFlag{Name: "no-tar", Destination: &o.NoTar},
 		&cli.BoolFlag{Name: "C", Usage: "compress tar streams", Destination: &o.Compress},
@@ -355,6 +364,7 @@ type copyRecord struct {
 	res     *transfer.Result // nil when the copy did not start
 	elapsed time.Duration    // from the connected ends on, as the summary's
 	legacy  bool
+	planned []transfer.PlannedChange // hpncp sync's plan
 	// The job, for report merge: the command line's operands and the
 	// shard, once --shard was read.
 	operands []string
@@ -373,6 +383,7 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		Skip:      o.skipMode(),
 		Verify:    o.Verify,
 		Resume:    o.Resume,
+		Links:     transfer.LinkOptions{Symlinks: o.Links, Hard: o.HardLinks, Safe: o.SafeLinks},
 	}
 	// The list is read once its options are known to go together, so that
 	// a refused combination is told before a list that cannot be read.
@@ -403,6 +414,10 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 			return usagef("", "%v", err)
 		}
 		locs[i] = l
+		if o.HardLinks && l.Remote() && i < len(o.Operands)-1 {
+			return usagef("leave out --hard-links, or run hpncp on the source host",
+				"--hard-links works with local sources only: SFTP has no inode numbers to find %s's names by", l)
+		}
 	}
 
 	o.useRecommendation(ctx, locs, stderr)
@@ -412,12 +427,15 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	}
 	to.Parallel = tune.parallel
 	to.Report = func(f transfer.FileReport) { rec.files = append(rec.files, f) }
-	if o.Verbose {
-		to.Logf = logTo(stderr)
-	}
 	showProgress := !o.Quiet && isTerminal(stderr)
+	var line *runLine
+	logs := stderr
 	if showProgress {
-		to.Progress = newBarProgress(stderr)
+		line = newRunLine(stderr)
+		to.Progress, logs = line, line.Above()
+	}
+	if o.Verbose {
+		to.Logf = logTo(logs)
 	}
 
 	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf})
@@ -435,7 +453,14 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	// scp's and rsync's meters time a file: the connection's set-up is
 	// the same whatever the copy does after it.
 	start := time.Now()
+	if line != nil {
+		line.Begin()
+	}
 	res, err := run.Copy(ctx)
+	if line != nil {
+		// The line ends before the errors and the summary print below it.
+		line.Finish()
+	}
 	for _, e := range res.Errors {
 		if (ctx.Err() != nil || errors.Is(err, context.Canceled)) && errors.Is(e, context.Canceled) {
 			// Cut by the interruption, which report prints once.
@@ -473,13 +498,17 @@ func optionUsage(err error) error {
 	return err
 }
 
-// printSummary prints the line that ends a copy with -v or a progress bar.
+// printSummary prints the line that ends a copy with -v or a progress
+// line, its sizes in the progress line's units.
 func printSummary(stderr io.Writer, res *transfer.Result, took time.Duration) {
 	secs := took.Seconds()
-	fmt.Fprintf(stderr, "hpncp: %d file(s), %d bytes in %.2fs (%.1f MB/s), %d stream(s)",
-		res.Files, res.Bytes, secs, float64(res.Bytes)/secs/1e6, res.MaxStreams)
+	fmt.Fprintf(stderr, "hpncp: %d file(s), %s (%d bytes) in %.2fs (%s/s), %d stream(s)",
+		res.Files, units.FormatSize(res.Bytes), res.Bytes, secs, units.FormatSize(int64(float64(res.Bytes)/secs)), res.MaxStreams)
 	if res.Conns > 0 {
 		fmt.Fprintf(stderr, " over %d connection(s)", res.Conns)
+	}
+	if res.Links > 0 {
+		fmt.Fprintf(stderr, ", %d link(s)", res.Links)
 	}
 	if res.Skipped > 0 {
 		fmt.Fprintf(stderr, ", %d skipped", res.Skipped)
@@ -543,4 +572,17 @@ func pathOf(err error) string {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// defaultCopyOptions are the options of a copy given no flags: the
+// flags' defaults, for a command that copies without scp's command line
+// (hpncp sync).
+func defaultCopyOptions() *copyOptions {
+	o := &copyOptions{}
+	for _, f := range o.flags() {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Destination != nil {
+			*sf.Destination = sf.Value
+		}
+	}
+	return o
 }

@@ -62,7 +62,19 @@ func outcomeOf(err error) outcome {
 	var pe *partialError
 	var ce *sshconn.Error
 	var re *remoteExitError
+	var se *syncError
 	switch {
+	case errors.As(err, &se):
+		// hpncp sync: rsync's exit codes.
+		o := outcomeOf(se.err)
+		o.code, o.quiet = se.code, se.quiet
+		if se.hint != "" {
+			o.hint = se.hint
+		}
+		if o.code == syncExitUsage && o.hint == "" {
+			o.hint = syncHint
+		}
+		return o
 	case errors.As(err, &re):
 		// hpncp ssh: the remote command's status is ours, as with ssh.
 		return outcome{code: re.ExitCode(), msg: err.Error(), hint: hintOf(err), quiet: true}

@@ -4,6 +4,7 @@ package main
 // stderr.
 const usageText = `Usage:
   hpncp [flags] SOURCE... TARGET
+  hpncp sync [rsync flags] SRC... DEST    rsync's command line and semantics
   hpncp ssh [ssh flags] [user@]host [command...]
   hpncp bench [flags] [user@]host[:dir]   measure configurations, keep the best
   hpncp bench --embedded                  the demo: an emulated 50 ms path
@@ -18,11 +19,13 @@ from any OpenSSH server (it speaks SFTP), using large buffers and pipelined
 requests.
 
 ` + usageText + `
+hpncp sync makes DEST match SRC with rsync's flags and meanings (-a, -n -i,
+--delete, --exclude, ...) on the same engine (see hpncp sync --help).
 hpncp ssh is a remote shell with ssh's flags for rsync -e, git and scripts
 (see hpncp ssh --help), also installable as hpnssh. A subcommand is one only
-as the first word: after a flag or an operand, ssh, bench, report and version
-are operands (hpncp -r bench h: copies a directory named bench), and so is
-version with operands after it (hpncp version h: copies a file).
+as the first word: after a flag or an operand, sync, ssh, bench, report and
+version are operands (hpncp -r bench h: copies a directory named bench), and
+so is version with operands after it (hpncp version h: copies a file).
 
 SOURCE and TARGET are local paths or remote ones:
   [user@]host:path         path relative to the remote home unless absolute
@@ -81,6 +84,19 @@ Tar mode (trees of many small files, to or from a server with GNU tar):
   --verify, --files-from, -O or --hpn-disabled. Files of 1 MiB and more
   take the SFTP pipeline. A new tree is written under a temporary name and
   renamed into place whole; nothing appears under a final name early.
+
+Links (scp follows every symbolic link and copies each name of a file):
+  --links                copy symbolic links as links, with their targets
+                         as they are (an operand that is a link too, unless
+                         written with a trailing slash)
+  --safe-links           leave out, as skipped, links whose target leads
+                         outside the copied tree (absolute ones included);
+                         with --links the others stay links, without it
+                         they are followed
+  --hard-links           names of one local file arrive as one file with as
+                         many names (hardlink@openssh.com over SFTP); local
+                         sources only
+  Not with -O: the legacy scp protocol carries files and directories only.
 
 Re-runs and migrations:
   A file whose target has the same size and modification time (to the

@@ -75,6 +75,8 @@ func exitKind(code int) string {
 func writeReport(w io.Writer, rep transfer.Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	// Names and itemized lines stay readable: <, > and & as they are.
+	enc.SetEscapeHTML(false)
 	if err := enc.Encode(rep); err != nil {
 		return fmt.Errorf("write the JSON report: %w", err)
 	}

@@ -302,13 +302,21 @@ func describeTree(root string, modes, times bool) ([]string, error) {
 				return err
 			}
 			line += fmt.Sprintf(" %d %x", len(b), sha256.Sum256(b))
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			line += " -> " + target
 		default:
 			line += " " + fi.Mode().Type().String()
 		}
-		if modes {
+		link := fi.Mode()&fs.ModeSymlink != 0
+		if modes && !link {
 			line += fmt.Sprintf(" %04o", fi.Mode().Perm())
 		}
-		if times && rel != "." {
+		// A link's own times: SFTP cannot set them.
+		if times && rel != "." && !link {
 			line += " " + fi.ModTime().UTC().Format(time.RFC3339)
 		}
 		out = append(out, line)

@@ -150,12 +150,14 @@ func reply(req *ssh.Request, ok bool) {
 func (s *Server) serveSFTP(ch ssh.Channel) {
 	defer ch.Close()
 	var rwc io.ReadWriteCloser = ch
-	if s.opts.ListDir != nil || s.opts.Hold != nil {
+	{
 		// The listings the test serves are answered, and the requests it
-		// holds held, between the channel and the server.
+		// holds held, between the channel and the server; so are
+		// symbolic links, which pkg/sftp's server would make otherwise
+		// than OpenSSH's (see listingProxy.symlink).
 		inR, inW := io.Pipe()
 		outR, outW := io.Pipe()
-		p := &listingProxy{list: s.opts.ListDir, hold: s.opts.Hold, out: ch}
+		p := &listingProxy{list: s.opts.ListDir, hold: s.opts.Hold, root: s.Root, out: ch}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 )
@@ -15,12 +18,16 @@ const (
 	fxpClose   = 4
 	fxpOpendir = 11
 	fxpReaddir = 12
+	fxpSymlink = 20
 	fxpStatus  = 101
 	fxpHandle  = 102
 	fxpName    = 104
 
-	fxOK  = 0
-	fxEOF = 1
+	fxOK               = 0
+	fxEOF              = 1
+	fxNoSuchFile       = 2
+	fxPermissionDenied = 3
+	fxFailure          = 4
 )
 
 // maxPacket bounds a client's SFTP packet, as OpenSSH's sftp-server does.
@@ -34,13 +41,15 @@ var pathRequests = map[byte]bool{
 }
 
 // listingProxy stands between a session channel and pkg/sftp's server:
-// it answers the listings Options.ListDir takes over, holds the requests
-// Options.Hold names, and hands every other request to the server, whose
+// it answers the listings Options.ListDir takes over and every SYMLINK,
+// holds the requests Options.Hold names, and hands every other request
+// to the server, whose
 // replies it passes back whole, so that its own replies never split one
 // of the server's.
 type listingProxy struct {
 	list func(dir string) func() []string
 	hold func(path string) <-chan struct{}
+	root string // the server's working directory
 
 	wmu sync.Mutex
 	out io.Writer // the channel
@@ -98,10 +107,16 @@ func (p *listingProxy) wait(pkt []byte) {
 // answer replies to pkt itself when it belongs to a listing the hook
 // serves, and reports whether it did.
 func (p *listingProxy) answer(pkt []byte) bool {
-	if p.list == nil || len(pkt) < 9 {
+	if len(pkt) < 9 {
 		return false
 	}
 	typ, id, body := pkt[4], pkt[5:9], pkt[9:]
+	if typ == fxpSymlink {
+		return p.symlink(id, body)
+	}
+	if p.list == nil {
+		return false
+	}
 	arg, _, ok := cutString(body)
 	if !ok {
 		return false
@@ -149,6 +164,37 @@ func (p *listingProxy) answer(pkt []byte) bool {
 		return true
 	}
 	return false
+}
+
+// symlink makes the link a SYMLINK request asks for, as OpenSSH's
+// sftp-server does: the target comes first (the draft's order is the
+// other way round) and is stored as sent. pkg/sftp's server resolves a
+// relative target against its working directory, which would make
+// every relative link an absolute one.
+func (p *listingProxy) symlink(id, body []byte) bool {
+	target, rest, ok := cutString(body)
+	if !ok {
+		return false
+	}
+	link, _, ok := cutString(rest)
+	if !ok {
+		return false
+	}
+	if !filepath.IsAbs(link) {
+		link = filepath.Join(p.root, link)
+	}
+	code, msg := uint32(fxOK), ""
+	if err := os.Symlink(target, link); err != nil {
+		code, msg = fxFailure, err.Error()
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			code = fxNoSuchFile
+		case errors.Is(err, fs.ErrPermission):
+			code = fxPermissionDenied
+		}
+	}
+	_ = p.write(status(id, code, msg))
+	return true
 }
 
 func (p *listingProxy) write(pkt []byte) error {

@@ -1,0 +1,67 @@
+package main
+
+// syncHelpText is hpncp sync --help.
+const syncHelpText = `hpncp sync makes DEST match SRC with rsync's command line and semantics, on
+hpncp's engine (its parallel pipeline, resume and verification): the server
+needs only sshd with its SFTP subsystem, no rsync.
+
+Usage:
+  hpncp sync [flags] SRC... DEST
+
+A source with a trailing slash (dir/) copies what the directory holds into
+DEST; without one (dir) the directory itself goes inside DEST. DEST is
+created when missing (not its parents). A re-run sends only what changed.
+Either end may be remote ([user@]host:path); not both.
+
+Flags (rsync's, with rsync's meanings):
+  -a, --archive          -rlptgoD
+  -r, --recursive        recurse into directories
+  -l, --links            copy symbolic links as links (otherwise skipped)
+  -p, --perms            keep permissions
+  -t, --times            keep modification times
+  -o, --owner            keep the owner (numeric; when the receiver is root)
+  -g, --group            keep the group (numeric)
+  -D                     devices and specials: reported and skipped (SFTP
+                         cannot create them)
+  -H, --hard-links       keep hard links among the files sent (local sources)
+  -S, --sparse           leave holes in sparse files
+      --safe-links       leave out links that point outside the tree
+  -n, --dry-run          show what would change; change nothing
+  -i, --itemize-changes  a line per change, in rsync's format
+  -v, --verbose          the names of what changes; -vv the engine's log
+  -q, --quiet            no progress, no summary
+  -u, --update           leave files that are newer on the receiver
+  -c, --checksum         compare content (SHA-256), not size and time
+  -I, --ignore-times     send every file
+      --size-only        compare size only
+      --existing         create nothing new on the receiver
+      --ignore-existing  update nothing the receiver has
+      --min-size=SIZE, --max-size=SIZE   leave out smaller or larger files
+      --delete           delete what the source lacks (after the transfer);
+                         never after a failed listing, never outside DEST
+      --delete-excluded  also delete what the filters exclude
+      --max-delete=N     delete at most N entries (exit 25 beyond)
+      --exclude=PAT, --include=PAT, --filter='+ PAT' / '- PAT'
+      --exclude-from=FILE, --include-from=FILE
+                         rsync's filter rules: first match wins, / anchors,
+                         a trailing / matches directories, * ** ? [..]
+      --remove-source-files  remove each source file once its copy is in
+                         place and checked
+      --partial          keep interrupted files and continue them (hpncp's
+                         resume journal)
+  -P                     --partial --progress
+      --progress, --info=progress2   progress on stderr
+      --stats            counts at the end
+      --bwlimit=RATE     a bare number is KiB/s, as rsync's
+  -e, --rsh='ssh -p 2222 -i key -o K=V -J jump -F cfg'
+                         read for its ssh flags: hpncp makes the connections
+  -z, --compress         accepted; hpncp's SFTP streams are not compressed
+      --numeric-ids      accepted: owners are always numeric
+  -h, --human-readable   accepted
+hpncp's own:
+      --json             a JSON report on stdout, with the planned changes
+      --verify           hash each file sent against its source
+
+Exit codes (rsync's): 0 done, 1 usage, 20 interrupted, 23 some files or
+deletions failed, 25 --max-delete stopped deletions, 255 connection failed.
+`
