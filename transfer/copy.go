@@ -185,6 +185,10 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *
 			c.fail(&Error{Op: "read", Path: s.String(), Err: err})
 			continue
 		}
+		if !targetIsDir && si.IsDir() && o.Shard.Split() {
+			c.fail(errShardTarget(s, target))
+			continue
+		}
 		dst := target.Path
 		if targetIsDir {
 			base, err := sourceBase(s)

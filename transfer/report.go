@@ -101,10 +101,18 @@ type Report struct {
 	Error    *RunError `json:"error,omitempty"`
 	// Started and Ended bound the whole run, connecting included, in
 	// RFC 3339 (UTC, to the millisecond).
-	Started string       `json:"started,omitempty"`
-	Ended   string       `json:"ended,omitempty"`
-	Files   []FileReport `json:"files"`
-	Totals  Totals       `json:"totals"`
+	Started string `json:"started,omitempty"`
+	Ended   string `json:"ended,omitempty"`
+	// Sources and Target are the run's operands as its command line gave
+	// them: the job, which hpncp report merge checks its reports share.
+	Sources []string `json:"sources,omitempty"`
+	Target  string   `json:"target,omitempty"`
+	// Shards are the shards of the job the report covers, as --shard
+	// gives them ("1/4"): one for a --shard run, those of every run for
+	// a merged report; absent when the run kept every file.
+	Shards []string     `json:"shards,omitempty"`
+	Files  []FileReport `json:"files"`
+	Totals Totals       `json:"totals"`
 	// Planned are hpncp sync's changes as it planned them, each with its
 	// itemized line; absent for a copy.
 	Planned []PlannedChange `json:"planned,omitempty"`
@@ -301,6 +309,9 @@ func checkRun(r Report) []error {
 	}
 	if !times[0].IsZero() && !times[1].IsZero() && times[1].Before(times[0]) {
 		errs = append(errs, fmt.Errorf("ended %s before started %s", r.Ended, r.Started))
+	}
+	if _, err := parseShards(r.Shards); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }

@@ -1,9 +1,11 @@
 package transfer
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -15,6 +17,28 @@ import (
 // coordinator. The zero Shard keeps every file.
 type Shard struct {
 	Index, Count int
+}
+
+// Split reports whether s keeps only part of the files: other runs copy
+// the rest, at the same time as this one, into the same tree.
+func (s Shard) Split() bool { return s.Count > 1 }
+
+// madeByOther reports whether dst, a directory this run failed to
+// create, is one now: the shards of a job create the same directories at
+// once, and all but one find another's.
+func madeByOther(dst Endpoint) bool {
+	fi, err := dst.FS.Stat(dst.Path)
+	return err == nil && fi.IsDir()
+}
+
+// errShardTarget refuses to copy the directory src as target, which does
+// not exist: the shards of a job, run at once, would each lay the tree
+// out by whether another had made target yet (as it, or inside it, by
+// scp's rule), and split it between the two.
+func errShardTarget(src, target Endpoint) error {
+	return &Error{Op: "copy " + src.String() + " to", Path: target.String(),
+		Err:  errors.New("a shard copies a directory only into an existing one"),
+		Hint: "create the target directory first, then run every shard into it"}
 }
 
 // ParseShard reads "i/n", with 0 <= i < n.
@@ -37,4 +61,29 @@ func (s Shard) Keep(rel string) bool {
 	h := fnv.New64a()
 	_, _ = io.WriteString(h, rel)
 	return h.Sum64()%uint64(s.Count) == uint64(s.Index)
+}
+
+// String is s as --shard takes it: "i/n".
+func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
+
+// parseShards reads a report's shards: each as --shard takes it and as
+// String gives it back, all of one split (the same n), none twice. They
+// come back in the order given.
+func parseShards(list []string) ([]Shard, error) {
+	shards := make([]Shard, 0, len(list))
+	for _, v := range list {
+		s, err := ParseShard(v)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("shards: %w", err)
+		case s.String() != v:
+			return nil, fmt.Errorf("shards: %q is written %q", v, s.String())
+		case len(shards) > 0 && s.Count != shards[0].Count:
+			return nil, fmt.Errorf("shards: %s and %s are not of one split", shards[0], s)
+		case slices.Contains(shards, s):
+			return nil, fmt.Errorf("shards: %s twice", s)
+		}
+		shards = append(shards, s)
+	}
+	return shards, nil
 }

@@ -22,7 +22,10 @@ import (
 func (run *tarRun) makeBase(ctx context.Context) bool {
 	c, root := run.c, run.root
 	dst := root.dst
-	run.whole = run.upload && root.existing == nil
+	// The shards of a job build one tree at once: each writes into it, as
+	// a run into an existing tree does, since only one could rename a
+	// tree of its own into place.
+	run.whole = run.upload && root.existing == nil && !c.opts.Shard.Split()
 	if run.whole {
 		run.base = dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
 	}
@@ -37,6 +40,9 @@ func (run *tarRun) makeBase(ctx context.Context) bool {
 		made = err == nil
 	} else {
 		made, err = c.makeDir(ctx, base, root.info.Mode().Perm())
+		if !made && madeByOther(base) {
+			return true
+		}
 	}
 	if !made {
 		c.fail(&Error{Op: "create directory", Path: dst.String(), Err: err})
@@ -99,6 +105,9 @@ func (run *tarRun) makeLocalDirs(ctx context.Context, newDirs []*tarNode) {
 	c := run.c
 	for _, d := range newDirs {
 		made, err := c.makeDir(ctx, d.dst, d.info.Mode().Perm())
+		if !made && madeByOther(d.dst) {
+			continue
+		}
 		if !made {
 			c.fail(&Error{Op: "create directory", Path: d.dst.String(), Err: err})
 			continue

@@ -50,7 +50,7 @@ func TestDocs(t *testing.T) {
 		return string(b)
 	}
 	man := read("hpncp.1")
-	for _, want := range []string{".TH HPNCP 1", ".SH NAME", "hpncp bench --embedded", "hpncp ssh"} {
+	for _, want := range []string{".TH HPNCP 1", ".SH NAME", "hpncp bench --embedded", "hpncp ssh", ".SH REPORT", "hpncp report merge [-o FILE] REPORT..."} {
 		if !strings.Contains(man, want) {
 			t.Errorf("man page lacks %q", want)
 		}

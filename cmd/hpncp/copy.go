@@ -348,7 +348,7 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 	if !o.JSON {
 		return copyFiles(ctx, o, stdin, stderr, &copyRecord{})
 	}
-	rec := copyRecord{started: time.Now()}
+	rec := copyRecord{started: time.Now(), operands: o.Operands}
 	err := copyFiles(ctx, o, stdin, stderr, &rec)
 	if werr := writeReport(stdout, rec.report(err, time.Now())); werr != nil {
 		if err == nil {
@@ -368,6 +368,10 @@ type copyRecord struct {
 	elapsed time.Duration    // from the connected ends on, as the summary's
 	legacy  bool
 	planned []transfer.PlannedChange // hpncp sync's plan
+	// The job, for report merge: the command line's operands and the
+	// shard, once --shard was read.
+	operands []string
+	shard    transfer.Shard
 }
 
 // copyFiles is runCopy but for the report, which it fills in rec.
@@ -402,6 +406,7 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		if to.Shard, err = transfer.ParseShard(o.Shard); err != nil {
 			return usagef("run n copies with --shard 0/n to --shard n-1/n to split one migration", "--shard: %v", err)
 		}
+		rec.shard = to.Shard
 	}
 	if to.FilesFrom, err = o.fileList(stdin); err != nil {
 		return err

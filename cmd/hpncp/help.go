@@ -8,6 +8,7 @@ const usageText = `Usage:
   hpncp ssh [ssh flags] [user@]host [command...]
   hpncp bench [flags] [user@]host[:dir]   measure configurations, keep the best
   hpncp bench --embedded                  the demo: an emulated 50 ms path
+  hpncp report merge [-o FILE] REPORT...  one --json report of a job's shards
   hpncp version
 `
 
@@ -22,9 +23,9 @@ hpncp sync makes DEST match SRC with rsync's flags and meanings (-a, -n -i,
 --delete, --exclude, ...) on the same engine (see hpncp sync --help).
 hpncp ssh is a remote shell with ssh's flags for rsync -e, git and scripts
 (see hpncp ssh --help), also installable as hpnssh. A subcommand is one only
-as the first word: after a flag or an operand, sync, ssh, bench and version are
-operands (hpncp -r bench h: copies a directory named bench), and so is
-version with operands after it (hpncp version h: copies a file).
+as the first word: after a flag or an operand, sync, ssh, bench, report and
+version are operands (hpncp -r bench h: copies a directory named bench), and
+so is version with operands after it (hpncp version h: copies a file).
 
 SOURCE and TARGET are local paths or remote ones:
   [user@]host:path         path relative to the remote home unless absolute
@@ -112,7 +113,8 @@ Re-runs and migrations:
                          the target
   -0, --from0            the list's paths end in NUL, not newline
   --shard i/n            copy only files whose path hashes to shard i of n:
-                         n runs, 0/n to n-1/n, cover every file once
+                         n runs, 0/n to n-1/n, cover every file once; hpncp
+                         report merge combines their --json reports
   --json                 print a JSON report on stdout at the end
   --bwlimit RATE         limit bandwidth, as rsync's: 500 is 500 KiB/s, 10M is
                          10 MiB/s, 10MB is 10 MB/s, 100mbit is 100 Mbit/s

@@ -32,6 +32,12 @@ func (r *copyRecord) report(err error, ended time.Time) transfer.Report {
 	rep.HPNCP = strings.TrimPrefix(versionLine(version, commit, date, bi), "hpncp ")
 	rep.Started, rep.Ended = transfer.ReportTime(r.started), transfer.ReportTime(ended)
 	rep.ExitCode, rep.Error = runError(err)
+	if n := len(r.operands); n >= 2 {
+		rep.Sources, rep.Target = r.operands[:n-1], r.operands[n-1]
+	}
+	if r.shard.Count > 0 {
+		rep.Shards = []string{r.shard.String()}
+	}
 	return rep
 }
 
