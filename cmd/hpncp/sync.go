@@ -71,7 +71,7 @@ func syncMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if !o.json {
 		return asSyncError(runSync(ctx, o, stdin, stdout, stderr, &copyRecord{}))
 	}
-	rec := copyRecord{started: time.Now()}
+	rec := copyRecord{started: time.Now(), operands: o.operands}
 	err = runSync(ctx, o, stdin, io.Discard, stderr, &rec)
 	rep := rec.report(err, time.Now())
 	rep.ExitCode = syncExitCode(err)
