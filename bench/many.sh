@@ -179,12 +179,13 @@ stop_sshd
 wan_stats >&2 || true
 wan_down
 
-table=$(awk -v tools="$tools" '
-function median(arr, n,   i, j, t, a) {
+# median(arr, n): the median of arr[1..n], for both tables' awk.
+awk_median='function median(arr, n,   i, j, t, a) {
 	for (i = 1; i <= n; i++) a[i] = arr[i]
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+}'
+table=$(awk -v tools="$tools" "$awk_median"'
 { k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3 }
 END {
 	printf "| dir | tool | runs | min s | median s | max s | tool time / hpncp time |\n"
@@ -213,12 +214,7 @@ END {
 	echo
 	echo "The last column is the tool's median time over hpncp's (hpn): above 1, hpncp is faster."
 	if [[ " $tools " == *" sync "* ]] && [[ " $tools " == *" rsync "* ]]; then
-		awk '
-		function median(arr, n,   i, j, t, a) {
-			for (i = 1; i <= n; i++) a[i] = arr[i]
-			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-			return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-		}
+		awk "$awk_median"'
 		{ k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3 }
 		END {
 			split("up down", D, " ")
