@@ -74,6 +74,15 @@ func runScripts(t *testing.T, server string, vars map[string]string, setup func(
 			for k, v := range vars {
 				env.Setenv(k, v)
 			}
+			// ASLIMIT is the address-space bound of copies that must not
+			// hold a large file in memory (prlimit --as=$ASLIMIT): the
+			// race detector reserves far more address space than any
+			// bound a run without it should keep, so under -race there is
+			// none (its RSS bounds are allowed for elsewhere).
+			env.Setenv("ASLIMIT", "3221225472")
+			if raceDetector {
+				env.Setenv("ASLIMIT", "unlimited")
+			}
 			if setup != nil {
 				return setup(env)
 			}
