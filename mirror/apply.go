@@ -177,7 +177,7 @@ func (r *runner) removeAll(ctx context.Context, cs []*Change) {
 		d := r.dstPath(c.Name)
 		if err := d.FS.Remove(d.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			if c.dst != nil && c.dst.isDir() {
-				if left, lerr := readDir(ctx, d.FS, d.Path); lerr == nil && len(left) > 0 {
+				if left, lerr := transfer.ReadDir(ctx, d.FS, d.Path); lerr == nil && len(left) > 0 {
 					// What the filters protect stays, and so does the
 					// directory that holds it, as with rsync.
 					r.message("cannot delete non-empty directory: " + c.Name)
@@ -258,7 +258,6 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 	eo.Modes, eo.Times = r.o.Perms, r.o.Times
 	eo.Skip = transfer.CopyAlways
 	eo.FilesFrom = nil
-	eo.Recursive = true
 	srcRoot := transfer.Endpoint{FS: r.p.Src.Root.FS, Path: pathOf(r.p.Src.Root, r.p.SrcName, r.p.SrcName)}
 	dstRoot := transfer.Endpoint{FS: r.p.Dst.Root.FS, Path: pathOf(r.p.Dst.Root, r.p.SrcName, r.p.SrcName)}
 	if root := r.p.Src.Entries[r.p.SrcName]; root != nil && !root.isDir() {
@@ -512,11 +511,7 @@ func (r *runner) fixDirs(ctx context.Context, cs []*Change) {
 			}
 		}
 		if r.o.Times {
-			wg.Go(func() {
-				if err := d.FS.Chtimes(d.Path, c.src.Info.ModTime(), c.src.Info.ModTime()); err != nil {
-					r.fail(&transfer.Error{Op: "set times of", Path: d.String(), Err: err})
-				}
-			})
+			wg.Go(func() { r.setTimes(c, d) })
 		}
 		wg.Wait()
 		if c.kind == setAttrs {

@@ -225,7 +225,7 @@ type listedDir struct{ path, name string }
 // them to list next, and what failed.
 func (l lister) listDir(ctx context.Context, t *Tree, dir, name string) ([]*Entry, []listedDir, []error) {
 	end := t.Root.FS
-	entries, err := readDir(ctx, end, dir)
+	entries, err := transfer.ReadDir(ctx, end, dir)
 	if err != nil {
 		return nil, nil, []error{&transfer.Error{Op: "read directory", Path: end.Label() + dir, Err: err}}
 	}
@@ -280,18 +280,6 @@ func lstat(e transfer.Endpoint) (fs.FileInfo, error) {
 		return l.Lstat(e.Path)
 	}
 	return e.FS.Stat(e.Path)
-}
-
-// contextDirReader is an end whose listings end with their context.
-type contextDirReader interface {
-	ReadDirContext(ctx context.Context, name string) ([]fs.FileInfo, error)
-}
-
-func readDir(ctx context.Context, fsys transfer.FS, name string) ([]fs.FileInfo, error) {
-	if r, ok := fsys.(contextDirReader); ok {
-		return r.ReadDirContext(ctx, name)
-	}
-	return fsys.ReadDir(name)
 }
 
 // pathOf is where the rsync name n of a tree rooted at root (whose own

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
 	"sort"
 	"strings"
 
@@ -146,7 +145,7 @@ func (o Options) listOnly() bool {
 // leading type letters) comparing source s with target d; sending says
 // the content is sent (an unset -t then shows 'T').
 func (o Options) attrCode(s, d *Entry, sending, sumDiffers bool) string {
-	b := []byte("...........")[:9]
+	b := []byte(".........")
 	if sumDiffers {
 		b[0] = 'c'
 	}
@@ -176,7 +175,8 @@ func (o Options) attrCode(s, d *Entry, sending, sumDiffers bool) string {
 	return string(b)
 }
 
-const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+// modeBits are the mode bits -p keeps, the engine's.
+const modeBits = transfer.ModeBits
 
 // MakePlan compares the listed source and target and decides every
 // change, as rsync's generator would.

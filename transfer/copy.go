@@ -400,6 +400,10 @@ func (c *copier) makeDir(ctx context.Context, dst Endpoint, perm fs.FileMode) (m
 // modeBits are the mode bits -p carries over.
 const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 
+// ModeBits are the mode bits -p carries over, for a caller that keeps
+// modes itself (hpncp sync).
+const ModeBits = modeBits
+
 // setMode gives a newly created file or directory the permissions perm as
 // masked by the receiving end's umask, which it learns from the mode that
 // end gave the new entry (SFTP offers no other way to ask).

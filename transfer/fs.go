@@ -57,6 +57,12 @@ func readDir(ctx context.Context, fsys FS, name string) ([]fs.FileInfo, error) {
 	return fsys.ReadDir(name)
 }
 
+// ReadDir is readDir for a caller outside the engine that lists a tree
+// itself (hpncp sync's mirror).
+func ReadDir(ctx context.Context, fsys FS, name string) ([]fs.FileInfo, error) {
+	return readDir(ctx, fsys, name)
+}
+
 // listingHint says what to make of a listing that failed, where there is
 // something to say.
 func listingHint(err error) string {

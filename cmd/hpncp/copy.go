@@ -222,18 +222,9 @@ func (o *copyOptions) fileList(stdin io.Reader) ([]string, error) {
 	if o.FilesFrom == "" {
 		return nil, nil
 	}
-	r := stdin
-	if o.FilesFrom != "-" {
-		f, err := os.Open(o.FilesFrom)
-		if err != nil {
-			return nil, usagef("", "--files-from: %v", err)
-		}
-		defer f.Close()
-		r = f
-	}
-	list, err := transfer.ReadFileList(r, o.From0)
+	list, err := readFileList(o.FilesFrom, o.From0, stdin)
 	if err != nil {
-		return nil, usagef("", "--files-from %s: %v", o.FilesFrom, err)
+		return nil, usagef("", "%v", err)
 	}
 	if list == nil {
 		list = []string{}
@@ -576,6 +567,25 @@ func pathOf(err error) string {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// readFileList reads the --files-from list name ("-" for stdin), as
+// hpncp and hpncp sync take it; errors say which part failed.
+func readFileList(name string, nul bool, stdin io.Reader) ([]string, error) {
+	r := stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("--files-from: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	list, err := transfer.ReadFileList(r, nul)
+	if err != nil {
+		return nil, fmt.Errorf("--files-from %s: %w", name, err)
+	}
+	return list, nil
 }
 
 // defaultCopyOptions are the options of a copy given no flags: the

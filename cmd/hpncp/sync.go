@@ -408,18 +408,9 @@ func (o *syncOptions) rules(stdin io.Reader) (*filter.Rules, error) {
 // fileList reads --files-from (a file, or "-" for stdin; --from0 for
 // NUL-separated names).
 func (o *syncOptions) fileList(stdin io.Reader) ([]string, error) {
-	r := stdin
-	if o.filesFrom != "-" {
-		f, err := os.Open(o.filesFrom)
-		if err != nil {
-			return nil, syncUsagef("", "--files-from: %v", err)
-		}
-		defer f.Close()
-		r = f
-	}
-	list, err := transfer.ReadFileList(r, o.from0)
+	list, err := readFileList(o.filesFrom, o.from0, stdin)
 	if err != nil {
-		return nil, syncUsagef("", "--files-from=%s: %v", o.filesFrom, err)
+		return nil, syncUsagef("", "%v", err)
 	}
 	return list, nil
 }
