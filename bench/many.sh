@@ -9,8 +9,15 @@
 #                 [--per-dir 100] [--tools "scp rsync hpn hpnd"]
 #                 [--scp-sample 500] [--scp-runs 1] [--out FILE.md]
 #                 [--hpncp BINARY] [--before BINARY]
+#                 [--tcp debian] [--tcp-mem BYTES] [--cc NAME] [--loss P]
 #
 #   --rtt         RTT in ms through bench/netns.sh's emulator at --rate
+#   --tcp         TCP settings of both namespaces: debian (a stock Debian
+#                 kernel's: tcp_rmem max 6 MiB, tcp_wmem max 4 MiB, cubic;
+#                 the headline) or host (what this host has)
+#   --tcp-mem     a variant: tcp_rmem and tcp_wmem max raised to BYTES
+#   --cc          a variant: another congestion control (bbr)
+#   --loss        a variant: random loss per packet and direction (0.01%)
 #   --tools       any of: scp (scp -r, SFTP mode), rsync (rsync -a -e ssh),
 #                 hpn (hpncp -r), hpnd (hpncp -r --hpn-disabled) and sync
 #                 (hpncp sync -a -e ssh, rsync's command line);
@@ -40,6 +47,7 @@ root=$(cd "$here/.." && pwd)
 
 rtt=50 rate=1gbit runs=3 ndirs=100 per_dir=100 tools="scp rsync hpn hpnd"
 scp_sample=500 scp_runs=1 out= hpncp_bin= before_bin=
+tcp=debian tcp_mem= cc= loss=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rtt) rtt=$2 ;;
@@ -53,6 +61,10 @@ while [ $# -gt 0 ]; do
 	--out) out=$2 ;;
 	--hpncp) hpncp_bin=$2 ;;
 	--before) before_bin=$2 ;;
+	--tcp) tcp=$2 ;;
+	--tcp-mem) tcp_mem=$2 ;;
+	--cc) cc=$2 ;;
+	--loss) loss=$2 ;;
 	*)
 		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 		exit 2
@@ -76,6 +88,16 @@ trap cleanup EXIT
 source "$here/netns.sh"
 # shellcheck source=bench/sshd.sh
 source "$here/sshd.sh"
+
+# tcp_label: whether the figures are the headline (a stock kernel's
+# settings) or a variant, for the table's title.
+tcp_label() {
+	if [ "$tcp" = debian ] && [ -z "$tcp_mem" ] && [ -z "$cc" ] && [ "$loss" = 0 ]; then
+		echo "stock Debian TCP settings"
+	else
+		echo "VARIANT: --tcp $tcp${tcp_mem:+ --tcp-mem $tcp_mem}${cc:+ --cc $cc}$( [ "$loss" = 0 ] || echo " --loss $loss")"
+	fi
+}
 
 if [ -z "$hpncp_bin" ]; then
 	echo "building hpncp" >&2
@@ -147,7 +169,7 @@ copy() {
 	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }'
 }
 
-wan_up --rtt "${rtt}ms" --rate "$rate" --tcp-mem 67108864
+wan_up --rtt "${rtt}ms" --rate "$rate" --loss "$loss" --tcp "$tcp" ${tcp_mem:+--tcp-mem "$tcp_mem"} ${cc:+--cc "$cc"}
 run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")
 start_sshd "$WAN_ADDR_B" 2222 "MaxStartups 100:30:200" ||
 	{ echo "many.sh: sshd did not come up on $WAN_ADDR_B: $(cat "$work/sshd.log")" >&2; exit 1; }
@@ -175,6 +197,7 @@ for run in $(seq "$runs"); do
 		done
 	done
 done
+tcp_settings=$WAN_TCP
 stop_sshd
 wan_stats >&2 || true
 wan_down
@@ -208,7 +231,7 @@ END {
 }' "$results")
 
 {
-	echo "Many small files: $small x 4 KiB in $ndirs directories + 5 x 10 MiB, $(date -u +%Y-%m-%d), RTT ${rtt} ms, rate $rate, $runs run(s) each, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server, to an empty target"
+	echo "Many small files: $small x 4 KiB in $ndirs directories + 5 x 10 MiB, $(date -u +%Y-%m-%d), RTT ${rtt} ms, rate $rate, loss $loss, $tcp_settings ($(tcp_label)), $runs run(s) each, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server, to an empty target"
 	echo
 	echo "$table"
 	echo

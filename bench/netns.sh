@@ -30,15 +30,30 @@
 #   --mode MODE       auto, wanem, netem or veth [auto]: auto is veth for
 #                     --rtt 0 --rate unlimited --loss 0, else netem where the
 #                     kernel has it, else the userspace emulator (wanem)
-#   --tcp-mem BYTES   raise the maximum of net.ipv4.tcp_rmem and tcp_wmem in
-#                     both namespaces to BYTES [leave the namespace defaults]
-#   --cc NAME         TCP congestion control in both namespaces [leave default]
+#   --tcp PROFILE     TCP settings of both namespaces [host]:
+#                       host    what a new namespace copies from this host
+#                       debian  a stock Debian kernel's: tcp_rmem
+#                               4096 131072 6291456, tcp_wmem 4096 16384
+#                               4194304, congestion control cubic
+#   --tcp-mem BYTES   the maximum of net.ipv4.tcp_rmem and tcp_wmem in both
+#                     namespaces, over what --tcp set
+#   --cc NAME         TCP congestion control in both namespaces, over what
+#                     --tcp set
+#
+# A namespace other than the host's may only default to a congestion
+# control in net.ipv4.tcp_allowed_congestion_control, a host-wide list. When
+# the one asked for is available but not allowed, wan_up adds it to the
+# list for the moment it takes to set it (under a lock, so that concurrent
+# wan_ups restore the same list) and puts the list back at once. The
+# sockets' own limits (net.core.rmem_max, wmem_max) are host-wide: only an
+# explicit SO_RCVBUF or SO_SNDBUF meets them.
 #
 # After wan_up these are set (and exported):
 #   NS_A, NS_B              namespace names, hpncp-a-PID and hpncp-b-PID
 #   WAN_ADDR_A, WAN_ADDR_B  198.18.0.1 (in NS_A) and 198.18.0.2 (in NS_B)
 #   WAN_DEV                 the link's interface name in both namespaces (wan0)
 #   WAN_MODE                wanem, netem or veth
+#   WAN_TCP                 the TCP settings the namespaces run with, for tables
 #   WANEM_PID               the emulator's PID (wanem mode; empty otherwise)
 #   WAN_DIR                 a private temporary directory, removed by wan_down
 # and these functions are available:
@@ -85,7 +100,7 @@ _wan_usec() {
 # _wan_parse ARGS...: sets the _wan_opt_* variables from wan_up options.
 _wan_parse() {
 	_wan_opt_rtt=50ms _wan_opt_rate=1gbit _wan_opt_queue=auto _wan_opt_loss=0
-	_wan_opt_mtu=1500 _wan_opt_seed=1 _wan_opt_tick=auto _wan_opt_mode=auto _wan_opt_tcpmem= _wan_opt_cc=
+	_wan_opt_mtu=1500 _wan_opt_seed=1 _wan_opt_tick=auto _wan_opt_mode=auto _wan_opt_tcpmem= _wan_opt_cc= _wan_opt_tcp=host
 	while [ $# -gt 0 ]; do
 		if [ $# -lt 2 ]; then
 			_wan_err "option $1 needs a value"
@@ -100,6 +115,7 @@ _wan_parse() {
 		--seed) _wan_opt_seed=$2 ;;
 		--tick) _wan_opt_tick=$2 ;;
 		--mode) _wan_opt_mode=$2 ;;
+		--tcp) _wan_opt_tcp=$2 ;;
 		--tcp-mem) _wan_opt_tcpmem=$2 ;;
 		--cc) _wan_opt_cc=$2 ;;
 		*)
@@ -241,23 +257,68 @@ wan_up() {
 
 # _wan_netns_add: both namespaces, with lo up and the TCP settings asked for.
 _wan_netns_add() {
-	local ns
+	local ns rmem= wmem= cc=
+	case $_wan_opt_tcp in
+	host) ;;
+	debian) rmem="4096 131072 6291456" wmem="4096 16384 4194304" cc=cubic ;;
+	*)
+		_wan_err "--tcp $_wan_opt_tcp: want host or debian"
+		return 2
+		;;
+	esac
+	if [ -n "$_wan_opt_tcpmem" ]; then
+		rmem="4096 131072 $_wan_opt_tcpmem" wmem="4096 16384 $_wan_opt_tcpmem"
+	fi
+	[ -z "$_wan_opt_cc" ] || cc=$_wan_opt_cc
 	for ns in "$NS_A" "$NS_B"; do
 		ip netns add "$ns" || return 1
 		ip -n "$ns" link set lo up || return 1
-		if [ -n "$_wan_opt_tcpmem" ]; then
-			ip netns exec "$ns" sysctl -qw \
-				"net.ipv4.tcp_rmem=4096 131072 $_wan_opt_tcpmem" \
-				"net.ipv4.tcp_wmem=4096 16384 $_wan_opt_tcpmem" || return 1
+		if [ -n "$rmem" ]; then
+			ip netns exec "$ns" sysctl -qw "net.ipv4.tcp_rmem=$rmem" "net.ipv4.tcp_wmem=$wmem" || return 1
 		fi
-		if [ -n "$_wan_opt_cc" ] &&
-			! ip netns exec "$ns" sysctl -qw "net.ipv4.tcp_congestion_control=$_wan_opt_cc"; then
-			_wan_err "--cc $_wan_opt_cc: a namespace may only default to one of" \
-				"net.ipv4.tcp_allowed_congestion_control ($(sysctl -n net.ipv4.tcp_allowed_congestion_control));" \
-				"pick others per socket (iperf3 -C)"
-			return 1
+		if [ -n "$cc" ]; then
+			_wan_set_cc "$ns" "$cc" || return 1
 		fi
 	done
+	WAN_TCP="tcp_rmem $(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_rmem | tr -s '\t ' ' ')"
+	WAN_TCP="$WAN_TCP, tcp_wmem $(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_wmem | tr -s '\t ' ' ')"
+	WAN_TCP="$WAN_TCP, $(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_congestion_control)"
+	export WAN_TCP
+}
+
+# _wan_set_cc NS NAME: makes NAME the congestion control NS defaults to,
+# allowing it host-wide for that moment only where it has to be.
+_wan_set_cc() {
+	local ns=$1 cc=$2 allowed rc=0
+	case " $(sysctl -n net.ipv4.tcp_available_congestion_control) " in
+	*" $cc "*) ;;
+	*)
+		modprobe -q "tcp_$cc" 2>/dev/null || true
+		case " $(sysctl -n net.ipv4.tcp_available_congestion_control) " in
+		*" $cc "*) ;;
+		*)
+			_wan_err "--cc $cc: this kernel offers $(sysctl -n net.ipv4.tcp_available_congestion_control)"
+			return 1
+			;;
+		esac
+		;;
+	esac
+	(
+		flock 9
+		allowed=$(sysctl -n net.ipv4.tcp_allowed_congestion_control)
+		case " $allowed " in
+		*" $cc "*) ip netns exec "$ns" sysctl -qw "net.ipv4.tcp_congestion_control=$cc" ;;
+		*)
+			sysctl -qw "net.ipv4.tcp_allowed_congestion_control=$allowed $cc" || exit 1
+			ip netns exec "$ns" sysctl -qw "net.ipv4.tcp_congestion_control=$cc" || rc=1
+			sysctl -qw "net.ipv4.tcp_allowed_congestion_control=$allowed" || rc=1
+			exit $rc
+			;;
+		esac
+	) 9>/run/hpncp-bench-cc.lock || {
+		_wan_err "--cc $cc: could not make it the default of $ns"
+		return 1
+	}
 }
 
 # _wan_addr_up NS DEV ADDR: names the link wan0 inside NS, sets its MTU and

@@ -9,6 +9,7 @@
 #                [--size 1G] [--slow-size 256M] [--tools "..."]
 #                [--dirs "up down"] [--mtu 1500] [--out FILE.md]
 #                [--hpncp BINARY] [--before BINARY]
+#                [--tcp debian] [--tcp-mem BYTES] [--cc NAME] [--loss P]
 #
 #   --rtts       "lo" is 127.0.0.1 in this namespace (no emulator); a number
 #                is an RTT in ms through the emulator at --rate
@@ -16,6 +17,12 @@
 #   --slow-size  file size for the single-channel tools (scp, scp-O, sftp,
 #                rsync, hpnd) at 50 ms and more, where 1 GiB would take a
 #                minute a run; MB/s stays comparable, set-up included
+#   --tcp         TCP settings of both namespaces: debian (a stock Debian
+#                 kernel's: tcp_rmem max 6 MiB, tcp_wmem max 4 MiB, cubic;
+#                 the headline) or host (what this host has)
+#   --tcp-mem     a variant: tcp_rmem and tcp_wmem max raised to BYTES
+#   --cc          a variant: another congestion control (bbr)
+#   --loss        a variant: random loss per packet and direction (0.01%)
 #   --tools      any of: scp scp-O sftp rsync rsync-hpn hpnd hpn (rsync-hpn
 #                is rsync -e 'hpncp ssh'); with --before, also hpn-before
 #   --before     another hpncp binary (an earlier commit's), run as tool
@@ -37,6 +44,7 @@ root=$(cd "$here/.." && pwd)
 
 rtts="lo 1 10 50 100" rate=1gbit runs=3 size=1G slow_size=256M
 tools="scp scp-O sftp rsync rsync-hpn hpnd hpn" dirs="up down" mtu=1500 out= hpncp_bin= before_bin=
+tcp=debian tcp_mem= cc= loss=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rtts) rtts=$2 ;;
@@ -50,6 +58,10 @@ while [ $# -gt 0 ]; do
 	--out) out=$2 ;;
 	--hpncp) hpncp_bin=$2 ;;
 	--before) before_bin=$2 ;;
+	--tcp) tcp=$2 ;;
+	--tcp-mem) tcp_mem=$2 ;;
+	--cc) cc=$2 ;;
+	--loss) loss=$2 ;;
 	*)
 		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 		exit 2
@@ -72,6 +84,16 @@ trap cleanup EXIT
 source "$here/netns.sh"
 # shellcheck source=bench/sshd.sh
 source "$here/sshd.sh"
+
+# tcp_label: whether the figures are the headline (a stock kernel's
+# settings) or a variant, for the table's title.
+tcp_label() {
+	if [ "$tcp" = debian ] && [ -z "$tcp_mem" ] && [ -z "$cc" ] && [ "$loss" = 0 ]; then
+		echo "stock Debian TCP settings"
+	else
+		echo "VARIANT: --tcp $tcp${tcp_mem:+ --tcp-mem $tcp_mem}${cc:+ --cc $cc}$( [ "$loss" = 0 ] || echo " --loss $loss")"
+	fi
+}
 
 if [ -z "$hpncp_bin" ]; then
 	echo "building hpncp" >&2
@@ -141,7 +163,8 @@ for rtt in $rtts; do
 	if [ "$rtt" = lo ]; then
 		addr=127.0.0.1 run_server=() run_client=()
 	else
-		wan_up --rtt "${rtt}ms" --rate "$rate" --mtu "$mtu" --tcp-mem 67108864
+		wan_up --rtt "${rtt}ms" --rate "$rate" --mtu "$mtu" --loss "$loss" --tcp "$tcp" ${tcp_mem:+--tcp-mem "$tcp_mem"} ${cc:+--cc "$cc"}
+		tcp_settings=$WAN_TCP
 		addr=$WAN_ADDR_B run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")
 	fi
 	start_sshd "$addr" 2222 "MaxStartups 100:30:200" ||
@@ -196,7 +219,7 @@ END {
 }' "$results")
 
 {
-	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), $runs runs each, rate $rate, MTU $mtu, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
+	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), $runs runs each, rate $rate, MTU $mtu, loss $loss, ${tcp_settings:-loopback only} ($(tcp_label)), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
 	echo
 	echo "$table"
 } | tee ${out:+"$out"}
