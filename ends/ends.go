@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hpncp/hpncp/internal/starttrace"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/protocol/scp"
 	"github.com/hpncp/hpncp/sshconn"
@@ -258,6 +259,7 @@ func (h *Hosts) Endpoint(ctx context.Context, l transfer.Location) (transfer.End
 				defer h.mu.Unlock()
 				return minRTT(mine)
 			},
+			Trace: starttrace.From(ctx),
 		})
 		if err != nil {
 			if has, herr := protocol.HasSFTP(first.Client); herr == nil && !has {

@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"sync"
 	"time"
+
+	"github.com/hpncp/hpncp/internal/starttrace"
 )
 
 // Small files cost round trips, not bandwidth: at 50 ms a file sent with
@@ -91,6 +93,7 @@ func (s *SFTP) PutSmall(ctx context.Context, tmp, name string, data []byte, a Pu
 		}
 		return c
 	}
+	starttrace.From(ctx).Mark(starttrace.FirstByte)
 	var writes []*call
 	for off := 0; off < len(data); off += rs.packet {
 		p := data[off:min(off+rs.packet, len(data))]
@@ -202,8 +205,11 @@ func (s *SFTP) GetSmall(ctx context.Context, name string, size int64) ([]byte, f
 	}
 
 	first := sendErr
-	for _, r := range reads {
+	for i, r := range reads {
 		err := wait(r.c, fxpData)
+		if i == 0 && err == nil {
+			starttrace.From(ctx).Mark(starttrace.FirstByte)
+		}
 		got := r.c.n
 		putCall(r.c)
 		switch {

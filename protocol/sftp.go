@@ -15,6 +15,8 @@ import (
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/starttrace"
 )
 
 // receiveWindow is the flow-control window x/crypto/ssh gives every
@@ -66,6 +68,8 @@ type Options struct {
 	// up for its server's silence (unanswered keepalives), or nil: then
 	// no connection is dialed again.
 	Silent func(*ssh.Client) error
+	// Trace, when not nil, is told when the SFTP sessions are ready.
+	Trace *starttrace.Trace
 }
 
 // clientOptions are pkg/sftp's options for a main session whose requests
@@ -176,6 +180,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	if st.spare != nil {
 		p.adopt(newRawSession(st.spare, packet))
 	}
+	o.Trace.Mark(starttrace.SFTP)
 	return &SFTP{
 		mc: mainClient{c: st.c}, label: o.Label, atomicRename: ok, packet: packet,
 		pool:   p,
