@@ -49,6 +49,12 @@ type PutAttrs struct {
 	// SetTimes sets the access and modification times (-p).
 	SetTimes     bool
 	Atime, Mtime time.Time
+	// Final, when not nil, gives SetMode, Mode and the times in place of
+	// the fields above, and is called once the open is answered: working
+	// the final mode out may wait on a round trip of its own (the
+	// receiving end's umask, learnt once a run), which then goes beside
+	// the open's instead of before it.
+	Final func() PutAttrs
 }
 
 // ErrSizeMismatch is the cause of a PutSmall failure where the written
@@ -74,6 +80,11 @@ func (s *SFTP) PutSmall(ctx context.Context, tmp, name string, data []byte, a Pu
 	if err != nil {
 		s.batch.drop(bs, err)
 		return err
+	}
+	if a.Final != nil {
+		perm := a.Perm
+		a = a.Final()
+		a.Perm = perm
 	}
 	// After the close the file is addressed by name: a server that runs a
 	// handle's writes concurrently (pkg/sftp's does) still finishes them
