@@ -101,15 +101,15 @@ func TestRoundTripsBeforeFirstByte(t *testing.T) {
 		// its KEXINIT without waiting for the client's), the
 		// authentication (service, none, the key's query, its
 		// signature), the SFTP sessions (channel, subsystem, INIT and
-		// the limits question behind it), the stat of the target or the
-		// source, then the file's open before its first write (the umask
+		// the limits question and the operand's stat behind it), then the
+		// file's open before its first write (the umask
 		// probe beside it), or its open and first read.
 		want map[string]int
 	}{
 		{"upload", transfer.Location{Path: src}, remote("up.bin"), filepath.Join(srv.Root, "up.bin"),
-			map[string]int{"config": -1, "tcp": 0, "ssh-version": 1, "kex": 1, "auth": 4, "sftp": 3, "target": 1, "first-byte": 1}},
+			map[string]int{"config": -1, "tcp": 0, "ssh-version": 1, "kex": 1, "auth": 4, "sftp": 3, "target": 0, "first-byte": 1}},
 		{"download", remote("down.bin"), transfer.Location{Path: local}, local,
-			map[string]int{"config": -1, "tcp": 0, "ssh-version": 1, "kex": 1, "auth": 4, "sftp": 3, "target": 1, "first-byte": 2}},
+			map[string]int{"config": -1, "tcp": 0, "ssh-version": 1, "kex": 1, "auth": 4, "sftp": 3, "target": 0, "first-byte": 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			trace := starttrace.New(rtt)

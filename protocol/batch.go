@@ -69,7 +69,7 @@ func (s *SFTP) PutSmall(ctx context.Context, tmp, name string, data []byte, a Pu
 	if len(data) > SmallMax {
 		return fmt.Errorf("put %s: %d bytes is more than %d", name, len(data), SmallMax)
 	}
-	bs, err := s.batch.get(ctx)
+	bs, err := s.getBatch(ctx)
 	if err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func (s *SFTP) GetSmall(ctx context.Context, name string, size int64) ([]byte, f
 	if size > SmallMax || size < 0 {
 		return nil, nil, fmt.Errorf("get %s: %d bytes is more than %d", name, size, SmallMax)
 	}
-	bs, err := s.batch.get(ctx)
+	bs, err := s.getBatch(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -264,7 +264,7 @@ func (s *SFTP) GetSmall(ctx context.Context, name string, size int64) ([]byte, f
 // umask, then a chmod). It fails with ErrNoBatch where no session is
 // free for it.
 func (s *SFTP) MkdirMode(ctx context.Context, name string, perm fs.FileMode) error {
-	bs, err := s.batch.get(ctx)
+	bs, err := s.getBatch(ctx)
 	if err != nil {
 		return err
 	}
@@ -288,7 +288,7 @@ func (s *SFTP) MkdirMode(ctx context.Context, name string, perm fs.FileMode) err
 // costs one round trip. It fails with ErrNoBatch where no session is
 // free for it.
 func (s *SFTP) Umask(ctx context.Context, probe string) (fs.FileMode, error) {
-	bs, err := s.batch.get(ctx)
+	bs, err := s.getBatch(ctx)
 	if err != nil {
 		return 0, err
 	}
