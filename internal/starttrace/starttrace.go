@@ -140,7 +140,7 @@ func (t *Trace) Summary() string {
 	last := steps[len(steps)-1]
 	until := "before the first byte"
 	if last.Name != FirstByte {
-		until = "before " + last.Name
+		until = "up to the end of " + last.Name
 	}
 	per, total, ok := t.RoundTrips()
 	var b strings.Builder

@@ -40,7 +40,7 @@ func TestSummaryCountsRoundTrips(t *testing.T) {
 func TestSummaryWithoutRTTGivesTimes(t *testing.T) {
 	tr := New(0)
 	tr.Mark(TCP)
-	if got := tr.Summary(); !strings.Contains(got, "before tcp (tcp at ") {
+	if got := tr.Summary(); !strings.Contains(got, "up to the end of tcp (tcp at ") {
 		t.Errorf("summary %q, want the steps' times", got)
 	}
 }
