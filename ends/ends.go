@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hpncp/hpncp/internal/starttrace"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/protocol/scp"
 	"github.com/hpncp/hpncp/sshconn"
@@ -125,7 +126,14 @@ func (r *Run) Copy(ctx context.Context) (*transfer.Result, error) {
 func (h *Hosts) Open(ctx context.Context, locs []transfer.Location, o transfer.Options) (*Run, error) {
 	r := &Run{Legacy: h.opts.Legacy, sftp: make([]transfer.Endpoint, len(locs))}
 	for i := 0; i < len(locs) && !r.Legacy; i++ {
-		e, err := h.Endpoint(ctx, locs[i])
+		// The copy begins with a stat of each operand (the target's,
+		// each source's) unless it reads a list of files: asked for with
+		// the host's SFTP start, it costs no round trip of its own.
+		var early []string
+		if o.FilesFrom == nil && locs[i].Remote() {
+			early = []string{RemotePath(locs[i].Path)}
+		}
+		e, err := h.endpoint(ctx, locs[i], early)
 		switch {
 		case errors.Is(err, ErrNoSFTP):
 			r.Legacy = true
@@ -199,6 +207,12 @@ func (h *Hosts) destination(l transfer.Location) (string, sshconn.Options) {
 // first use. A host without an sftp subsystem is ErrNoSFTP, and is then
 // kept for SCPEndpoint.
 func (h *Hosts) Endpoint(ctx context.Context, l transfer.Location) (transfer.Endpoint, error) {
+	return h.endpoint(ctx, l, nil)
+}
+
+// endpoint is Endpoint, with the stats of early asked for as its host's
+// SFTP end starts (protocol.Options.Stat) when it starts here.
+func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []string) (transfer.Endpoint, error) {
 	if !l.Remote() {
 		return transfer.Endpoint{FS: transfer.Local{}, Path: l.Path}, nil
 	}
@@ -258,6 +272,8 @@ func (h *Hosts) Endpoint(ctx context.Context, l transfer.Location) (transfer.End
 				defer h.mu.Unlock()
 				return minRTT(mine)
 			},
+			Trace: starttrace.From(ctx),
+			Stat:  early,
 		})
 		if err != nil {
 			if has, herr := protocol.HasSFTP(first.Client); herr == nil && !has {

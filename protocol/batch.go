@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"sync"
 	"time"
+
+	"github.com/hpncp/hpncp/internal/starttrace"
 )
 
 // Small files cost round trips, not bandwidth: at 50 ms a file sent with
@@ -47,6 +49,12 @@ type PutAttrs struct {
 	// SetTimes sets the access and modification times (-p).
 	SetTimes     bool
 	Atime, Mtime time.Time
+	// Final, when not nil, gives SetMode, Mode and the times in place of
+	// the fields above, and is called once the open is answered: working
+	// the final mode out may wait on a round trip of its own (the
+	// receiving end's umask, learnt once a run), which then goes beside
+	// the open's instead of before it.
+	Final func() PutAttrs
 }
 
 // ErrSizeMismatch is the cause of a PutSmall failure where the written
@@ -61,7 +69,7 @@ func (s *SFTP) PutSmall(ctx context.Context, tmp, name string, data []byte, a Pu
 	if len(data) > SmallMax {
 		return fmt.Errorf("put %s: %d bytes is more than %d", name, len(data), SmallMax)
 	}
-	bs, err := s.batch.get(ctx)
+	bs, err := s.getBatch(ctx)
 	if err != nil {
 		return err
 	}
@@ -72,6 +80,11 @@ func (s *SFTP) PutSmall(ctx context.Context, tmp, name string, data []byte, a Pu
 	if err != nil {
 		s.batch.drop(bs, err)
 		return err
+	}
+	if a.Final != nil {
+		perm := a.Perm
+		a = a.Final()
+		a.Perm = perm
 	}
 	// After the close the file is addressed by name: a server that runs a
 	// handle's writes concurrently (pkg/sftp's does) still finishes them
@@ -91,6 +104,7 @@ func (s *SFTP) PutSmall(ctx context.Context, tmp, name string, data []byte, a Pu
 		}
 		return c
 	}
+	starttrace.From(ctx).Mark(starttrace.FirstByte)
 	var writes []*call
 	for off := 0; off < len(data); off += rs.packet {
 		p := data[off:min(off+rs.packet, len(data))]
@@ -156,7 +170,7 @@ func (s *SFTP) GetSmall(ctx context.Context, name string, size int64) ([]byte, f
 	if size > SmallMax || size < 0 {
 		return nil, nil, fmt.Errorf("get %s: %d bytes is more than %d", name, size, SmallMax)
 	}
-	bs, err := s.batch.get(ctx)
+	bs, err := s.getBatch(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -202,8 +216,11 @@ func (s *SFTP) GetSmall(ctx context.Context, name string, size int64) ([]byte, f
 	}
 
 	first := sendErr
-	for _, r := range reads {
+	for i, r := range reads {
 		err := wait(r.c, fxpData)
+		if i == 0 && err == nil {
+			starttrace.From(ctx).Mark(starttrace.FirstByte)
+		}
 		got := r.c.n
 		putCall(r.c)
 		switch {
@@ -247,7 +264,7 @@ func (s *SFTP) GetSmall(ctx context.Context, name string, size int64) ([]byte, f
 // umask, then a chmod). It fails with ErrNoBatch where no session is
 // free for it.
 func (s *SFTP) MkdirMode(ctx context.Context, name string, perm fs.FileMode) error {
-	bs, err := s.batch.get(ctx)
+	bs, err := s.getBatch(ctx)
 	if err != nil {
 		return err
 	}
@@ -271,7 +288,7 @@ func (s *SFTP) MkdirMode(ctx context.Context, name string, perm fs.FileMode) err
 // costs one round trip. It fails with ErrNoBatch where no session is
 // free for it.
 func (s *SFTP) Umask(ctx context.Context, probe string) (fs.FileMode, error) {
-	bs, err := s.batch.get(ctx)
+	bs, err := s.getBatch(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -43,7 +43,7 @@ func (l Limits) Packet() int {
 // (OpenSSH's limits@openssh.com, in OpenSSH 8.7 and later). A server without
 // the extension yields zero Limits and no error.
 func QueryLimits(conn *ssh.Client) (Limits, error) {
-	ch, lim, err := limitsSession(conn)
+	ch, lim, _, err := limitsSession(conn, nil)
 	if err != nil {
 		return Limits{}, err
 	}
@@ -59,20 +59,21 @@ func QueryLimits(conn *ssh.Client) (Limits, error) {
 // The question goes out right behind INIT, before VERSION tells whether
 // the server knows it: one round trip for both. A server that does not
 // know it answers with a status, as SFTP asks of unknown extended
-// requests, and gets no other question.
-func limitsSession(conn *ssh.Client) (ssh.Channel, Limits, error) {
+// requests, and gets no other question. The stats of names go behind
+// it (early.go).
+func limitsSession(conn *ssh.Client, names []string) (ssh.Channel, Limits, map[string]earlyStat, error) {
 	const id = 1
 	ask := sftpPacket(fxpExtended, appendString(binary.BigEndian.AppendUint32(nil, id), limitsExtension))
-	ch, h, err := helloSFTP(conn, ask)
+	ch, h, err := helloSFTP(conn, ask, statRequests(names))
 	if err != nil {
-		return nil, Limits{}, fmt.Errorf("ask for limits: %w", err)
+		return nil, Limits{}, nil, fmt.Errorf("ask for limits: %w", err)
 	}
-	lim, err := readLimits(ch, h, id)
+	lim, early, err := readStart(ch, h, names)
 	if err != nil {
 		_ = ch.Close()
-		return nil, Limits{}, fmt.Errorf("ask for limits: %w", err)
+		return nil, Limits{}, nil, fmt.Errorf("ask for limits: %w", err)
 	}
-	return ch, lim, nil
+	return ch, lim, early, nil
 }
 
 // readLimits reads the reply to limits@openssh.com request id from a

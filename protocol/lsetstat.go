@@ -62,7 +62,7 @@ func (s *SFTP) lsetstat(ctx context.Context, op, name string, attrs func([]byte)
 		return &fs.PathError{Op: op, Path: name,
 			Err: fmt.Errorf("%w: the server does not offer %s", errors.ErrUnsupported, lsetstatExt)}
 	}
-	bs, err := s.batch.get(ctx)
+	bs, err := s.getBatch(ctx)
 	if errors.Is(err, ErrNoBatch) {
 		err = errNoLsetstatSession
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/starttrace"
 )
 
 // receiveWindow is the flow-control window x/crypto/ssh gives every
@@ -46,6 +48,7 @@ type SFTP struct {
 	reqRTT       time.Duration // an SFTP request's round trip, measured at start
 	tar          tarConn       // tar mode's connection (tar.go)
 	lister       lister        // the session of listings (readdir.go)
+	early        earlyStats    // the stats asked for with the start (early.go)
 }
 
 // Options say how to open an SFTP end.
@@ -66,6 +69,12 @@ type Options struct {
 	// up for its server's silence (unanswered keepalives), or nil: then
 	// no connection is dialed again.
 	Silent func(*ssh.Client) error
+	// Trace, when not nil, is told when the SFTP sessions are ready.
+	Trace *starttrace.Trace
+	// Stat names paths whose stat is asked for with the sessions' start
+	// (early.go): the end's first Stat, when it is of one of them, takes
+	// that answer instead of a round trip of its own.
+	Stat []string
 }
 
 // clientOptions are pkg/sftp's options for a main session whose requests
@@ -101,6 +110,7 @@ func (m *mainClient) current() *sftp.Client {
 // Every op is one that may run twice: a lookup, or a change whose repeat
 // fails without harm.
 func (s *SFTP) onMain(op func(c *sftp.Client) error) error {
+	s.early.drop()
 	c := s.mc.current()
 	err := op(c)
 	if err == nil || !mainLost(err) {
@@ -158,7 +168,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	st, err := startSFTP(conn, clientOptions)
+	st, err := startSFTP(conn, clientOptions, o.Stat)
 	if err != nil {
 		return nil, fmt.Errorf("start sftp session on %s %w", o.Label, err)
 	}
@@ -176,12 +186,14 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	if st.spare != nil {
 		p.adopt(newRawSession(st.spare, packet))
 	}
+	o.Trace.Mark(starttrace.SFTP)
 	return &SFTP{
 		mc: mainClient{c: st.c}, label: o.Label, atomicRename: ok, packet: packet,
 		pool:   p,
 		batch:  &batcher{p: p, ready: make(chan struct{})},
 		rtt:    o.RTT,
 		reqRTT: limits.RTT,
+		early:  earlyStats{m: st.early},
 	}, nil
 }
 
@@ -253,6 +265,7 @@ func (f *streamFile) Close() error {
 const maxOpenTries = 8
 
 func (s *SFTP) openStream(ctx context.Context, name string, pflags uint32, conns int) (*streamFile, error) {
+	s.early.drop()
 	for try := 1; ; try++ {
 		sess, err := s.pool.acquire(ctx, conns)
 		if err != nil {
@@ -287,6 +300,9 @@ func (s *SFTP) RTT() time.Duration {
 func (s *SFTP) Label() string { return s.label }
 
 func (s *SFTP) Stat(name string) (fs.FileInfo, error) {
+	if a, ok := s.early.take(name); ok {
+		return a.fi, a.err
+	}
 	var fi fs.FileInfo
 	err := s.onMain(func(c *sftp.Client) (err error) { fi, err = c.Stat(name); return })
 	return fi, err

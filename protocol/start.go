@@ -20,21 +20,24 @@ import (
 type started struct {
 	c      *sftp.Client
 	limits Limits
-	spare  ssh.Channel // the limits session, for the pool; nil when closed
+	spare  ssh.Channel          // the limits session, for the pool; nil when closed
+	early  map[string]earlyStat // the answers to the early stats
 }
 
 // startSFTP opens the limits session and pkg/sftp's main session on conn
-// at once; opts gives pkg/sftp's options for a packet size.
-func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption) (*started, error) {
+// at once, the limits session with the stats of names behind its
+// question; opts gives pkg/sftp's options for a packet size.
+func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption, names []string) (*started, error) {
 	type answer struct {
-		ch  ssh.Channel
-		lim Limits
-		err error
+		ch    ssh.Channel
+		lim   Limits
+		early map[string]earlyStat
+		err   error
 	}
 	asked := make(chan answer, 1)
 	go func() {
-		ch, lim, err := limitsSession(conn)
-		asked <- answer{ch, lim, err}
+		ch, lim, early, err := limitsSession(conn, names)
+		asked <- answer{ch, lim, early, err}
 	}()
 	c, err := sftp.NewClient(conn, opts(SafePacket)...)
 	a := <-asked
@@ -70,7 +73,7 @@ func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption) (*st
 			return nil, err
 		}
 	}
-	return &started{c: c, limits: a.lim, spare: a.ch}, nil
+	return &started{c: c, limits: a.lim, spare: a.ch, early: a.early}, nil
 }
 
 // startInTurn asks for the limits on a session it closes, then starts

@@ -282,6 +282,7 @@ func (e *TarExitError) Unwrap() error { return e.Err }
 // The archive is written to the returned writer; its Close ends the
 // input and returns tar's failure, if any, with tar's own message.
 func (s *SFTP) TarExtract(ctx context.Context, dir string, o TarOptions) (io.WriteCloser, error) {
+	s.early.drop()
 	t, stdin, stdout, err := s.startTar(ctx, tarExtractCommand(dir, o), "tar -x in "+s.label+dir)
 	if err != nil {
 		return nil, err

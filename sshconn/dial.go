@@ -19,6 +19,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/cpu"
+
+	"github.com/hpncp/hpncp/internal/starttrace"
 )
 
 // maxJumpDepth bounds ProxyJump chains, which configuration files can make
@@ -129,6 +131,7 @@ func (d *Dialer) dial(ctx context.Context, host string, o Options, depth int) (*
 	if err != nil {
 		return nil, err
 	}
+	starttrace.From(ctx).Mark(starttrace.Config)
 	ciphers, err := cipherList(cfg)
 	if err != nil {
 		return nil, &Error{Kind: KindNegotiation, Op: "choose cipher for", Host: cfg.Host, Err: err,
@@ -240,11 +243,13 @@ func (d *Dialer) attempt(ctx context.Context, cfg *Config, o Options, ciphers []
 	cc.Ciphers = ciphers
 	addr := net.JoinHostPort(cfg.HostName, strconv.Itoa(cfg.Port))
 
-	t := newTransport(conn)
+	trace := starttrace.From(ctx)
+	t := newTransport(markFirstRead(conn, trace))
 	timedOut := r.watch(conn, deadline)
 	sc, chans, reqs, err := ssh.NewClientConn(t, addr, cc)
 	r.endWatch()
 	if err == nil {
+		trace.Mark(starttrace.Auth)
 		// Remember what worked before letting a waiting dial prompt.
 		r.committed()
 	}
@@ -367,7 +372,13 @@ func (d *Dialer) connect(ctx context.Context, cfg *Config, o Options, jump *Clie
 	}
 	o.logf("connecting to %s port %d", cfg.HostName, cfg.Port)
 	var nd net.Dialer
+	began := time.Now()
 	conn, err := nd.DialContext(dctx, network, addr)
+	if err == nil {
+		trace := starttrace.From(ctx)
+		trace.SetRTT(time.Since(began))
+		trace.Mark(starttrace.TCP)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, &Error{Op: "connect to host", Host: addr, Err: ctx.Err()}
@@ -388,6 +399,30 @@ func (d *Dialer) connect(ctx context.Context, cfg *Config, o Options, jump *Clie
 		}
 	}
 	return conn, nil
+}
+
+// markFirstRead marks the SSH version step on t when the first bytes
+// from the server, its version line, arrive on conn; with no trace it
+// returns conn.
+func markFirstRead(conn net.Conn, t *starttrace.Trace) net.Conn {
+	if t == nil {
+		return conn
+	}
+	return &firstRead{Conn: conn, t: t}
+}
+
+type firstRead struct {
+	net.Conn
+	t    *starttrace.Trace
+	once sync.Once
+}
+
+func (c *firstRead) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.once.Do(func() { c.t.Mark(starttrace.SSHVersion) })
+	}
+	return n, err
 }
 
 // netCause strips "dial tcp 1.2.3.4:22: connect:" from a dial error,

@@ -16,6 +16,8 @@ import (
 	"github.com/skeema/knownhosts"
 	"golang.org/x/crypto/ssh"
 	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/hpncp/hpncp/internal/starttrace"
 )
 
 // knownHosts is the known_hosts view for one destination.
@@ -313,6 +315,7 @@ func appendKnownHost(file, display string, key ssh.PublicKey, hash bool) error {
 // verifyHostKey is the ssh.HostKeyCallback: known_hosts with OpenSSH's
 // StrictHostKeyChecking semantics. Its refusals are KindHostKey.
 func (r *dialRun) verifyHostKey(_ string, remote net.Addr, key ssh.PublicKey) error {
+	starttrace.From(r.ctx).Mark(starttrace.KEX)
 	r.hostKeySeen = true
 	err := r.hostKeyCheck(remote, key)
 	if e, ok := err.(*Error); ok && e.Kind == KindOther && r.ctx.Err() == nil {

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hpncp/hpncp/internal/slots"
+	"github.com/hpncp/hpncp/internal/starttrace"
 	"github.com/hpncp/hpncp/pipeline"
 )
 
@@ -199,6 +200,7 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *
 			dst = target.FS.Join(target.Path, base)
 		}
 		c.sameTarget(targets, dst)
+		starttrace.From(ctx).Mark(starttrace.Target)
 		c.copyAny(ctx, s, Endpoint{target.FS, dst}, si, "", 0, false, nil)
 	}
 	if err := ctx.Err(); err != nil {
@@ -551,6 +553,9 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	}
 	var n, dataEnd int64
 	var ti fs.FileInfo // the temporary file's stat, once written
+	// Near enough for -v: the first write goes out now, the first read
+	// is asked for now.
+	starttrace.From(ctx).Mark(starttrace.FirstByte)
 	if big {
 		// The streams open the file on handles of their own. This one
 		// closes meanwhile: waiting for it would hold every stream back a

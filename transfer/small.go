@@ -156,12 +156,16 @@ func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing f
 	}
 	// The batch finishes the file as tempFile.finish would: the temporary
 	// file is owner-only until the setstat after its bytes gives it the
-	// mode and times finalAttrs decides.
-	fa := c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
-		return c.newFileMode(ctx, dst, si.Mode().Perm())
-	})
-	a := protocol.PutAttrs{Perm: 0o600, Mode: fa.mode, SetMode: fa.mode != 0o600,
-		SetTimes: fa.times, Atime: fa.atime, Mtime: fa.mtime}
+	// mode and times finalAttrs decides. They are asked for once the
+	// temporary file is open, so that the umask probe a new file's mode
+	// waits on (learnUmask) runs beside the open.
+	a := protocol.PutAttrs{Perm: 0o600, Final: func() protocol.PutAttrs {
+		fa := c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
+			return c.newFileMode(ctx, dst, si.Mode().Perm())
+		})
+		return protocol.PutAttrs{Mode: fa.mode, SetMode: fa.mode != 0o600,
+			SetTimes: fa.times, Atime: fa.atime, Mtime: fa.mtime}
+	}}
 	tmp := dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
 	err = p.PutSmall(ctx, tmp, dst.Path, data, a)
 	switch {

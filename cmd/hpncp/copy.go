@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/hpncp/hpncp/ends"
+	"github.com/hpncp/hpncp/internal/starttrace"
 	"github.com/hpncp/hpncp/internal/units"
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
@@ -433,6 +434,13 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		to.Logf = logTo(logs)
 	}
 
+	// With -v the start is traced, from the dial to the first byte, to
+	// tell the round trips it cost.
+	var trace *starttrace.Trace
+	if o.Verbose {
+		trace = starttrace.New(0)
+		ctx = starttrace.With(ctx, trace)
+	}
 	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
@@ -467,6 +475,9 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		err = explainLost(stderr, hosts, err)
 	}
 	rec.res, rec.elapsed, rec.legacy = res, time.Since(start), run.Legacy
+	if s := trace.Summary(); s != "" {
+		to.Logf("%s", s)
+	}
 	if err != nil {
 		return err
 	}

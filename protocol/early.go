@@ -1,0 +1,127 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"io"
+	"io/fs"
+	"path"
+	"sync"
+)
+
+// A copy's first request to a host is the stat of its operand there (the
+// target of an upload, the source of a download), and it waits on the
+// round trip of the session start before it. Options.Stat asks for it on
+// the limits session, behind INIT and the limits question: the answer
+// comes with theirs, and the copy's Stat takes it instead of asking.
+//
+// An early answer is as old as the session's start, so it is given only
+// to a Stat that comes before any other request of the end, and only for
+// the name it was asked for: nothing has changed on the server through
+// this end since it was given. The end's first Stat, and every request
+// that may change something (onMain, getBatch, the streams, tar), drop
+// the answers.
+
+// earlyID is the request id of the first early stat; limitsSession's
+// question is id 1.
+const earlyID = 2
+
+// earlyStat is the server's answer to an early stat.
+type earlyStat struct {
+	fi  fs.FileInfo
+	err error
+}
+
+// earlyStats holds the answers until the end's first Stat.
+type earlyStats struct {
+	mu sync.Mutex
+	m  map[string]earlyStat // nil once the first Stat came
+}
+
+// take returns the early answer for name if this is the first Stat, and
+// drops every answer: later Stats ask the server.
+func (e *earlyStats) take(name string) (earlyStat, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a, ok := e.m[name]
+	e.m = nil
+	return a, ok
+}
+
+// drop forgets the answers: a request other than a Stat is under way.
+func (e *earlyStats) drop() {
+	e.mu.Lock()
+	e.m = nil
+	e.mu.Unlock()
+}
+
+// getBatch is s.batch.get for a request that may change the server's
+// files, after which no early answer holds.
+func (s *SFTP) getBatch(ctx context.Context) (*batchSession, error) {
+	s.early.drop()
+	return s.batch.get(ctx)
+}
+
+// statRequests are the STAT requests for names, ids from earlyID on.
+func statRequests(names []string) []byte {
+	var out []byte
+	for i, n := range names {
+		out = append(out, sftpPacket(fxpStat, appendString(binary.BigEndian.AppendUint32(nil, uint32(earlyID+i)), n))...)
+	}
+	return out
+}
+
+// readStart reads the replies to the limits question (id 1) and to the
+// early stats of names, in whatever order the server sends them. A
+// stat's answer is kept when it is attributes, or a status that pkg/sftp
+// would turn into fs.ErrNotExist; any other status is left for the copy's
+// own Stat to ask again and report in its own words.
+func readStart(r io.Reader, h hello, names []string) (Limits, map[string]earlyStat, error) {
+	var lim Limits
+	answers := map[string]earlyStat{}
+	seen := make([]bool, len(names))
+	for range 1 + len(names) {
+		typ, body, err := readPacket(r)
+		if err != nil {
+			return Limits{}, nil, err
+		}
+		var id uint32
+		if len(body) >= 4 {
+			id = binary.BigEndian.Uint32(body)
+		}
+		if i := int(id) - earlyID; id >= earlyID && i < len(names) && !seen[i] {
+			seen[i] = true
+			if a, ok := earlyAnswer(typ, body[4:], names[i]); ok {
+				answers[names[i]] = a
+			}
+			continue
+		}
+		// Anything else is the limits reply, which readLimits judges.
+		lim, err = readLimits(bytes.NewReader(sftpPacket(typ, body)), h, 1)
+		if err != nil {
+			return Limits{}, nil, err
+		}
+	}
+	return lim, answers, nil
+}
+
+// earlyAnswer turns the reply of type typ (body after the id) to the
+// stat of name into what Stat returns, or false when Stat should ask.
+func earlyAnswer(typ byte, body []byte, name string) (earlyStat, bool) {
+	switch typ {
+	case fxpAttrs:
+		fi, err := parseAttrs(body, name)
+		if err != nil {
+			return earlyStat{}, false
+		}
+		fi.name = path.Base(name) // as pkg/sftp's Stat names it
+		return earlyStat{fi: fi}, true
+	case fxpStatus:
+		if len(body) >= 4 && binary.BigEndian.Uint32(body) == fxNoSuchFile {
+			// As pkg/sftp's Stat reports it.
+			return earlyStat{err: fs.ErrNotExist}, true
+		}
+	}
+	return earlyStat{}, false
+}
