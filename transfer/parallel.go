@@ -93,7 +93,7 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 		Chunk:      p.Chunk,
 		Depth:      p.Depth,
 		Request:    requestSize(src.FS, dstFS),
-		Controller: p.Controller(),
+		Controller: c.controller(len(c.parallel)),
 		RTT:        pathRTT(src.FS, dstFS),
 		Limiter:    c.opts.Limiter,
 		Logf:       c.opts.Logf,
@@ -178,6 +178,14 @@ type streamPreparer interface {
 	PrepareStreams(ctx context.Context, streams, conns int)
 }
 
+// controller returns a new window controller for a file that shares the
+// parallel pipeline with others, n in all.
+func (c *copier) controller(n int) *window.Controller {
+	w := c.opts.Parallel.Controller()
+	w.Share(n)
+	return w
+}
+
 // prepareStreams has the ends of a copy of size bytes from src to dst
 // open the streams of the window controller's first plan, when the copy
 // will go over several: their set-up then runs while the target is looked
@@ -187,7 +195,8 @@ func (c *copier) prepareStreams(ctx context.Context, src, dst FS, size int64) {
 	if !c.parallelOK(src, dst, size) {
 		return
 	}
-	plan := c.opts.Parallel.Controller().Start(pathRTT(src, dst)())
+	// This file's slot on the pipeline is not taken yet.
+	plan := c.controller(len(c.parallel) + 1).Start(pathRTT(src, dst)())
 	for _, e := range []FS{src, dst} {
 		if p, ok := e.(streamPreparer); ok {
 			p.PrepareStreams(ctx, plan.Streams, plan.Conns)

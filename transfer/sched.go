@@ -36,6 +36,15 @@ const (
 	// takes as many streams as its window controller plans: two keep the
 	// path busy while the other sets up or finishes.
 	parallelFiles = 2
+	// uploadParallelFiles is parallelFiles for uploads. Each file costs
+	// about a dozen round trips around its bytes (create, open the
+	// streams, close, stat, chmod, rename), and a lone file's plan runs
+	// on what the window guessed: at 50 ms on stock TCP settings, the
+	// five 10 MiB files of bench/many.sh's tree took 2.9-3.0 s five at a
+	// time, their first plans split between them (window's Share), and
+	// 3.4-3.5 s two at a time with a whole plan each. Downloads did
+	// better with two (bench/many.sh, README).
+	uploadParallelFiles = 5
 
 	localFiles = 4
 	localDirs  = 4
@@ -98,8 +107,12 @@ func newCopier(o Options, srcs []Endpoint, target Endpoint) *copier {
 	for _, s := range srcs {
 		remote = remote || s.FS.Label() != ""
 	}
+	files := parallelFiles
+	if target.FS.Label() != "" {
+		files = uploadParallelFiles
+	}
 	c := &copier{opts: o, res: &Result{MaxStreams: 1}, sched: newSched(remote),
-		parallel: slots.New(parallelFiles)}
+		parallel: slots.New(files)}
 	if o.Progress != nil {
 		c.opts.Progress = newRunProgress(o.Progress, &c.mu, false).job()
 	}

@@ -74,14 +74,6 @@ const (
 	metaWorkers = 64
 	// otherWorkers is how many files copyOthers copies at once.
 	otherWorkers = uploadParallelFiles
-	// uploadParallelFiles bounds the large files of a tar mode upload on
-	// the parallel pipeline at once, in place of parallelFiles. Each file
-	// costs about a dozen round trips around its bytes (create, open the
-	// streams, close, stat, chmod, rename): at 50 ms, five files of
-	// 10 MiB at once beside the tar streams finished 0.3-0.5 s sooner
-	// than two at a time, while downloads did better with two
-	// (bench/many.sh, README).
-	uploadParallelFiles = 5
 )
 
 // tarEnd is a server that runs tar commands (protocol.SFTP).
@@ -228,7 +220,6 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 		var made int
 		newDirs, made, early, late = run.makeOtherDirs(ctx, p.other, newDirs)
 		c.res.Dirs += made
-		run.parallel = slots.New(uploadParallelFiles)
 	} else {
 		// The local end makes its directories itself, as copyDir does.
 		run.makeLocalDirs(ctx, newDirs)

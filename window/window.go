@@ -244,6 +244,7 @@ type Controller struct {
 	sinceErrors time.Duration
 	reason      string
 	startedOnce bool
+	share       int // files starting their plans beside each other (Share)
 }
 
 // New returns a controller for cfg; call Start before Observe.
@@ -273,7 +274,7 @@ func New(cfg Config) *Controller {
 // SSH handshake's or the first request's; 0 if unknown), and returns the
 // first plan. Calling it again starts over.
 func (c *Controller) Start(rtt time.Duration) Plan {
-	*c = Controller{cfg: c.cfg, startedOnce: true, rtt: max(rtt, 0)}
+	*c = Controller{cfg: c.cfg, startedOnce: true, rtt: max(rtt, 0), share: c.share}
 	c.minRTT = c.rtt
 	if c.cfg.Fixed > 0 {
 		c.cur = shape{c.cfg.Fixed, ceilDiv(c.cfg.Fixed, c.cfg.StreamsPerConn)}
@@ -295,6 +296,9 @@ func (c *Controller) Start(rtt time.Duration) Plan {
 	// Up to two connections' worth: probing up to the product from one
 	// connection's worth costs a long path several seconds of measuring.
 	streams = min(streams, 2*c.cfg.StreamsPerConn)
+	if c.share > 1 {
+		streams = max(1, ceilDiv(streams, c.share))
+	}
 	c.change(c.normalize(shape{streams, 1}), phaseBaseline)
 	if c.rtt > 0 {
 		c.reason = fmt.Sprintf("start: rtt %s, sized for an assumed 1 Gbit/s", c.rtt)
@@ -303,6 +307,15 @@ func (c *Controller) Start(rtt time.Duration) Plan {
 	}
 	return c.plan()
 }
+
+// Share tells the controller, before Start, that n files (its own among
+// them) run on the parallel pipeline at once: a tree's large files go
+// beside each other. The guessed first plan is then split between them,
+// at least one stream each; n plans of the whole guess would ask the
+// server for n times the sessions the path needs, and what it refuses
+// (MaxSessions) costs round trips and new connections. Fixed and
+// Config.Start plans are left as they are.
+func (c *Controller) Share(n int) { c.share = n }
 
 // Observe takes the measurement of the interval that just ended and returns
 // the plan for the next one. Called before Start, it starts with s.RTT.

@@ -508,6 +508,37 @@ func TestStart(t *testing.T) {
 	}
 }
 
+// TestShareSplitsTheGuess: files starting beside each other split the
+// guessed first plan, at least one stream each, and it stays theirs to
+// probe from; a fixed or measured start is not split.
+func TestShareSplitsTheGuess(t *testing.T) {
+	for _, tc := range []struct {
+		rtt     time.Duration
+		cfg     Config
+		share   int
+		streams int
+	}{
+		{50 * time.Millisecond, Config{}, 0, 4},
+		{50 * time.Millisecond, Config{}, 1, 4},
+		{50 * time.Millisecond, Config{}, 2, 2},
+		{50 * time.Millisecond, Config{}, 5, 1},
+		{100 * time.Millisecond, Config{}, 3, 3},
+		{time.Millisecond, Config{}, 4, 1},
+		{50 * time.Millisecond, Config{Fixed: 6}, 3, 6},
+		{50 * time.Millisecond, Config{Start: 12}, 3, 12},
+	} {
+		c := New(tc.cfg)
+		c.Share(tc.share)
+		if p := c.Start(tc.rtt); p.Streams != tc.streams {
+			t.Errorf("Share(%d), Start(%v) with %+v = %v, want %d streams", tc.share, tc.rtt, tc.cfg, p, tc.streams)
+		}
+		// Starting over keeps the share.
+		if p := c.Start(tc.rtt); p.Streams != tc.streams {
+			t.Errorf("Share(%d), second Start(%v) with %+v = %v, want %d streams", tc.share, tc.rtt, tc.cfg, p, tc.streams)
+		}
+	}
+}
+
 // TestStartFromEarlierMeasurement: a start taken from an earlier
 // measurement of the path gets there sooner than the guess does, and one
 // that was too large is trimmed towards the bandwidth-delay product as a
