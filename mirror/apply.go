@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -52,7 +53,14 @@ type runner struct {
 	ownerKnown bool
 	ownUID     int
 	ownGID     int
+	// staged are the new directories made under a temporary name until
+	// their contents are in place (stage); dstPath maps names below them.
+	staged []stage
 }
+
+// stage is a new directory of the target, made as tmp and renamed to
+// final once everything inside it is in place.
+type stage struct{ final, tmp string }
 
 func (r *runner) fail(err error) {
 	r.mu.Lock()
@@ -79,7 +87,84 @@ func (r *runner) message(line string) {
 
 // dstPath and srcPath are where a name is on either end.
 func (r *runner) dstPath(n string) transfer.Endpoint {
+	return transfer.Endpoint{FS: r.p.Dst.Root.FS, Path: r.staging(pathOf(r.p.Dst.Root, r.p.SrcName, n))}
+}
+
+// finalPath is where a name is on the target once the run is done:
+// removals act there, never in a staged directory.
+func (r *runner) finalPath(n string) transfer.Endpoint {
 	return transfer.Endpoint{FS: r.p.Dst.Root.FS, Path: pathOf(r.p.Dst.Root, r.p.SrcName, n)}
+}
+
+// staging returns where the target path p is while the run builds it:
+// below a staged directory's temporary name, or p itself.
+func (r *runner) staging(p string) string {
+	for _, st := range r.staged {
+		if p == st.final {
+			return st.tmp
+		}
+		if rest, ok := strings.CutPrefix(p, st.final+"/"); ok {
+			return st.tmp + "/" + rest
+		}
+	}
+	return p
+}
+
+// unstaged is staging's inverse for a message naming a target.
+func (r *runner) unstaged(s string) string {
+	for _, st := range r.staged {
+		s = strings.Replace(s, st.tmp, st.final, 1)
+	}
+	return s
+}
+
+// stage picks the new directories whose parents the target has (the
+// tops of the new subtrees) and has them made under a temporary name,
+// renamed into place by unstage. A new small file below one then needs
+// no temporary file and rename of its own (transfer.Listed.Direct): at
+// 50 ms that is one round trip of three per file. A half-written file
+// is never under its final name: it is in a directory nobody sees yet,
+// and removed there when its copy fails. Only for a remote target, where
+// a request costs a round trip.
+func (r *runner) stage(mk []*Change) {
+	root := r.p.Dst.Root
+	if root.FS.Label() == "" {
+		return
+	}
+	made := map[string]bool{}
+	for _, c := range mk {
+		made[c.Name] = true
+	}
+	for _, c := range mk {
+		if c.Name == "." || made[path.Dir(c.Name)] && c.Name != r.p.SrcName {
+			continue
+		}
+		final := pathOf(root, r.p.SrcName, c.Name)
+		tmp := root.FS.Join(root.FS.Dir(final), transfer.TempName(root.FS.Base(final)))
+		r.staged = append(r.staged, stage{final, tmp})
+		if r.ro.Engine.Logf != nil {
+			r.ro.Engine.Logf("sync: new directory %s made as %s until its contents are in place", final, tmp)
+		}
+	}
+}
+
+// unstage renames the staged directories into place, also when the run
+// was cancelled: what is in them is whole. One that cannot be renamed
+// stays staged, and is reported.
+func (r *runner) unstage() {
+	var left []stage
+	var mu sync.Mutex
+	fsys := r.p.Dst.Root.FS
+	slots.ForEach(len(r.staged), dirRequests, func(i int) {
+		st := r.staged[i]
+		if err := fsys.Rename(st.tmp, st.final); err != nil {
+			r.fail(&transfer.Error{Op: "rename " + st.tmp + " into place as", Path: fsys.Label() + ":" + st.final, Err: err})
+			mu.Lock()
+			left = append(left, st)
+			mu.Unlock()
+		}
+	})
+	r.staged = left
 }
 
 func (r *runner) srcPath(n string) transfer.Endpoint {
@@ -114,6 +199,13 @@ func (p *Plan) Run(ctx context.Context, o Options, ro RunOptions) (*Result, erro
 			clears = append(clears, c)
 		}
 	}
+	r.stage(by[mkDir])
+	unstaged := false
+	defer func() {
+		if !unstaged {
+			r.unstage()
+		}
+	}()
 	steps := []struct {
 		what string
 		run  func()
@@ -125,6 +217,7 @@ func (p *Plan) Run(ctx context.Context, o Options, ro RunOptions) (*Result, erro
 		{"symbolic links made", func() { r.makeLinks(ctx, by[mkLink]) }},
 		{"hard links made", func() { r.hardLinks(ctx, by[hardLink]) }},
 		{"attributes fixed", func() { r.fixAttrs(ctx, by[setAttrs], false) }},
+		{"new directories renamed into place", func() { r.unstage(); unstaged = true }},
 		{"deletions", func() { r.removeAll(ctx, by[remove]) }},
 		{"directory times and modes", func() { r.fixDirs(ctx, append(by[mkDir], by[setAttrs]...)) }},
 	}
@@ -185,7 +278,7 @@ func byDepthN(ctx context.Context, cs []*Change, deep bool, n int, fn func(*Chan
 // removeAll removes the target entries of cs, deepest first.
 func (r *runner) removeAll(ctx context.Context, cs []*Change) {
 	byDepth(ctx, cs, true, func(c *Change) {
-		d := r.dstPath(c.Name)
+		d := r.finalPath(c.Name)
 		if err := d.FS.Remove(d.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			if c.dst != nil && c.dst.isDir() {
 				if left, lerr := transfer.ReadDir(ctx, d.FS, d.Path); lerr == nil && len(left) > 0 {
@@ -209,7 +302,7 @@ func (r *runner) removeAll(ctx context.Context, cs []*Change) {
 // directory there was emptied by the removals before.
 func (r *runner) clearAll(ctx context.Context, cs []*Change) {
 	byDepth(ctx, cs, true, func(c *Change) {
-		d := r.dstPath(c.Name)
+		d := r.finalPath(c.Name)
 		if err := d.FS.Remove(d.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			r.fail(&transfer.Error{Op: "make way for " + c.Name + ": delete", Path: d.String(), Err: err})
 		}
@@ -259,10 +352,21 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 	}
 	byRel := map[string]*Change{}
 	files := make([]transfer.Listed, 0, len(cs))
+	dstTop := r.dstPath(r.p.SrcName).Path
 	for _, c := range cs {
 		rel := r.relOf(c.Name)
 		byRel[rel] = c
-		files = append(files, transfer.Listed{Rel: rel, Info: c.src.Info, Fresh: c.dst == nil})
+		f := transfer.Listed{Rel: rel, Info: c.src.Info, Fresh: c.dst == nil}
+		if final := pathOf(r.p.Dst.Root, r.p.SrcName, c.Name); len(r.staged) > 0 {
+			if at := r.staging(final); at != final {
+				// Below a staged directory: CopyFiles writes it there.
+				f.Direct = true
+				if to := strings.TrimPrefix(at, dstTop+"/"); to != rel {
+					f.To = to
+				}
+			}
+		}
+		files = append(files, f)
 	}
 	eo := r.ro.Engine
 	eo.Preserve = false
@@ -270,7 +374,7 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 	eo.Skip = transfer.CopyAlways
 	eo.FilesFrom = nil
 	srcRoot := transfer.Endpoint{FS: r.p.Src.Root.FS, Path: pathOf(r.p.Src.Root, r.p.SrcName, r.p.SrcName)}
-	dstRoot := transfer.Endpoint{FS: r.p.Dst.Root.FS, Path: pathOf(r.p.Dst.Root, r.p.SrcName, r.p.SrcName)}
+	dstRoot := transfer.Endpoint{FS: r.p.Dst.Root.FS, Path: dstTop}
 	if root := r.p.Src.Entries[r.p.SrcName]; root != nil && !root.isDir() {
 		// A single file: CopyFiles joins its name to the directories
 		// either side, and the target may have another name.
@@ -284,6 +388,8 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 	report := eo.Report
 	eo.Report = func(f transfer.FileReport) {
 		if report != nil {
+			// The report says where the file is once the run is done.
+			f.Target = r.unstaged(f.Target)
 			report(f)
 		}
 		if f.Status != transfer.StatusCopied {

@@ -64,7 +64,9 @@ var ErrSizeMismatch = errors.New("size on the server differs from the bytes sent
 // PutSmall writes data to the new file tmp (which must not exist) with
 // attributes a, checks that the server holds len(data) bytes, and only
 // then renames tmp to name, replacing it. On any failure, and when ctx is
-// done before the rename, tmp is removed and name left as it was.
+// done before the rename, tmp is removed and name left as it was. With
+// tmp equal to name there is no rename: the caller writes into a
+// directory nobody sees until it renames the directory into place.
 func (s *SFTP) PutSmall(ctx context.Context, tmp, name string, data []byte, a PutAttrs) error {
 	if len(data) > SmallMax {
 		return fmt.Errorf("put %s: %d bytes is more than %d", name, len(data), SmallMax)
@@ -145,7 +147,7 @@ func (s *SFTP) PutSmall(ctx context.Context, tmp, name string, data []byte, a Pu
 	if first == nil {
 		first = ctx.Err()
 	}
-	if first == nil {
+	if first == nil && tmp != name {
 		if err := s.rename(rs, tmp, name); err != nil {
 			first = &fs.PathError{Op: "rename", Path: tmp, Err: err}
 		}

@@ -220,6 +220,10 @@ type copier struct {
 	// plan, when set, has the walk list the tree for it instead of
 	// copying it.
 	plan planner
+	// direct holds the targets CopyFiles was told are new files in a
+	// directory private to the run (Listed.Direct); read-only once the
+	// copies start.
+	direct map[string]bool
 	*sched
 }
 

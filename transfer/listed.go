@@ -19,6 +19,12 @@ type Listed struct {
 	// this run, or its listing showed no such name. The copy then does
 	// not look at the target first.
 	Fresh bool
+	// Direct says the target's directory is private to this run until
+	// the caller renames it into place (a staging directory it made):
+	// a new small file is then written under its own name there,
+	// without a temporary file and a rename of its own. Its bytes are
+	// checked as any file's, and a failed file is removed.
+	Direct bool
 }
 
 // CopyFiles copies files from below the directory src to the same paths
@@ -39,10 +45,8 @@ func CopyFiles(ctx context.Context, src, dst Endpoint, files []Listed, o Options
 			err = ctx.Err()
 		}
 	}()
+	var jobs []listedJob
 	for _, f := range files {
-		if err := ctx.Err(); err != nil {
-			return c.res, err
-		}
 		rel, err := cleanRel(f.Rel)
 		to := rel
 		if err == nil && f.To != "" {
@@ -61,7 +65,27 @@ func CopyFiles(ctx context.Context, src, dst Endpoint, files []Listed, o Options
 		}
 		s := Endpoint{src.FS, src.FS.Join(append([]string{src.Path}, strings.Split(rel, "/")...)...)}
 		d := Endpoint{dst.FS, dst.FS.Join(append([]string{dst.Path}, strings.Split(to, "/")...)...)}
-		c.goFile(ctx, s, d, f.Info, f.Fresh)
+		if f.Direct && f.Fresh {
+			if c.direct == nil {
+				c.direct = map[string]bool{}
+			}
+			c.direct[d.Path] = true
+		}
+		jobs = append(jobs, listedJob{s, d, f.Info, f.Fresh})
+	}
+	// c.direct is complete before the first job reads it.
+	for _, j := range jobs {
+		if err := ctx.Err(); err != nil {
+			return c.res, err
+		}
+		c.goFile(ctx, j.src, j.dst, j.info, j.fresh)
 	}
 	return c.res, nil
+}
+
+// listedJob is a file of CopyFiles, checked and placed.
+type listedJob struct {
+	src, dst Endpoint
+	info     fs.FileInfo
+	fresh    bool
 }

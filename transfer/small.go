@@ -167,6 +167,11 @@ func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing f
 			SetTimes: fa.times, Atime: fa.atime, Mtime: fa.mtime}
 	}}
 	tmp := dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
+	if existing == nil && c.direct[dst.Path] {
+		// Nobody sees the directory until it is renamed into place: the
+		// file is made under its own name, a round trip sooner.
+		tmp = dst.Path
+	}
 	err = p.PutSmall(ctx, tmp, dst.Path, data, a)
 	switch {
 	case errors.Is(err, protocol.ErrNoBatch):
