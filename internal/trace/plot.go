@@ -1,0 +1,146 @@
+package trace
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/hpncp/hpncp/internal/svg"
+)
+
+// The chart's size and its plot area's margins, in SVG user units.
+const (
+	plotW, plotH                  = 960.0, 520.0
+	left, right, top, bottom      = 80.0, 80.0, 60.0, 70.0
+	goodputColor, streamsColor    = "#1f77b4", "#2ca02c"
+	connsColor, decisionColor     = "#9467bd", "#d62728"
+	gridColor, axisColor          = "#ddd", "#333"
+	xTicks, yTicks                = 8, 5
+	pointRadius, markerHalf       = 3.0, 5.0
+	goodputWidth, stepWidth       = 1.5, 1.5
+	connsDash                     = "5,3"
+	decisionLineDash              = "2,3"
+	legendY, titleY               = 42.0, 22.0
+	legendSwatch, legendItemWidth = 18.0, 150.0
+)
+
+// Plot draws t as an SVG chart titled with name: goodput (MB/s, 10^6
+// bytes per second) over time as a line with a point per interval, the
+// plan's streams and connections as step lines on the right axis, and a
+// marker at the top for each decision, its reason in the marker's
+// tooltip. Each point's tooltip tells the interval and its connections.
+func Plot(w io.Writer, t *Trace, name string) error {
+	d := svg.New(plotW, plotH)
+	x0, x1, y0, y1 := left, plotW-right, top, plotH-bottom
+
+	var maxT, maxG float64
+	maxN := 5
+	for _, iv := range t.Intervals {
+		maxT = max(maxT, iv.Time.Seconds())
+		maxG = max(maxG, iv.Goodput/1e6)
+		maxN = max(maxN, iv.Streams, iv.Conns)
+	}
+	tt, gt, nt := svg.Ticks(maxT, xTicks), svg.Ticks(maxG, yTicks), svg.Ticks(float64(maxN), yTicks)
+	tmax, gmax, nmax := tt[len(tt)-1], gt[len(gt)-1], nt[len(nt)-1]
+	xOf := func(sec float64) float64 { return x0 + (x1-x0)*sec/tmax }
+	gOf := func(mb float64) float64 { return y1 - (y1-y0)*mb/gmax }
+	nOf := func(n int) float64 { return y1 - (y1-y0)*float64(n)/nmax }
+
+	d.Text(plotW/2, titleY, "middle", fmt.Sprintf("hpncp trace: %s (%d intervals)", name, len(t.Intervals)))
+	for _, v := range gt {
+		d.Line(x0, gOf(v), x1, gOf(v), gridColor, 1, "")
+		d.Text(x0-6, gOf(v)+4, "end", svg.Label(v))
+	}
+	for _, v := range nt {
+		d.Text(x1+6, y1-(y1-y0)*v/nmax+4, "start", svg.Label(v))
+	}
+	for _, v := range tt {
+		d.Line(xOf(v), y1, xOf(v), y1+5, axisColor, 1, "")
+		d.Text(xOf(v), y1+18, "middle", svg.Label(v))
+	}
+	d.Line(x0, y1, x1, y1, axisColor, 1, "")
+	d.Line(x0, y0, x0, y1, axisColor, 1, "")
+	d.Line(x1, y0, x1, y1, axisColor, 1, "")
+	d.Text((x0+x1)/2, plotH-bottom+45, "middle", "time since the run started (s)")
+	d.TextRotated(x0-50, (y0+y1)/2, "goodput (MB/s)")
+	d.TextRotated(x1+50, (y0+y1)/2, "streams, connections")
+	legend(d, x0)
+
+	if len(t.Intervals) == 0 {
+		d.Text((x0+x1)/2, (y0+y1)/2, "middle", "no intervals: no file went over several streams")
+	}
+	// Each file's copy is a line of its own: several may overlap in time.
+	var files []string
+	byFile := map[string][]Interval{}
+	for _, iv := range t.Intervals {
+		if _, ok := byFile[iv.File]; !ok {
+			files = append(files, iv.File)
+		}
+		byFile[iv.File] = append(byFile[iv.File], iv)
+	}
+	for _, f := range files {
+		ivs := byFile[f]
+		var good, streams, conns [][2]float64
+		for i, iv := range ivs {
+			x := xOf(iv.Time.Seconds())
+			good = append(good, [2]float64{x, gOf(iv.Goodput / 1e6)})
+			// A plan holds from its decision to the next one.
+			if i > 0 {
+				streams = append(streams, [2]float64{x, nOf(ivs[i-1].Streams)})
+				conns = append(conns, [2]float64{x, nOf(ivs[i-1].Conns)})
+			}
+			streams = append(streams, [2]float64{x, nOf(iv.Streams)})
+			conns = append(conns, [2]float64{x, nOf(iv.Conns)})
+		}
+		d.Polyline(streams, streamsColor, stepWidth, "")
+		d.Polyline(conns, connsColor, stepWidth, connsDash)
+		d.Polyline(good, goodputColor, goodputWidth, "")
+	}
+	for _, iv := range t.Intervals {
+		d.Circle(xOf(iv.Time.Seconds()), gOf(iv.Goodput/1e6), pointRadius, goodputColor, describe(iv))
+	}
+	for _, iv := range t.Intervals {
+		if iv.Decision == "" {
+			continue
+		}
+		x := xOf(iv.Time.Seconds())
+		d.Line(x, y0, x, y1, decisionColor, 0.7, decisionLineDash)
+		d.Polygon([][2]float64{{x - markerHalf, y0 - 2*markerHalf}, {x + markerHalf, y0 - 2*markerHalf}, {x, y0}},
+			decisionColor, fmt.Sprintf("%.2fs %s: %d streams on %d connections: %s",
+				iv.Time.Seconds(), iv.File, iv.Streams, iv.Conns, iv.Decision))
+	}
+	_, err := d.WriteTo(w)
+	return err
+}
+
+// legend draws the key above the plot area, from x.
+func legend(d *svg.Doc, x float64) {
+	items := []struct{ label, color, dash string }{
+		{"goodput (MB/s)", goodputColor, ""},
+		{"streams", streamsColor, ""},
+		{"connections", connsColor, connsDash},
+	}
+	for _, it := range items {
+		d.Line(x, legendY-4, x+legendSwatch, legendY-4, it.color, 2.5, it.dash)
+		d.Text(x+legendSwatch+5, legendY, "start", it.label)
+		x += legendItemWidth
+	}
+	d.Polygon([][2]float64{{x, legendY - 9}, {x + 2*markerHalf, legendY - 9}, {x + markerHalf, legendY}}, decisionColor, "")
+	d.Text(x+legendSwatch+5, legendY, "start", "decision (hover for why)")
+}
+
+// describe is a point's tooltip.
+func describe(iv Interval) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%.2fs %s: %.1f MB/s, %d streams on %d connections, rtt %v",
+		iv.Time.Seconds(), iv.File, iv.Goodput/1e6, iv.Streams, iv.Conns, iv.RTT.Round(10*time.Microsecond))
+	for _, c := range iv.TCP {
+		fmt.Fprintf(&b, "; conn %d: srtt %v (min %v), cwnd %d, %d retransmits, %.1f MB/s delivered",
+			c.Conn, c.SRTT.Round(10*time.Microsecond), c.MinRTT.Round(10*time.Microsecond), c.Cwnd, c.Retrans, c.DeliveryRate/1e6)
+		if c.LimitedBy != "" {
+			fmt.Fprintf(&b, ", limited by %s", c.LimitedBy)
+		}
+	}
+	return b.String()
+}
