@@ -13,7 +13,9 @@ import (
 	"golang.org/x/term"
 
 	"github.com/hpncp/hpncp/ends"
+	"github.com/hpncp/hpncp/internal/trace"
 	"github.com/hpncp/hpncp/internal/units"
+	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/sshconn"
@@ -60,6 +62,7 @@ type copyOptions struct {
 	BWLimit        string // bytes (or bits with "bit") per second
 	Resume         bool   // keep interrupted files' temporaries and continue them
 	Sparse         bool   // keep files' holes
+	Trace          string // --trace: the window controller's CSV trace (internal/trace)
 
 	// Links, as rsync's long flags (-l is scp's limit, -H unused by scp
 	// but kept rsync's long-only here too).
@@ -123,6 +126,7 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "checksum", Destination: &o.Checksum},
 		&cli.BoolFlag{Name: "verify", Destination: &o.Verify},
 		&cli.BoolFlag{Name: "json", Destination: &o.JSON},
+		&cli.StringFlag{Name: "trace", Destination: &o.Trace},
 		&cli.StringFlag{Name: "shard", Destination: &o.Shard},
 		&cli.StringFlag{Name: "files-from", Destination: &o.FilesFrom},
 		&cli.BoolFlag{Name: "from0", Aliases: []string{"0"}, Destination: &o.From0},
@@ -433,6 +437,14 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		to.Logf = logTo(logs)
 	}
 
+	if o.Trace != "" {
+		tr, err := trace.Create(o.Trace)
+		if err != nil {
+			return err
+		}
+		defer closeTrace(tr, o.Trace, o.Quiet, stderr)
+		to.Trace = tr.Interval
+	}
 	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
@@ -481,6 +493,18 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		return pe
 	}
 	return nil
+}
+
+// closeTrace ends the --trace file, warning when it could not be written
+// or holds no interval: no file went over several streams.
+func closeTrace(tr *trace.Writer, path string, quiet bool, stderr io.Writer) {
+	if err := tr.Close(); err != nil {
+		fmt.Fprintf(stderr, "hpncp: warning: %s\n", vis.String(err.Error()))
+		return
+	}
+	if tr.Intervals() == 0 && !quiet {
+		fmt.Fprintf(stderr, "hpncp: warning: --trace %s holds no interval: no file went over several streams (only large files copied over SFTP do)\n", vis.String(path))
+	}
 }
 
 // optionUsage turns options that do not go together into a usage error,

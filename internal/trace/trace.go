@@ -36,7 +36,9 @@ package trace
 import (
 	"bytes"
 	"encoding/csv"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"sync"
@@ -64,7 +66,7 @@ type Writer struct {
 func Create(path string) (*Writer, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("create trace %s: %w", path, err)
+		return nil, fmt.Errorf("create trace %s: %w", path, cause(err))
 	}
 	w := &Writer{f: f, start: time.Now()}
 	var b bytes.Buffer
@@ -73,7 +75,7 @@ func Create(path string) (*Writer, error) {
 	c.Flush()
 	if _, err := f.Write(b.Bytes()); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("write trace %s: %w", path, err)
+		return nil, fmt.Errorf("write trace %s: %w", path, cause(err))
 	}
 	return w, nil
 }
@@ -110,8 +112,15 @@ func (w *Writer) Interval(file string, s window.Sample, p window.Plan, changed b
 	}
 	c.Flush()
 	if _, err := w.f.Write(b.Bytes()); err != nil {
-		w.err = fmt.Errorf("write trace %s: %w", w.f.Name(), err)
+		w.err = fmt.Errorf("write trace %s: %w", w.f.Name(), cause(err))
 	}
+}
+
+// Intervals is how many intervals were written.
+func (w *Writer) Intervals() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.next
 }
 
 // Close ends the file and returns the first error writing it.
@@ -123,7 +132,7 @@ func (w *Writer) Close() error {
 		return w.err
 	}
 	if err != nil {
-		return fmt.Errorf("close trace %s: %w", w.f.Name(), err)
+		return fmt.Errorf("close trace %s: %w", w.f.Name(), cause(err))
 	}
 	return nil
 }
@@ -131,3 +140,13 @@ func (w *Writer) Close() error {
 func ms(d time.Duration) string { return ffmt(float64(d)/float64(time.Millisecond), 3) }
 
 func ffmt(v float64, prec int) string { return strconv.FormatFloat(v, 'f', prec, 64) }
+
+// cause is err without the *fs.PathError around it, whose operation and
+// path the messages here say already.
+func cause(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
