@@ -147,6 +147,7 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"bigcmp":     cmdBigcmp,
 	"disk":       cmdDisk,
 	"tracecheck": cmdTracecheck,
+	"svgcount":   cmdSvgcount,
 }
 
 // perm GLOB MODE checks the permission bits (octal) of every file

@@ -69,3 +69,32 @@ func cmdTracecheck(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s: %d points for the %d intervals of %s", args[1], circles, len(tr.Intervals), args[0])
 	}
 }
+
+// svgcount FILE ELEMENT N decodes FILE as XML, failing unless it is
+// well-formed, and wants exactly N elements named ELEMENT in it.
+func cmdSvgcount(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: svgcount file.svg element count")
+	}
+	want, err := strconv.Atoi(args[2])
+	ts.Check(err)
+	doc, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	n := 0
+	dec := xml.NewDecoder(bytes.NewReader(doc))
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			ts.Fatalf("%s is not well-formed XML: %v", args[0], err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == args[1] {
+			n++
+		}
+	}
+	if n != want {
+		ts.Fatalf("%s: %d <%s> elements, want %d", args[0], n, args[1], want)
+	}
+}
