@@ -126,7 +126,7 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "checksum", Destination: &o.Checksum},
 		&cli.BoolFlag{Name: "verify", Destination: &o.Verify},
 		&cli.BoolFlag{Name: "json", Destination: &o.JSON},
-		&cli.StringFlag{Name: "trace", Destination: &o.Trace},
+		&cli.StringFlag{Name: "trace", Usage: "write the window controller's intervals to FILE as CSV", Destination: &o.Trace},
 		&cli.StringFlag{Name: "shard", Destination: &o.Shard},
 		&cli.StringFlag{Name: "files-from", Destination: &o.FilesFrom},
 		&cli.BoolFlag{Name: "from0", Aliases: []string{"0"}, Destination: &o.From0},
