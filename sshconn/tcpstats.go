@@ -20,9 +20,10 @@ type TCPStats struct {
 	Lost          int   // segments now presumed lost (tcpi_lost)
 	BytesAcked    int64 // bytes sent and acknowledged
 	BytesReceived int64 // bytes received
-	// BusyTime is how long the connection had data in flight;
-	// RwndLimited and SndbufLimited the parts of it that the peer's
-	// receive window or the local send buffer held it back.
+	// BusyTime is how long the connection had data in flight
+	// (tcpi_busy_time); RwndLimited and SndbufLimited the parts of it that
+	// the peer's receive window or the local send buffer held it back
+	// (tcpi_rwnd_limited, tcpi_sndbuf_limited).
 	BusyTime      time.Duration
 	RwndLimited   time.Duration
 	SndbufLimited time.Duration
