@@ -53,6 +53,7 @@ func TCPInfo(c net.Conn) (TCPStats, bool) {
 		NotSent:       int(info.Notsent_bytes),
 		// Kernels before 5.4 return a shorter struct, leaving it 0.
 		PeerWindow: int(info.Snd_wnd),
+		RcvWindow:  int(info.Rcv_wnd),
 	}
 	st.SndBuf, _ = granted(c, sendBuffer)
 	st.RcvBuf, _ = granted(c, receiveBuffer)

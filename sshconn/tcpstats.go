@@ -29,13 +29,15 @@ type TCPStats struct {
 	SndbufLimited time.Duration
 	NotSent       int // bytes in the send buffer not yet sent (tcpi_notsent_bytes)
 	PeerWindow    int // the peer's last advertised receive window (tcpi_snd_wnd); 0 where the kernel has none
+	RcvWindow     int // the receive window this end advertises (tcpi_rcv_wnd); 0 where the kernel has none
 	SndBuf        int // usable send buffer (SO_SNDBUF, halved as granted reports)
 	RcvBuf        int // usable receive buffer (SO_RCVBUF)
 }
 
 // What limited a connection over an interval, as LimitedBy tells it.
 const (
-	LimitRwnd   = "rwnd"   // the peer's receive window: another connection adds one
+	LimitRwnd   = "rwnd"   // a receive window (the peer's, or this end's when it receives): another connection adds one
+	LimitRecv   = "recv"   // this end receives, below its window: what limits the sender is at the far end
 	LimitSndbuf = "sndbuf" // the local send buffer: another connection adds one
 	LimitLoss   = "loss"   // segments were retransmitted: congestion control backed off
 	LimitCwnd   = "cwnd"   // busy all along with a full congestion window: the path, or its share of it
@@ -56,6 +58,17 @@ const (
 	// window is the limit. Below it the connection sat idle waiting for
 	// the application.
 	busyShare = 0.9
+	// receiverShare: an end that received this many times the bytes it
+	// sent in the interval is the receiver of a bulk transfer (a
+	// download's client). Its own sending (requests, acknowledgements) is
+	// never limited, and busy all along as requests keep going out, so
+	// the send-side times say nothing of it.
+	receiverShare = 4
+	// windowFill: a receiver that took in this share of its advertised
+	// window every round trip or more is held by that window. Autotuning
+	// keeps the window about twice what the sender delivers, so only a
+	// window at its limit (tcp_rmem's maximum) gets this full.
+	windowFill = 0.8
 )
 
 // LimitedBy classifies what limited a connection between two readings
@@ -74,9 +87,10 @@ const (
 //   - "" when it neither sent nor received anything, or the readings are
 //     out of order (a connection replaced between them).
 //
-// A connection that only receives (a download's client side) has no
-// send-side times: it reads "app" when it received data, which says the
-// verdict is the sender's, at the other end.
+// An end that received receiverShare times what it sent (a download's
+// client) is told apart first: "rwnd" when what it received per round
+// trip filled windowFill of the window it advertises, else "recv": the
+// sender's limit, at the far end, cannot be seen from here.
 func LimitedBy(prev, cur TCPStats, elapsed time.Duration) string {
 	if elapsed <= 0 || cur.BytesAcked < prev.BytesAcked || cur.BytesReceived < prev.BytesReceived ||
 		cur.BusyTime < prev.BusyTime || cur.Retrans < prev.Retrans {
@@ -84,6 +98,14 @@ func LimitedBy(prev, cur TCPStats, elapsed time.Duration) string {
 	}
 	if cur.BytesAcked == prev.BytesAcked && cur.BytesReceived == prev.BytesReceived {
 		return LimitIdle
+	}
+	sent, received := cur.BytesAcked-prev.BytesAcked, cur.BytesReceived-prev.BytesReceived
+	if received >= receiverShare*sent {
+		perRTT := float64(received) * cur.SRTT.Seconds() / elapsed.Seconds()
+		if cur.RcvWindow > 0 && cur.SRTT > 0 && perRTT >= windowFill*float64(cur.RcvWindow) {
+			return LimitRwnd
+		}
+		return LimitRecv
 	}
 	share := func(d time.Duration) float64 { return d.Seconds() / elapsed.Seconds() }
 	rwnd := share(cur.RwndLimited - prev.RwndLimited)

@@ -19,8 +19,17 @@ func TestLimitedBy(t *testing.T) {
 		s.Retrans += retrans
 		return s
 	}
-	received := base
-	received.BytesReceived += 8 << 20
+	// A download's client: 8 MiB in, requests out, busy all along; its
+	// window 4 MiB at a 100 ms round trip, so at most 40 MiB/s.
+	receiver := func(in int64, wnd int) TCPStats {
+		s := base
+		s.BytesReceived += in
+		s.BytesAcked += 64 << 10
+		s.BusyTime += time.Second
+		s.SRTT = 100 * time.Millisecond
+		s.RcvWindow = wnd
+		return s
+	}
 	for _, tc := range []struct {
 		name string
 		cur  TCPStats
@@ -38,7 +47,14 @@ func TestLimitedBy(t *testing.T) {
 		{"busy at 90 %", after(900*time.Millisecond, 0, 0, 0), sec, LimitCwnd},
 		{"busy half the time", after(500*time.Millisecond, 0, 0, 0), sec, LimitApp},
 		{"shares are of the interval given", after(sec, 0, 0, 0), 4 * sec, LimitApp},
-		{"only received", received, sec, LimitApp},
+		{"a receiver below its window", receiver(8<<20, 4<<20), sec, LimitRecv},
+		{"a receiver filling its window", receiver(36<<20, 4<<20), sec, LimitRwnd},
+		{"a receiver, its window unknown", receiver(36<<20, 0), sec, LimitRecv},
+		{"sends a quarter of what it receives: a sender still", func() TCPStats {
+			s := after(sec, 0, 0, 0)
+			s.BytesReceived += 4*(8<<20) - 1
+			return s
+		}(), sec, LimitCwnd},
 		{"nothing moved", base, sec, LimitIdle},
 		{"counters went back: another connection", TCPStats{BytesAcked: 10}, sec, LimitIdle},
 		{"no interval", after(sec, 0, 0, 0), 0, LimitIdle},

@@ -190,7 +190,7 @@ type ConnSample struct {
 	NotSent      int     // bytes queued in the send buffer, not yet sent
 	SndBuf       int     // usable send buffer, bytes
 	PeerWindow   int     // the peer's advertised receive window, bytes
-	// LimitedBy is "rwnd", "sndbuf", "loss", "cwnd", "app", or "" when
+	// LimitedBy is "rwnd", "sndbuf", "loss", "cwnd", "app", "recv", or "" when
 	// the connection moved nothing.
 	LimitedBy string
 }

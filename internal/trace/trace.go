@@ -21,7 +21,7 @@
 //	cwnd           its congestion window, in segments
 //	retrans        segments it retransmitted in the interval
 //	delivery_rate  the kernel's delivery-rate estimate, bytes per second
-//	limited_by     rwnd, sndbuf, loss, cwnd, app or empty (sshconn.LimitedBy)
+//	limited_by     rwnd, sndbuf, loss, cwnd, app, recv or empty (sshconn.LimitedBy)
 //
 // An interval spans as many rows as connections were read (one with empty
 // connection columns when none were); its first columns repeat on each.
