@@ -3,6 +3,7 @@ package trace
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,13 +26,34 @@ const (
 	legendSwatch, legendItemWidth = 18.0, 150.0
 )
 
+// The strips under the plot: one row per connection, an interval's
+// verdict (limited_by) in its color.
+const (
+	stripTop, stripRow, stripGap = 52.0, 9.0, 2.0
+	maxStrips                    = 32
+)
+
+// limitColors are the verdicts' colors, in the legend's order.
+var limitColors = []struct{ verdict, color string }{
+	{"rwnd", "#e377c2"}, {"sndbuf", "#ff7f0e"}, {"loss", "#d62728"},
+	{"cwnd", "#2ca02c"}, {"app", "#7f7f7f"}, {"recv", "#17becf"},
+}
+
 // Plot draws t as an SVG chart titled with name: goodput (MB/s, 10^6
 // bytes per second) over time as a line with a point per interval, the
 // plan's streams and connections as step lines on the right axis, and a
 // marker at the top for each decision, its reason in the marker's
 // tooltip. Each point's tooltip tells the interval and its connections.
+// Under the time axis, a strip per connection (the first maxStrips)
+// shows what limited it in each interval.
 func Plot(w io.Writer, t *Trace, name string) error {
-	d := svg.New(plotW, plotH)
+	conns := connIDs(t)
+	h := plotH
+	if len(conns) > 0 {
+		// The strips and their legend replace the bottom margin.
+		h = plotH - bottom + stripTop + float64(len(conns))*(stripRow+stripGap) + 30
+	}
+	d := svg.New(plotW, h)
 	x0, x1, y0, y1 := left, plotW-right, top, plotH-bottom
 
 	var maxT, maxG float64
@@ -62,7 +84,7 @@ func Plot(w io.Writer, t *Trace, name string) error {
 	d.Line(x0, y1, x1, y1, axisColor, 1, "")
 	d.Line(x0, y0, x0, y1, axisColor, 1, "")
 	d.Line(x1, y0, x1, y1, axisColor, 1, "")
-	d.Text((x0+x1)/2, plotH-bottom+45, "middle", "time since the run started (s)")
+	d.Text((x0+x1)/2, y1+36, "middle", "time since the run started (s)")
 	d.TextRotated(x0-50, (y0+y1)/2, "goodput (MB/s)")
 	d.TextRotated(x1+50, (y0+y1)/2, "streams, connections")
 	legend(d, x0)
@@ -97,6 +119,7 @@ func Plot(w io.Writer, t *Trace, name string) error {
 		d.Polyline(conns, connsColor, stepWidth, connsDash)
 		d.Polyline(good, goodputColor, goodputWidth, "")
 	}
+	drawStrips(d, t, conns, xOf, y1+stripTop)
 	for _, iv := range t.Intervals {
 		d.Circle(xOf(iv.Time.Seconds()), gOf(iv.Goodput/1e6), pointRadius, goodputColor, describe(iv))
 	}
@@ -112,6 +135,70 @@ func Plot(w io.Writer, t *Trace, name string) error {
 	}
 	_, err := d.WriteTo(w)
 	return err
+}
+
+// connIDs are the connections the trace tells of, in order, at most
+// maxStrips of them.
+func connIDs(t *Trace) []int {
+	seen := map[int]bool{}
+	var ids []int
+	for _, iv := range t.Intervals {
+		for _, c := range iv.TCP {
+			if !seen[c.Conn] {
+				seen[c.Conn] = true
+				ids = append(ids, c.Conn)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids[:min(len(ids), maxStrips)]
+}
+
+// drawStrips draws, from y down, a row per connection of conns: each
+// interval a rectangle from the file's previous row to its own, in its
+// verdict's color, and under them the colors' legend.
+func drawStrips(d *svg.Doc, t *Trace, conns []int, xOf func(float64) float64, y float64) {
+	if len(conns) == 0 {
+		return
+	}
+	row := map[int]float64{}
+	for i, c := range conns {
+		row[c] = y + float64(i)*(stripRow+stripGap)
+		d.Text(left-6, row[c]+stripRow-1, "end", fmt.Sprintf("conn %d", c))
+	}
+	color := map[string]string{}
+	for _, lc := range limitColors {
+		color[lc.verdict] = lc.color
+	}
+	prev := map[string]time.Duration{} // each file's previous row
+	for _, iv := range t.Intervals {
+		from, ok := prev[iv.File]
+		prev[iv.File] = iv.Time
+		if !ok {
+			continue
+		}
+		for _, c := range iv.TCP {
+			ry, drawn := row[c.Conn]
+			if !drawn || c.LimitedBy == "" {
+				continue
+			}
+			fill := color[c.LimitedBy]
+			if fill == "" {
+				fill = "#000" // a verdict of a later hpncp
+			}
+			d.Rect(xOf(from.Seconds()), ry, xOf(iv.Time.Seconds())-xOf(from.Seconds()), stripRow, fill,
+				fmt.Sprintf("conn %d, %.2fs to %.2fs: %s", c.Conn, from.Seconds(), iv.Time.Seconds(), c.LimitedBy))
+		}
+	}
+	ly := y + float64(len(conns))*(stripRow+stripGap) + 16
+	x := left
+	d.Text(x, ly, "start", "limited by:")
+	x += 75
+	for _, lc := range limitColors {
+		d.Rect(x, ly-9, 12, 10, lc.color, "")
+		d.Text(x+16, ly, "start", lc.verdict)
+		x += 70
+	}
 }
 
 // legend draws the key above the plot area, from x.

@@ -214,8 +214,13 @@ func TestPlot(t *testing.T) {
 	if count["polygon"] != 3+1 {
 		t.Errorf("%d decision markers, want 3 and the legend's", count["polygon"]-1)
 	}
+	// The background, a strip piece per connection of each interval but
+	// a file's first plan (2 and 1), and the six verdicts' legend.
+	if count["rect"] != 1+3+6 {
+		t.Errorf("%d rectangles, want the background, 3 strip pieces and 6 in the legend", count["rect"])
+	}
 	all := strings.Join(texts, "\n")
-	for _, want := range []string{hostile, `trace "<x>".csv`, "probe: more channels", "limited by rwnd", "time since the run started (s)", "goodput (MB/s)", "streams, connections"} {
+	for _, want := range []string{"conn 1, ", "s: rwnd", "conn 0", hostile, `trace "<x>".csv`, "probe: more channels", "limited by rwnd", "time since the run started (s)", "goodput (MB/s)", "streams, connections"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the chart's text lacks %q", want)
 		}
