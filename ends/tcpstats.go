@@ -34,6 +34,7 @@ func (h *Hosts) ConnSampler() func() []window.ConnSample {
 			if p, ok := prev[c]; ok {
 				cs.LimitedBy = sshconn.LimitedBy(p.st, st, now.Sub(p.at))
 				cs.Retrans = max(0, st.Retrans-p.st.Retrans)
+				cs.Bytes = max(0, st.BytesAcked-p.st.BytesAcked) + max(0, st.BytesReceived-p.st.BytesReceived)
 			}
 			prev[c] = reading{st, now}
 			out = append(out, cs)

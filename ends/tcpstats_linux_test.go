@@ -42,6 +42,7 @@ func TestConnSamplerInTrace(t *testing.T) {
 		t.Fatalf("%d samples traced, want the first plan and at least 2 intervals", len(samples))
 	}
 	app := false
+	var moved int64
 	for i, s := range samples[1:] {
 		if len(s.Conns) == 0 {
 			t.Errorf("interval %d: no connection sampled", i)
@@ -51,7 +52,12 @@ func TestConnSamplerInTrace(t *testing.T) {
 				t.Errorf("interval %d: connection %+v: want srtt, cwnd and send buffer told", i, c)
 			}
 			app = app || c.LimitedBy == "app"
+			moved += c.Bytes
 		}
+	}
+	// The last bytes may go after the last interval, not the first half.
+	if moved < 3<<20/2 {
+		t.Errorf("the connections moved %d bytes in the intervals, want at least half the 3 MiB file", moved)
 	}
 	if !app {
 		t.Errorf("a rate-limited copy: no connection read as limited by the application in %+v", samples)

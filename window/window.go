@@ -186,6 +186,7 @@ type ConnSample struct {
 	SRTT, MinRTT time.Duration
 	Cwnd         int     // congestion window, segments
 	DeliveryRate float64 // the kernel's latest estimate, bytes/s
+	Bytes        int64   // bytes it moved in the interval: acknowledged by the peer, or received
 	Retrans      int64   // segments retransmitted in the interval
 	NotSent      int     // bytes queued in the send buffer, not yet sent
 	SndBuf       int     // usable send buffer, bytes

@@ -36,6 +36,7 @@ type Conn struct {
 	Cwnd         int
 	Retrans      int64
 	DeliveryRate float64 // bytes per second
+	Bytes        int64   // moved in the interval
 	LimitedBy    string
 }
 
@@ -132,6 +133,7 @@ func (t *Trace) add(rec []string, col map[string]int) error {
 			Cwnd:         f.count("cwnd"),
 			Retrans:      int64(f.count("retrans")),
 			DeliveryRate: f.float("delivery_rate"),
+			Bytes:        int64(f.float("bytes")),
 			LimitedBy:    rec[col["limited_by"]],
 		}
 	}

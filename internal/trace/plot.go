@@ -223,8 +223,8 @@ func describe(iv Interval) string {
 	fmt.Fprintf(&b, "%.2fs %s: %.1f MB/s, %d streams on %d connections, rtt %v",
 		iv.Time.Seconds(), iv.File, iv.Goodput/1e6, iv.Streams, iv.Conns, iv.RTT.Round(10*time.Microsecond))
 	for _, c := range iv.TCP {
-		fmt.Fprintf(&b, "; conn %d: srtt %v (min %v), cwnd %d, %d retransmits, %.1f MB/s delivered",
-			c.Conn, c.SRTT.Round(10*time.Microsecond), c.MinRTT.Round(10*time.Microsecond), c.Cwnd, c.Retrans, c.DeliveryRate/1e6)
+		fmt.Fprintf(&b, "; conn %d: %.1f MB moved, srtt %v (min %v), cwnd %d, %d retransmits, delivery rate %.1f MB/s",
+			c.Conn, float64(c.Bytes)/1e6, c.SRTT.Round(10*time.Microsecond), c.MinRTT.Round(10*time.Microsecond), c.Cwnd, c.Retrans, c.DeliveryRate/1e6)
 		if c.LimitedBy != "" {
 			fmt.Fprintf(&b, ", limited by %s", c.LimitedBy)
 		}

@@ -21,6 +21,8 @@
 //	cwnd           its congestion window, in segments
 //	retrans        segments it retransmitted in the interval
 //	delivery_rate  the kernel's delivery-rate estimate, bytes per second
+//	bytes          bytes the connection moved in the interval (acknowledged
+//	               by the peer, or received)
 //	limited_by     rwnd, sndbuf, loss, cwnd, app, recv or empty (sshconn.LimitedBy)
 //
 // An interval spans as many rows as connections were read (one with empty
@@ -49,7 +51,7 @@ import (
 
 // Columns is the header row.
 var Columns = []string{"interval", "time_s", "file", "goodput", "rtt_ms", "streams", "conns", "decision",
-	"conn", "srtt_ms", "min_rtt_ms", "cwnd", "retrans", "delivery_rate", "limited_by"}
+	"conn", "srtt_ms", "min_rtt_ms", "cwnd", "retrans", "delivery_rate", "bytes", "limited_by"}
 
 // Writer appends intervals to a trace file. It is safe for concurrent
 // use: several files' copies may trace at once.
@@ -104,11 +106,11 @@ func (w *Writer) Interval(file string, s window.Sample, p window.Plan, changed b
 	var b bytes.Buffer
 	c := csv.NewWriter(&b)
 	if len(s.Conns) == 0 {
-		_ = c.Write(append(head, "", "", "", "", "", "", ""))
+		_ = c.Write(append(head, "", "", "", "", "", "", "", ""))
 	}
 	for _, cs := range s.Conns {
 		_ = c.Write(append(head[:len(head):len(head)], strconv.Itoa(cs.Conn), ms(cs.SRTT), ms(cs.MinRTT),
-			strconv.Itoa(cs.Cwnd), strconv.FormatInt(cs.Retrans, 10), ffmt(cs.DeliveryRate, 0), cs.LimitedBy))
+			strconv.Itoa(cs.Cwnd), strconv.FormatInt(cs.Retrans, 10), ffmt(cs.DeliveryRate, 0), strconv.FormatInt(cs.Bytes, 10), cs.LimitedBy))
 	}
 	c.Flush()
 	if _, err := w.f.Write(b.Bytes()); err != nil {

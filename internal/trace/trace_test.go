@@ -30,8 +30,8 @@ func sampleTrace(t *testing.T) string {
 	start := window.Plan{Streams: 4, Conns: 1, RTT: 100 * time.Millisecond, Reason: "start: 1 Gbit/s guessed"}
 	w.Interval("big.iso", window.Sample{RTT: 100 * time.Millisecond}, start, true)
 	conns := []window.ConnSample{
-		{Conn: 0, SRTT: 101500 * time.Microsecond, MinRTT: 100 * time.Millisecond, Cwnd: 900, Retrans: 2, DeliveryRate: 41.5e6, LimitedBy: "loss"},
-		{Conn: 1, SRTT: 120 * time.Millisecond, MinRTT: 100 * time.Millisecond, Cwnd: 1200, DeliveryRate: 60e6, LimitedBy: "rwnd"},
+		{Conn: 0, SRTT: 101500 * time.Microsecond, MinRTT: 100 * time.Millisecond, Cwnd: 900, Retrans: 2, DeliveryRate: 41.5e6, Bytes: 17e6, LimitedBy: "loss"},
+		{Conn: 1, SRTT: 120 * time.Millisecond, MinRTT: 100 * time.Millisecond, Cwnd: 1200, DeliveryRate: 60e6, Bytes: 23e6, LimitedBy: "rwnd"},
 	}
 	w.Interval("big.iso", window.Sample{Elapsed: 400 * time.Millisecond, Bytes: 40e6, Conns: conns},
 		window.Plan{Streams: 8, Conns: 2, RTT: 110 * time.Millisecond, Reason: "probe: more channels"}, true)
@@ -54,7 +54,7 @@ func TestHeaderAndRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "interval,time_s,file,goodput,rtt_ms,streams,conns,decision,conn,srtt_ms,min_rtt_ms,cwnd,retrans,delivery_rate,limited_by"
+	want := "interval,time_s,file,goodput,rtt_ms,streams,conns,decision,conn,srtt_ms,min_rtt_ms,cwnd,retrans,delivery_rate,bytes,limited_by"
 	if got := strings.Join(recs[0], ","); got != want {
 		t.Errorf("header %s\nwant   %s", got, want)
 	}
@@ -64,8 +64,8 @@ func TestHeaderAndRows(t *testing.T) {
 		t.Fatalf("%d rows, want 6:\n%s", len(recs), b)
 	}
 	row := recs[2]
-	got := []string{row[0], row[2], row[3], row[4], row[5], row[6], row[7], row[8], row[9], row[10], row[11], row[12], row[13], row[14]}
-	wantRow := []string{"1", "big.iso", "100000000", "110.000", "8", "2", "probe: more channels", "0", "101.500", "100.000", "900", "2", "41500000", "loss"}
+	got := append([]string{row[0]}, row[2:]...)
+	wantRow := []string{"1", "big.iso", "100000000", "110.000", "8", "2", "probe: more channels", "0", "101.500", "100.000", "900", "2", "41500000", "17000000", "loss"}
 	if !reflect.DeepEqual(got, wantRow) {
 		t.Errorf("first interval's first row %q\nwant %q", got, wantRow)
 	}
@@ -94,8 +94,8 @@ func TestParseRoundTrip(t *testing.T) {
 	iv.Time = 0 // the clock's
 	want := Interval{N: 1, File: "big.iso", Goodput: 100e6, RTT: 110 * time.Millisecond, Streams: 8, Conns: 2,
 		Decision: "probe: more channels", TCP: []Conn{
-			{Conn: 0, SRTT: 101500 * time.Microsecond, MinRTT: 100 * time.Millisecond, Cwnd: 900, Retrans: 2, DeliveryRate: 41.5e6, LimitedBy: "loss"},
-			{Conn: 1, SRTT: 120 * time.Millisecond, MinRTT: 100 * time.Millisecond, Cwnd: 1200, DeliveryRate: 60e6, LimitedBy: "rwnd"},
+			{Conn: 0, SRTT: 101500 * time.Microsecond, MinRTT: 100 * time.Millisecond, Cwnd: 900, Retrans: 2, DeliveryRate: 41.5e6, Bytes: 17e6, LimitedBy: "loss"},
+			{Conn: 1, SRTT: 120 * time.Millisecond, MinRTT: 100 * time.Millisecond, Cwnd: 1200, DeliveryRate: 60e6, Bytes: 23e6, LimitedBy: "rwnd"},
 		}}
 	if !reflect.DeepEqual(iv, want) {
 		t.Errorf("interval 1 read back as\n%+v\nwant\n%+v", iv, want)
@@ -151,12 +151,12 @@ func TestParseRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"empty", "", "no header"},
 		{"not a trace", "a,b,c\n1,2,3\n", "no interval column"},
-		{"negative goodput", head + "0,1.0,f,-5,1,1,1,,,,,,,,\n", `line 2: goodput "-5"`},
-		{"not a number", head + "0,1.0,f,5,1,x,1,,,,,,,,\n", `line 2: streams "x"`},
-		{"interval back", head + "1,1.0,f,5,1,1,1,,,,,,,,\n0,1.0,f,5,1,1,1,,,,,,,,\n", "line 3: interval 0 after interval 1"},
-		{"repeated row", head + "0,1.0,f,5,1,1,1,,,,,,,,\n0,1.0,f,5,1,1,1,,,,,,,,\n", "line 3: interval 0: a second row"},
-		{"short row", head + "0,1.0,f\n0,1,f,5,1,1,1,,,,,,,,\n", "line 2"},
-		{"infinite", head + "0,1.0,f,+Inf,1,1,1,,,,,,,,\n", "goodput"},
+		{"negative goodput", head + "0,1.0,f,-5,1,1,1,,,,,,,,,\n", `line 2: goodput "-5"`},
+		{"not a number", head + "0,1.0,f,5,1,x,1,,,,,,,,,\n", `line 2: streams "x"`},
+		{"interval back", head + "1,1.0,f,5,1,1,1,,,,,,,,,\n0,1.0,f,5,1,1,1,,,,,,,,,\n", "line 3: interval 0 after interval 1"},
+		{"repeated row", head + "0,1.0,f,5,1,1,1,,,,,,,,,\n0,1.0,f,5,1,1,1,,,,,,,,,\n", "line 3: interval 0: a second row"},
+		{"short row", head + "0,1.0,f\n0,1,f,5,1,1,1,,,,,,,,,\n", "line 2"},
+		{"infinite", head + "0,1.0,f,+Inf,1,1,1,,,,,,,,,\n", "goodput"},
 	} {
 		_, err := Parse(strings.NewReader(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
