@@ -32,7 +32,7 @@ Examples:
 
 The trace has one CSV row per connection per interval (a header row names
 the columns): interval, time_s, file, goodput (bytes/s), rtt_ms, streams,
-conns, decision (empty when the plan held), conn, srtt_ms, min_rtt_ms,
+conns, decision (the controller's reason when it decided), conn, srtt_ms, min_rtt_ms,
 cwnd (segments), retrans (in the interval), delivery_rate (bytes/s), bytes
 (moved in the interval) and limited_by: rwnd (a receive window: the peer's, or this end's on a
 download), sndbuf (the local send buffer), loss (retransmits), cwnd (busy

@@ -25,7 +25,7 @@ type Interval struct {
 	RTT      time.Duration
 	Streams  int
 	Conns    int
-	Decision string // why the plan changed; empty when it held
+	Decision string // the controller's reason where it decided; empty where it went on
 	TCP      []Conn // the connections read, none where none could be
 }
 

@@ -12,8 +12,9 @@
 //	rtt_ms         the controller's round-trip estimate
 //	streams        the plan's streams for the next interval
 //	conns          the plan's connections for the next interval
-//	decision       why the plan changed (the controller's reason), or
-//	               empty when it held
+//	decision       the controller's reason when it decided: the plan
+//	               changed, or its reason did (a probe kept, a plateau
+//	               settled on); empty when it went on as before
 //	conn           the connection's number in the run, empty when no
 //	               connection's TCP state could be read
 //	srtt_ms        its smoothed round trip
@@ -59,8 +60,9 @@ type Writer struct {
 	mu    sync.Mutex
 	f     *os.File
 	start time.Time
-	next  int   // the next interval's number
-	err   error // the first write error, returned by Close
+	next  int               // the next interval's number
+	why   map[string]string // each file's last reason
+	err   error             // the first write error, returned by Close
 }
 
 // Create starts a trace file at path, replacing any there, with its
@@ -70,7 +72,7 @@ func Create(path string) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create trace %s: %w", path, cause(err))
 	}
-	w := &Writer{f: f, start: time.Now()}
+	w := &Writer{f: f, start: time.Now(), why: map[string]string{}}
 	var b bytes.Buffer
 	c := csv.NewWriter(&b)
 	_ = c.Write(Columns) // a bytes.Buffer does not fail
@@ -84,7 +86,8 @@ func Create(path string) (*Writer, error) {
 
 // Interval records one controller step of the copy of file: the sample
 // it measured and the plan decided on it; changed says the plan's
-// streams or connections changed. A write error is kept for Close: a
+// streams or connections changed. A decision is recorded when they did
+// or the plan's reason changed: holding on a plateau changes no number. A write error is kept for Close: a
 // trace that cannot be written does not stop the copy.
 func (w *Writer) Interval(file string, s window.Sample, p window.Plan, changed bool) {
 	w.mu.Lock()
@@ -97,9 +100,10 @@ func (w *Writer) Interval(file string, s window.Sample, p window.Plan, changed b
 		goodput = float64(s.Bytes) / s.Elapsed.Seconds()
 	}
 	decision := ""
-	if changed {
+	if last, ok := w.why[file]; changed || !ok || p.Reason != last {
 		decision = p.Reason
 	}
+	w.why[file] = p.Reason
 	head := []string{strconv.Itoa(w.next), ffmt(time.Since(w.start).Seconds(), 3), file, ffmt(goodput, 0),
 		ms(p.RTT), strconv.Itoa(p.Streams), strconv.Itoa(p.Conns), decision}
 	w.next++

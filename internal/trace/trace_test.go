@@ -37,6 +37,9 @@ func sampleTrace(t *testing.T) string {
 		window.Plan{Streams: 8, Conns: 2, RTT: 110 * time.Millisecond, Reason: "probe: more channels"}, true)
 	w.Interval("big.iso", window.Sample{Elapsed: 400 * time.Millisecond, Bytes: 44e6, Conns: conns[:1]},
 		window.Plan{Streams: 8, Conns: 2, RTT: 110 * time.Millisecond, Reason: "probe: more channels"}, false)
+	// A plateau: the same plan, held for a new reason.
+	w.Interval("big.iso", window.Sample{Elapsed: 400 * time.Millisecond, Bytes: 44e6, Conns: conns[:1]},
+		window.Plan{Streams: 8, Conns: 2, RTT: 110 * time.Millisecond, Reason: "plateau"}, false)
 	w.Interval(hostile, window.Sample{Elapsed: 250 * time.Millisecond, Bytes: 1e6},
 		window.Plan{Streams: 1, Conns: 1, Reason: "fixed"}, true)
 	if err := w.Close(); err != nil {
@@ -58,10 +61,10 @@ func TestHeaderAndRows(t *testing.T) {
 	if got := strings.Join(recs[0], ","); got != want {
 		t.Errorf("header %s\nwant   %s", got, want)
 	}
-	// The first plan, two connections, one connection, one file without
-	// connection state.
-	if len(recs) != 1+1+2+1+1 {
-		t.Fatalf("%d rows, want 6:\n%s", len(recs), b)
+	// The first plan, two connections, one connection twice, one file
+	// without connection state.
+	if len(recs) != 1+1+2+1+1+1 {
+		t.Fatalf("%d rows, want 7:\n%s", len(recs), b)
 	}
 	row := recs[2]
 	got := append([]string{row[0]}, row[2:]...)
@@ -72,8 +75,11 @@ func TestHeaderAndRows(t *testing.T) {
 	if recs[4][7] != "" {
 		t.Errorf("a held plan's decision %q, want empty", recs[4][7])
 	}
-	if recs[5][2] != hostile || recs[5][8] != "" {
-		t.Errorf("last row %q: want the hostile name intact and no connection", recs[5])
+	if recs[5][7] != "plateau" {
+		t.Errorf("the same plan for a new reason: decision %q, want the reason", recs[5][7])
+	}
+	if recs[6][2] != hostile || recs[6][8] != "" || recs[6][7] != "fixed" {
+		t.Errorf("last row %q: want the hostile name intact, its first decision and no connection", recs[6])
 	}
 }
 
@@ -87,8 +93,8 @@ func TestParseRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tr.Intervals) != 4 {
-		t.Fatalf("%d intervals, want 4: %+v", len(tr.Intervals), tr.Intervals)
+	if len(tr.Intervals) != 5 {
+		t.Fatalf("%d intervals, want 5: %+v", len(tr.Intervals), tr.Intervals)
 	}
 	iv := tr.Intervals[1]
 	iv.Time = 0 // the clock's
@@ -103,7 +109,7 @@ func TestParseRoundTrip(t *testing.T) {
 	if got := tr.Intervals[0]; got.Decision != "start: 1 Gbit/s guessed" || got.Goodput != 0 || len(got.TCP) != 0 {
 		t.Errorf("first plan read back as %+v", got)
 	}
-	if got := tr.Intervals[3]; got.File != hostile || got.TCP != nil || got.Goodput != 4e6 {
+	if got := tr.Intervals[4]; got.File != hostile || got.TCP != nil || got.Goodput != 4e6 {
 		t.Errorf("last interval read back as %+v", got)
 	}
 	for i := 1; i < len(tr.Intervals); i++ {
@@ -210,14 +216,14 @@ func TestPlot(t *testing.T) {
 	if count["circle"] != len(tr.Intervals) {
 		t.Errorf("%d points for %d intervals, want one each", count["circle"], len(tr.Intervals))
 	}
-	// Three decisions, and the legend's marker.
-	if count["polygon"] != 3+1 {
-		t.Errorf("%d decision markers, want 3 and the legend's", count["polygon"]-1)
+	// Four decisions, and the legend's marker.
+	if count["polygon"] != 4+1 {
+		t.Errorf("%d decision markers, want 4 and the legend's", count["polygon"]-1)
 	}
 	// The background, a strip piece per connection of each interval but
-	// a file's first plan (2 and 1), and the six verdicts' legend.
-	if count["rect"] != 1+3+6 {
-		t.Errorf("%d rectangles, want the background, 3 strip pieces and 6 in the legend", count["rect"])
+	// a file's first plan (2, 1 and 1), and the six verdicts' legend.
+	if count["rect"] != 1+4+6 {
+		t.Errorf("%d rectangles, want the background, 4 strip pieces and 6 in the legend", count["rect"])
 	}
 	all := strings.Join(texts, "\n")
 	for _, want := range []string{"conn 1, ", "s: rwnd", "conn 0", hostile, `trace "<x>".csv`, "probe: more channels", "limited by rwnd", "time since the run started (s)", "goodput (MB/s)", "streams, connections"} {
