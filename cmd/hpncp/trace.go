@@ -32,7 +32,9 @@ Examples:
 
 The trace has one CSV row per connection per interval (a header row names
 the columns): interval, time_s, file, goodput (bytes/s), rtt_ms, streams,
-conns, decision (the controller's reason when it decided), conn, srtt_ms, min_rtt_ms,
+conns, decision (the controller's reason when it decided), app_limited
+(1: the pipeline could not keep every stream busy, and the controller
+skipped the interval), errors (streams lost), conn, srtt_ms, min_rtt_ms,
 cwnd (segments), retrans (in the interval), delivery_rate (bytes/s), bytes
 (moved in the interval) and limited_by: rwnd (a receive window: the peer's, or this end's on a
 download), sndbuf (the local send buffer), loss (retransmits), cwnd (busy

@@ -26,7 +26,10 @@ type Interval struct {
 	Streams  int
 	Conns    int
 	Decision string // the controller's reason where it decided; empty where it went on
-	TCP      []Conn // the connections read, none where none could be
+	// AppLimited: the pipeline could not keep every stream busy.
+	AppLimited bool
+	Errors     int    // streams lost to transport errors
+	TCP        []Conn // the connections read, none where none could be
 }
 
 // Conn is one connection's row of an interval.
@@ -123,6 +126,14 @@ func (t *Trace) add(rec []string, col map[string]int) error {
 		Streams:  f.count("streams"),
 		Conns:    f.count("conns"),
 		Decision: rec[col["decision"]],
+		Errors:   f.count("errors"),
+	}
+	switch v := rec[col["app_limited"]]; v {
+	case "0":
+	case "1":
+		iv.AppLimited = true
+	default:
+		f.fail("app_limited", v, "0 or 1")
 	}
 	var c *Conn
 	if rec[col["conn"]] != "" {

@@ -15,6 +15,7 @@ const (
 	plotW, plotH                  = 960.0, 520.0
 	left, right, top, bottom      = 80.0, 80.0, 60.0, 70.0
 	goodputColor, streamsColor    = "#1f77b4", "#2ca02c"
+	starvedColor                  = "#aec7e8" // a point the controller skipped
 	connsColor, decisionColor     = "#9467bd", "#d62728"
 	gridColor, axisColor          = "#ddd", "#333"
 	xTicks, yTicks                = 8, 5
@@ -121,7 +122,11 @@ func Plot(w io.Writer, t *Trace, name string) error {
 	}
 	drawStrips(d, t, conns, xOf, y1+stripTop)
 	for _, iv := range t.Intervals {
-		d.Circle(xOf(iv.Time.Seconds()), gOf(iv.Goodput/1e6), pointRadius, goodputColor, describe(iv))
+		fill := goodputColor
+		if iv.AppLimited {
+			fill = starvedColor
+		}
+		d.Circle(xOf(iv.Time.Seconds()), gOf(iv.Goodput/1e6), pointRadius, fill, describe(iv))
 	}
 	for _, iv := range t.Intervals {
 		if iv.Decision == "" {
@@ -199,6 +204,9 @@ func drawStrips(d *svg.Doc, t *Trace, conns []int, xOf func(float64) float64, y 
 		d.Text(x+16, ly, "start", lc.verdict)
 		x += 70
 	}
+	// A swatch, not a circle: the chart has exactly one point per interval.
+	d.Line(x+3, ly-4, x+9, ly-4, starvedColor, 2*pointRadius, "")
+	d.Text(x+16, ly, "start", "pale point: streams starved, skipped by the controller")
 }
 
 // legend draws the key above the plot area, from x.
@@ -222,6 +230,12 @@ func describe(iv Interval) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%.2fs %s: %.1f MB/s, %d streams on %d connections, rtt %v",
 		iv.Time.Seconds(), iv.File, iv.Goodput/1e6, iv.Streams, iv.Conns, iv.RTT.Round(10*time.Microsecond))
+	if iv.AppLimited {
+		b.WriteString(", streams starved (skipped by the controller)")
+	}
+	if iv.Errors > 0 {
+		fmt.Fprintf(&b, ", %d streams lost", iv.Errors)
+	}
 	for _, c := range iv.TCP {
 		fmt.Fprintf(&b, "; conn %d: %.1f MB moved, srtt %v (min %v), cwnd %d, %d retransmits, delivery rate %.1f MB/s",
 			c.Conn, float64(c.Bytes)/1e6, c.SRTT.Round(10*time.Microsecond), c.MinRTT.Round(10*time.Microsecond), c.Cwnd, c.Retrans, c.DeliveryRate/1e6)

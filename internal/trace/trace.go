@@ -15,6 +15,9 @@
 //	decision       the controller's reason when it decided: the plan
 //	               changed, or its reason did (a probe kept, a plateau
 //	               settled on); empty when it went on as before
+//	app_limited    1 when the pipeline could not keep every stream busy
+//	               (the controller then skips the interval), else 0
+//	errors         streams that failed for transport reasons
 //	conn           the connection's number in the run, empty when no
 //	               connection's TCP state could be read
 //	srtt_ms        its smoothed round trip
@@ -52,7 +55,7 @@ import (
 
 // Columns is the header row.
 var Columns = []string{"interval", "time_s", "file", "goodput", "rtt_ms", "streams", "conns", "decision",
-	"conn", "srtt_ms", "min_rtt_ms", "cwnd", "retrans", "delivery_rate", "bytes", "limited_by"}
+	"app_limited", "errors", "conn", "srtt_ms", "min_rtt_ms", "cwnd", "retrans", "delivery_rate", "bytes", "limited_by"}
 
 // Writer appends intervals to a trace file. It is safe for concurrent
 // use: several files' copies may trace at once.
@@ -104,8 +107,12 @@ func (w *Writer) Interval(file string, s window.Sample, p window.Plan, changed b
 		decision = p.Reason
 	}
 	w.why[file] = p.Reason
+	app := "0"
+	if s.AppLimited {
+		app = "1"
+	}
 	head := []string{strconv.Itoa(w.next), ffmt(time.Since(w.start).Seconds(), 3), file, ffmt(goodput, 0),
-		ms(p.RTT), strconv.Itoa(p.Streams), strconv.Itoa(p.Conns), decision}
+		ms(p.RTT), strconv.Itoa(p.Streams), strconv.Itoa(p.Conns), decision, app, strconv.Itoa(s.Errors)}
 	w.next++
 	var b bytes.Buffer
 	c := csv.NewWriter(&b)

@@ -33,7 +33,7 @@ func sampleTrace(t *testing.T) string {
 		{Conn: 0, SRTT: 101500 * time.Microsecond, MinRTT: 100 * time.Millisecond, Cwnd: 900, Retrans: 2, DeliveryRate: 41.5e6, Bytes: 17e6, LimitedBy: "loss"},
 		{Conn: 1, SRTT: 120 * time.Millisecond, MinRTT: 100 * time.Millisecond, Cwnd: 1200, DeliveryRate: 60e6, Bytes: 23e6, LimitedBy: "rwnd"},
 	}
-	w.Interval("big.iso", window.Sample{Elapsed: 400 * time.Millisecond, Bytes: 40e6, Conns: conns},
+	w.Interval("big.iso", window.Sample{Elapsed: 400 * time.Millisecond, Bytes: 40e6, Conns: conns, AppLimited: true, Errors: 1},
 		window.Plan{Streams: 8, Conns: 2, RTT: 110 * time.Millisecond, Reason: "probe: more channels"}, true)
 	w.Interval("big.iso", window.Sample{Elapsed: 400 * time.Millisecond, Bytes: 44e6, Conns: conns[:1]},
 		window.Plan{Streams: 8, Conns: 2, RTT: 110 * time.Millisecond, Reason: "probe: more channels"}, false)
@@ -57,7 +57,7 @@ func TestHeaderAndRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "interval,time_s,file,goodput,rtt_ms,streams,conns,decision,conn,srtt_ms,min_rtt_ms,cwnd,retrans,delivery_rate,bytes,limited_by"
+	want := "interval,time_s,file,goodput,rtt_ms,streams,conns,decision,app_limited,errors,conn,srtt_ms,min_rtt_ms,cwnd,retrans,delivery_rate,bytes,limited_by"
 	if got := strings.Join(recs[0], ","); got != want {
 		t.Errorf("header %s\nwant   %s", got, want)
 	}
@@ -68,17 +68,17 @@ func TestHeaderAndRows(t *testing.T) {
 	}
 	row := recs[2]
 	got := append([]string{row[0]}, row[2:]...)
-	wantRow := []string{"1", "big.iso", "100000000", "110.000", "8", "2", "probe: more channels", "0", "101.500", "100.000", "900", "2", "41500000", "17000000", "loss"}
+	wantRow := []string{"1", "big.iso", "100000000", "110.000", "8", "2", "probe: more channels", "1", "1", "0", "101.500", "100.000", "900", "2", "41500000", "17000000", "loss"}
 	if !reflect.DeepEqual(got, wantRow) {
 		t.Errorf("first interval's first row %q\nwant %q", got, wantRow)
 	}
-	if recs[4][7] != "" {
+	if recs[4][7] != "" || recs[4][8] != "0" || recs[4][9] != "0" {
 		t.Errorf("a held plan's decision %q, want empty", recs[4][7])
 	}
 	if recs[5][7] != "plateau" {
 		t.Errorf("the same plan for a new reason: decision %q, want the reason", recs[5][7])
 	}
-	if recs[6][2] != hostile || recs[6][8] != "" || recs[6][7] != "fixed" {
+	if recs[6][2] != hostile || recs[6][10] != "" || recs[6][7] != "fixed" {
 		t.Errorf("last row %q: want the hostile name intact, its first decision and no connection", recs[6])
 	}
 }
@@ -99,7 +99,7 @@ func TestParseRoundTrip(t *testing.T) {
 	iv := tr.Intervals[1]
 	iv.Time = 0 // the clock's
 	want := Interval{N: 1, File: "big.iso", Goodput: 100e6, RTT: 110 * time.Millisecond, Streams: 8, Conns: 2,
-		Decision: "probe: more channels", TCP: []Conn{
+		Decision: "probe: more channels", AppLimited: true, Errors: 1, TCP: []Conn{
 			{Conn: 0, SRTT: 101500 * time.Microsecond, MinRTT: 100 * time.Millisecond, Cwnd: 900, Retrans: 2, DeliveryRate: 41.5e6, Bytes: 17e6, LimitedBy: "loss"},
 			{Conn: 1, SRTT: 120 * time.Millisecond, MinRTT: 100 * time.Millisecond, Cwnd: 1200, DeliveryRate: 60e6, Bytes: 23e6, LimitedBy: "rwnd"},
 		}}
@@ -157,12 +157,13 @@ func TestParseRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"empty", "", "no header"},
 		{"not a trace", "a,b,c\n1,2,3\n", "no interval column"},
-		{"negative goodput", head + "0,1.0,f,-5,1,1,1,,,,,,,,,\n", `line 2: goodput "-5"`},
-		{"not a number", head + "0,1.0,f,5,1,x,1,,,,,,,,,\n", `line 2: streams "x"`},
-		{"interval back", head + "1,1.0,f,5,1,1,1,,,,,,,,,\n0,1.0,f,5,1,1,1,,,,,,,,,\n", "line 3: interval 0 after interval 1"},
-		{"repeated row", head + "0,1.0,f,5,1,1,1,,,,,,,,,\n0,1.0,f,5,1,1,1,,,,,,,,,\n", "line 3: interval 0: a second row"},
-		{"short row", head + "0,1.0,f\n0,1,f,5,1,1,1,,,,,,,,,\n", "line 2"},
-		{"infinite", head + "0,1.0,f,+Inf,1,1,1,,,,,,,,,\n", "goodput"},
+		{"negative goodput", head + "0,1.0,f,-5,1,1,1,,0,0,,,,,,,,\n", `line 2: goodput "-5"`},
+		{"not a number", head + "0,1.0,f,5,1,x,1,,0,0,,,,,,,,\n", `line 2: streams "x"`},
+		{"interval back", head + "1,1.0,f,5,1,1,1,,0,0,,,,,,,,\n0,1.0,f,5,1,1,1,,0,0,,,,,,,,\n", "line 3: interval 0 after interval 1"},
+		{"repeated row", head + "0,1.0,f,5,1,1,1,,0,0,,,,,,,,\n0,1.0,f,5,1,1,1,,0,0,,,,,,,,\n", "line 3: interval 0: a second row"},
+		{"short row", head + "0,1.0,f\n0,1,f,5,1,1,1,,0,0,,,,,,,,\n", "line 2"},
+		{"app_limited not 0 or 1", head + "0,1.0,f,5,1,1,1,,2,0,,,,,,,,\n", `app_limited "2"`},
+		{"infinite", head + "0,1.0,f,+Inf,1,1,1,,0,0,,,,,,,,\n", "goodput"},
 	} {
 		_, err := Parse(strings.NewReader(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -226,7 +227,7 @@ func TestPlot(t *testing.T) {
 		t.Errorf("%d rectangles, want the background, 4 strip pieces and 6 in the legend", count["rect"])
 	}
 	all := strings.Join(texts, "\n")
-	for _, want := range []string{"conn 1, ", "s: rwnd", "conn 0", hostile, `trace "<x>".csv`, "probe: more channels", "limited by rwnd", "time since the run started (s)", "goodput (MB/s)", "streams, connections"} {
+	for _, want := range []string{"conn 1, ", "s: rwnd", "conn 0", hostile, `trace "<x>".csv`, "probe: more channels", "limited by rwnd", "streams starved (skipped by the controller)", "time since the run started (s)", "goodput (MB/s)", "streams, connections"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("the chart's text lacks %q", want)
 		}
