@@ -13,9 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/hpncp/hpncp/ends"
-	"github.com/hpncp/hpncp/internal/trace"
 	"github.com/hpncp/hpncp/internal/units"
-	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/sshconn"
@@ -425,6 +423,11 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		return err
 	}
 	to.Parallel = tune.parallel
+	stopTrace, err := o.startTrace(&to, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopTrace()
 	to.Report = func(f transfer.FileReport) { rec.files = append(rec.files, f) }
 	showProgress := !o.Quiet && isTerminal(stderr)
 	var line *runLine
@@ -437,14 +440,6 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		to.Logf = logTo(logs)
 	}
 
-	if o.Trace != "" {
-		tr, err := trace.Create(o.Trace)
-		if err != nil {
-			return err
-		}
-		defer closeTrace(tr, o.Trace, o.Quiet, stderr)
-		to.Trace = tr.Interval
-	}
 	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
@@ -493,18 +488,6 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		return pe
 	}
 	return nil
-}
-
-// closeTrace ends the --trace file, warning when it could not be written
-// or holds no interval: no file went over several streams.
-func closeTrace(tr *trace.Writer, path string, quiet bool, stderr io.Writer) {
-	if err := tr.Close(); err != nil {
-		fmt.Fprintf(stderr, "hpncp: warning: %s\n", vis.String(err.Error()))
-		return
-	}
-	if tr.Intervals() == 0 && !quiet {
-		fmt.Fprintf(stderr, "hpncp: warning: --trace %s holds no interval: no file went over several streams (only large files copied over SFTP do)\n", vis.String(path))
-	}
 }
 
 // optionUsage turns options that do not go together into a usage error,

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/hpncp/hpncp/internal/trace"
+	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -118,4 +120,30 @@ func runTracePlot(o *traceOptions, stdout io.Writer) error {
 		return &transfer.Error{Op: "write chart", Path: o.Output, Err: err}
 	}
 	return nil
+}
+
+// startTrace opens --trace's file, when one is asked for, and has the
+// copy's window decisions written to it; stop ends it.
+func (o *copyOptions) startTrace(to *transfer.Options, stderr io.Writer) (stop func(), err error) {
+	if o.Trace == "" {
+		return func() {}, nil
+	}
+	tr, err := trace.Create(o.Trace)
+	if err != nil {
+		return nil, err
+	}
+	to.Trace = tr.Interval
+	return func() { closeTrace(tr, o.Trace, o.Quiet, stderr) }, nil
+}
+
+// closeTrace ends the --trace file, warning when it could not be written
+// or holds no interval: no file went over several streams.
+func closeTrace(tr *trace.Writer, path string, quiet bool, stderr io.Writer) {
+	if err := tr.Close(); err != nil {
+		fmt.Fprintf(stderr, "hpncp: warning: %s\n", vis.String(err.Error()))
+		return
+	}
+	if tr.Intervals() == 0 && !quiet {
+		fmt.Fprintf(stderr, "hpncp: warning: --trace %s holds no interval: no file went over several streams (only large files copied over SFTP do)\n", vis.String(path))
+	}
 }
