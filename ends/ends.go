@@ -155,6 +155,9 @@ func (h *Hosts) Open(ctx context.Context, locs []transfer.Location, o transfer.O
 	if err := UseJournal(&o); err != nil {
 		return nil, err
 	}
+	if o.Parallel.Conns == nil {
+		o.Parallel.Conns = h.ConnSampler
+	}
 	r.Options = o
 	if !r.Legacy {
 		return r, nil

@@ -60,7 +60,15 @@ type ParallelOptions struct {
 	// Controller decides how many streams and connections to use.
 	Controller *window.Controller
 	// RTT returns the path's current round-trip time, or 0 when unknown.
-	RTT      func() time.Duration
+	RTT func() time.Duration
+	// Conns, when not nil, reads the TCP state of the copy's connections
+	// for each interval's Sample; each call covers the interval since the
+	// one before.
+	Conns func() []window.ConnSample
+	// Trace, when not nil, is told of the first plan (with a zero Sample)
+	// and then of every interval's Sample and the plan decided on it;
+	// changed says the streams or connections changed (--trace).
+	Trace    func(s window.Sample, p window.Plan, changed bool)
 	Limiter  *rate.Limiter
 	Progress func(n int)
 	// Done, when not nil, is told of every chunk written and acknowledged,
@@ -136,8 +144,14 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 	if o.RTT != nil {
 		rtt = o.RTT()
 	}
+	if o.Conns != nil {
+		o.Conns() // the first reading: intervals are measured from it
+	}
 	plan := o.Controller.Start(rtt)
 	o.Logf("window: %s", plan)
+	if o.Trace != nil {
+		o.Trace(window.Sample{RTT: rtt}, plan, true)
+	}
 	p.apply(plan)
 
 	timer := time.NewTimer(plan.Interval)
@@ -162,9 +176,16 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 			if o.RTT != nil {
 				s.RTT = o.RTT()
 			}
+			if o.Conns != nil {
+				s.Conns = o.Conns()
+			}
 			next := o.Controller.Observe(s)
-			if next.Streams != plan.Streams || next.Conns != plan.Conns {
+			changed := next.Streams != plan.Streams || next.Conns != plan.Conns
+			if changed {
 				o.Logf("window: %s", next)
+			}
+			if o.Trace != nil {
+				o.Trace(s, next, changed)
 			}
 			plan = next
 			timer.Reset(plan.Interval)

@@ -32,6 +32,7 @@ targets=(
 	sshconn:FuzzSSHG
 	internal/filter:FuzzMatch
 	protocol:FuzzParseFileIDs
+	internal/trace:FuzzParse
 )
 
 # Every func FuzzXxx in a _test.go file, as package:FuzzXxx.

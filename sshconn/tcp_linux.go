@@ -23,6 +23,43 @@ func TCPRTT(c net.Conn) (rtt time.Duration, ok bool) {
 	return time.Duration(info.Rtt) * time.Microsecond, true
 }
 
+// TCPInfo reads the kernel's TCP_INFO and buffer sizes of c. ok is false
+// when c is not a TCP socket.
+func TCPInfo(c net.Conn) (TCPStats, bool) {
+	var info *unix.TCPInfo
+	if err := control(c, func(fd int) error {
+		var err error
+		info, err = unix.GetsockoptTCPInfo(fd, unix.IPPROTO_TCP, unix.TCP_INFO)
+		return err
+	}); err != nil {
+		return TCPStats{}, false
+	}
+	us := func(v uint32) time.Duration { return time.Duration(v) * time.Microsecond }
+	st := TCPStats{
+		SRTT:          us(info.Rtt),
+		MinRTT:        us(info.Min_rtt),
+		RTTVar:        us(info.Rttvar),
+		Cwnd:          int(info.Snd_cwnd),
+		MSS:           int(info.Snd_mss),
+		DeliveryRate:  float64(info.Delivery_rate),
+		Retrans:       int64(info.Total_retrans),
+		Lost:          int(info.Lost),
+		BytesAcked:    int64(info.Bytes_acked),
+		BytesReceived: int64(info.Bytes_received),
+		// The kernel counts these three in microseconds.
+		BusyTime:      time.Duration(info.Busy_time) * time.Microsecond,
+		RwndLimited:   time.Duration(info.Rwnd_limited) * time.Microsecond,
+		SndbufLimited: time.Duration(info.Sndbuf_limited) * time.Microsecond,
+		NotSent:       int(info.Notsent_bytes),
+		// Kernels before 5.4 return a shorter struct, leaving it 0.
+		PeerWindow: int(info.Snd_wnd),
+		RcvWindow:  int(info.Rcv_wnd),
+	}
+	st.SndBuf, _ = granted(c, sendBuffer)
+	st.RcvBuf, _ = granted(c, receiveBuffer)
+	return st, true
+}
+
 // granted returns the usable size of c's buffer: Linux reports twice what
 // was set, the other half being its bookkeeping overhead (socket(7)).
 func granted(c net.Conn, which bufferKind) (int, bool) {

@@ -12,6 +12,9 @@ import (
 // request round trips instead.
 func TCPRTT(c net.Conn) (rtt time.Duration, ok bool) { return 0, false }
 
+// TCPInfo reads nothing: only Linux's TCP_INFO is read.
+func TCPInfo(c net.Conn) (TCPStats, bool) { return TCPStats{}, false }
+
 // granted reports nothing: BSD and macOS fail a setsockopt above their
 // limit (kern.ipc.maxsockbuf), so SetBuffers reports that as an error.
 func granted(c net.Conn, which bufferKind) (int, bool) { return 0, false }

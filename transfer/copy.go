@@ -24,6 +24,7 @@ import (
 	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/internal/starttrace"
 	"github.com/hpncp/hpncp/pipeline"
+	"github.com/hpncp/hpncp/window"
 )
 
 // Endpoint is a path on one end of a copy.
@@ -62,6 +63,11 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Parallel says when and how large files use several streams.
 	Parallel ParallelOptions
+	// Trace, when not nil, is told of every window decision of a file
+	// copied over several streams (pipeline.ParallelOptions.Trace), with
+	// the file's source path (--trace). Calls may come from several
+	// files' copies at once.
+	Trace func(file string, s window.Sample, p window.Plan, changed bool)
 
 	// Skip says which files already at the target are left alone; the
 	// zero value copies every file, as scp.

@@ -46,6 +46,9 @@ type ParallelOptions struct {
 	MinSize int64
 	Chunk   int // bytes a stream reads or writes at once; pipeline.DefaultChunk when 0
 	Depth   int // chunks in flight per stream; when 0, the window plan decides
+	// Conns, when not nil, returns for one file's copy a reader of its
+	// connections' TCP state (pipeline.ParallelOptions.Conns).
+	Conns func() func() []window.ConnSample
 }
 
 func (Local) OpenReaderAt(_ context.Context, name string, _ int) (protocol.ReaderAtCloser, error) {
@@ -97,6 +100,12 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 		RTT:        pathRTT(src.FS, dstFS),
 		Limiter:    c.opts.Limiter,
 		Logf:       c.opts.Logf,
+	}
+	if p.Conns != nil {
+		po.Conns = p.Conns()
+	}
+	if t := c.opts.Trace; t != nil {
+		po.Trace = func(s window.Sample, p window.Plan, changed bool) { t(src.Path, s, p, changed) }
 	}
 	if prog != nil {
 		po.Progress = prog.Add

@@ -171,6 +171,29 @@ type Sample struct {
 	// busy during the interval (small files, a slow source disk, the tail
 	// of the transfer), so the interval says nothing about the path.
 	AppLimited bool
+	// Conns is what the kernel told of each SSH connection over the
+	// interval, where it tells (Linux TCP_INFO); nil otherwise. The
+	// control law does not read it yet: --trace records it.
+	Conns []ConnSample
+}
+
+// ConnSample is one connection's TCP state at the end of an interval, and
+// what limited it during the interval (sshconn.TCPInfo, sshconn.LimitedBy).
+type ConnSample struct {
+	// Conn numbers the run's connections from 0 in the order they were
+	// opened; a connection keeps its number while it lives.
+	Conn         int
+	SRTT, MinRTT time.Duration
+	Cwnd         int     // congestion window, segments
+	DeliveryRate float64 // the kernel's latest estimate, bytes/s
+	Bytes        int64   // bytes it moved in the interval: acknowledged by the peer, or received
+	Retrans      int64   // segments retransmitted in the interval
+	NotSent      int     // bytes queued in the send buffer, not yet sent
+	SndBuf       int     // usable send buffer, bytes
+	PeerWindow   int     // the peer's advertised receive window, bytes
+	// LimitedBy is "rwnd", "sndbuf", "loss", "cwnd", "app", "recv", or "" when
+	// the connection moved nothing.
+	LimitedBy string
 }
 
 // Plan is what the pipeline should run until the next Observe.

@@ -29,7 +29,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	words := args[min(1, len(args)):]
 	var opts copyOptions
-	subcommands := []*cli.Command{versionCommand(stdout), sshCommand(stdin, stdout, stderr), syncCommand(stdin, stdout, stderr), benchCommand(stdout, stderr), reportCommand(stdin, stdout, stderr), docsCommand()}
+	subcommands := []*cli.Command{versionCommand(stdout), sshCommand(stdin, stdout, stderr), syncCommand(stdin, stdout, stderr), benchCommand(stdout, stderr), reportCommand(stdin, stdout, stderr), traceCommand(stdout), docsCommand()}
 	app := &cli.Command{
 		Name:                          "hpncp",
 		Usage:                         "copy files over SSH at link speed",
@@ -98,6 +98,14 @@ func isSubcommand(app *cli.Command, words []string) bool {
 		return false
 	case sub.Name == "version":
 		return len(words) == 1 || strings.HasPrefix(words[1], "-")
+	case sub.Name == "trace":
+		// A file named trace (strace's output) is copied, as before the
+		// subcommand was, unless plot follows.
+		if len(words) == 1 || words[1] == "plot" || strings.HasPrefix(words[1], "-") {
+			return true
+		}
+		_, err := os.Lstat(words[0])
+		return errors.Is(err, fs.ErrNotExist)
 	}
 	return true
 }

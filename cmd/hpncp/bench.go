@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -52,12 +54,14 @@ Examples:
   hpncp bench alice@nas                   every configuration to nas:/tmp
   hpncp bench --size 256MiB --runs 3 --configs hpn,hpnd,s8 host:/data
   hpncp bench --json host > host.json
+  hpncp bench --embedded --svg demo.svg   the demo's table, drawn as bars
 
 Flags:
   --size SIZE        scratch file size [64MiB; 128MiB embedded]
   --runs N           transfers per configuration and direction [5; 1 embedded]
   --configs LIST     configurations [all; hpn,hpnd embedded]
   --json             print the runs and summaries as JSON
+  --svg FILE         also draw the table as a bar chart (SVG) in FILE
   --no-save          do not store the recommendation
   --forget           remove the stored recommendation of the host given
   --embedded         the self-contained demo (emulated path)
@@ -76,6 +80,7 @@ type benchOptions struct {
 	Runs     int64
 	Configs  string
 	JSON     bool
+	SVG      string // --svg: the table as a bar chart, in this file
 	NoSave   bool
 	Forget   bool
 	Embedded bool
@@ -91,6 +96,7 @@ func (o *benchOptions) flags() []cli.Flag {
 		&cli.Int64Flag{Name: "runs", Destination: &o.Runs},
 		&cli.StringFlag{Name: "configs", Destination: &o.Configs},
 		&cli.BoolFlag{Name: "json", Destination: &o.JSON},
+		&cli.StringFlag{Name: "svg", Destination: &o.SVG},
 		&cli.BoolFlag{Name: "no-save", Destination: &o.NoSave},
 		&cli.BoolFlag{Name: "forget", Destination: &o.Forget},
 		&cli.BoolFlag{Name: "embedded", Destination: &o.Embedded},
@@ -206,6 +212,16 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) er
 	}
 	if err != nil {
 		return fmt.Errorf("bench: write the report: %w", err)
+	}
+	if o.SVG != "" {
+		var buf bytes.Buffer
+		if err := bench.WriteSVG(&buf, rep); err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.SVG, buf.Bytes(), 0o666); err != nil {
+			_ = os.Remove(o.SVG)
+			return &transfer.Error{Op: "write chart", Path: o.SVG, Err: err}
+		}
 	}
 	if o.Embedded || o.NoSave || rep.Recommendation == nil {
 		return nil

@@ -61,6 +61,7 @@ type copyOptions struct {
 	BWLimit        string // bytes (or bits with "bit") per second
 	Resume         bool   // keep interrupted files' temporaries and continue them
 	Sparse         bool   // keep files' holes
+	Trace          string // --trace: the window controller's CSV trace (internal/trace)
 
 	// Links, as rsync's long flags (-l is scp's limit, -H unused by scp
 	// but kept rsync's long-only here too).
@@ -124,6 +125,7 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "checksum", Destination: &o.Checksum},
 		&cli.BoolFlag{Name: "verify", Destination: &o.Verify},
 		&cli.BoolFlag{Name: "json", Destination: &o.JSON},
+		&cli.StringFlag{Name: "trace", Usage: "write the window controller's intervals to FILE as CSV", Destination: &o.Trace},
 		&cli.StringFlag{Name: "shard", Destination: &o.Shard},
 		&cli.StringFlag{Name: "files-from", Destination: &o.FilesFrom},
 		&cli.BoolFlag{Name: "from0", Aliases: []string{"0"}, Destination: &o.From0},
@@ -422,6 +424,11 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		return err
 	}
 	to.Parallel = tune.parallel
+	stopTrace, err := o.startTrace(&to, stderr)
+	if err != nil {
+		return err
+	}
+	defer stopTrace()
 	to.Report = func(f transfer.FileReport) { rec.files = append(rec.files, f) }
 	showProgress := !o.Quiet && isTerminal(stderr)
 	var line *runLine

@@ -65,7 +65,7 @@ func containsFlag(fs []docFlag, name string) bool {
 	return false
 }
 
-var docCommands = []string{"bench", "report", "ssh", "sync", "version"}
+var docCommands = []string{"bench", "report", "ssh", "sync", "trace", "version"}
 
 // writeDocs writes DIR/hpncp.1 and DIR/completions/hpncp.{bash,zsh,fish}.
 func writeDocs(dir string) error {
@@ -105,7 +105,7 @@ func manPage() string {
 	fmt.Fprintf(&b, ".TH HPNCP 1 %q %q \"User Commands\"\n", date, "hpncp "+version)
 	b.WriteString(".SH NAME\nhpncp, hpnssh \\- copy files over SSH at link speed\n")
 	for _, s := range []struct{ title, text string }{
-		{"DESCRIPTION", helpText}, {"SYNC", syncHelpText}, {"BENCH", benchHelpText}, {"SSH", sshHelpText}, {"REPORT", reportHelpText},
+		{"DESCRIPTION", helpText}, {"SYNC", syncHelpText}, {"BENCH", benchHelpText}, {"SSH", sshHelpText}, {"REPORT", reportHelpText}, {"TRACE", traceHelpText},
 	} {
 		fmt.Fprintf(&b, ".SH %s\n.nf\n%s.fi\n", s.title, roff(s.text))
 	}

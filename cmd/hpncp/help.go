@@ -9,6 +9,7 @@ const usageText = `Usage:
   hpncp bench [flags] [user@]host[:dir]   measure configurations, keep the best
   hpncp bench --embedded                  the demo: an emulated 50 ms path
   hpncp report merge [-o FILE] REPORT...  one --json report of a job's shards
+  hpncp trace plot [-o OUT.svg] TRACE     draw a copy's --trace file as SVG
   hpncp version
 `
 
@@ -25,7 +26,8 @@ hpncp ssh is a remote shell with ssh's flags for rsync -e, git and scripts
 (see hpncp ssh --help), also installable as hpnssh. A subcommand is one only
 as the first word: after a flag or an operand, sync, ssh, bench, report and
 version are operands (hpncp -r bench h: copies a directory named bench), and
-so is version with operands after it (hpncp version h: copies a file).
+so is version with operands after it (hpncp version h: copies a file), and
+trace where a local file of that name exists and plot does not follow it.
 
 SOURCE and TARGET are local paths or remote ones:
   [user@]host:path         path relative to the remote home unless absolute
@@ -69,6 +71,10 @@ Pipeline flags (large files go over several SFTP streams and connections):
   --window auto|BYTES    bytes each stream keeps in flight [3 chunks]
   --tcp-rcvbuf SIZE      TCP receive buffer (default: kernel autotuning)
   --tcp-sndbuf SIZE      TCP send buffer (default: kernel autotuning)
+  --trace FILE           write each window-controller interval to FILE as
+                         CSV: goodput, streams, connections, decisions, and
+                         each connection's RTT, cwnd, retransmits, delivery
+                         rate and what limited it (see hpncp trace --help)
   Without --streams, --connections or --hpn-disabled, a copy to a host that
   hpncp bench measured starts from its stored recommendation (-v says so;
   HPNCP_NO_CACHE=1 ignores it).

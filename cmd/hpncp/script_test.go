@@ -146,6 +146,8 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"mksparse":   cmdMksparse,
 	"bigcmp":     cmdBigcmp,
 	"disk":       cmdDisk,
+	"tracecheck": cmdTracecheck,
+	"svgcount":   cmdSvgcount,
 }
 
 // perm GLOB MODE checks the permission bits (octal) of every file

@@ -1,0 +1,66 @@
+package pipeline
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/hpncp/hpncp/window"
+)
+
+// TestParallelTracesEveryInterval checks that the trace hook sees the
+// first plan and then every interval's sample, with the connections' TCP
+// state read for that interval.
+func TestParallelTracesEveryInterval(t *testing.T) {
+	const size = 1 << 20
+	src := noise(size)
+	dst := &memFile{}
+	var opened, closed atomic.Int32
+	type call struct {
+		s       window.Sample
+		p       window.Plan
+		changed bool
+	}
+	var calls []call
+	reads := 0
+	start := time.Now()
+	// 1 MiB at 512 KiB/s takes about 2 s: several intervals of 250 ms.
+	res, err := Parallel(context.Background(), counted(src, dst, &opened, &closed), ParallelOptions{
+		Size: size, Chunk: 32 << 10, Controller: fixed(2),
+		Limiter: rate.NewLimiter(512<<10, 64<<10),
+		Conns: func() []window.ConnSample {
+			reads++
+			return []window.ConnSample{{Cwnd: reads, LimitedBy: "app"}, {Cwnd: 100 + reads}}
+		},
+		Trace: func(s window.Sample, p window.Plan, changed bool) { calls = append(calls, call{s, p, changed}) },
+	})
+	if err != nil || res.Bytes != size {
+		t.Fatalf("copied %d bytes: %v", res.Bytes, err)
+	}
+	took := time.Since(start)
+	if len(calls) < 4 {
+		t.Fatalf("%d trace calls in %v, want the first plan and at least 3 intervals", len(calls), took)
+	}
+	if c := calls[0]; !c.changed || c.s.Elapsed != 0 || c.s.Conns != nil || c.p.Streams != 2 {
+		t.Errorf("first trace call %+v: want the first plan of 2 streams, marked changed, with no sample", c)
+	}
+	if reads != len(calls) {
+		t.Errorf("connections read %d times for %d trace calls: want one first reading, then one per interval", reads, len(calls))
+	}
+	var bytes int64
+	for i, c := range calls[1:] {
+		if c.s.Elapsed <= 0 || len(c.s.Conns) != 2 || c.s.Conns[0].Cwnd != i+2 || c.s.Conns[1].Cwnd != 102+i || c.s.Conns[0].LimitedBy != "app" {
+			t.Errorf("interval %d: elapsed %v, conns %+v: want that interval's reading", i, c.s.Elapsed, c.s.Conns)
+		}
+		if c.changed {
+			t.Errorf("interval %d: changed with a fixed stream count", i)
+		}
+		bytes += c.s.Bytes
+	}
+	if bytes > size {
+		t.Errorf("intervals add up to %d bytes, more than the %d copied", bytes, size)
+	}
+}
