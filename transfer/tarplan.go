@@ -24,6 +24,9 @@ type tarNode struct {
 	// targets are a directory's entries at the target, as listed, while
 	// the walk hands out its entries; nil when the target lacks it.
 	targets map[string]fs.FileInfo
+	// small says the file goes over a tar stream: new, smaller than
+	// the plan's MaxSize and without holes to keep.
+	small bool
 }
 
 // tarPlan is a listed tree: what goes over tar and what over SFTP.
@@ -56,7 +59,7 @@ func (p *tarPlan) newDirs() []*tarNode {
 func (run *tarRun) list(ctx context.Context) *tarPlan {
 	c, t := run.c, run.c.opts.Tar
 	c.startTarProbe(ctx, run.end)
-	l := &tarLister{root: run.root, nodes: map[string]*tarNode{},
+	l := &tarLister{root: run.root, nodes: map[string]*tarNode{}, sparse: c.opts.Sparse,
 		maxSize: cmp0(t.MaxSize, defaultTarMaxSize), minFiles: int(cmp0(int64(t.MinFiles), defaultTarMinFiles))}
 	if p, ok := run.end.(tarPreparer); ok {
 		// The streams' connection is opened as soon as the listing shows
@@ -80,9 +83,7 @@ func (run *tarRun) list(ctx context.Context) *tarPlan {
 	flatten(run.root, &p.dirs, &p.files)
 	c.logf("listed %s: %d files, %d directories in %s", run.root.src, len(p.files), len(p.dirs), time.Since(listStart).Round(time.Millisecond))
 	for _, f := range p.files {
-		// tar writes every byte: a file with holes to keep goes by the
-		// pipeline, which leaves them unwritten.
-		if f.existing == nil && f.info.Size() < l.maxSize && !(c.opts.Sparse && hasHoles(f.info)) {
+		if f.small {
 			p.small = append(p.small, f)
 		} else {
 			p.other = append(p.other, f)
@@ -101,6 +102,7 @@ type tarLister struct {
 	enough   func()
 	maxSize  int64
 	minFiles int
+	sparse   bool // --sparse: a file with holes goes by the pipeline
 
 	mu    sync.Mutex
 	nodes map[string]*tarNode // the directories entered, by rel
@@ -141,6 +143,12 @@ func (l *tarLister) file(src, dst Endpoint, si fs.FileInfo, rel string) error {
 	if err != nil {
 		return err
 	}
+	// tar writes every byte: a file with holes to keep goes by the
+	// pipeline, which leaves them unwritten.
+	if n.existing == nil && si.Size() < l.maxSize && !(l.sparse && hasHoles(si)) {
+		n.small = true
+		n.info = compactInfo(si, path.Base(rel))
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n.parent.children = append(n.parent.children, n)
@@ -174,6 +182,42 @@ func (l *tarLister) add(src, dst Endpoint, si fs.FileInfo, rel string) (*tarNode
 	}
 	return n, nil
 }
+
+// smallInfo is the FileInfo a tar plan keeps of a small file: what its
+// archive entry, its -p times and the report need. A plan holds one for
+// every file of the tree at once; what the walk gave (a local stat with
+// its Stat_t, an SFTP listing's attributes) is several times the size,
+// which at a million files is most of the run's memory.
+type smallInfo struct {
+	name string
+	size int64
+	// The times in seconds and nanoseconds, as time.Unix takes them:
+	// Unix nanoseconds alone overflow past 2262, and a time.Time costs
+	// a location pointer besides.
+	mtime, atime int64
+	mnsec, ansec int32
+	mode         fs.FileMode
+}
+
+// compactInfo returns si as a smallInfo named name (a substring of the
+// node's rel, so that it costs no bytes of its own).
+func compactInfo(si fs.FileInfo, name string) *smallInfo {
+	m, a := si.ModTime(), atimeOf(si)
+	return &smallInfo{name: name, size: si.Size(), mode: si.Mode(),
+		mtime: m.Unix(), mnsec: int32(m.Nanosecond()), atime: a.Unix(), ansec: int32(a.Nanosecond())}
+}
+
+func (s *smallInfo) Name() string       { return s.name }
+func (s *smallInfo) Size() int64        { return s.size }
+func (s *smallInfo) Mode() fs.FileMode  { return s.mode }
+func (s *smallInfo) ModTime() time.Time { return time.Unix(s.mtime, int64(s.mnsec)) }
+func (s *smallInfo) IsDir() bool        { return s.mode.IsDir() }
+
+// Sys returns s, whose AccessTime atimeOf reads.
+func (s *smallInfo) Sys() any { return s }
+
+// AccessTime is the source's access time, for -p.
+func (s *smallInfo) AccessTime() time.Time { return time.Unix(s.atime, int64(s.ansec)) }
 
 // flatten lists the tree below n in copy order: parents before children.
 func flatten(n *tarNode, dirs, files *[]*tarNode) {

@@ -179,6 +179,10 @@ func (run *tarRun) writeArchive(ctx context.Context, w io.Writer, dirs []*tarNod
 		out = comp
 	}
 	tw := tar.NewWriter(out)
+	// One buffer for every file of the stream: io.Copy would make one
+	// per file, garbage that a tree of a million files turns into
+	// gigabytes for the collector.
+	buf := make([]byte, 32<<10)
 	for _, d := range dirs {
 		// The copy must be able to write into every directory; -p sets
 		// the source's mode once it is done, as in SFTP mode.
@@ -196,7 +200,7 @@ func (run *tarRun) writeArchive(ctx context.Context, w io.Writer, dirs []*tarNod
 			f.err = &Error{Op: "read", Path: f.src.String(), Err: err}
 			continue
 		}
-		err = run.writeEntry(ctx, tw, f, in)
+		err = run.writeEntry(ctx, tw, f, in, buf)
 		_ = in.Close()
 		if err != nil {
 			return err
@@ -214,8 +218,8 @@ func (run *tarRun) writeArchive(ctx context.Context, w io.Writer, dirs []*tarNod
 }
 
 // writeEntry adds one file, open as in, to the archive under its
-// temporary name.
-func (run *tarRun) writeEntry(ctx context.Context, tw *tar.Writer, f *tarFile, in io.Reader) error {
+// temporary name, its bytes copied through buf.
+func (run *tarRun) writeEntry(ctx context.Context, tw *tar.Writer, f *tarFile, in io.Reader, buf []byte) error {
 	name := f.rel
 	if !run.whole {
 		name = path.Join(path.Dir(f.rel), run.root.dst.FS.Base(f.tmp))
@@ -227,7 +231,7 @@ func (run *tarRun) writeEntry(ctx context.Context, tw *tar.Writer, f *tarFile, i
 	if err := tw.WriteHeader(h); err != nil {
 		return err
 	}
-	n, err := io.Copy(tw, run.m.Reader(ctx, in))
+	n, err := io.CopyBuffer(tw, run.m.Reader(ctx, in), buf)
 	switch {
 	case errors.Is(err, tar.ErrWriteTooLong):
 		n = f.info.Size() + 1
