@@ -82,6 +82,13 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 		return err
 	}
 	checked := time.Now()
+	// A file's listing is needed only for its rename: kept for every
+	// file of a stream, a million-file tree would hold a million of them.
+	defer func() {
+		for _, f := range files {
+			f.listed = nil
+		}
+	}()
 	if run.whole {
 		c.logf("tar stream of %d files: sent in %s, sizes checked in %s", len(files),
 			sent.Sub(start).Round(time.Millisecond), checked.Sub(sent).Round(time.Millisecond))
@@ -101,7 +108,9 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 		// and times, which the listing shows, so finish only renames.
 		attrs := func() fileAttrs { return fileAttrs{mode: f.listed.Mode() & modeBits} }
 		t := tempFile{dst: f.dst, tmp: f.tmp, op: "copy " + f.src.String() + " to"}
-		if err := t.finish(ctx, -1, f.listed, attrs, nil); err != nil {
+		err := t.finish(ctx, -1, f.listed, attrs, nil)
+		f.listed = nil
+		if err != nil {
 			f.err = err
 			_ = dstFS.Remove(f.tmp)
 		}
