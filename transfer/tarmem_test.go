@@ -19,7 +19,7 @@ import (
 // 1,000,000 files). With the walk's own FileInfo (a stat with its
 // Stat_t) kept per file, a copy buffer per file and each batch a copy of
 // its slice, this run peaked at about 1,200 bytes of live heap a file;
-// with the compact plan at about 770.
+// with the compact plan at about 700.
 func TestTarUploadHeapPerFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("creates and copies 200,000 files")
