@@ -6,7 +6,7 @@
 # tree, and the copy is compared with the source.
 #
 #   bench/many.sh [--rtt 50] [--rate 1gbit] [--runs 3] [--dirs 100]
-#                 [--per-dir 100] [--tools "scp rsync hpn hpnd"]
+#                 [--per-dir 100] [--files N] [--tools "scp rsync hpn hpnd"]
 #                 [--scp-sample 500] [--scp-runs 1] [--out FILE.md]
 #                 [--hpncp BINARY] [--before BINARY]
 #                 [--tcp debian] [--tcp-mem BYTES] [--cc NAME] [--loss P]
@@ -18,6 +18,10 @@
 #   --tcp-mem     a variant: tcp_rmem and tcp_wmem max raised to BYTES
 #   --cc          a variant: another congestion control (bbr)
 #   --loss        a variant: random loss per packet and direction (0.01%)
+#   --files       about N small files instead of --dirs x --per-dir, laid
+#                 out as round(sqrt(N)) directories of as many files
+#                 (1,000,000: 1,000 of 1,000); the table then gives files
+#                 per second and each hpncp tool's peak RSS
 #   --tools       any of: scp (scp -r, SFTP mode), rsync (rsync -a -e ssh),
 #                 hpn (hpncp -r), hpnd (hpncp -r --hpn-disabled) and sync
 #                 (hpncp sync -a -e ssh, rsync's command line);
@@ -46,7 +50,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 
 rtt=50 rate=1gbit runs=3 ndirs=100 per_dir=100 tools="scp rsync hpn hpnd"
-scp_sample=500 scp_runs=1 out= hpncp_bin= before_bin=
+scp_sample=500 scp_runs=1 out= hpncp_bin= before_bin= nfiles=
 tcp=debian tcp_mem= cc= loss=0
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -55,6 +59,7 @@ while [ $# -gt 0 ]; do
 	--runs) runs=$2 ;;
 	--dirs) ndirs=$2 ;;
 	--per-dir) per_dir=$2 ;;
+	--files) nfiles=$2 ;;
 	--tools) tools=$2 ;;
 	--scp-sample) scp_sample=$2 ;;
 	--scp-runs) scp_runs=$2 ;;
@@ -76,6 +81,17 @@ case " $tools " in
 *" hpn-before "*) [ -n "$before_bin" ] || { echo "many.sh: tool hpn-before needs --before BINARY" >&2; exit 2; } ;;
 esac
 [ "$(id -u)" = 0 ] || { echo "many.sh: needs root (network namespaces)" >&2; exit 1; }
+
+# files_layout N: sets ndirs and per_dir for about N small files, a square
+# of directories and files (at most N: a 1,000,000-file tree is
+# 1,000 x 1,000).
+files_layout() {
+	local n=$1
+	case $n in '' | *[!0-9]* | 0) echo "many.sh: --files wants a positive count" >&2; exit 2 ;; esac
+	ndirs=$(awk -v n="$n" 'BEGIN { d = int(sqrt(n) + 0.5); print (d < 1) ? 1 : d }')
+	per_dir=$((n / ndirs))
+}
+[ -z "$nfiles" ] || files_layout "$nfiles"
 small=$((ndirs * per_dir))
 
 work=$(mktemp -d /dev/shm/hpncp-many.XXXXXX)
@@ -123,7 +139,7 @@ mktree() {
 		done
 	fi
 }
-echo "creating the trees: $small files of 4 KiB and 5 of 10 MiB" >&2
+echo "creating the trees: $small files of 4 KiB in $ndirs directories and 5 of 10 MiB" >&2
 mkdir -p "$work/src" "$work/remote" "$work/local"
 mktree "$work/src/tree" "$ndirs" "$per_dir" 5
 if [ "$scp_sample" -gt 0 ] && [ "$scp_sample" -lt "$small" ]; then
@@ -153,20 +169,23 @@ copy() {
 		from=bench:$src/$name to=$dst/
 		[ -d "$src/$name" ] || cp -a "$work/src/$name" "$src/"
 	fi
-	local t0 t1
+	local t0 t1 rss=(/usr/bin/time -f %M -o "$work/rss")
+	# hpncp's peak RSS (KiB) goes to $work/rss; the other tools' is not
+	# taken (rss=-).
+	echo - >"$work/rss"
 	t0=$(date +%s.%N)
 	case $tool in
 	scp) client scp -F "$cfg" -q -r "$from" "$to" ;;
 	rsync) client rsync -a -e "ssh -F $cfg" "$from" "$to" ;;
-	hpnd) client "$hpncp_bin" -F "$cfg" -q -r --hpn-disabled "$from" "$to" ;;
-	hpn) client "$hpncp_bin" -F "$cfg" -q -r "$from" "$to" ;;
-	sync) client "$hpncp_bin" sync -a -e "ssh -F $cfg" "$from" "$to" ;;
-	hpn-before) client "$before_bin" -F "$cfg" -q -r "$from" "$to" ;;
+	hpnd) client "${rss[@]}" "$hpncp_bin" -F "$cfg" -q -r --hpn-disabled "$from" "$to" ;;
+	hpn) client "${rss[@]}" "$hpncp_bin" -F "$cfg" -q -r "$from" "$to" ;;
+	sync) client "${rss[@]}" "$hpncp_bin" sync -a -e "ssh -F $cfg" "$from" "$to" ;;
+	hpn-before) client "${rss[@]}" "$before_bin" -F "$cfg" -q -r "$from" "$to" ;;
 	*) echo "many.sh: unknown tool $tool" >&2; exit 2 ;;
 	esac
 	t1=$(date +%s.%N)
 	diff -r -q "$src/$name" "$dst/$name" >/dev/null || { echo "many.sh: $tool $dir $name: the copy differs" >&2; exit 1; }
-	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }'
+	awk -v a="$t0" -v b="$t1" -v r="$(tail -1 "$work/rss")" 'BEGIN { printf "%.3f %s\n", b - a, r }'
 }
 
 wan_up --rtt "${rtt}ms" --rate "$rate" --loss "$loss" --tcp "$tcp" ${tcp_mem:+--tcp-mem "$tcp_mem"} ${cc:+--cc "$cc"}
@@ -174,7 +193,7 @@ run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")
 start_sshd "$WAN_ADDR_B" 2222 "MaxStartups 100:30:200" ||
 	{ echo "many.sh: sshd did not come up on $WAN_ADDR_B: $(cat "$work/sshd.log")" >&2; exit 1; }
 
-results=$work/results # lines: dir tool seconds
+results=$work/results # lines: dir tool seconds peak-RSS-KiB (- when not taken)
 : >"$results"
 for run in $(seq "$runs"); do
 	for dir in up down; do
@@ -186,14 +205,15 @@ for run in $(seq "$runs"); do
 				b=$(copy scp "$dir" sample-big)
 				s=$(copy scp "$dir" sample-one)
 				t=$(copy scp "$dir" sample-small)
+				b=${b% *} s=${s% *} t=${t% *}
 				secs=$(awk -v b="$b" -v s="$s" -v t="$t" -v n="$scp_sample" -v all="$small" \
-					'BEGIN { printf "%.3f\n", b + s + (t - s) * all / n }')
-				echo "run=$run $dir scp: big $b s, one file $s s, $scp_sample files $t s: estimated $secs s" >&2
+					'BEGIN { printf "%.3f -\n", b + s + (t - s) * all / n }')
+				echo "run=$run $dir scp: big $b s, one file $s s, $scp_sample files $t s: estimated ${secs% *} s" >&2
 			else
 				secs=$(copy "$tool" "$dir" tree)
-				echo "run=$run $dir $tool: $secs s" >&2
+				echo "run=$run $dir $tool: ${secs% *} s, peak RSS ${secs#* } KiB" >&2
 			fi
-			echo "$dir $tool $secs" >>"$results"
+			echo "$dir $tool $secs" >>"$results" # dir tool seconds rss
 		done
 	done
 done
@@ -250,6 +270,23 @@ END {
 			}
 			print ""
 			print line
+		}' "$results"
+	fi
+	if [ -n "$nfiles" ]; then
+		echo
+		echo "Files per second (all $small small files over the median time) and hpncp's peak RSS (the most of any run):"
+		echo
+		awk -v tools="$tools" -v files="$small" "$awk_median"'
+		{ k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3; if ($4 != "-" && $4 > rss[k]) rss[k] = $4 }
+		END {
+			printf "| dir | tool | files/s | peak RSS MiB |\n|---|---|---|---|\n"
+			nt = split(tools, T, " "); split("up down", D, " ")
+			for (d = 1; d <= 2; d++) for (t = 1; t <= nt; t++) {
+				k = D[d] SUBSEP T[t]
+				if (!n[k]) continue
+				for (i = 1; i <= n[k]; i++) x[i] = v[k, i]
+				printf "| %s | %s | %.0f | %s |\n", D[d], T[t], files / median(x, n[k]), (k in rss) ? sprintf("%.0f", rss[k] / 1024) : "-"
+			}
 		}' "$results"
 	fi
 	if [[ " $tools " == *" scp "* ]] && [ "$scp_sample" -gt 0 ]; then

@@ -180,6 +180,8 @@ func tarSkipped(err error, files []*tarFile) bool {
 // Its bytes go through m, which ends the stream once ctx is done.
 func receiveTar(ctx context.Context, r io.Reader, want map[string]*tarFile, m pipeline.Meter) error {
 	tr := tar.NewReader(r)
+	// One buffer for the whole stream, as on upload (writeArchive).
+	buf := make([]byte, 32<<10)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -214,7 +216,9 @@ func receiveTar(ctx context.Context, r io.Reader, want map[string]*tarFile, m pi
 			return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err, Hint: hintFor(err)}
 		}
 		f.tmp = tmp
-		n, err := io.Copy(out, m.Reader(ctx, tr))
+		// Hiding the file's ReadFrom has the copy use buf: from a tar
+		// reader it would fall back to io.Copy and a buffer of its own.
+		n, err := io.CopyBuffer(struct{ io.Writer }{out}, m.Reader(ctx, tr), buf)
 		if cerr := out.Close(); err == nil {
 			err = cerr
 		}

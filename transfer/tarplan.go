@@ -20,16 +20,25 @@ type tarNode struct {
 	info     fs.FileInfo // the source's, links followed
 	existing fs.FileInfo // the target's, links followed; nil when missing
 	parent   *tarNode
+	dir      *tarDir // a directory's entries; nil for a file
+	// small says the file goes over a tar stream: new, smaller than
+	// the plan's MaxSize and without holes to keep.
+	small bool
+}
+
+// tarDir is what the walk keeps of a directory's entries. A file's node
+// has none: a plan holds a node for every file of the tree at once.
+type tarDir struct {
 	children []*tarNode // sorted by name once the walk is done
-	// targets are a directory's entries at the target, as listed, while
-	// the walk hands out its entries; nil when the target lacks it.
+	// targets are the directory's entries at the target, as listed,
+	// while the walk hands out its entries; nil when the target lacks it.
 	targets map[string]fs.FileInfo
 }
 
 // tarPlan is a listed tree: what goes over tar and what over SFTP.
 type tarPlan struct {
 	dirs  []*tarNode // parents before children
-	files []*tarNode // those the run's shard keeps, in the order of dirs
+	files []*tarNode // those the run's shard keeps, in the order of dirs; nil once sorted
 	// small are the files that are new and smaller than MaxSize, for the
 	// streams; other the rest, for SFTP.
 	small, other []*tarNode
@@ -56,7 +65,7 @@ func (p *tarPlan) newDirs() []*tarNode {
 func (run *tarRun) list(ctx context.Context) *tarPlan {
 	c, t := run.c, run.c.opts.Tar
 	c.startTarProbe(ctx, run.end)
-	l := &tarLister{root: run.root, nodes: map[string]*tarNode{},
+	l := &tarLister{root: run.root, nodes: map[string]*tarNode{}, sparse: c.opts.Sparse,
 		maxSize: cmp0(t.MaxSize, defaultTarMaxSize), minFiles: int(cmp0(int64(t.MinFiles), defaultTarMinFiles))}
 	if p, ok := run.end.(tarPreparer); ok {
 		// The streams' connection is opened as soon as the listing shows
@@ -79,15 +88,24 @@ func (run *tarRun) list(ctx context.Context) *tarPlan {
 	}
 	flatten(run.root, &p.dirs, &p.files)
 	c.logf("listed %s: %d files, %d directories in %s", run.root.src, len(p.files), len(p.dirs), time.Since(listStart).Round(time.Millisecond))
+	nsmall := 0
 	for _, f := range p.files {
-		// tar writes every byte: a file with holes to keep goes by the
-		// pipeline, which leaves them unwritten.
-		if f.existing == nil && f.info.Size() < l.maxSize && !(c.opts.Sparse && hasHoles(f.info)) {
+		if f.small {
+			nsmall++
+		}
+	}
+	// Exact sizes, and files dropped once sorted: at a million files
+	// each slice of pointers costs 8 MB, and append's slack as much again.
+	p.small = make([]*tarNode, 0, nsmall)
+	p.other = make([]*tarNode, 0, len(p.files)-nsmall)
+	for _, f := range p.files {
+		if f.small {
 			p.small = append(p.small, f)
 		} else {
 			p.other = append(p.other, f)
 		}
 	}
+	p.files = nil
 	return p
 }
 
@@ -101,6 +119,7 @@ type tarLister struct {
 	enough   func()
 	maxSize  int64
 	minFiles int
+	sparse   bool // --sparse: a file with holes goes by the pipeline
 
 	mu    sync.Mutex
 	nodes map[string]*tarNode // the directories entered, by rel
@@ -117,10 +136,13 @@ func (l *tarLister) dir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, 
 		if n.existing != nil && !n.existing.IsDir() {
 			return &Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: ErrNotDirectory}
 		}
+		n.dir = &tarDir{}
 		l.mu.Lock()
 		l.nodes[rel] = n
-		n.parent.children = append(n.parent.children, n)
+		n.parent.dir.children = append(n.parent.dir.children, n)
 		l.mu.Unlock()
+	} else {
+		n.dir = &tarDir{}
 	}
 	if n.existing == nil {
 		return nil
@@ -129,10 +151,11 @@ func (l *tarLister) dir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, 
 	if err != nil {
 		return &Error{Op: "read directory", Path: dst.String(), Err: err, Hint: listingHint(err)}
 	}
-	n.targets = make(map[string]fs.FileInfo, len(have))
+	targets := make(map[string]fs.FileInfo, len(have))
 	for _, e := range have {
-		n.targets[e.Name()] = e
+		targets[e.Name()] = e
 	}
+	n.dir.targets = targets
 	return nil
 }
 
@@ -141,9 +164,15 @@ func (l *tarLister) file(src, dst Endpoint, si fs.FileInfo, rel string) error {
 	if err != nil {
 		return err
 	}
+	// tar writes every byte: a file with holes to keep goes by the
+	// pipeline, which leaves them unwritten.
+	if n.existing == nil && si.Size() < l.maxSize && !(l.sparse && hasHoles(si)) {
+		n.small = true
+		n.info = compactInfo(si, path.Base(rel))
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n.parent.children = append(n.parent.children, n)
+	n.parent.dir.children = append(n.parent.dir.children, n)
 	if n.existing == nil && si.Size() < l.maxSize {
 		l.small++
 		if l.small == l.minFiles && l.enough != nil {
@@ -162,8 +191,13 @@ func (l *tarLister) add(src, dst Endpoint, si fs.FileInfo, rel string) (*tarNode
 		parent = l.nodes[d]
 	}
 	l.mu.Unlock()
+	// rel is most often the tail of src's path: the node keeps that one
+	// string for both.
+	if tail := len(src.Path) - len(rel); tail > 0 && src.Path[tail-1] == '/' && src.Path[tail:] == rel {
+		rel = src.Path[tail:]
+	}
 	n := &tarNode{parent: parent, rel: rel, src: src, dst: dst, info: si}
-	if x, ok := parent.targets[path.Base(rel)]; ok {
+	if x, ok := parent.dir.targets[path.Base(rel)]; ok {
 		if x.Mode()&fs.ModeSymlink != 0 {
 			var err error
 			if x, err = dst.FS.Stat(dst.Path); err != nil {
@@ -175,11 +209,51 @@ func (l *tarLister) add(src, dst Endpoint, si fs.FileInfo, rel string) (*tarNode
 	return n, nil
 }
 
+// smallInfo is the FileInfo a tar plan keeps of a small file: what its
+// archive entry, its -p times and the report need. A plan holds one for
+// every file of the tree at once; what the walk gave (a local stat with
+// its Stat_t, an SFTP listing's attributes) is several times the size,
+// which at a million files is most of the run's memory.
+type smallInfo struct {
+	name string
+	size int64
+	// The times in seconds and nanoseconds, as time.Unix takes them:
+	// Unix nanoseconds alone overflow past 2262, and a time.Time costs
+	// a location pointer besides.
+	mtime, atime int64
+	mnsec, ansec int32
+	mode         fs.FileMode
+}
+
+// compactInfo returns si as a smallInfo named name (a substring of the
+// node's rel, so that it costs no bytes of its own).
+func compactInfo(si fs.FileInfo, name string) *smallInfo {
+	m, a := si.ModTime(), atimeOf(si)
+	return &smallInfo{name: name, size: si.Size(), mode: si.Mode(),
+		mtime: m.Unix(), mnsec: int32(m.Nanosecond()), atime: a.Unix(), ansec: int32(a.Nanosecond())}
+}
+
+func (s *smallInfo) Name() string       { return s.name }
+func (s *smallInfo) Size() int64        { return s.size }
+func (s *smallInfo) Mode() fs.FileMode  { return s.mode }
+func (s *smallInfo) ModTime() time.Time { return time.Unix(s.mtime, int64(s.mnsec)) }
+func (s *smallInfo) IsDir() bool        { return s.mode.IsDir() }
+
+// Sys returns s, whose AccessTime atimeOf reads.
+func (s *smallInfo) Sys() any { return s }
+
+// AccessTime is the source's access time, for -p.
+func (s *smallInfo) AccessTime() time.Time { return time.Unix(s.atime, int64(s.ansec)) }
+
 // flatten lists the tree below n in copy order: parents before children.
 func flatten(n *tarNode, dirs, files *[]*tarNode) {
-	n.targets = nil
-	sort.Slice(n.children, func(i, j int) bool { return path.Base(n.children[i].rel) < path.Base(n.children[j].rel) })
-	for _, ch := range n.children {
+	if n.dir == nil {
+		return
+	}
+	kids := n.dir.children
+	n.dir = nil
+	sort.Slice(kids, func(i, j int) bool { return path.Base(kids[i].rel) < path.Base(kids[j].rel) })
+	for _, ch := range kids {
 		if ch.info.IsDir() {
 			*dirs = append(*dirs, ch)
 			flatten(ch, dirs, files)
@@ -200,18 +274,18 @@ func splitBatches(files []*tarNode, n int) [][]*tarNode {
 		total += f.info.Size() + overhead
 	}
 	per := total/int64(n) + 1
-	var out [][]*tarNode
-	var cur []*tarNode
+	// Each batch is a run of files itself, not a copy of it.
+	out := make([][]*tarNode, 0, n)
 	var sum int64
-	for _, f := range files {
-		cur = append(cur, f)
+	start := 0
+	for i, f := range files {
 		sum += f.info.Size() + overhead
 		if sum >= per && len(out) < n-1 {
-			out = append(out, cur)
-			cur, sum = nil, 0
+			out = append(out, files[start:i+1:i+1])
+			start, sum = i+1, 0
 		}
 	}
-	return append(out, cur)
+	return append(out, files[start:len(files):len(files)])
 }
 
 // dirsFor returns the new directories a stream must create before its

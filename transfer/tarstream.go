@@ -40,8 +40,12 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 	files := make([][]*tarFile, len(batches))
 	var total int64
 	for i, b := range batches {
-		for _, n := range b {
-			files[i] = append(files[i], &tarFile{tarNode: n})
+		// One allocation per batch rather than one per file.
+		all := make([]tarFile, len(b))
+		files[i] = make([]*tarFile, len(b))
+		for j, n := range b {
+			all[j].tarNode = n
+			files[i][j] = &all[j]
 			total += n.info.Size()
 		}
 	}

@@ -82,6 +82,13 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 		return err
 	}
 	checked := time.Now()
+	// A file's listing is needed only for its rename: kept for every
+	// file of a stream, a million-file tree would hold a million of them.
+	defer func() {
+		for _, f := range files {
+			f.listed = nil
+		}
+	}()
 	if run.whole {
 		c.logf("tar stream of %d files: sent in %s, sizes checked in %s", len(files),
 			sent.Sub(start).Round(time.Millisecond), checked.Sub(sent).Round(time.Millisecond))
@@ -101,7 +108,9 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 		// and times, which the listing shows, so finish only renames.
 		attrs := func() fileAttrs { return fileAttrs{mode: f.listed.Mode() & modeBits} }
 		t := tempFile{dst: f.dst, tmp: f.tmp, op: "copy " + f.src.String() + " to"}
-		if err := t.finish(ctx, -1, f.listed, attrs, nil); err != nil {
+		err := t.finish(ctx, -1, f.listed, attrs, nil)
+		f.listed = nil
+		if err != nil {
 			f.err = err
 			_ = dstFS.Remove(f.tmp)
 		}
@@ -179,6 +188,10 @@ func (run *tarRun) writeArchive(ctx context.Context, w io.Writer, dirs []*tarNod
 		out = comp
 	}
 	tw := tar.NewWriter(out)
+	// One buffer for every file of the stream: io.Copy would make one
+	// per file, garbage that a tree of a million files turns into
+	// gigabytes for the collector.
+	buf := make([]byte, 32<<10)
 	for _, d := range dirs {
 		// The copy must be able to write into every directory; -p sets
 		// the source's mode once it is done, as in SFTP mode.
@@ -196,7 +209,7 @@ func (run *tarRun) writeArchive(ctx context.Context, w io.Writer, dirs []*tarNod
 			f.err = &Error{Op: "read", Path: f.src.String(), Err: err}
 			continue
 		}
-		err = run.writeEntry(ctx, tw, f, in)
+		err = run.writeEntry(ctx, tw, f, in, buf)
 		_ = in.Close()
 		if err != nil {
 			return err
@@ -214,8 +227,8 @@ func (run *tarRun) writeArchive(ctx context.Context, w io.Writer, dirs []*tarNod
 }
 
 // writeEntry adds one file, open as in, to the archive under its
-// temporary name.
-func (run *tarRun) writeEntry(ctx context.Context, tw *tar.Writer, f *tarFile, in io.Reader) error {
+// temporary name, its bytes copied through buf.
+func (run *tarRun) writeEntry(ctx context.Context, tw *tar.Writer, f *tarFile, in io.Reader, buf []byte) error {
 	name := f.rel
 	if !run.whole {
 		name = path.Join(path.Dir(f.rel), run.root.dst.FS.Base(f.tmp))
@@ -227,7 +240,7 @@ func (run *tarRun) writeEntry(ctx context.Context, tw *tar.Writer, f *tarFile, i
 	if err := tw.WriteHeader(h); err != nil {
 		return err
 	}
-	n, err := io.Copy(tw, run.m.Reader(ctx, in))
+	n, err := io.CopyBuffer(tw, run.m.Reader(ctx, in), buf)
 	switch {
 	case errors.Is(err, tar.ErrWriteTooLong):
 		n = f.info.Size() + 1

@@ -342,7 +342,7 @@ func runCopy(ctx context.Context, o *copyOptions, stdin io.Reader, stdout, stder
 	if !o.JSON {
 		return copyFiles(ctx, o, stdin, stderr, &copyRecord{})
 	}
-	rec := copyRecord{started: time.Now(), operands: o.Operands}
+	rec := copyRecord{started: time.Now(), operands: o.Operands, perFile: true}
 	err := copyFiles(ctx, o, stdin, stderr, &rec)
 	if werr := writeReport(stdout, rec.report(err, time.Now())); werr != nil {
 		if err == nil {
@@ -362,10 +362,22 @@ type copyRecord struct {
 	elapsed time.Duration    // from the connected ends on, as the summary's
 	legacy  bool
 	planned []transfer.PlannedChange // hpncp sync's plan
+	// perFile says files is kept, for --json: a run of a million files
+	// without it would hold a million entries nobody reads.
+	perFile bool
 	// The job, for report merge: the command line's operands and the
 	// shard, once --shard was read.
 	operands []string
 	shard    transfer.Shard
+}
+
+// reporter is the Options.Report that fills in rec's files, nil when
+// rec keeps no per-file entries.
+func (rec *copyRecord) reporter() func(transfer.FileReport) {
+	if !rec.perFile {
+		return nil
+	}
+	return func(f transfer.FileReport) { rec.files = append(rec.files, f) }
 }
 
 // copyFiles is runCopy but for the report, which it fills in rec.
@@ -429,7 +441,7 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		return err
 	}
 	defer stopTrace()
-	to.Report = func(f transfer.FileReport) { rec.files = append(rec.files, f) }
+	to.Report = rec.reporter()
 	showProgress := !o.Quiet && isTerminal(stderr)
 	var line *runLine
 	logs := stderr

@@ -45,5 +45,15 @@ func mainExit() int {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
+	// HPNCP_MEMPROFILE (undocumented, for benchmarking) writes a heap
+	// profile near the run's peak, to find what grows with the files.
+	if path := os.Getenv("HPNCP_MEMPROFILE"); path != "" {
+		stop, err := startMemProfile(ctx, path)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hpncp: error: start heap profile %s: %v\n", path, err)
+			return exitFailed
+		}
+		defer stop()
+	}
 	return report(os.Stderr, run(ctx, os.Args, os.Stdin, os.Stdout, os.Stderr))
 }

@@ -40,3 +40,24 @@ func TestRunError(t *testing.T) {
 		}
 	}
 }
+
+// Only a --json run keeps what became of each file: a run of a million
+// files without it would hold a million entries that nothing prints.
+func TestCopyRecordKeepsFilesOnlyForJSON(t *testing.T) {
+	var plain copyRecord
+	if r := plain.reporter(); r != nil {
+		r(transfer.FileReport{Path: "a", Status: transfer.StatusCopied})
+	}
+	if len(plain.files) != 0 {
+		t.Errorf("without --json the record kept %d files", len(plain.files))
+	}
+	withJSON := copyRecord{perFile: true}
+	r := withJSON.reporter()
+	if r == nil {
+		t.Fatal("with --json there is no reporter")
+	}
+	r(transfer.FileReport{Path: "a", Status: transfer.StatusCopied})
+	if len(withJSON.files) != 1 || withJSON.files[0].Path != "a" {
+		t.Errorf("with --json the record has %+v, want the one file", withJSON.files)
+	}
+}

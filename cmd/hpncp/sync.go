@@ -71,7 +71,7 @@ func syncMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	if !o.json {
 		return asSyncError(runSync(ctx, o, stdin, stdout, stderr, &copyRecord{}))
 	}
-	rec := copyRecord{started: time.Now(), operands: o.operands}
+	rec := copyRecord{started: time.Now(), operands: o.operands, perFile: true}
 	err = runSync(ctx, o, stdin, io.Discard, stderr, &rec)
 	rep := rec.report(err, time.Now())
 	rep.ExitCode = syncExitCode(err)
@@ -213,7 +213,7 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 		Resume:   o.partial,
 		Limiter:  pipeline.NewLimiter(limit),
 		Parallel: tune.parallel,
-		Report:   func(f transfer.FileReport) { rec.files = append(rec.files, f) },
+		Report:   rec.reporter(),
 	}
 	if o.verbose > 1 {
 		eo.Logf = logTo(stderr)
