@@ -169,6 +169,7 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 				Bytes:      p.done - last,
 				Errors:     p.errors,
 				AppLimited: p.starved || p.opening > 0,
+				Remaining:  p.total - p.done,
 			}
 			last, lastAt = p.done, now
 			p.errors, p.starved = 0, false

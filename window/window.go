@@ -175,6 +175,11 @@ type Sample struct {
 	// interval, where it tells (Linux TCP_INFO); nil otherwise. The
 	// control law does not read it yet: --trace records it.
 	Conns []ConnSample
+	// Remaining is the payload still to copy after the interval; 0 when
+	// unknown. A probe that could not be measured before the copy ends
+	// is not started: it would cost the copy its new streams' set-up and
+	// tell nothing.
+	Remaining int64
 }
 
 // ConnSample is one connection's TCP state at the end of an interval, and
@@ -392,7 +397,7 @@ func (c *Controller) Observe(s Sample) Plan {
 		}
 		if len(c.samples) == measureSamples {
 			med := median(c.samples)
-			if r := ratio(med, c.holdRate); r >= 1+changeTrigger || r <= 1/(1+changeTrigger) {
+			if r := ratio(med, c.holdRate); (r >= 1+changeTrigger || r <= 1/(1+changeTrigger)) && !c.endsSoon(s.Remaining, med) {
 				c.reprobe(med, fmt.Sprintf("goodput moved from %s to %s",
 					formatRate(c.holdRate), formatRate(med)))
 			}
@@ -423,8 +428,26 @@ func (c *Controller) Observe(s Sample) Plan {
 		c.hold()
 		return c.plan()
 	}
+	if c.endsSoon(s.Remaining, c.baseRate) {
+		c.hold()
+		c.reason = fmt.Sprintf("holding: the last %s go faster than a probe is measured", units.FormatSize(s.Remaining))
+		return c.plan()
+	}
 	c.probeNext()
 	return c.plan()
+}
+
+// endsSoon reports whether remaining bytes, at rate, are copied before a
+// probe started now could be measured: its first interval discarded, then
+// measureSamples more (the intervals of a 10 MiB file at 50 ms are
+// about all it has).
+func (c *Controller) endsSoon(remaining int64, rate float64) bool {
+	if remaining <= 0 || rate <= 0 {
+		return false
+	}
+	interval := min(max(intervalRTTs*c.rtt, minInterval), maxInterval)
+	probe := time.Duration(1+measureSamples) * interval
+	return time.Duration(float64(remaining)/rate*float64(time.Second)) < probe
 }
 
 // accept makes sh, measured at rate, the plan probes start from.

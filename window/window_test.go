@@ -539,6 +539,35 @@ func TestShareSplitsTheGuess(t *testing.T) {
 	}
 }
 
+// TestNoProbeNearTheEnd: a probe that could not be measured before the
+// copy ends is not started: the plan holds. With the same measurements
+// and more left to copy, the controller probes.
+func TestNoProbeNearTheEnd(t *testing.T) {
+	const rtt = 50 * time.Millisecond
+	run := func(remaining int64) Plan {
+		c := New(Config{})
+		p := c.Start(rtt)
+		// Window-limited goodput: the streams' windows over the round trip.
+		rate := float64(p.Streams) * DefaultChannelWindow / rtt.Seconds() * 0.9
+		// Until the first decision: the start's set-up settles, then
+		// measureSamples intervals measure it.
+		for i := 0; i < 20 && strings.HasPrefix(p.Reason, "start"); i++ {
+			p = c.Observe(Sample{Elapsed: p.Interval, Bytes: int64(rate * p.Interval.Seconds()), RTT: rtt, Remaining: remaining})
+		}
+		return p
+	}
+	start := New(Config{}).Start(rtt)
+	if p := run(1 << 30); p.Streams <= start.Streams || !strings.Contains(p.Reason, "probing") {
+		t.Errorf("1 GiB left: %v, want a probe above %d streams", p, start.Streams)
+	}
+	if p := run(0); p.Streams <= start.Streams {
+		t.Errorf("nothing known of what is left: %v, want a probe above %d streams", p, start.Streams)
+	}
+	if p := run(4 << 20); p.Streams != start.Streams || !strings.Contains(p.Reason, "holding") {
+		t.Errorf("4 MiB left: %v, want %d streams held", p, start.Streams)
+	}
+}
+
 // TestStartFromEarlierMeasurement: a start taken from an earlier
 // measurement of the path gets there sooner than the guess does, and one
 // that was too large is trimmed towards the bandwidth-delay product as a
