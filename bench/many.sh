@@ -105,15 +105,6 @@ source "$here/netns.sh"
 # shellcheck source=bench/sshd.sh
 source "$here/sshd.sh"
 
-# tcp_label: whether the figures are the headline (a stock kernel's
-# settings) or a variant, for the table's title.
-tcp_label() {
-	if [ "$tcp" = debian ] && [ -z "$tcp_mem" ] && [ -z "$cc" ] && [ "$loss" = 0 ]; then
-		echo "stock Debian TCP settings"
-	else
-		echo "VARIANT: --tcp $tcp${tcp_mem:+ --tcp-mem $tcp_mem}${cc:+ --cc $cc}$( [ "$loss" = 0 ] || echo " --loss $loss")"
-	fi
-}
 
 if [ -z "$hpncp_bin" ]; then
 	echo "building hpncp" >&2
@@ -251,7 +242,7 @@ END {
 }' "$results")
 
 {
-	echo "Many small files: $small x 4 KiB in $ndirs directories + 5 x 10 MiB, $(date -u +%Y-%m-%d), RTT ${rtt} ms, rate $rate, loss $loss, $tcp_settings ($(tcp_label)), $runs run(s) each, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server, to an empty target"
+	echo "Many small files: $small x 4 KiB in $ndirs directories + 5 x 10 MiB, $(date -u +%Y-%m-%d), RTT ${rtt} ms, rate $rate, loss $loss, $tcp_settings ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), $runs run(s) each, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server, to an empty target"
 	echo
 	echo "$table"
 	echo

@@ -59,6 +59,7 @@
 # and these functions are available:
 #   wan_exec a|b CMD...     run CMD inside NS_A or NS_B
 #   wan_stats               print the emulator's counters so far (wanem mode)
+#   wan_tcp_label ...       "stock Debian TCP settings" or "VARIANT: ...", for titles
 #
 # wan_down stops the emulator by its PID, stops by PID every process still
 # inside the two namespaces (TERM, then KILL after 3 s), deletes the
@@ -284,6 +285,17 @@ _wan_netns_add() {
 	WAN_TCP="$WAN_TCP, tcp_wmem $(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_wmem | tr -s '\t ' ' ')"
 	WAN_TCP="$WAN_TCP, $(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_congestion_control)"
 	export WAN_TCP
+}
+
+# wan_tcp_label PROFILE TCPMEM CC LOSS: whether a benchmark's figures are
+# the headline (a stock kernel's TCP settings, no loss) or a variant, for
+# its table's title; the arguments are what it passed to wan_up.
+wan_tcp_label() {
+	if [ "$1" = debian ] && [ -z "$2" ] && [ -z "$3" ] && [ "${4:-0}" = 0 ]; then
+		echo "stock Debian TCP settings"
+	else
+		echo "VARIANT: --tcp $1${2:+ --tcp-mem $2}${3:+ --cc $3}$( [ "${4:-0}" = 0 ] || echo " --loss $4")"
+	fi
 }
 
 # _wan_set_cc NS NAME: makes NAME the congestion control NS defaults to,

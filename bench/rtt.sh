@@ -91,7 +91,7 @@ one() {
 	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }'
 }
 
-wan_up --rtt "${rtt}ms" --rate "$rate"
+wan_up --rtt "${rtt}ms" --rate "$rate" --tcp debian
 run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")
 start_sshd "$WAN_ADDR_B" 2222 ||
 	{ echo "rtt.sh: sshd did not come up: $(cat "$work/sshd.log")" >&2; exit 1; }
@@ -137,7 +137,7 @@ END {
 }' "$results")
 
 {
-	echo "$size_bytes-byte file at ${rtt} ms, $rate, stock kernel TCP settings, $(date -u +%Y-%m-%d), medians of $runs, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
+	echo "$size_bytes-byte file at ${rtt} ms, $rate, $(wan_tcp_label debian "" "" 0) ($WAN_TCP), $(date -u +%Y-%m-%d), medians of $runs, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
 	echo
 	echo "$table"
 } | tee ${out:+"$out"}

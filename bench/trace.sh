@@ -3,12 +3,12 @@
 # charts (hpncp trace plot): where the time of a long-path copy goes.
 #
 #   bench/trace.sh [--rtt 100] [--rate 1gbit] [--size 1G] [--loss 0]
-#                  [--cc cubic] [--out DIR]
+#                  [--cc NAME] [--out DIR]
 #
 #   --rtt   round trip in ms through bench/netns.sh's emulator
-#   --cc    congestion control in both namespaces ("" leaves the
-#           namespaces' default); the TCP buffers are the namespaces'
-#           defaults (the distribution's stock settings)
+#   --cc    congestion control in both namespaces over the stock
+#           Debian settings (bench/netns.sh --tcp debian: tcp_rmem max
+#           6 MiB, tcp_wmem max 4 MiB, cubic)
 #   --out   where up.csv, up.svg, down.csv and down.svg go [.]
 #
 # The server is the stock sshd of bench/sshd.sh; files live on /dev/shm.
@@ -18,7 +18,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 
-rtt=100 rate=1gbit size=1G loss=0 cc=cubic out=.
+rtt=100 rate=1gbit size=1G loss=0 cc= out=.
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rtt) rtt=$2 ;;
@@ -56,7 +56,7 @@ head -c "$bytes" /dev/urandom >"$work/src"
 
 ccopt=()
 [ -z "$cc" ] || ccopt=(--cc "$cc")
-wan_up --rtt "${rtt}ms" --rate "$rate" --loss "$loss" "${ccopt[@]}"
+wan_up --rtt "${rtt}ms" --rate "$rate" --loss "$loss" --tcp debian "${ccopt[@]}"
 echo "path: ${rtt} ms, $rate, loss $loss, $(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_congestion_control)," \
 	"tcp_rmem $(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_rmem), tcp_wmem $(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_wmem)" >&2
 run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")

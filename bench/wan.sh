@@ -85,15 +85,6 @@ source "$here/netns.sh"
 # shellcheck source=bench/sshd.sh
 source "$here/sshd.sh"
 
-# tcp_label: whether the figures are the headline (a stock kernel's
-# settings) or a variant, for the table's title.
-tcp_label() {
-	if [ "$tcp" = debian ] && [ -z "$tcp_mem" ] && [ -z "$cc" ] && [ "$loss" = 0 ]; then
-		echo "stock Debian TCP settings"
-	else
-		echo "VARIANT: --tcp $tcp${tcp_mem:+ --tcp-mem $tcp_mem}${cc:+ --cc $cc}$( [ "$loss" = 0 ] || echo " --loss $loss")"
-	fi
-}
 
 if [ -z "$hpncp_bin" ]; then
 	echo "building hpncp" >&2
@@ -219,7 +210,7 @@ END {
 }' "$results")
 
 {
-	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), $runs runs each, rate $rate, MTU $mtu, loss $loss, ${tcp_settings:-loopback only} ($(tcp_label)), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
+	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), $runs runs each, rate $rate, MTU $mtu, loss $loss, ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
 	echo
 	echo "$table"
 } | tee ${out:+"$out"}
