@@ -546,8 +546,11 @@ func (b *batcher) get(ctx context.Context) (*batchSession, error) {
 		}
 		// A new session once the ones held are half busy: files spread
 		// over several sftp-server processes, and so over the server's
-		// cores.
-		if !b.gone && len(b.sess)+b.opening < batchSessions && (best == nil || best.inUse >= batchPerSess/2) {
+		// cores. While the first is being opened the others wait for it:
+		// it may be the idle one the pool has at once, where a second
+		// would cost a channel's round trips before the file's first byte.
+		first := best == nil && b.opening == 0
+		if !b.gone && len(b.sess)+b.opening < batchSessions && (first || best != nil && best.inUse >= batchPerSess/2) {
 			b.mu.Unlock()
 			bs, err := b.open(ctx)
 			if err == nil {
@@ -579,17 +582,24 @@ func (b *batcher) get(ctx context.Context) (*batchSession, error) {
 
 // open takes one more session from the pool, unless batchSessions are
 // held or being opened, and returns it with room for one file taken.
-// Sessions are spread over two connections: one sshd process encrypts
-// all of a connection's channels.
+// Sessions after the first are spread over two connections: one sshd
+// process encrypts all of a connection's channels.
 func (b *batcher) open(ctx context.Context) (*batchSession, error) {
 	b.mu.Lock()
 	if b.gone || len(b.sess)+b.opening >= batchSessions {
 		b.mu.Unlock()
 		return nil, ErrNoBatch
 	}
+	// The first session goes on a connection there is: a file waiting
+	// for it should not wait for a second connection to be dialed (nine
+	// round trips where a channel takes two). The others spread.
+	conns := 2
+	if len(b.sess)+b.opening == 0 {
+		conns = 1
+	}
 	b.opening++
 	b.mu.Unlock()
-	s, err := b.p.acquire(ctx, 2)
+	s, err := b.p.acquire(ctx, conns)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.opening--
