@@ -223,12 +223,30 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 	return res, fmt.Errorf("no stream left to copy on: %w", p.openErr)
 }
 
-// maxAhead bounds how far past the first chunk not yet copied others are
-// handed out. A lane that stalls (its connection slow, or dying) then
-// holds the others back once they are this far ahead: what a resumed
-// copy must send again, the chunks past the journal's contiguous
-// watermark, stays bounded, and so does the spread of a file's writes.
-var maxAhead int64 = 64 << 20 // a variable for the tests
+// The spread of a copy is how far past the first chunk not yet copied
+// (the contiguous watermark) others are handed out. A lane that stalls
+// (its connection slow, or dying) then holds the others back once they
+// are that far ahead: what a resumed copy must send again, the chunks
+// past the journal's contiguous watermark, stays bounded, and so does
+// the spread of a file's writes. The bound follows the lanes' bytes in
+// flight: at 32 streams of 2 MiB a fixed 64 MiB held every lane as soon
+// as one chunk trailed by a single round, so the slowest stream set the
+// pace of all. spreadLanes times what the lanes hold lets a stream run
+// that many times slower than the rest before it holds them; minAhead
+// keeps small plans as they were, and maxAhead caps what a resume may
+// send again.
+var (
+	minAhead int64 = 64 << 20  // a variable for the tests
+	maxAhead int64 = 512 << 20 // a variable for the tests
+)
+
+const spreadLanes = 4
+
+// spread is how far past contig chunks may be handed out now; p.mu is
+// held.
+func (p *parallel) spread() int64 {
+	return min(max(spreadLanes*p.held, minAhead), maxAhead)
+}
 
 // advance records the chunk of n bytes at off as copied; p.mu is held.
 func (p *parallel) advance(off int64, n int) {
@@ -291,7 +309,12 @@ type parallel struct {
 	failures  int   // lane failures in all
 	lastLost  error // the last ErrStreamLost
 	openAfter time.Time
-	starved   bool // a lane found no chunk since the last sample
+	// starved says a lane found no chunk to take since the last sample
+	// while the copy had some left: the source gave out, not the path.
+	// A lane held back by the spread is not starved: the slowest stream,
+	// the path, holds it.
+	starved bool
+	held    int64 // bytes the live lanes' buffers hold: the plan in flight
 }
 
 type lane struct {
@@ -358,6 +381,7 @@ func (p *parallel) openLane(conns, depth int) {
 	}
 	l := &lane{st: st, workers: depth, bytes: int64(depth) * int64(p.o.Chunk)}
 	holdMemory(l.bytes)
+	p.held += l.bytes
 	p.lanes = append(p.lanes, l)
 	p.live++
 	p.maxLive = max(p.maxLive, p.live)
@@ -387,14 +411,18 @@ func (p *parallel) take(l *lane) (int64, bool) {
 			off := p.retry[len(p.retry)-1]
 			p.retry = p.retry[:len(p.retry)-1]
 			return off, true
-		case p.next < p.o.Size && p.next-p.contig < maxAhead:
+		case p.next < p.o.Size && p.next-p.contig < p.spread():
 			off := p.next
 			p.next += int64(p.o.Chunk)
 			return off, true
 		case p.done == p.total:
 			return 0, false
 		}
-		p.starved = true
+		if p.next >= p.o.Size {
+			// Every chunk is out: the tail, or a file too small for the
+			// lanes. Waiting at the spread bound is the path's doing.
+			p.starved = true
+		}
 		p.cond.Wait()
 	}
 }
@@ -475,6 +503,9 @@ func (p *parallel) leave(l *lane) {
 		p.live--
 	}
 	broken := l.broken
+	if last {
+		p.held -= l.bytes
+	}
 	p.mu.Unlock()
 	if last {
 		holdMemory(-l.bytes)

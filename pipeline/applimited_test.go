@@ -1,0 +1,180 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hpncp/hpncp/window"
+)
+
+// slowWriter writes to dst after a pause per chunk: a lane whose path is
+// slow.
+type slowWriter struct {
+	dst   *memFile
+	pause time.Duration
+}
+
+func (w slowWriter) WriteAt(p []byte, off int64) (int, error) {
+	time.Sleep(w.pause)
+	return w.dst.WriteAt(p, off)
+}
+
+// samplesOf copies src over lanes whose targets target makes (i counts the
+// lanes opened from 0) and returns every interval's sample.
+func samplesOf(t *testing.T, src []byte, chunk, depth, streams int, target func(i int, dst *memFile) io.WriterAt) []window.Sample {
+	t.Helper()
+	dst := &memFile{}
+	var opened atomic.Int32
+	open := func(context.Context, int) (*Stream, error) {
+		i := int(opened.Add(1)) - 1
+		return &Stream{Src: bytes.NewReader(src), Dst: target(i, dst), Close: func(bool) error { return nil }}, nil
+	}
+	var mu sync.Mutex
+	var samples []window.Sample
+	res, err := Parallel(context.Background(), open, ParallelOptions{
+		Size: int64(len(src)), Chunk: chunk, Depth: depth, Controller: fixed(streams),
+		Trace: func(s window.Sample, _ window.Plan, _ bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if s.Elapsed > 0 {
+				samples = append(samples, s)
+			}
+		},
+	})
+	if err != nil || res.Bytes != int64(len(src)) {
+		t.Fatalf("copied %d of %d bytes: %v", res.Bytes, len(src), err)
+	}
+	if !bytes.Equal(dst.b, src) {
+		t.Fatal("the target differs from the source")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return samples
+}
+
+// midCopy returns the samples after the first (lanes opening) that end
+// with more than tail bytes left: every chunk was not yet handed out.
+func midCopy(samples []window.Sample, tail int64) []window.Sample {
+	var mid []window.Sample
+	for i, s := range samples {
+		if i > 0 && s.Remaining > tail {
+			mid = append(mid, s)
+		}
+	}
+	return mid
+}
+
+// TestParallelSpreadWaitIsNotAppLimited: one lane's path is slow, so the
+// fast lanes run up to the spread bound and wait for its chunk. The
+// slowest stream, the path, limits the copy then: the intervals must
+// reach the controller, not be skipped as app-limited.
+func TestParallelSpreadWaitIsNotAppLimited(t *testing.T) {
+	const chunk = 32 << 10
+	defer func(m int64) { maxAhead = m }(maxAhead)
+	maxAhead = 1 << 20
+	src := noise(16 << 20)
+	samples := samplesOf(t, src, chunk, 2, 4, func(i int, dst *memFile) io.WriterAt {
+		if i == 0 {
+			return slowWriter{dst, 100 * time.Millisecond}
+		}
+		return dst
+	})
+	mid := midCopy(samples, 2*maxAhead)
+	if len(mid) < 3 {
+		t.Fatalf("%d intervals before the tail (%+v): want at least 3 to judge", len(mid), samples)
+	}
+	for i, s := range mid {
+		if s.AppLimited {
+			t.Errorf("interval %d (%d bytes, %d left) marked app-limited while the fast lanes waited for the slow one", i+1, s.Bytes, s.Remaining)
+		}
+	}
+}
+
+// TestParallelBusyLanesAreNotAppLimited: every lane is busy with a slow
+// path; no interval before the tail is app-limited.
+func TestParallelBusyLanesAreNotAppLimited(t *testing.T) {
+	const chunk = 32 << 10
+	src := noise(12 << 20)
+	samples := samplesOf(t, src, chunk, 2, 4, func(_ int, dst *memFile) io.WriterAt {
+		return slowWriter{dst, 20 * time.Millisecond}
+	})
+	mid := midCopy(samples, 2<<20)
+	if len(mid) < 2 {
+		t.Fatalf("%d intervals before the tail (%+v): want at least 2 to judge", len(mid), samples)
+	}
+	for i, s := range mid {
+		if s.AppLimited {
+			t.Errorf("interval %d (%d bytes, %d left) marked app-limited with every lane busy", i+1, s.Bytes, s.Remaining)
+		}
+	}
+}
+
+// TestParallelTooLittleToTakeIsAppLimited: a file of fewer chunks than
+// the lanes could carry leaves lanes with nothing to take; the source,
+// not the path, limits every interval.
+func TestParallelTooLittleToTakeIsAppLimited(t *testing.T) {
+	const chunk = 32 << 10
+	src := noise(4 * chunk)
+	samples := samplesOf(t, src, chunk, 2, 8, func(_ int, dst *memFile) io.WriterAt {
+		return slowWriter{dst, 700 * time.Millisecond}
+	})
+	if len(samples) < 2 {
+		t.Fatalf("%d intervals: want at least 2", len(samples))
+	}
+	for i, s := range samples {
+		if !s.AppLimited {
+			t.Errorf("interval %d (%d bytes, %d left) not app-limited: 16 workers had 4 chunks", i+1, s.Bytes, s.Remaining)
+		}
+	}
+}
+
+// TestParallelSpreadFollowsTheLanes: above minAhead, the spread is
+// spreadLanes times the lanes' bytes in flight, and no more: more lanes
+// may run further ahead of a held chunk, still within a bound a resumed
+// copy can afford to send again.
+func TestParallelSpreadFollowsTheLanes(t *testing.T) {
+	const chunk = 64 << 10
+	defer func(lo, hi int64) { minAhead, maxAhead = lo, hi }(minAhead, maxAhead)
+	minAhead, maxAhead = 4*chunk, 1<<30
+	for _, streams := range []int{2, 6} {
+		held := int64(streams * 2 * chunk) // Depth 2
+		want := spreadLanes * held
+		src := noise(int(want) + 32*chunk)
+		dst := &memFile{}
+		release := make(chan struct{})
+		var highest atomic.Int64
+		open := func(context.Context, int) (*Stream, error) {
+			return &Stream{Src: stallFirst{src, release, &highest}, Dst: dst, Close: func(bool) error { return nil }}, nil
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := Parallel(context.Background(), open, ParallelOptions{
+				Size: int64(len(src)), Chunk: chunk, Depth: 2, Controller: fixed(streams),
+			})
+			done <- err
+		}()
+		for prev := int64(-1); ; prev = highest.Load() {
+			time.Sleep(50 * time.Millisecond)
+			if highest.Load() == prev {
+				break
+			}
+		}
+		// The last chunk handed out starts below the bound; one chunk
+		// short of it, the lanes could have taken one more.
+		if h := highest.Load(); h >= want || h < want-chunk {
+			t.Errorf("%d streams: with the first chunk held, chunks were read up to %d: want the last below %d, from %d", streams, h, want, want-chunk)
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(dst.b, src) {
+			t.Fatalf("%d streams: the target differs from the source", streams)
+		}
+	}
+}
