@@ -244,7 +244,10 @@ func readJournal(name string) (journalEntry, error) {
 // or remove another file.
 func validTemp(dst Endpoint, name string) bool {
 	base := dst.FS.Base(name)
-	return name != "" && dst.FS.Dir(name) == dst.FS.Dir(dst.Path) &&
+	// Exactly the name the run would have made: "//d/.hpncp.part" is in
+	// /d on Linux, but a name that is not its own clean form is not one
+	// this journal wrote.
+	return name != "" && name == dst.FS.Join(dst.FS.Dir(dst.Path), base) &&
 		strings.HasPrefix(base, tempPrefix) && strings.HasSuffix(base, ".part") && ValidName(base) == nil
 }
 
