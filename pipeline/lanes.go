@@ -41,7 +41,7 @@ func Lanes(src OpenReaderAt, dst OpenWriterAt) OpenStream {
 		}
 		// broken is not told to the ends: each knows from its own
 		// failures whether its stream may be used again.
-		return &Stream{Src: in, Dst: out, Close: func(bool) error {
+		return &Stream{Src: in, Dst: out, Conn: connOf(in, out), Close: func(bool) error {
 			ierr := in.Close()
 			if err := out.Close(); err != nil {
 				return err
@@ -49,4 +49,15 @@ func Lanes(src OpenReaderAt, dst OpenWriterAt) OpenStream {
 			return ierr
 		}}, nil
 	}
+}
+
+// connOf is the connection number of the first of ends that tells one
+// (a remote end's file), -1 when none does.
+func connOf(ends ...any) int {
+	for _, e := range ends {
+		if c, ok := e.(interface{ Conn() int }); ok {
+			return c.Conn()
+		}
+	}
+	return -1
 }

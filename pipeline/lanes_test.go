@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/hpncp/hpncp/window"
 )
 
 type closeRecorder struct {
@@ -68,4 +72,68 @@ func TestLanesTargetFailsSourceClosed(t *testing.T) {
 	if _, err := open(context.Background(), 1); !errors.Is(err, refused) || opened {
 		t.Errorf("open with the source refused: %v, target opened %v", err, opened)
 	}
+}
+
+// TestStopSpreadsOverConnections: a plan that stops streams stops them
+// where they crowd, so that the streams left stay on every connection
+// the plan holds; lanes opened last are not all on the last connection.
+func TestStopSpreadsOverConnections(t *testing.T) {
+	// Eight lanes as a 100 ms copy grows them: four on connections 0
+	// and 1, then four on connections 2 to 5.
+	conns := []int{0, 1, 0, 1, 2, 3, 4, 5}
+	p := stopped()
+	for _, c := range conns {
+		p.lanes = append(p.lanes, &lane{st: &Stream{Conn: c}})
+	}
+	p.live = len(p.lanes)
+	p.apply(window.Plan{Streams: 6, Conns: 6})
+	left := map[int]int{}
+	for _, l := range p.lanes {
+		if !l.stop {
+			left[l.st.Conn]++
+		}
+	}
+	for c := range 6 {
+		if left[c] != 1 {
+			t.Errorf("after trimming 8 lanes to 6: %v lanes per connection, want one on each of 0 to 5", left)
+			break
+		}
+	}
+	// A plan that gives up a probe's connections stops their lanes
+	// first: two lanes on each of connections 0 to 7, down to 8 streams
+	// on 5 connections, leaves none on 5 to 7.
+	p = stopped()
+	for c := range 16 {
+		p.lanes = append(p.lanes, &lane{st: &Stream{Conn: c % 8}})
+	}
+	p.live = 16
+	p.apply(window.Plan{Streams: 8, Conns: 5})
+	left = map[int]int{}
+	for _, l := range p.lanes {
+		if !l.stop {
+			left[l.st.Conn]++
+		}
+	}
+	if left[5]+left[6]+left[7] != 0 || left[0]+left[1]+left[2]+left[3]+left[4] != 8 {
+		t.Errorf("16 lanes on 8 connections cut to 8 streams on 5: %v lanes per connection, want all on 0 to 4", left)
+	}
+
+	// Lanes that do not tell their connection stop newest first.
+	p = stopped()
+	for range 3 {
+		p.lanes = append(p.lanes, &lane{st: &Stream{Conn: -1}})
+	}
+	p.live = 3
+	p.apply(window.Plan{Streams: 2, Conns: 1})
+	if !p.lanes[2].stop || p.lanes[0].stop || p.lanes[1].stop {
+		t.Errorf("without connections, the stopped lanes are %v %v %v, want only the newest", p.lanes[0].stop, p.lanes[1].stop, p.lanes[2].stop)
+	}
+}
+
+// stopped is a copy whose lanes are set up by hand and never opened: its
+// open time is far ahead.
+func stopped() *parallel {
+	p := &parallel{openAfter: time.Now().Add(time.Hour)}
+	p.cond = sync.NewCond(&p.mu)
+	return p
 }

@@ -32,6 +32,10 @@ type Stream struct {
 	// Close releases both handles; broken says the lane failed, so its
 	// channel should not be reused.
 	Close func(broken bool) error
+	// Conn numbers the connection the lane's channel is on; lanes on the
+	// same connection share its socket buffers. -1 when unknown (a
+	// local end, an end that does not tell).
+	Conn int
 }
 
 // OpenStream opens one more lane, spread over up to conns connections.
@@ -169,6 +173,7 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 				Bytes:      p.done - last,
 				Errors:     p.errors,
 				AppLimited: p.starved || p.opening > 0,
+				Opening:    p.opening,
 				Remaining:  p.total - p.done,
 			}
 			last, lastAt = p.done, now
@@ -234,7 +239,12 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 // pace of all. spreadLanes times what the lanes hold lets a stream run
 // that many times slower than the rest before it holds them; minAhead
 // keeps small plans as they were, and maxAhead caps what a resume may
-// send again.
+// send again. The bound follows the most the lanes held in the copy, not
+// what they hold now: when a plan stops lanes, the chunks handed out
+// under the larger bound are still out, and a bound that shrank under
+// them held every lane at once until the slowest connection's chunks
+// came in (seen at 100 ms: 30 streams trimmed to 10 moved 2 MB in a
+// second).
 var (
 	minAhead int64 = 64 << 20  // a variable for the tests
 	maxAhead int64 = 512 << 20 // a variable for the tests
@@ -245,7 +255,7 @@ const spreadLanes = 4
 // spread is how far past contig chunks may be handed out now; p.mu is
 // held.
 func (p *parallel) spread() int64 {
-	return min(max(spreadLanes*p.held, minAhead), maxAhead)
+	return min(max(spreadLanes*p.peakHeld, minAhead), maxAhead)
 }
 
 // advance records the chunk of n bytes at off as copied; p.mu is held.
@@ -315,6 +325,8 @@ type parallel struct {
 	// the path, holds it.
 	starved bool
 	held    int64 // bytes the live lanes' buffers hold: the plan in flight
+	// peakHeld is the most held has been in this copy.
+	peakHeld int64
 }
 
 type lane struct {
@@ -337,15 +349,46 @@ func (p *parallel) apply(plan window.Plan) {
 		}
 	}
 	for extra := p.live - plan.Streams; extra > 0; extra-- {
-		for i := len(p.lanes) - 1; i >= 0; i-- {
-			if l := p.lanes[i]; !l.stop {
-				l.stop = true
-				p.live--
-				break
-			}
+		if l := p.crowded(plan.Conns); l != nil {
+			l.stop = true
+			p.live--
 		}
 	}
 	p.cond.Broadcast()
+}
+
+// crowded picks the lane to stop under a plan of conns connections:
+// the newest on a connection past the plan's (a probe's connections,
+// which the plan gave up), else the newest on the connection with the
+// most running lanes. Stopping the newest lanes of all would stop those
+// on the connections opened last, leaving the plan's streams on fewer
+// connections than it says, whose buffers then bind (seen at 100 ms:
+// 32 streams on 8 connections trimmed to 8 left four connections idle);
+// p.mu is held.
+func (p *parallel) crowded(conns int) *lane {
+	count := map[int]int{}
+	for _, l := range p.lanes {
+		if !l.stop {
+			count[l.st.Conn]++
+		}
+	}
+	beyond := func(l *lane) bool { return l.st.Conn >= conns }
+	var pick *lane
+	for i := len(p.lanes) - 1; i >= 0; i-- {
+		l := p.lanes[i]
+		switch {
+		case l.stop:
+		case pick == nil:
+			pick = l
+		case beyond(l) != beyond(pick):
+			if beyond(l) {
+				pick = l
+			}
+		case count[l.st.Conn] > count[pick.st.Conn]:
+			pick = l
+		}
+	}
+	return pick
 }
 
 // depth is how many chunks a new lane keeps in flight under plan.
@@ -382,6 +425,7 @@ func (p *parallel) openLane(conns, depth int) {
 	l := &lane{st: st, workers: depth, bytes: int64(depth) * int64(p.o.Chunk)}
 	holdMemory(l.bytes)
 	p.held += l.bytes
+	p.peakHeld = max(p.peakHeld, p.held)
 	p.lanes = append(p.lanes, l)
 	p.live++
 	p.maxLive = max(p.maxLive, p.live)

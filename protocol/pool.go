@@ -14,11 +14,17 @@ import (
 
 // dialGap staggers new connections so that sshd's MaxStartups (10:30:100 by
 // default: random refusals from the 10th unauthenticated connection on)
-// never sees a burst from one client.
-const dialGap = 100 * time.Millisecond
+// never sees a burst from one client; maxDialing bounds the burst. The
+// gap is short of a long path's round trip: the connections of a first
+// plan start their slow starts together.
+const dialGap = 25 * time.Millisecond
 
-// maxDialing bounds connections being set up at once, for the same reason.
-const maxDialing = 3
+// maxDialing bounds connections being set up at once, for the same
+// reason. It is above the connections a long path's first plan opens
+// (window.Config.ConnBytes: five at 100 ms on stock buffers): one that
+// waits for a slot starts its slow start into the queue the others
+// keep, and carried a sixth of their share for seconds.
+const maxDialing = 6
 
 // DefaultReconnect is how long a pool whose every connection was lost
 // keeps dialing again before it gives up, when its Options say nothing.
@@ -66,13 +72,18 @@ type pool struct {
 	// prepared is closed and replaced whenever one of them is ready.
 	preparing int
 	prepared  chan struct{}
+	// fill is how many of a copy's streams each connection should carry:
+	// the streams over the connections of the last prepare; 0 before.
+	fill int
 }
 
 type pconn struct {
+	id    int // numbers the pool's connections from 0, in the order opened
 	c     *ssh.Client
 	owned bool // opened by the pool, so closed by it
 	idle  []*rawSession
 	open  int  // sessions open on it, idle or not
+	base  int  // sessions it had when the pool took it over, not lent out
 	full  bool // the server refused a channel: its MaxSessions is reached
 	dead  bool
 	// silent, once dead, is why the connection was given up when its
@@ -86,7 +97,7 @@ func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*
 	p := &pool{dial: dial, packet: packet, logf: logf, reconnect: DefaultReconnect,
 		silenced: silenced, silence: silence,
 		dialReady: make(chan struct{}), prepared: make(chan struct{})}
-	p.watch(&pconn{c: first, open: firstSessions})
+	p.watch(&pconn{c: first, open: firstSessions, base: firstSessions})
 	return p
 }
 
@@ -102,6 +113,7 @@ func (p *pool) adopt(s *rawSession) {
 
 // watch adds a connection and marks it dead when it goes away.
 func (p *pool) watch(pc *pconn) {
+	pc.id = len(p.conns)
 	p.conns = append(p.conns, pc)
 	go func() {
 		_ = pc.c.Wait()
@@ -156,22 +168,40 @@ func (p *pool) get(ctx context.Context, conns int, fresh bool) (*session, error)
 			p.mu.Unlock()
 			return nil, errors.New("sftp session pool closed")
 		}
-		var best *pconn
+		var best, reuse *pconn
 		live := 0
 		for _, pc := range p.conns {
 			if pc.dead {
 				continue
 			}
 			live++
-			if n := len(pc.idle); n > 0 && !fresh {
-				c := pc.idle[n-1]
-				pc.idle = pc.idle[:n-1]
-				p.mu.Unlock()
-				return &session{c, pc}, nil
+			// An idle session is reused from the connection with the
+			// fewest busy ones: sessions given back by streams that were
+			// stopped are on any connection, and taking them in order
+			// would pile a copy's streams on one connection's buffers
+			// while another idles.
+			if len(pc.idle) > 0 && !fresh && (reuse == nil || pc.open-len(pc.idle) < reuse.open-len(reuse.idle)) {
+				reuse = pc
 			}
 			if !pc.full && (best == nil || pc.open < best.open) {
 				best = pc
 			}
+		}
+		// While the connections asked for are being dialed, streams wait
+		// for them all, and then spread over them. Placed on the first
+		// connection meanwhile, a long path's streams met its MaxSessions
+		// and filled its socket buffers, and stayed there; and streams
+		// started on one connection ahead of the others fill the
+		// bottleneck's queue before the others' slow starts end, which
+		// then (cubic's HyStart, seen at 50 ms: cwnd 100 segments beside
+		// 4,900) carry a fraction of their share for seconds.
+		barrier := conns > 1 && live < conns && p.dial != nil && (p.dialing > 0 || p.dialErr == nil)
+		if reuse != nil && !barrier {
+			n := len(reuse.idle)
+			c := reuse.idle[n-1]
+			reuse.idle = reuse.idle[:n-1]
+			p.mu.Unlock()
+			return &session{c, reuse}, nil
 		}
 		if p.preparing > 0 && !fresh {
 			// A session opened ahead is on its way: the wait is shorter
@@ -213,7 +243,7 @@ func (p *pool) get(ctx context.Context, conns int, fresh bool) (*session, error)
 			p.dialOne(ctx)
 			continue
 		}
-		if best == nil {
+		if best == nil || (barrier && p.dialing > 0 && best.open > 0) {
 			if p.dialing > 0 {
 				p.waitDial(ctx) // unlocks
 				continue
@@ -279,6 +309,9 @@ func (p *pool) prepare(ctx context.Context, n, conns int) {
 	defer p.mu.Unlock()
 	if p.closed {
 		return
+	}
+	if conns > 0 {
+		p.fill = (n + conns - 1) / conns
 	}
 	ready := p.preparing
 	for _, pc := range p.conns {

@@ -155,6 +155,110 @@ func TestPoolSpreadsOverConnections(t *testing.T) {
 	}
 }
 
+// TestPoolReusesIdleWhereFewestBusy: a session given back is reused from
+// the connection with the fewest busy sessions, not the first connection
+// that has one idle, so that streams stopped and started again stay
+// spread over the connections.
+func TestPoolReusesIdleWhereFewestBusy(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	end := openEnd(t, srv, true)
+	name := filepath.Join(srv.Root, "f")
+	os.WriteFile(name, []byte("x"), 0o644)
+	conn := func(f ReaderAtCloser) int { return f.(interface{ Conn() int }).Conn() }
+	var files []ReaderAtCloser
+	for range 4 {
+		f, err := end.OpenReaderAt(context.Background(), name, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	on := map[int][]ReaderAtCloser{}
+	for _, f := range files {
+		on[conn(f)] = append(on[conn(f)], f)
+	}
+	if len(on[0]) != 2 || len(on[1]) != 2 {
+		t.Fatalf("4 streams over 2 connections: %d on the first, %d on the second, want 2 each", len(on[0]), len(on[1]))
+	}
+	// The first connection: one busy, one idle; the second: both idle.
+	on[0][0].Close()
+	on[1][0].Close()
+	on[1][1].Close()
+	f, err := end.OpenReaderAt(context.Background(), name, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	defer on[0][1].Close()
+	if c := conn(f); c != 1 {
+		t.Errorf("a stream reopened beside one busy on connection 0 and none on connection 1 went to connection %d, want 1", c)
+	}
+}
+
+// TestPoolSharesStreamsWhileDialing: the streams of a copy prepared for
+// 12 streams on 4 connections go 3 to each connection, once all four
+// are up: none piles on the first while the others are in their
+// handshakes, and none starts ahead of the others.
+func TestPoolSharesStreamsWhileDialing(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	dial := dialer(t, srv)
+	first, err := dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const handshake = 300 * time.Millisecond
+	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf,
+		Dial: func(ctx context.Context) (*ssh.Client, error) {
+			time.Sleep(handshake) // a long path's TCP, key exchange and auth
+			return dial(ctx)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end.Close()
+	name := filepath.Join(srv.Root, "f")
+	os.WriteFile(name, []byte("x"), 0o644)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	end.PrepareStreams(ctx, 12, 4)
+	type opened struct {
+		f     ReaderAtCloser
+		after time.Duration
+		err   error
+	}
+	got := make(chan opened, 12)
+	for range 12 {
+		go func() {
+			f, err := end.OpenReaderAt(ctx, name, 4)
+			got <- opened{f, time.Since(start), err}
+		}()
+	}
+	on := map[int]int{}
+	early := 0
+	for range 12 {
+		o := <-got
+		if o.err != nil {
+			t.Fatal(o.err)
+		}
+		defer o.f.Close()
+		c := o.f.(interface{ Conn() int }).Conn()
+		on[c]++
+		if c == 0 && o.after < handshake {
+			early++
+		}
+	}
+	for c := range 4 {
+		if on[c] != 3 {
+			t.Errorf("12 streams over 4 connections: %v per connection, want 3 on each", on)
+			break
+		}
+	}
+	if early != 0 {
+		t.Errorf("%d of the first connection's streams opened before the other connections' handshakes ended, want none", early)
+	}
+}
+
 func TestLostConnectionIsStreamLost(t *testing.T) {
 	srv := sshtest.Start(t, sshtest.Options{})
 	end := openEnd(t, srv, true)

@@ -252,6 +252,11 @@ type streamFile struct {
 	pool *pool
 }
 
+// Conn numbers the connection the file's session is on, from 0 in the
+// order the pool opened them: a copy that stops some of its streams
+// stops them where they crowd (pipeline.Stream.Conn).
+func (f *streamFile) Conn() int { return f.s.pc.id }
+
 func (f *streamFile) Close() error {
 	err := f.rawFile.Close()
 	// A session whose close failed may be on a broken connection: drop it.

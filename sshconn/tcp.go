@@ -68,3 +68,32 @@ const (
 	receiveBuffer bufferKind = iota
 	sendBuffer
 )
+
+// Shares of a socket buffer that hold payload: the kernel counts every
+// segment's bookkeeping against the buffer too. Measured on Linux over a
+// veth pair: a connection whose 4 MiB send buffer was full kept 3.6 MB in
+// flight; a receive buffer advertises about 60 % of itself as window.
+const (
+	sendPayload    = 0.85
+	receivePayload = 0.6
+)
+
+// ConnBytes estimates the most payload one TCP connection of this host
+// keeps in flight, whichever way the data goes: the smaller of what its
+// send buffer and its receive window hold, taking the far end's limits
+// to be this host's. rcv and snd are the buffers set with SetBuffers (0:
+// autotuned, up to the kernel's tcp_rmem and tcp_wmem maxima). 0 means
+// unknown: the kernel does not say.
+func ConnBytes(rcv, snd int) int64 {
+	maxRcv, maxSnd, ok := autotuneLimits()
+	if rcv > 0 {
+		maxRcv = rcv
+	}
+	if snd > 0 {
+		maxSnd = snd
+	}
+	if (!ok && (rcv == 0 || snd == 0)) || maxRcv <= 0 || maxSnd <= 0 {
+		return 0
+	}
+	return int64(min(sendPayload*float64(maxSnd), receivePayload*float64(maxRcv)))
+}

@@ -1,7 +1,11 @@
 package sshconn
 
 import (
+	"fmt"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -93,4 +97,26 @@ func control(c net.Conn, f func(fd int) error) error {
 		return err
 	}
 	return ferr
+}
+
+// autotuneLimits reads the most the kernel's autotuning grows a TCP
+// socket's receive and send buffers to (the third field of
+// net.ipv4.tcp_rmem and tcp_wmem, of this network namespace).
+func autotuneLimits() (rcv, snd int, ok bool) {
+	rcv, rerr := sysctlMax("/proc/sys/net/ipv4/tcp_rmem")
+	snd, serr := sysctlMax("/proc/sys/net/ipv4/tcp_wmem")
+	return rcv, snd, rerr == nil && serr == nil
+}
+
+// sysctlMax reads the last of the numbers in the file at path.
+func sysctlMax(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("%s: empty", path)
+	}
+	return strconv.Atoi(f[len(f)-1])
 }

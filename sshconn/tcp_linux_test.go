@@ -148,3 +148,23 @@ func TestTCPRTTNotTCP(t *testing.T) {
 		t.Errorf("TCPRTT on a unix socket = %v, true; want not ok", rtt)
 	}
 }
+
+// TestConnBytes: the estimate follows this namespace's tcp_rmem and
+// tcp_wmem maxima, and buffers set by flag replace them.
+func TestConnBytes(t *testing.T) {
+	rcv, snd, ok := autotuneLimits()
+	if !ok || rcv <= 0 || snd <= 0 {
+		t.Fatalf("autotuneLimits = %d, %d, %v; want this host's tcp_rmem and tcp_wmem maxima", rcv, snd, ok)
+	}
+	want := int64(min(sendPayload*float64(snd), receivePayload*float64(rcv)))
+	if got := ConnBytes(0, 0); got != want {
+		t.Errorf("ConnBytes(0, 0) = %d, want %d from tcp_rmem max %d and tcp_wmem max %d", got, want, rcv, snd)
+	}
+	mib := float64(1 << 20)
+	if got, want := ConnBytes(64<<20, 1<<20), int64(sendPayload*mib); got != want {
+		t.Errorf("ConnBytes(64 MiB, 1 MiB) = %d, want %d: the set send buffer binds", got, want)
+	}
+	if got, want := ConnBytes(1<<20, 64<<20), int64(receivePayload*mib); got != want {
+		t.Errorf("ConnBytes(1 MiB, 64 MiB) = %d, want %d: the set receive buffer binds", got, want)
+	}
+}

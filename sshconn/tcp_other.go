@@ -18,3 +18,6 @@ func TCPInfo(c net.Conn) (TCPStats, bool) { return TCPStats{}, false }
 // granted reports nothing: BSD and macOS fail a setsockopt above their
 // limit (kern.ipc.maxsockbuf), so SetBuffers reports that as an error.
 func granted(c net.Conn, which bufferKind) (int, bool) { return 0, false }
+
+// autotuneLimits knows nothing: only Linux's sysctls are read.
+func autotuneLimits() (rcv, snd int, ok bool) { return 0, 0, false }

@@ -149,6 +149,15 @@ type Config struct {
 	// rather than guessed from the RTT; the controller probes and trims
 	// from it as from a guess. Connections follow StreamsPerConn.
 	Start int
+	// ConnBytes, when above zero, is the most payload one TCP connection
+	// keeps in flight: its socket buffers' share (the sender's send
+	// buffer, the receiver's window), whatever the windows of its
+	// channels. With a distribution's stock buffers (tcp_wmem max 4 MiB)
+	// a connection carries at most ConnBytes / RTT, 42 MB/s at 100 ms:
+	// the start then opens the connections the guessed path needs at
+	// once, and the probes add connections, not channels, once the
+	// buffers bind. 0: unknown, the windows alone bound a connection.
+	ConnBytes int64
 }
 
 // Sample is what the pipeline measured over one interval.
@@ -175,6 +184,12 @@ type Sample struct {
 	// interval, where it tells (Linux TCP_INFO); nil otherwise. The
 	// control law does not read it yet: --trace records it.
 	Conns []ConnSample
+	// Opening counts the plan's streams still being opened at the end of
+	// the interval (their connections dialing, their channels and files
+	// opening). Until they all run, the plan is not yet in force: its
+	// settling time starts when they do, not at the change. On a long
+	// path the connections a plan adds take a second or more to open.
+	Opening int
 	// Remaining is the payload still to copy after the interval; 0 when
 	// unknown. A probe that could not be measured before the copy ends
 	// is not started: it would cost the copy its new streams' set-up and
@@ -314,7 +329,7 @@ func (c *Controller) Start(rtt time.Duration) Plan {
 		c.reason = fmt.Sprintf("start: %s, from an earlier measurement of this path", plural(c.cur.streams, "stream"))
 		return c.plan()
 	}
-	streams := 1
+	streams, conns := 1, 1
 	if c.rtt > 0 {
 		// As bdpStreams, without the headroom: the windows the guessed
 		// rate needs, each also crossing the link.
@@ -324,16 +339,75 @@ func (c *Controller) Start(rtt time.Duration) Plan {
 	// Up to two connections' worth: probing up to the product from one
 	// connection's worth costs a long path several seconds of measuring.
 	streams = min(streams, 2*c.cfg.StreamsPerConn)
+	if n := c.bufferConns(); n > 1 {
+		// One connection's buffers cannot carry the guessed product: open
+		// the connections it needs at once, each with the channels that
+		// fill its buffers. Their slow starts then run side by side;
+		// connections added by probes later start into a queue the
+		// others keep, and cubic's HyStart leaves them at a fraction of
+		// their share for seconds (seen at 100 ms: cwnd 100 segments
+		// beside 5,600).
+		conns = n
+		streams = max(streams, n*(c.connStreams()+1))
+	}
 	if c.share > 1 {
+		// The connections are the pool's, shared by the files.
 		streams = max(1, ceilDiv(streams, c.share))
 	}
-	c.change(c.normalize(shape{streams, 1}), phaseBaseline)
-	if c.rtt > 0 {
+	c.change(c.normalize(shape{streams, conns}), phaseBaseline)
+	switch {
+	case c.rtt > 0 && conns > 1:
+		c.reason = fmt.Sprintf("start: rtt %s, sized for an assumed 1 Gbit/s over connections of %s in flight",
+			c.rtt, units.FormatSize(c.cfg.ConnBytes))
+	case c.rtt > 0:
 		c.reason = fmt.Sprintf("start: rtt %s, sized for an assumed 1 Gbit/s", c.rtt)
-	} else {
+	default:
 		c.reason = "start: rtt unknown"
 	}
 	return c.plan()
+}
+
+// connHeadroom is how much more than the guessed bandwidth-delay product
+// the start's connections may keep in flight: round trips grow under
+// load, and a connection's buffers are never all payload.
+const connHeadroom = 1.25
+
+// bufferConns is how many connections the start needs for the guessed
+// rate when each carries at most ConnBytes per round trip; 0 when
+// ConnBytes or the round trip is unknown.
+func (c *Controller) bufferConns() int {
+	if c.cfg.ConnBytes <= 0 || c.rtt <= 0 {
+		return 0
+	}
+	bdp := guessRate * c.rtt.Seconds() * connHeadroom
+	return min(int(math.Ceil(bdp/float64(c.cfg.ConnBytes))), c.cfg.MaxConns)
+}
+
+// connStreams is how many channel windows fill one connection's buffers,
+// 0 when ConnBytes is unknown.
+func (c *Controller) connStreams() int {
+	if c.cfg.ConnBytes <= 0 {
+		return 0
+	}
+	return int((c.cfg.ConnBytes + c.cfg.ChannelWindow - 1) / c.cfg.ChannelWindow)
+}
+
+// inFlight is the most sh keeps in flight: its streams' windows, or
+// its connections' buffers where those are smaller.
+func (c *Controller) inFlight(sh shape) float64 {
+	b := float64(sh.streams) * float64(c.cfg.ChannelWindow)
+	if c.cfg.ConnBytes > 0 {
+		b = min(b, float64(sh.conns)*float64(c.cfg.ConnBytes))
+	}
+	return b
+}
+
+// buffersBind reports whether sh's connections' buffers, not its
+// channels' windows, bound what it keeps in flight: more channels on the
+// same connections then carry nothing more.
+func (c *Controller) buffersBind(sh shape) bool {
+	return c.cfg.ConnBytes > 0 &&
+		float64(sh.conns)*float64(c.cfg.ConnBytes) < float64(sh.streams)*float64(c.cfg.ChannelWindow)
 }
 
 // Share tells the controller, before Start, that n files (its own among
@@ -370,6 +444,10 @@ func (c *Controller) Observe(s Sample) Plan {
 
 	c.sinceChange += s.Elapsed
 	c.sampleCount++
+	if s.Opening > 0 {
+		// The change is not in force yet: measure from when it is.
+		c.sinceChange, c.sampleCount = 0, 0
+	}
 	settling := c.sampleCount == 1 ||
 		(c.connsAdded && c.sinceChange-s.Elapsed < settleRTTsConns*c.rtt)
 	if s.Errors > 0 {
@@ -501,6 +579,14 @@ func (c *Controller) probeNext() {
 	// needs, which only queue at the bottleneck. Try the plan the BDP asks
 	// for, keeping the connections, whose CPU may be what the goodput needs.
 	if need := c.bdpStreams(c.baseRate); need < c.base.streams {
+		// Never below the windows that fill the connections' buffers, as
+		// many as the start gives each: fewer leave a connection waiting
+		// on its windows, and where buffers bind, they, not the windows,
+		// bound the queue (at 50 ms, 18 streams on 5 connections trimmed
+		// to 10 lost a fifth of the goodput).
+		if n := c.connStreams(); n > 0 {
+			need = max(need, c.base.conns*(n+1))
+		}
 		t := c.normalize(shape{max(need, c.base.conns), c.base.conns})
 		if t.streams < c.base.streams {
 			c.change(t, phaseTrim)
@@ -552,7 +638,9 @@ func (c *Controller) candidates() []shape {
 	streams := min(2*b.streams, limit)
 	windowLimited := c.windowLimited(b, c.baseRate)
 	var out []shape
-	if streams > b.streams && windowLimited {
+	// Where the connections' buffers bind, channels on them add nothing:
+	// only the connection probe can carry more.
+	if streams > b.streams && windowLimited && !c.buffersBind(b) {
 		out = append(out, c.normalize(shape{streams, b.conns}))
 	}
 	conns := min(2*b.conns, c.cfg.MaxConns, max(streams, b.streams))
@@ -568,14 +656,16 @@ func (c *Controller) candidates() []shape {
 	return out
 }
 
-// windowLimited reports whether sh's streams carry close to a full window
-// per round trip at rate, so that more windows could carry more. Without an
-// RTT the answer is yes: let the probe decide.
+// windowLimited reports whether sh's streams carry close to what they
+// keep in flight (their windows, or their connections' buffers where
+// those bind) per round trip at rate, so that more windows or buffers
+// could carry more. Without an RTT the answer is yes: let the probe
+// decide.
 func (c *Controller) windowLimited(sh shape, rate float64) bool {
 	if c.minRTT <= 0 {
 		return true
 	}
-	ceiling := float64(sh.streams) * float64(c.cfg.ChannelWindow) / c.minRTT.Seconds()
+	ceiling := c.inFlight(sh) / c.minRTT.Seconds()
 	return rate >= windowShare*ceiling
 }
 

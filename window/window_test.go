@@ -22,11 +22,18 @@ type link struct {
 	// none. A server whose disk adds latency to every request has one.
 	streamCap float64
 	connCap   float64 // per-connection crypto limit, bytes/s; 0: none
+	// connBytes is what one connection's socket buffers keep in flight
+	// (stock tcp_wmem: about 3.6 MB), whatever its channels' windows;
+	// 0: no limit.
+	connBytes float64
 	cpuCap    float64 // whole-host limit, bytes/s; 0: none
 	noise     float64 // each interval's goodput is scaled by 1 ± noise
 	state     uint64
-	stall     int // every stall-th interval delivers half (a GC pause, a disk hiccup); 0: never
-	n         int // intervals delivered
+	// lateJoin is how many more round trips connections opened while
+	// the link is nearly full take to carry their share; 0: none.
+	lateJoin time.Duration
+	stall    int // every stall-th interval delivers half (a GC pause, a disk hiccup); 0: never
+	n        int // intervals delivered
 
 	prev Plan          // the plan of the last interval
 	old  float64       // goodput before the last change
@@ -41,6 +48,9 @@ func (l *link) goodput(p Plan) float64 {
 		perStream = min(perStream, l.streamCap)
 	}
 	g := min(l.rate, float64(p.Streams)*perStream)
+	if l.connBytes > 0 {
+		g = min(g, float64(p.Conns)*l.connBytes/l.rtt.Seconds())
+	}
 	if l.connCap > 0 {
 		g = min(g, float64(p.Conns)*l.connCap)
 	}
@@ -62,6 +72,9 @@ func (l *link) rttUnder(p Plan) time.Duration {
 	if l.streamCap > 0 {
 		inFlight = min(inFlight, float64(p.Streams)*l.streamCap*l.rtt.Seconds())
 	}
+	if l.connBytes > 0 {
+		inFlight = min(inFlight, float64(p.Conns)*l.connBytes)
+	}
 	if l.goodput(p) < l.rate {
 		return l.rtt
 	}
@@ -75,6 +88,10 @@ func (l *link) deliver(p Plan) float64 {
 	if p.Streams != l.prev.Streams || p.Conns != l.prev.Conns {
 		l.old = l.goodput(l.prev)
 		switch {
+		case p.Conns > l.prev.Conns && l.lateJoin > 0 && l.old >= 0.9*l.rate:
+			// Connections starting into a queue the others keep leave
+			// slow start early (cubic's HyStart) and grow slowly.
+			l.ramp = (rampRTTsConns + l.lateJoin) * l.rtt
 		case p.Conns > l.prev.Conns:
 			l.ramp = rampRTTsConns * l.rtt
 		case p.Streams > l.prev.Streams:
@@ -713,5 +730,124 @@ func TestLANConnectionsStopAtCores(t *testing.T) {
 	steps = sim(t, New(Config{Cores: 2}), wan, 300, nil)
 	if last := steps[len(steps)-1].plan; last.Conns < 4 {
 		t.Errorf("holding %v at 20 ms where 4 CPU-bound connections carry 800 MB/s, want at least 4", last)
+	}
+}
+
+// stockConn is what one connection with Debian's stock buffers keeps in
+// flight (tcp_wmem max 4 MiB, seen at 100 ms: 31.5 MB/s at 114 ms).
+const stockConn = 3.6e6
+
+// TestBufferBoundConnections: where each connection's socket buffers,
+// not its channels' windows, bound what it carries (stock kernels), the
+// start opens the connections the guessed path needs at once, and no
+// probe adds channels to connections whose buffers are full. Without
+// ConnBytes the controller starts on two connections and reaches the
+// link only seconds later through probes, whose late connections ramp
+// slowly beside the full ones.
+func TestBufferBoundConnections(t *testing.T) {
+	for _, tc := range []struct {
+		rtt   time.Duration
+		conns int // the start's connections, at least
+	}{
+		{50 * time.Millisecond, 2},
+		{100 * time.Millisecond, 4},
+		{200 * time.Millisecond, 7},
+	} {
+		t.Run(tc.rtt.String(), func(t *testing.T) {
+			l := link{rate: 1 * gbit, rtt: tc.rtt, connBytes: stockConn, lateJoin: 30}
+			c := New(Config{ConnBytes: stockConn})
+			start := c.Start(l.rtt)
+			if start.Conns < tc.conns {
+				t.Fatalf("start %v, want at least %d connections", start, tc.conns)
+			}
+			if g := l.goodput(start); g < 0.9*l.rate {
+				t.Errorf("start %v carries %.0f MB/s, want 90%% of the link's %.0f", start, g/1e6, l.rate/1e6)
+			}
+			steps := simFrom(t, c, &l, start, 200, nil)
+			for i := 1; i < len(steps); i++ {
+				a, b := steps[i-1].plan, steps[i].plan
+				if b.Conns == a.Conns && b.Streams > a.Streams && c.buffersBind(shape{a.Streams, a.Conns}) {
+					t.Errorf("interval %d: %v to %v adds channels to connections whose buffers bind", i, a, b)
+				}
+			}
+			want := min(l.achievable(c), l.rate)
+			if at := converged(steps, want, 0.9); at < 0 || at > 3 {
+				t.Errorf("reached 90%% of %.0f MB/s at interval %d, want by 3; last %v", want/1e6, at, steps[len(steps)-1].plan)
+			}
+			if last := steps[len(steps)-1]; last.goodput < 0.95*want {
+				t.Errorf("holding %v at %.0f MB/s, want 95%% of %.0f", last.plan, last.goodput/1e6, want/1e6)
+			}
+
+			// The same link without ConnBytes: what the windows alone
+			// suggest is short of it for seconds.
+			l = link{rate: 1 * gbit, rtt: tc.rtt, connBytes: stockConn, lateJoin: 30}
+			old := New(Config{})
+			steps = sim(t, old, &l, 200, nil)
+			if at := converged(steps, want, 0.9); at >= 0 && at <= 3 {
+				t.Errorf("without ConnBytes the link was full by interval %d: the test shows nothing", at)
+			}
+		})
+	}
+}
+
+// TestTrimKeepsConnectionsFull: a start that overshoots a slower path is
+// trimmed, but never to fewer windows than fill its connections' buffers.
+func TestTrimKeepsConnectionsFull(t *testing.T) {
+	l := link{rate: 300 * mbit, rtt: 100 * time.Millisecond, connBytes: stockConn}
+	c := New(Config{ConnBytes: stockConn})
+	steps := sim(t, c, &l, 200, nil)
+	for _, st := range steps {
+		if per := c.connStreams() + 1; st.plan.Streams < st.plan.Conns*per {
+			t.Errorf("%v: fewer than %d streams per connection", st.plan, per)
+		}
+	}
+	if last := steps[len(steps)-1]; last.goodput < 0.95*l.rate {
+		t.Errorf("holding %v at %.0f MB/s, want the link's %.0f", last.plan, last.goodput/1e6, l.rate/1e6)
+	}
+}
+
+// TestBuffersBindProbesConnections: on a path faster than the start's
+// connections' buffers carry, the probe adds connections; channels on
+// connections whose buffers are full would carry nothing more.
+func TestBuffersBindProbesConnections(t *testing.T) {
+	l := link{rate: 10 * gbit, rtt: 100 * time.Millisecond, connBytes: stockConn}
+	c := New(Config{ConnBytes: stockConn})
+	steps := sim(t, c, &l, 100, nil)
+	for i := 1; i < len(steps); i++ {
+		a, b := steps[i-1].plan, steps[i].plan
+		if b.Conns == a.Conns && b.Streams > a.Streams {
+			t.Errorf("interval %d: %v to %v adds channels to connections whose buffers bind", i, a, b)
+		}
+	}
+	if last := steps[len(steps)-1].plan; last.Conns != c.cfg.MaxConns {
+		t.Errorf("holding %v, want all %d connections", last, c.cfg.MaxConns)
+	}
+}
+
+// TestSettlesFromWhenStreamsRun: a plan's settling time starts when its
+// streams are all open, not at the change. On a long path the first
+// plan's connections take a second and more to open, and the slow
+// starts that follow are no measurement of the plan: taken for one, they
+// made the controller probe a full link.
+func TestSettlesFromWhenStreamsRun(t *testing.T) {
+	const rtt = 100 * time.Millisecond
+	c := New(Config{ConnBytes: stockConn})
+	p := c.Start(rtt)
+	start := p
+	// Four intervals while the connections dial and the files open.
+	for range 4 {
+		p = c.Observe(Sample{Elapsed: p.Interval, RTT: rtt, AppLimited: true, Opening: p.Streams})
+	}
+	// Then slow start, and the link full with a queue of 15 ms.
+	rates := []float64{4e6, 30e6, 80e6}
+	for i := range 40 {
+		r, q := 120e6, 15*time.Millisecond
+		if i < len(rates) {
+			r, q = rates[i], 0
+		}
+		p = c.Observe(Sample{Elapsed: p.Interval, Bytes: int64(r * p.Interval.Seconds()), RTT: rtt + q})
+		if p.Streams > start.Streams || p.Conns > start.Conns {
+			t.Fatalf("interval %d: %v; the slow start after opening was taken for the plan's goodput", i, p)
+		}
 	}
 }

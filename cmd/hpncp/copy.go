@@ -287,7 +287,11 @@ func (o *copyOptions) tuning() (tuning, error) {
 		// as OpenSSH's sftp client keeps its requests in flight.
 		streams, conns = 1, 1
 	}
-	cfg := window.Config{Fixed: streams, MaxConns: conns, Start: o.startStreams}
+	// What one connection's socket buffers carry bounds it as surely as
+	// its channels' windows do: on stock kernels (tcp_wmem max 4 MiB) a
+	// long path needs several connections from the start.
+	cfg := window.Config{Fixed: streams, MaxConns: conns, Start: o.startStreams,
+		ConnBytes: sshconn.ConnBytes(t.rcvbuf, t.sndbuf)}
 	if streams > 0 && conns > 0 {
 		cfg.StreamsPerConn = (streams + conns - 1) / conns
 	}
