@@ -153,12 +153,19 @@ type session struct {
 // ends). When no more connections can be opened it makes do with channels
 // on the ones it has.
 func (p *pool) acquire(ctx context.Context, conns int) (*session, error) {
-	return p.get(ctx, conns, false)
+	return p.get(ctx, conns, false, false)
+}
+
+// acquireStream is acquire for a stream of a parallel copy: while the
+// connections asked for are being dialed, it waits for them all (see
+// get), so that the copy's streams start together, spread over them.
+func (p *pool) acquireStream(ctx context.Context, conns int) (*session, error) {
+	return p.get(ctx, conns, false, true)
 }
 
 // get is acquire; fresh skips the idle sessions and those being prepared,
-// to open a new one.
-func (p *pool) get(ctx context.Context, conns int, fresh bool) (*session, error) {
+// to open a new one; together is acquireStream.
+func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*session, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -195,7 +202,7 @@ func (p *pool) get(ctx context.Context, conns int, fresh bool) (*session, error)
 		// bottleneck's queue before the others' slow starts end, which
 		// then (cubic's HyStart, seen at 50 ms: cwnd 100 segments beside
 		// 4,900) carry a fraction of their share for seconds.
-		barrier := conns > 1 && live < conns && p.dial != nil && (p.dialing > 0 || p.dialErr == nil)
+		barrier := together && conns > 1 && live < conns && p.dial != nil && (p.dialing > 0 || p.dialErr == nil)
 		if reuse != nil && !barrier {
 			n := len(reuse.idle)
 			c := reuse.idle[n-1]
@@ -322,7 +329,7 @@ func (p *pool) prepare(ctx context.Context, n, conns int) {
 	for range n - ready {
 		p.preparing++
 		go func() {
-			s, err := p.get(ctx, conns, true)
+			s, err := p.get(ctx, conns, true, true)
 			var unused *session
 			p.mu.Lock()
 			p.preparing--

@@ -272,7 +272,7 @@ const maxOpenTries = 8
 func (s *SFTP) openStream(ctx context.Context, name string, pflags uint32, conns int) (*streamFile, error) {
 	s.early.drop()
 	for try := 1; ; try++ {
-		sess, err := s.pool.acquire(ctx, conns)
+		sess, err := s.pool.acquireStream(ctx, conns)
 		if err != nil {
 			return nil, err
 		}

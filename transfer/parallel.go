@@ -96,7 +96,7 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 		Chunk:      p.Chunk,
 		Depth:      p.Depth,
 		Request:    requestSize(src.FS, dstFS),
-		Controller: c.controller(len(c.parallel)),
+		Controller: c.controller(len(c.parallel), size-part.resumed()),
 		RTT:        pathRTT(src.FS, dstFS),
 		Limiter:    c.opts.Limiter,
 		Logf:       c.opts.Logf,
@@ -187,11 +187,12 @@ type streamPreparer interface {
 	PrepareStreams(ctx context.Context, streams, conns int)
 }
 
-// controller returns a new window controller for a file that shares the
-// parallel pipeline with others, n in all.
-func (c *copier) controller(n int) *window.Controller {
+// controller returns a new window controller for a copy of size bytes
+// that shares the parallel pipeline with others, n in all.
+func (c *copier) controller(n int, size int64) *window.Controller {
 	w := c.opts.Parallel.Controller()
 	w.Share(n)
+	w.Size(size)
 	return w
 }
 
@@ -205,7 +206,7 @@ func (c *copier) prepareStreams(ctx context.Context, src, dst FS, size int64) {
 		return
 	}
 	// This file's slot on the pipeline is not taken yet.
-	plan := c.controller(len(c.parallel) + 1).Start(pathRTT(src, dst)())
+	plan := c.controller(len(c.parallel)+1, size).Start(pathRTT(src, dst)())
 	for _, e := range []FS{src, dst} {
 		if p, ok := e.(streamPreparer); ok {
 			p.PrepareStreams(ctx, plan.Streams, plan.Conns)

@@ -287,7 +287,8 @@ type Controller struct {
 	sinceErrors time.Duration
 	reason      string
 	startedOnce bool
-	share       int // files starting their plans beside each other (Share)
+	share       int   // files starting their plans beside each other (Share)
+	size        int64 // bytes the copy moves (Size); 0 when unknown
 }
 
 // New returns a controller for cfg; call Start before Observe.
@@ -317,7 +318,7 @@ func New(cfg Config) *Controller {
 // SSH handshake's or the first request's; 0 if unknown), and returns the
 // first plan. Calling it again starts over.
 func (c *Controller) Start(rtt time.Duration) Plan {
-	*c = Controller{cfg: c.cfg, startedOnce: true, rtt: max(rtt, 0), share: c.share}
+	*c = Controller{cfg: c.cfg, startedOnce: true, rtt: max(rtt, 0), share: c.share, size: c.size}
 	c.minRTT = c.rtt
 	if c.cfg.Fixed > 0 {
 		c.cur = shape{c.cfg.Fixed, ceilDiv(c.cfg.Fixed, c.cfg.StreamsPerConn)}
@@ -372,11 +373,24 @@ func (c *Controller) Start(rtt time.Duration) Plan {
 // load, and a connection's buffers are never all payload.
 const connHeadroom = 1.25
 
+// connsWorth is how many times one connection's buffers a copy must
+// move for the start to open more connections for it: a connection
+// costs about ten round trips (TCP, key exchange, auth, channels, slow
+// start) before it carries its share, and what moves in a few dozen
+// round trips is better left to the connections there are (a tree's five
+// 10 MiB files at 50 ms took a second longer over connections opened
+// for them).
+const connsWorth = 20
+
 // bufferConns is how many connections the start needs for the guessed
 // rate when each carries at most ConnBytes per round trip; 0 when
-// ConnBytes or the round trip is unknown.
+// ConnBytes or the round trip is unknown, or the copy is too small to
+// pay for more connections.
 func (c *Controller) bufferConns() int {
 	if c.cfg.ConnBytes <= 0 || c.rtt <= 0 {
+		return 0
+	}
+	if c.size > 0 && c.size*int64(max(c.share, 1)) < connsWorth*c.cfg.ConnBytes {
 		return 0
 	}
 	bdp := guessRate * c.rtt.Seconds() * connHeadroom
@@ -418,6 +432,12 @@ func (c *Controller) buffersBind(sh shape) bool {
 // (MaxSessions) costs round trips and new connections. Fixed and
 // Config.Start plans are left as they are.
 func (c *Controller) Share(n int) { c.share = n }
+
+// Size tells the controller, before Start, how many bytes the copy it
+// plans moves (0: unknown). A copy too small to pay for the connections
+// its path's socket buffers would want starts on what the windows alone
+// ask for.
+func (c *Controller) Size(n int64) { c.size = n }
 
 // Observe takes the measurement of the interval that just ended and returns
 // the plan for the next one. Called before Start, it starts with s.RTT.

@@ -851,3 +851,28 @@ func TestSettlesFromWhenStreamsRun(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallCopiesKeepTheConnections: a copy too small to pay for new
+// connections starts on what the windows ask for, even where one
+// connection's buffers cannot carry the path; a large one, or one of
+// unknown size, opens the connections at once.
+func TestSmallCopiesKeepTheConnections(t *testing.T) {
+	for _, tc := range []struct {
+		size  int64
+		share int
+		conns int
+	}{
+		{0, 0, 5},
+		{1 << 30, 0, 5},
+		{10 << 20, 0, 2},
+		{10 << 20, 5, 1},  // five 10 MiB files side by side: 50 MiB
+		{100 << 20, 5, 3}, // five 100 MiB files: 3 streams each
+	} {
+		c := New(Config{ConnBytes: stockConn})
+		c.Share(tc.share)
+		c.Size(tc.size)
+		if p := c.Start(100 * time.Millisecond); p.Conns != tc.conns {
+			t.Errorf("Size(%d), Share(%d): start %v, want %d connections", tc.size, tc.share, p, tc.conns)
+		}
+	}
+}
