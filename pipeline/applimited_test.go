@@ -178,3 +178,76 @@ func TestParallelSpreadFollowsTheLanes(t *testing.T) {
 		}
 	}
 }
+
+// stallLane reads like src, but waits for release before every read.
+type stallLane struct {
+	src     []byte
+	release chan struct{}
+}
+
+func (r stallLane) ReadAt(p []byte, off int64) (int, error) {
+	<-r.release
+	return bytes.NewReader(r.src).ReadAt(p, off)
+}
+
+// TestParallelHedgesAStraggler: a lane that stops moving (its connection
+// hit by loss) holds a chunk the spread bound waits for; the other lanes
+// copy it again and finish the file without it, every chunk checked
+// once. Without the second copy they stood at the bound until the slow
+// lane moved.
+func TestParallelHedgesAStraggler(t *testing.T) {
+	const chunk = 64 << 10
+	defer func(lo, hi int64) { minAhead, maxAhead = lo, hi }(minAhead, maxAhead)
+	minAhead, maxAhead = 4*chunk, 4*chunk
+	src := noise(64 * chunk)
+	dst := &memFile{}
+	release := make(chan struct{})
+	var opened atomic.Int32
+	open := func(context.Context, int) (*Stream, error) {
+		var r io.ReaderAt = bytes.NewReader(src)
+		if opened.Add(1) == 1 {
+			r = stallLane{src, release}
+		}
+		return &Stream{Src: r, Dst: dst, Close: func(bool) error { return nil }}, nil
+	}
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	all := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := Parallel(context.Background(), open, ParallelOptions{
+			Size: int64(len(src)), Chunk: chunk, Depth: 1, Controller: fixed(4),
+			Done: func(off int64, n int) {
+				mu.Lock()
+				defer mu.Unlock()
+				seen[off]++
+				if len(seen) == 64 {
+					close(all)
+				}
+			},
+		})
+		done <- err
+	}()
+	select {
+	case <-all:
+	case <-time.After(20 * time.Second):
+		mu.Lock()
+		n := len(seen)
+		mu.Unlock()
+		close(release)
+		<-done
+		t.Fatalf("with one lane stalled, %d of 64 chunks were copied: the others waited for it", n)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for off, n := range seen {
+		if n != 1 {
+			t.Errorf("chunk at %d reported copied %d times, want once", off, n)
+		}
+	}
+	if !bytes.Equal(dst.b, src) {
+		t.Fatal("the target differs from the source")
+	}
+}
