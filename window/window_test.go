@@ -876,3 +876,45 @@ func TestSmallCopiesKeepTheConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestLossyPathGetsMoreConnections: where each connection's congestion
+// control, not its windows or buffers, holds it (a long path with a
+// little loss: each cubic connection recovers for seconds from every
+// loss), connections are probed for beyond the host's cores, up to
+// MaxConns, while goodput rises.
+func TestLossyPathGetsMoreConnections(t *testing.T) {
+	// 7 MB/s per connection: 16 carry 112 MB/s of the 125.
+	l := link{rate: 1 * gbit, rtt: 100 * time.Millisecond, connBytes: stockConn, connCap: 7e6}
+	c := New(Config{ConnBytes: stockConn, Cores: 2})
+	steps := sim(t, c, &l, 200, nil)
+	last := steps[len(steps)-1]
+	if last.plan.Conns != c.cfg.MaxConns || last.goodput < 0.95*16*7e6 {
+		t.Errorf("holding %v at %.0f MB/s, want %d connections carrying %.0f", last.plan, last.goodput/1e6, c.cfg.MaxConns, 16*7e6/1e6)
+	}
+	// On a LAN the same shortfall is the CPU's: connections stop at the cores.
+	l = link{rate: 10 * gbit, rtt: 200 * time.Microsecond, connCap: 300e6, cpuCap: 300e6}
+	c = New(Config{ConnBytes: stockConn, Cores: 2})
+	steps = sim(t, c, &l, 200, nil)
+	for _, st := range steps {
+		if st.plan.Conns > 2 {
+			t.Fatalf("%v on a LAN with 2 cores", st.plan)
+		}
+	}
+}
+
+func TestCongestedShare(t *testing.T) {
+	for _, tc := range []struct {
+		conns []ConnSample
+		share float64
+		ok    bool
+	}{
+		{nil, 0, false},
+		{[]ConnSample{{LimitedBy: "", Bytes: 0}}, 0, false},
+		{[]ConnSample{{LimitedBy: "loss", Bytes: 3}, {LimitedBy: "cwnd", Bytes: 1}, {LimitedBy: "sndbuf", Bytes: 4}}, 0.5, true},
+		{[]ConnSample{{LimitedBy: "recv", Bytes: 10}}, 0, true},
+	} {
+		if share, ok := congestedShare(tc.conns); share != tc.share || ok != tc.ok {
+			t.Errorf("congestedShare(%v) = %v, %v; want %v, %v", tc.conns, share, ok, tc.share, tc.ok)
+		}
+	}
+}
