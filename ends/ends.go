@@ -35,6 +35,13 @@ type Options struct {
 	// RcvBuf and SndBuf are the TCP socket buffers of every connection
 	// (--tcp-rcvbuf, --tcp-sndbuf); 0 leaves the kernel's autotuning.
 	RcvBuf, SndBuf int
+	// Predial, when not nil, is asked once a host's first connection is
+	// up, with the round trip the kernel measured on it, how many more
+	// connections the copy will want from the start; they are dialed at
+	// once, beside the SFTP start and the copy's first requests, and the
+	// copy's streams take them as they ask for connections. Each costs a
+	// long path eight round trips or so before it carries a byte.
+	Predial func(rtt time.Duration) int
 }
 
 // sshOptions are the connection settings with the socket buffers applied
@@ -242,6 +249,7 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 		if err != nil {
 			return transfer.Endpoint{}, err
 		}
+		spare := h.predial(ctx, first, dial)
 		logf := func(string, ...any) {}
 		if o.Logf != nil {
 			logf = o.Logf
@@ -264,7 +272,10 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 				return nil
 			},
 			Dial: func(ctx context.Context) (*ssh.Client, error) {
-				c, err := dial(ctx)
+				c, ok, err := spare.take(ctx)
+				if !ok {
+					c, err = dial(ctx)
+				}
 				if err != nil {
 					return nil, err
 				}
@@ -290,6 +301,61 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 		h.sftp[key] = end
 	}
 	return transfer.Endpoint{FS: end, Path: RemotePath(l.Path)}, nil
+}
+
+// spares are connections dialed ahead of the copy's asking (Predial).
+type spares struct {
+	mu      sync.Mutex
+	pending int // dials under way or done and not yet taken
+	ready   chan dialed
+}
+
+type dialed struct {
+	c   *sshconn.Client
+	err error
+}
+
+// predial starts the dials Options.Predial asks for after first.
+func (h *Hosts) predial(ctx context.Context, first *sshconn.Client,
+	dial func(context.Context) (*sshconn.Client, error)) *spares {
+	s := &spares{}
+	if h.opts.Predial == nil {
+		return s
+	}
+	rtt, _ := sshconn.TCPRTT(first.Transport)
+	n := h.opts.Predial(rtt)
+	if n <= 0 {
+		return s
+	}
+	s.pending, s.ready = n, make(chan dialed, n)
+	for range n {
+		go func() {
+			// An unused connection is closed with the others (Close).
+			c, err := dial(ctx)
+			s.ready <- dialed{c, err}
+		}()
+	}
+	return s
+}
+
+// take hands out a connection dialed ahead, waiting for one under way;
+// ok is false when none is left to take.
+func (s *spares) take(ctx context.Context) (*sshconn.Client, bool, error) {
+	s.mu.Lock()
+	if s.pending == 0 {
+		s.mu.Unlock()
+		return nil, false, nil
+	}
+	s.pending--
+	s.mu.Unlock()
+	select {
+	case d := <-s.ready:
+		return d.c, true, d.err
+	case <-ctx.Done():
+		// The dial goes on; its connection, if any, is closed with the
+		// others.
+		return nil, true, ctx.Err()
+	}
 }
 
 // SCPEndpoint returns l as a legacy scp protocol end, connecting to its

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/internal/sshtest"
+	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
 )
@@ -264,5 +265,44 @@ func TestDialCappedBufferWarns(t *testing.T) {
 	defer c.Close()
 	if len(warned) != 1 || !strings.HasPrefix(warned[0], "hpncp: warning: ") || !strings.Contains(warned[0], "rmem_max") {
 		t.Errorf("warnings %q, want one naming rmem_max", warned)
+	}
+}
+
+// TestPredial: the connections Predial asks for are dialed as soon as the
+// host's first is up, before any stream asks, and the copy's streams
+// take them rather than dialing more.
+func TestPredial(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	srv := sshtest.Start(t, sshtest.Options{})
+	var asked time.Duration = -1
+	h := New(Options{SSH: connOptions(srv), Predial: func(rtt time.Duration) int { asked = rtt; return 2 }})
+	defer h.Close()
+	e, err := h.Endpoint(t.Context(), remote("f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked < 0 {
+		t.Fatal("Predial was not asked")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.Connections() < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := srv.Connections(); n != 3 {
+		t.Fatalf("%d connections after Predial asked for 2 more, want 3", n)
+	}
+	os.WriteFile(filepath.Join(srv.Root, "f"), []byte("x"), 0o644)
+	type opener interface {
+		OpenReaderAt(context.Context, string, int) (protocol.ReaderAtCloser, error)
+	}
+	for range 3 {
+		f, err := e.FS.(opener).OpenReaderAt(t.Context(), e.Path, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+	}
+	if n := srv.Connections(); n != 3 {
+		t.Errorf("3 streams over 3 connections dialed %d connections in all, want the 3 there were", n)
 	}
 }

@@ -464,7 +464,8 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		trace = starttrace.New(0)
 		ctx = starttrace.With(ctx, trace)
 	}
-	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf})
+	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
+		Predial: predial(locs, tune.parallel)})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
 	run, err := hosts.Open(ctx, locs, to)
@@ -633,4 +634,32 @@ func defaultCopyOptions() *copyOptions {
 		}
 	}
 	return o
+}
+
+// predial returns, for an upload of a large local file, how many
+// connections beside the first its copy's first plan will open, so that
+// the host's end dials them at once (ends.Options.Predial) rather than
+// after the SFTP start: half a second sooner at 100 ms. The sizes of a
+// download, or of a tree's files, are not known yet: nil then.
+func predial(locs []transfer.Location, p transfer.ParallelOptions) func(time.Duration) int {
+	if p.Controller == nil || len(locs) < 2 || !locs[len(locs)-1].Remote() {
+		return nil
+	}
+	var largest int64
+	for _, l := range locs[:len(locs)-1] {
+		if l.Remote() {
+			return nil
+		}
+		if fi, err := os.Stat(l.Path); err == nil && fi.Mode().IsRegular() {
+			largest = max(largest, fi.Size())
+		}
+	}
+	if largest < p.MinSize {
+		return nil
+	}
+	return func(rtt time.Duration) int {
+		c := p.Controller()
+		c.Size(largest)
+		return c.Start(rtt).Conns - 1
+	}
 }
