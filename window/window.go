@@ -21,7 +21,12 @@
 //     (StreamsPerConn each). Below about 8 ms RTT that is one stream, which
 //     is where a LAN belongs: there the CPU, not the window, is the limit.
 //     Where an earlier measurement of the path is known (Config.Start),
-//     the first plan takes its stream count instead.
+//     the first plan takes its stream count instead. Where one
+//     connection's socket buffers cannot carry the guessed product
+//     (Config.ConnBytes: stock kernels keep about 3.6 MB in flight per
+//     connection), it opens the connections the product needs at once,
+//     each with the channels that fill its buffers, unless the copy is
+//     too small to pay for them (Size).
 //   - Measure. After any change the first interval is discarded: new
 //     channels ramp up within it, as intervals last 4 RTTs (at least 250 ms,
 //     at most 2 s). After new connections, so is any interval that starts
@@ -35,10 +40,12 @@
 //     connections too, for when each connection is CPU-bound (and it is how
 //     a LAN gets a second core's worth). The channel
 //     probe is skipped when the streams are not window-limited (goodput below
-//     half of Streams × ChannelWindow / RTT, with the smallest RTT seen, the
-//     path's own without queues), since more windows cannot help then; that
-//     is the LAN case. There the connection probe opens connections only
-//     up to Cores, doubling the streams alone beyond: what a connection
+//     half of what they keep in flight per RTT, with the smallest RTT seen,
+//     the path's own without queues), since more windows cannot help then,
+//     and where the connections' buffers bind. On a LAN the connection
+//     probe then opens connections only up to Cores, doubling the streams
+//     alone beyond (on a longer path, or where TCP_INFO says congestion
+//     control held the connections, a connection adds a flow): what a connection
 //     adds on a LAN is a core's worth of crypto, and connections beyond
 //     the cores only contend for them (measured on a 2-core loopback: 8
 //     connections slower than 2). A probe is kept when it raises goodput by
