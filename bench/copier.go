@@ -46,7 +46,9 @@ const benchChunk = 1 << 20
 // plan in chunks of --chunk's default, and tar mode as a copy with those
 // flags would choose it.
 func (c Config) CopyOptions() transfer.Options {
-	cfg := window.Config{Fixed: c.Streams}
+	// The copy command's controller: what one connection's socket buffers
+	// carry shapes its plans as much as the windows do.
+	cfg := window.Config{Fixed: c.Streams, ConnBytes: sshconn.ConnBytes(0, 0)}
 	tar := transfer.TarAuto
 	if c.HPNDisabled {
 		// --hpn-disabled: one stream on one connection, kept full.
