@@ -505,16 +505,15 @@ func (p *parallel) take(l *lane) (int64, bool) {
 			return 0, false
 		}
 		if p.next < p.o.Size {
-			// Held by the spread bound. (At the tail, a second copy
-			// would save nothing: the copy ends when every lane's
-			// requests are in, the slow copy's too.)
+			// Held by the spread bound: the path's doing. (At the tail,
+			// a second copy would save nothing: the copy ends when every
+			// lane's requests are in, the slow copy's too.)
 			if off, ok := p.straggler(); ok {
 				return off, true
 			}
-		}
-		if p.next >= p.o.Size {
+		} else {
 			// Every chunk is out: the tail, or a file too small for the
-			// lanes. Waiting at the spread bound is the path's doing.
+			// lanes.
 			p.starved = true
 		}
 		p.cond.Wait()
@@ -600,11 +599,7 @@ func (p *parallel) copied(off int64) bool {
 // checked; p.mu is held.
 func (p *parallel) land(l *lane, off int64, ok bool, took time.Duration) (first bool) {
 	if ok {
-		if l.chunkTime == 0 {
-			l.chunkTime = took
-		} else {
-			l.chunkTime = (7*l.chunkTime + took) / 8
-		}
+		l.chunkTime = average(l.chunkTime, took)
 	}
 	f := p.flying[off]
 	first = !p.copied(off)
@@ -613,16 +608,35 @@ func (p *parallel) land(l *lane, off int64, ok bool, took time.Duration) (first 
 	}
 	f.copies--
 	if ok && first {
-		d := time.Since(f.since)
-		if p.chunkTime == 0 {
-			p.chunkTime = d
-		} else {
-			p.chunkTime = (7*p.chunkTime + d) / 8
-		}
+		p.chunkTime = average(p.chunkTime, time.Since(f.since))
 		// A copy still flying lands as not the first.
 		delete(p.flying, off)
 	}
 	return first
+}
+
+// average moves a chunk time's moving average avg (0: none yet) by d.
+func average(avg, d time.Duration) time.Duration {
+	if avg == 0 {
+		return d
+	}
+	return (7*avg + d) / 8
+}
+
+// lose marks l failed for a lost stream, counting the failure once, and
+// stops it; p.mu is held.
+func (p *parallel) lose(l *lane, err error) {
+	if !l.broken {
+		l.broken = true
+		p.errors++
+		p.failures++
+		p.lastLost = err
+	}
+	if !l.stop {
+		l.stop = true
+		p.live--
+	}
+	p.cond.Broadcast()
 }
 
 func (p *parallel) work(l *lane) {
@@ -653,16 +667,8 @@ func (p *parallel) work(l *lane) {
 		case !first:
 			// The chunk's other copy was checked first: this one moved
 			// the same bytes. Its lane may still have failed.
-			if err != nil && errors.Is(err, protocol.ErrStreamLost) && !l.broken {
-				l.broken = true
-				p.errors++
-				p.failures++
-				p.lastLost = err
-				if !l.stop {
-					l.stop = true
-					p.live--
-				}
-				p.cond.Broadcast()
+			if errors.Is(err, protocol.ErrStreamLost) && !l.broken {
+				p.lose(l, err)
 			}
 		case err == nil:
 			p.dataEnd = max(p.dataEnd, end)
@@ -686,17 +692,9 @@ func (p *parallel) work(l *lane) {
 				p.retry = append(p.retry, off)
 			}
 			if !l.broken {
-				l.broken = true
-				p.errors++
-				p.failures++
-				p.lastLost = err
 				p.o.Logf("window: a stream failed, its chunk goes to another: %v", err)
 			}
-			if !l.stop {
-				l.stop = true
-				p.live--
-			}
-			p.cond.Broadcast()
+			p.lose(l, err)
 		default:
 			if p.fatal == nil {
 				p.fatal = err

@@ -349,6 +349,17 @@ func TestParallelBoundsTheSpread(t *testing.T) {
 	defer func(m int64) { maxAhead = m }(maxAhead)
 	maxAhead = 16 * chunk
 	src := noise(int(maxAhead) + 32*chunk)
+	if h := highestWhileFirstHeld(t, src, chunk, 4); h >= maxAhead {
+		t.Errorf("with the first chunk held, a chunk at %d was read: more than %d ahead", h, maxAhead)
+	}
+}
+
+// highestWhileFirstHeld copies src over streams lanes of Depth 2 while
+// the read of its first chunk is held up, and returns the highest offset
+// read once the other lanes have run as far as they are allowed; then it
+// lets the first chunk go and checks the copy.
+func highestWhileFirstHeld(t *testing.T, src []byte, chunk, streams int) int64 {
+	t.Helper()
 	dst := &memFile{}
 	release := make(chan struct{})
 	var highest atomic.Int64
@@ -358,11 +369,10 @@ func TestParallelBoundsTheSpread(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := Parallel(context.Background(), open, ParallelOptions{
-			Size: int64(len(src)), Chunk: chunk, Depth: 2, Controller: fixed(4),
+			Size: int64(len(src)), Chunk: chunk, Depth: 2, Controller: fixed(streams),
 		})
 		done <- err
 	}()
-	// Let the other lanes run as far as they are allowed.
 	for prev := int64(-1); ; {
 		time.Sleep(50 * time.Millisecond)
 		h := highest.Load()
@@ -371,14 +381,13 @@ func TestParallelBoundsTheSpread(t *testing.T) {
 		}
 		prev = h
 	}
-	if h := highest.Load(); h >= maxAhead {
-		t.Errorf("with the first chunk held, a chunk at %d was read: more than %d ahead", h, maxAhead)
-	}
+	h := highest.Load()
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(dst.b, src) {
-		t.Fatal("the target differs from the source")
+		t.Fatalf("%d streams: the target differs from the source", streams)
 	}
+	return h
 }
