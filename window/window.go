@@ -419,7 +419,7 @@ func (c *Controller) connStreams() int {
 	if c.cfg.ConnBytes <= 0 {
 		return 0
 	}
-	return int((c.cfg.ConnBytes + c.cfg.ChannelWindow - 1) / c.cfg.ChannelWindow)
+	return int(ceilDiv(c.cfg.ConnBytes, c.cfg.ChannelWindow))
 }
 
 // inFlight is the most sh keeps in flight: its streams' windows, or
@@ -436,8 +436,7 @@ func (c *Controller) inFlight(sh shape) float64 {
 // channels' windows, bound what it keeps in flight: more channels on the
 // same connections then carry nothing more.
 func (c *Controller) buffersBind(sh shape) bool {
-	return c.cfg.ConnBytes > 0 &&
-		float64(sh.conns)*float64(c.cfg.ConnBytes) < float64(sh.streams)*float64(c.cfg.ChannelWindow)
+	return c.inFlight(sh) < float64(sh.streams)*float64(c.cfg.ChannelWindow)
 }
 
 // Share tells the controller, before Start, that n files (its own among
@@ -696,7 +695,7 @@ func (c *Controller) candidates() []shape {
 	// 0.01 % loss. What the kernel tells of the connections says so
 	// directly, where it tells.
 	lan := c.minRTT > 0 && c.minRTT < queueMinRTT
-	if !windowLimited && (lan || c.minRTT <= 0) && !c.baseCongested && conns > max(c.cfg.Cores, b.conns) {
+	if !windowLimited && lan && !c.baseCongested && conns > max(c.cfg.Cores, b.conns) {
 		conns, capped = max(c.cfg.Cores, b.conns), true
 	}
 	// Capped at the cores, the probe still doubles the streams: a server
@@ -823,7 +822,7 @@ func appendLast(xs []float64, x float64, n int) []float64 {
 	return xs
 }
 
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
+func ceilDiv[T int | int64](a, b T) T { return (a + b - 1) / b }
 
 func formatRate(bytesPerSec float64) string {
 	return fmt.Sprintf("%.1f MiB/s", bytesPerSec/(1<<20))
