@@ -72,9 +72,6 @@ type pool struct {
 	// prepared is closed and replaced whenever one of them is ready.
 	preparing int
 	prepared  chan struct{}
-	// fill is how many of a copy's streams each connection should carry:
-	// the streams over the connections of the last prepare; 0 before.
-	fill int
 }
 
 type pconn struct {
@@ -83,7 +80,6 @@ type pconn struct {
 	owned bool // opened by the pool, so closed by it
 	idle  []*rawSession
 	open  int  // sessions open on it, idle or not
-	base  int  // sessions it had when the pool took it over, not lent out
 	full  bool // the server refused a channel: its MaxSessions is reached
 	dead  bool
 	// silent, once dead, is why the connection was given up when its
@@ -97,7 +93,7 @@ func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*
 	p := &pool{dial: dial, packet: packet, logf: logf, reconnect: DefaultReconnect,
 		silenced: silenced, silence: silence,
 		dialReady: make(chan struct{}), prepared: make(chan struct{})}
-	p.watch(&pconn{c: first, open: firstSessions, base: firstSessions})
+	p.watch(&pconn{c: first, open: firstSessions})
 	return p
 }
 
@@ -316,9 +312,6 @@ func (p *pool) prepare(ctx context.Context, n, conns int) {
 	defer p.mu.Unlock()
 	if p.closed {
 		return
-	}
-	if conns > 0 {
-		p.fill = (n + conns - 1) / conns
 	}
 	ready := p.preparing
 	for _, pc := range p.conns {
