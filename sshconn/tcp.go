@@ -85,14 +85,14 @@ const (
 // autotuned, up to the kernel's tcp_rmem and tcp_wmem maxima). 0 means
 // unknown: the kernel does not say.
 func ConnBytes(rcv, snd int) int64 {
-	maxRcv, maxSnd, ok := autotuneLimits()
+	maxRcv, maxSnd := autotuneLimits()
 	if rcv > 0 {
 		maxRcv = rcv
 	}
 	if snd > 0 {
 		maxSnd = snd
 	}
-	if (!ok && (rcv == 0 || snd == 0)) || maxRcv <= 0 || maxSnd <= 0 {
+	if maxRcv <= 0 || maxSnd <= 0 {
 		return 0
 	}
 	return int64(min(sendPayload*float64(maxSnd), receivePayload*float64(maxRcv)))

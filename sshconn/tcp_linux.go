@@ -1,7 +1,6 @@
 package sshconn
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -101,22 +100,23 @@ func control(c net.Conn, f func(fd int) error) error {
 
 // autotuneLimits reads the most the kernel's autotuning grows a TCP
 // socket's receive and send buffers to (the third field of
-// net.ipv4.tcp_rmem and tcp_wmem, of this network namespace).
-func autotuneLimits() (rcv, snd int, ok bool) {
-	rcv, rerr := sysctlMax("/proc/sys/net/ipv4/tcp_rmem")
-	snd, serr := sysctlMax("/proc/sys/net/ipv4/tcp_wmem")
-	return rcv, snd, rerr == nil && serr == nil
+// net.ipv4.tcp_rmem and tcp_wmem, of this network namespace); 0 for one
+// it cannot read.
+func autotuneLimits() (rcv, snd int) {
+	return sysctlMax("/proc/sys/net/ipv4/tcp_rmem"), sysctlMax("/proc/sys/net/ipv4/tcp_wmem")
 }
 
-// sysctlMax reads the last of the numbers in the file at path.
-func sysctlMax(path string) (int, error) {
+// sysctlMax reads the last of the numbers in the file at path, 0 when
+// there is none.
+func sysctlMax(path string) int {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, err
+		return 0
 	}
 	f := strings.Fields(string(b))
 	if len(f) == 0 {
-		return 0, fmt.Errorf("%s: empty", path)
+		return 0
 	}
-	return strconv.Atoi(f[len(f)-1])
+	n, _ := strconv.Atoi(f[len(f)-1])
+	return n
 }
