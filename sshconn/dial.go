@@ -2,6 +2,7 @@ package sshconn
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -247,7 +248,12 @@ func (d *Dialer) attempt(ctx context.Context, cfg *Config, o Options, ciphers []
 	t := newTransport(markFirstRead(conn, trace))
 	timedOut := r.watch(conn, deadline)
 	sc, chans, reqs, err := ssh.NewClientConn(t, addr, cc)
-	r.endWatch()
+	if r.endWatch() && err == nil {
+		// Closed as the handshake ended: the context or the time ran
+		// out first.
+		_ = sc.Close()
+		err = cmp.Or(ctx.Err(), os.ErrDeadlineExceeded)
+	}
 	if err == nil {
 		trace.Mark(starttrace.Auth)
 		// Remember what worked before letting a waiting dial prompt.
@@ -532,6 +538,9 @@ type dialRun struct {
 	hostKeySeen bool
 	timer       *time.Timer
 	watchDone   chan struct{}
+	watchMu     sync.Mutex
+	watching    bool // until endWatch: the watch may still close the connection
+	cut         bool // the watch closed it
 	closers     []io.Closer
 
 	verifiedKey []byte
@@ -556,22 +565,41 @@ type dialRun struct {
 // watch closes conn when ctx ends, or at deadline unless a prompt came
 // first: the set-up of an unattended connection is bounded from the TCP
 // connect to the end of authentication, but the user is never hurried.
+// Once endWatch is called it closes nothing: a caller that cancels ctx as
+// soon as the dial returns (the pool does) must not have the connection
+// it was handed closed under it, whichever of the handshake's end and the
+// context's the watching goroutine sees first.
 func (r *dialRun) watch(conn net.Conn, deadline time.Time) *atomic.Bool {
 	var timedOut atomic.Bool
+	r.watching = true
 	r.watchDone = make(chan struct{})
-	r.timer = time.AfterFunc(time.Until(deadline), func() {
-		timedOut.Store(true)
+	end := func(timeout bool) {
+		r.watchMu.Lock()
+		defer r.watchMu.Unlock()
+		if !r.watching {
+			return
+		}
+		timedOut.Store(timeout)
+		r.cut = true
 		conn.Close()
-	})
+	}
+	r.timer = time.AfterFunc(time.Until(deadline), func() { end(true) })
+	hook := testHookWatch.Load()
 	go func(done <-chan struct{}) {
+		if hook != nil {
+			(*hook)()
+		}
 		select {
 		case <-r.ctx.Done():
-			conn.Close()
+			end(false)
 		case <-done:
 		}
 	}(r.watchDone)
 	return &timedOut
 }
+
+// testHookWatch, when set, runs as watch's goroutine starts.
+var testHookWatch atomic.Pointer[func()]
 
 // stopTimer disarms ConnectTimeout; ctx still ends the dial.
 func (r *dialRun) stopTimer() {
@@ -580,10 +608,16 @@ func (r *dialRun) stopTimer() {
 	}
 }
 
-// endWatch stops watching once the handshake returned.
-func (r *dialRun) endWatch() {
+// endWatch stops watching once the handshake returned, and reports
+// whether the watch closed the connection before that.
+func (r *dialRun) endWatch() (cut bool) {
+	r.watchMu.Lock()
+	r.watching = false
+	cut = r.cut
+	r.watchMu.Unlock()
 	r.stopTimer()
 	close(r.watchDone)
+	return cut
 }
 
 // acquirePrompt takes the Dialer's prompt lock for the rest of this dial,

@@ -392,3 +392,38 @@ func TestErrorKinds(t *testing.T) {
 		})
 	}
 }
+
+// TestDialCancelledAfterReturnKeepsConnection: a caller that cancels the
+// dial's context as soon as Dial returns (the pool does, for each
+// connection it adds) keeps a working connection, even where the
+// goroutine watching the context only runs after both the handshake's
+// end and the cancellation (a loaded machine). Found as streams of a
+// fault-free copy failing with "stream lost: EOF" while other copies
+// loaded the machine: the watch saw both at once and closed the
+// connection half the time.
+func TestDialCancelledAfterReturnKeepsConnection(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	e := sshtestEnv(t, srv)
+	d := NewDialer(e.options(nil))
+	release := make(chan struct{})
+	hook := func() { <-release }
+	testHookWatch.Store(&hook)
+	t.Cleanup(func() { testHookWatch.Store(nil) })
+	for i := range 16 {
+		ctx, cancel := context.WithCancel(context.Background())
+		c, err := d.Dial(ctx, "target")
+		cancel()
+		if err != nil {
+			t.Fatalf("dial %d: %v", i, err)
+		}
+		// The watch runs now, with the handshake ended and ctx done.
+		release <- struct{}{}
+		time.Sleep(time.Millisecond)
+		s, err := c.NewSession()
+		if err != nil {
+			t.Fatalf("dial %d: the connection was closed after Dial returned and its context was cancelled: %v", i, err)
+		}
+		s.Close()
+		c.Close()
+	}
+}
