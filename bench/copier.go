@@ -73,7 +73,9 @@ func (c Config) CopyOptions() transfer.Options {
 // stream count and time it reports.
 func (r *Copier) copy(ctx context.Context, c Config, src, dst transfer.Location) error {
 	r.streams, r.took = 0, 0
-	hosts := ends.New(ends.Options{SSH: r.SSH, Legacy: c.Legacy})
+	// The congestion control of the copy command's --cc auto.
+	cc, ccBest := ends.AutoCC(dst.Remote())
+	hosts := ends.New(ends.Options{SSH: r.SSH, Legacy: c.Legacy, CC: cc, CCBestEffort: ccBest})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
 	o := c.CopyOptions()

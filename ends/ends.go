@@ -35,6 +35,12 @@ type Options struct {
 	// RcvBuf and SndBuf are the TCP socket buffers of every connection
 	// (--tcp-rcvbuf, --tcp-sndbuf); 0 leaves the kernel's autotuning.
 	RcvBuf, SndBuf int
+	// CC is the TCP congestion control algorithm of every connection
+	// (--cc), set before its SSH handshake; "" leaves the system's.
+	// Where CCBestEffort is set, a kernel that refuses it is not an
+	// error: the connection keeps the system's, and -v says so.
+	CC           string
+	CCBestEffort bool
 	// Predial, when not nil, is asked once a host's first connection is
 	// up, with the round trip the kernel measured on it, how many more
 	// connections the copy will want from the start; they are dialed at
@@ -44,25 +50,57 @@ type Options struct {
 	Predial func(rtt time.Duration) int
 }
 
-// sshOptions are the connection settings with the socket buffers applied
-// before each SSH handshake. A buffer the kernel capped is a warning, not
-// a failure: the smaller buffer is in force and the copy can go on.
+// sshOptions are the connection settings with the socket buffers and
+// congestion control applied before each SSH handshake. A buffer the
+// kernel capped is a warning, not a failure: the smaller buffer is in
+// force and the copy can go on.
 func (o Options) sshOptions() sshconn.Options {
 	co := o.SSH
-	if o.RcvBuf == 0 && o.SndBuf == 0 {
+	if o.RcvBuf == 0 && o.SndBuf == 0 && o.CC == "" {
 		return co
 	}
+	var told sync.Once
 	co.Tune = func(c net.Conn) error {
 		err := sshconn.SetBuffers(c, o.RcvBuf, o.SndBuf)
 		if errors.Is(err, sshconn.ErrCapped) {
 			if co.Warnf != nil {
 				co.Warnf("hpncp: warning: %v", err)
 			}
+			err = nil
+		}
+		if err != nil || o.CC == "" {
+			return err
+		}
+		err = sshconn.SetCongestion(c, o.CC)
+		told.Do(func() {
+			switch {
+			case co.Logf == nil:
+			case err == nil:
+				co.Logf("TCP congestion control %s on this host's connections", o.CC)
+			case o.CCBestEffort:
+				co.Logf("TCP congestion control left to the system's (%s): %v", sshconn.Congestion(c), err)
+			}
+		})
+		if o.CCBestEffort {
 			return nil
 		}
 		return err
 	}
 	return co
+}
+
+// AutoCC is the congestion control --cc auto gives a copy's connections,
+// as Options.CC and CCBestEffort: bbr where the kernel lets this user
+// set it, for a copy whose connections send the data (an upload); bbr
+// holds its rate through random loss and fills a long path without
+// waiting for loss to find its size, where cubic halves at each loss. A
+// receiver's algorithm governs only its acknowledgements: a download
+// keeps the system's.
+func AutoCC(upload bool) (cc string, bestEffort bool) {
+	if upload {
+		return "bbr", true
+	}
+	return "", false
 }
 
 // Dial connects to host with o's settings, for a command that needs the

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -265,6 +266,48 @@ func TestDialCappedBufferWarns(t *testing.T) {
 	defer c.Close()
 	if len(warned) != 1 || !strings.HasPrefix(warned[0], "hpncp: warning: ") || !strings.Contains(warned[0], "rmem_max") {
 		t.Errorf("warnings %q, want one naming rmem_max", warned)
+	}
+}
+
+// TestDialCongestion: --cc's algorithm is set on the connection before
+// its handshake; one the kernel lacks fails the dial when it was asked
+// for by name, and leaves the system's when it was only hpncp's choice
+// (--cc auto), which -v says.
+func TestDialCongestion(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux's TCP_CONGESTION is set")
+	}
+	srv := sshtest.Start(t, sshtest.Options{})
+	var logged []string
+	co := connOptions(srv)
+	co.Logf = func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)) }
+	c, err := Dial(t.Context(), Options{SSH: co, CC: "reno"}, "testhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sshconn.Congestion(c.Transport); got != "reno" {
+		t.Errorf("--cc reno: the connection runs %q", got)
+	}
+	c.Close()
+	if !slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "congestion control reno") }) {
+		t.Errorf("-v log %q does not say which congestion control was set", logged)
+	}
+
+	if c, err := Dial(t.Context(), Options{SSH: connOptions(srv), CC: "nosuchcc"}, "testhost"); err == nil {
+		c.Close()
+		t.Error("--cc nosuchcc: the dial succeeded")
+	} else if !strings.Contains(err.Error(), "tcp_available_congestion_control") {
+		t.Errorf("--cc nosuchcc: %v, want the sysctl that lists what there is", err)
+	}
+
+	logged = nil
+	c, err = Dial(t.Context(), Options{SSH: co, CC: "nosuchcc", CCBestEffort: true}, "testhost")
+	if err != nil {
+		t.Fatalf("an algorithm the kernel lacks, asked for at best, failed the dial: %v", err)
+	}
+	defer c.Close()
+	if !slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "left to the system's") }) {
+		t.Errorf("-v log %q does not say the system's congestion control was kept", logged)
 	}
 }
 

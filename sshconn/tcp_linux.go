@@ -120,3 +120,19 @@ func sysctlMax(path string) int {
 	n, _ := strconv.Atoi(f[len(f)-1])
 	return n
 }
+
+func setCongestion(c net.Conn, name string) error {
+	return control(c, func(fd int) error {
+		return unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, name)
+	})
+}
+
+func congestion(c net.Conn) (string, error) {
+	var name string
+	err := control(c, func(fd int) error {
+		var err error
+		name, err = unix.GetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION)
+		return err
+	})
+	return name, err
+}

@@ -168,3 +168,34 @@ func TestConnBytes(t *testing.T) {
 		t.Errorf("ConnBytes(1 MiB, 64 MiB) = %d, want %d: the set receive buffer binds", got, want)
 	}
 }
+
+// TestSetCongestion: --cc's algorithm is in force on the socket (reno is
+// built into every Linux kernel and allowed to every user), and a name
+// the kernel lacks fails with what to look at.
+func TestSetCongestion(t *testing.T) {
+	c, _ := tcpPair(t)
+	if err := SetCongestion(c, "reno"); err != nil {
+		t.Fatal(err)
+	}
+	if got := Congestion(c); got != "reno" {
+		t.Errorf("congestion control after setting reno: %q", got)
+	}
+	err := SetCongestion(c, "nosuchcc")
+	if err == nil || !errors.Is(err, unix.ENOENT) || !strings.Contains(err.Error(), "tcp_available_congestion_control") {
+		t.Errorf("setting an algorithm the kernel lacks: %v, want ENOENT with the sysctl to look at", err)
+	}
+	if got := Congestion(c); got != "reno" {
+		t.Errorf("a refused algorithm changed the socket's: %q", got)
+	}
+}
+
+func TestValidCongestionName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"bbr": true, "cubic": true, "htcp": true, "dctcp": true, "bbr2": true,
+		"": false, "BBR": false, "a b": false, "../x": false, "sixteen_letters_": false, "x\x00": false,
+	} {
+		if got := ValidCongestionName(name); got != want {
+			t.Errorf("ValidCongestionName(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

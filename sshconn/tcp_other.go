@@ -3,6 +3,7 @@
 package sshconn
 
 import (
+	"errors"
 	"net"
 	"time"
 )
@@ -21,3 +22,8 @@ func granted(c net.Conn, which bufferKind) (int, bool) { return 0, false }
 
 // autotuneLimits knows nothing: only Linux's sysctls are read.
 func autotuneLimits() (rcv, snd int) { return 0, 0 }
+
+// setCongestion is unsupported: only Linux's TCP_CONGESTION is set.
+func setCongestion(c net.Conn, name string) error { return errors.ErrUnsupported }
+
+func congestion(c net.Conn) (string, error) { return "", errors.ErrUnsupported }

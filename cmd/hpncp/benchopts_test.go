@@ -16,7 +16,7 @@ func TestBenchConfigsAreCopyFlags(t *testing.T) {
 		t.Run(c.Name, func(t *testing.T) {
 			var o copyOptions
 			o.flags()
-			o.Streams, o.Connections, o.Chunk, o.Window = "auto", "auto", "1MiB", "auto"
+			o.Streams, o.Connections, o.Chunk, o.Window, o.CC = "auto", "auto", "1MiB", "auto", "auto"
 			o.HPNDisabled, o.Legacy, o.Force = c.HPNDisabled, c.Legacy, true
 			if c.Streams > 0 {
 				o.Streams = fmt.Sprint(c.Streams)

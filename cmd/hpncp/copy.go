@@ -48,6 +48,7 @@ type copyOptions struct {
 	Window      string // BYTES in flight per stream, or "auto"
 	TCPRcvBuf   string
 	TCPSndBuf   string
+	CC          string // --cc: auto, system or an algorithm's name
 
 	// Re-runs, verification, file lists and shards, for migrations.
 	Force          bool   // copy even what the target has already
@@ -120,6 +121,7 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.StringFlag{Name: "window", Value: "auto", Destination: &o.Window},
 		&cli.StringFlag{Name: "tcp-rcvbuf", Destination: &o.TCPRcvBuf},
 		&cli.StringFlag{Name: "tcp-sndbuf", Destination: &o.TCPSndBuf},
+		&cli.StringFlag{Name: "cc", Value: "auto", Destination: &o.CC},
 		&cli.BoolFlag{Name: "force", Destination: &o.Force},
 		&cli.BoolFlag{Name: "ignore-existing", Destination: &o.IgnoreExisting},
 		&cli.BoolFlag{Name: "checksum", Destination: &o.Checksum},
@@ -240,6 +242,19 @@ type tuning struct {
 	parallel transfer.ParallelOptions
 	rcvbuf   int
 	sndbuf   int
+	cc       string // --cc as given: auto, system or a name
+}
+
+// congestion is the congestion control a copy's connections get (--cc):
+// auto is ends.AutoCC's choice for the copy's direction.
+func (t tuning) congestion(upload bool) (name string, bestEffort bool) {
+	switch t.cc {
+	case "system":
+		return "", false
+	case "auto":
+		return ends.AutoCC(upload)
+	}
+	return t.cc, false
 }
 
 func (o *copyOptions) tuning() (tuning, error) {
@@ -270,6 +285,12 @@ func (o *copyOptions) tuning() (tuning, error) {
 		}
 		*b.dst = int(n)
 	}
+	switch {
+	case o.CC == "auto" || o.CC == "system":
+	case !sshconn.ValidCongestionName(o.CC):
+		return t, usagef("name one of net.ipv4.tcp_available_congestion_control, or auto, or system", "--cc %s: not a congestion control algorithm's name", o.CC)
+	}
+	t.cc = o.CC
 	streams, err := countFlag("--streams", o.Streams)
 	if err != nil {
 		return t, err
@@ -464,8 +485,9 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		trace = starttrace.New(0)
 		ctx = starttrace.With(ctx, trace)
 	}
+	cc, ccBest := tune.congestion(uploads(locs))
 	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
-		Predial: predial(locs, tune.parallel)})
+		CC: cc, CCBestEffort: ccBest, Predial: predial(locs, tune.parallel)})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
 	run, err := hosts.Open(ctx, locs, to)
@@ -636,20 +658,31 @@ func defaultCopyOptions() *copyOptions {
 	return o
 }
 
+// uploads reports whether the copy of locs sends from this host: its
+// target is remote and no source is.
+func uploads(locs []transfer.Location) bool {
+	if len(locs) < 2 || !locs[len(locs)-1].Remote() {
+		return false
+	}
+	for _, l := range locs[:len(locs)-1] {
+		if l.Remote() {
+			return false
+		}
+	}
+	return true
+}
+
 // predial returns, for an upload of a large local file, how many
 // connections beside the first its copy's first plan will open, so that
 // the host's end dials them at once (ends.Options.Predial) rather than
 // after the SFTP start: half a second sooner at 100 ms. The sizes of a
 // download, or of a tree's files, are not known yet: nil then.
 func predial(locs []transfer.Location, p transfer.ParallelOptions) func(time.Duration) int {
-	if p.Controller == nil || len(locs) < 2 || !locs[len(locs)-1].Remote() {
+	if p.Controller == nil || !uploads(locs) {
 		return nil
 	}
 	var largest int64
 	for _, l := range locs[:len(locs)-1] {
-		if l.Remote() {
-			return nil
-		}
 		if fi, err := os.Stat(l.Path); err == nil && fi.Mode().IsRegular() {
 			largest = max(largest, fi.Size())
 		}

@@ -46,7 +46,7 @@ func docFlags() []docFlag {
 			out = append(out, docFlag{n, df.GetUsage()})
 		}
 	}
-	for _, n := range []string{"streams", "connections", "hpn-disabled", "chunk", "window", "tcp-rcvbuf", "tcp-sndbuf"} {
+	for _, n := range []string{"streams", "connections", "hpn-disabled", "chunk", "window", "tcp-rcvbuf", "tcp-sndbuf", "cc"} {
 		if !containsFlag(out, n) {
 			out = append(out, docFlag{n, "pipeline flag; see hpncp --help"})
 		}

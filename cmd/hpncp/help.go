@@ -71,6 +71,9 @@ Pipeline flags (large files go over several SFTP streams and connections):
   --window auto|BYTES    bytes each stream keeps in flight [3 chunks]
   --tcp-rcvbuf SIZE      TCP receive buffer (default: kernel autotuning)
   --tcp-sndbuf SIZE      TCP send buffer (default: kernel autotuning)
+  --cc auto|system|NAME  TCP congestion control of hpncp's connections:
+                         auto (default) is bbr for an upload where the
+                         kernel allows it, the system's otherwise
   --trace FILE           write each window-controller interval to FILE as
                          CSV: goodput, streams, connections, decisions, and
                          each connection's RTT, cwnd, retransmits, delivery
