@@ -41,13 +41,16 @@ type Options struct {
 	// error: the connection keeps the system's, and -v says so.
 	CC           string
 	CCBestEffort bool
-	// Predial, when not nil, is asked once a host's first connection is
-	// up, with the round trip the kernel measured on it, how many more
-	// connections the copy will want from the start; they are dialed at
-	// once, beside the SFTP start and the copy's first requests, and the
-	// copy's streams take them as they ask for connections. Each costs a
-	// long path eight round trips or so before it carries a byte.
-	Predial func(rtt time.Duration) int
+	// Predial, when not nil, is asked once a host's first connection has
+	// done its TCP handshake, with the round trip the kernel measured on
+	// it, what the copy's first plan will want: its streams and
+	// connections. The other connections are dialed at once, their key
+	// exchanges beside the first's authentication, and authenticate once
+	// it has succeeded (so that nothing is asked twice, nor a refused key
+	// offered many times). The copy's streams take them as they ask for
+	// connections. Each connection costs a long path eight round trips or
+	// so before it carries a byte.
+	Predial func(rtt time.Duration) (streams, conns int)
 }
 
 // sshOptions are the connection settings with the socket buffers and
@@ -269,11 +272,11 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 	if !ok {
 		d := sshconn.NewDialer(o)
 		var mine []*sshconn.Client // this destination's connections, under h.mu
-		dial := func(ctx context.Context) (*sshconn.Client, error) {
+		dial := func(ctx context.Context, hooks sshconn.DialHooks) (*sshconn.Client, error) {
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			defer context.AfterFunc(h.aborted, cancel)()
-			c, err := d.Dial(ctx, l.Host)
+			c, err := d.DialWith(ctx, l.Host, hooks)
 			if err != nil {
 				return nil, err
 			}
@@ -283,11 +286,18 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 			h.mu.Unlock()
 			return c, nil
 		}
-		first, err := dial(ctx)
+		spare, firstAuth := &spares{}, newGate()
+		first, err := dial(ctx, sshconn.DialHooks{Connected: func(c net.Conn) {
+			if spare.ready == nil { // not again for a dropped and retried first
+				spare = h.predial(ctx, c, func(ctx context.Context) (*sshconn.Client, error) {
+					return dial(ctx, sshconn.DialHooks{AuthGate: firstAuth.wait})
+				})
+			}
+		}})
+		firstAuth.open(err)
 		if err != nil {
 			return transfer.Endpoint{}, err
 		}
-		spare := h.predial(ctx, first, dial)
 		logf := func(string, ...any) {}
 		if o.Logf != nil {
 			logf = o.Logf
@@ -312,7 +322,7 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 			Dial: func(ctx context.Context) (*ssh.Client, error) {
 				c, ok, err := spare.take(ctx)
 				if !ok {
-					c, err = dial(ctx)
+					c, err = dial(ctx, sshconn.DialHooks{})
 				}
 				if err != nil {
 					return nil, err
@@ -353,18 +363,19 @@ type dialed struct {
 	err error
 }
 
-// predial starts the dials Options.Predial asks for after first.
-func (h *Hosts) predial(ctx context.Context, first *sshconn.Client,
-	dial func(context.Context) (*sshconn.Client, error)) *spares {
-	s := &spares{}
+// predial starts the dials Options.Predial asks for, once the host's
+// first connection, conn, has done its TCP handshake.
+func (h *Hosts) predial(ctx context.Context, conn net.Conn, dial func(context.Context) (*sshconn.Client, error)) *spares {
+	s := &spares{ready: make(chan dialed)}
 	if h.opts.Predial == nil {
 		return s
 	}
-	rtt, _ := sshconn.TCPRTT(first.Transport)
-	n := h.opts.Predial(rtt)
-	if n <= 0 {
+	rtt, _ := sshconn.TCPRTT(conn)
+	_, conns := h.opts.Predial(rtt)
+	if conns <= 1 {
 		return s
 	}
+	n := conns - 1
 	s.pending, s.ready = n, make(chan dialed, n)
 	for range n {
 		go func() {
@@ -374,6 +385,33 @@ func (h *Hosts) predial(ctx context.Context, first *sshconn.Client,
 		}()
 	}
 	return s
+}
+
+// gate holds the other connections' authentication until the first's
+// ended (sshconn.DialHooks.AuthGate).
+type gate struct {
+	done chan struct{}
+	err  error
+}
+
+func newGate() *gate { return &gate{done: make(chan struct{})} }
+
+// open lets the waiting dials go on, or ends them with the first's err.
+func (g *gate) open(err error) {
+	g.err = err
+	close(g.done)
+}
+
+func (g *gate) wait(ctx context.Context) error {
+	select {
+	case <-g.done:
+		if g.err != nil {
+			return fmt.Errorf("the first connection to the host failed: %w", g.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // take hands out a connection dialed ahead, waiting for one under way;

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -311,14 +313,37 @@ func TestDialCongestion(t *testing.T) {
 	}
 }
 
+// countingConn counts the bytes a server wrote to its client.
+type countingConn struct {
+	net.Conn
+	wrote *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.wrote.Add(int64(n))
+	return n, err
+}
+
 // TestPredial: the connections Predial asks for are dialed as soon as the
-// host's first is up, before any stream asks, and the copy's streams
-// take them rather than dialing more.
+// host's first is through its TCP handshake, before its SSH handshake,
+// and before any stream asks; the copy's streams take them rather than
+// dialing more.
 func TestPredial(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
-	srv := sshtest.Start(t, sshtest.Options{})
+	var firstWrote atomic.Int64
+	srv := sshtest.Start(t, sshtest.Options{WrapConn: func(n int, c net.Conn) net.Conn {
+		if n == 0 {
+			return countingConn{c, &firstWrote}
+		}
+		return c
+	}})
 	var asked time.Duration = -1
-	h := New(Options{SSH: connOptions(srv), Predial: func(rtt time.Duration) int { asked = rtt; return 2 }})
+	var wroteThen int64
+	h := New(Options{SSH: connOptions(srv), Predial: func(rtt time.Duration) (int, int) {
+		asked, wroteThen = rtt, firstWrote.Load()
+		return 6, 3
+	}})
 	defer h.Close()
 	e, err := h.Endpoint(t.Context(), remote("f"))
 	if err != nil {
@@ -326,6 +351,11 @@ func TestPredial(t *testing.T) {
 	}
 	if asked < 0 {
 		t.Fatal("Predial was not asked")
+	}
+	// The server's version line is all it may have sent by then; its key
+	// exchange reply alone (host key, signature) is longer.
+	if wroteThen > 256 {
+		t.Errorf("Predial was asked once the server had sent %d bytes on the first connection: after its key exchange, not after its TCP handshake", wroteThen)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for srv.Connections() < 3 && time.Now().Before(deadline) {

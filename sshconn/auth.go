@@ -54,6 +54,19 @@ func (r *dialRun) nextAuth(actx *ssh.ClientAuthContext) (ssh.AuthMethod, error) 
 		// no server's.
 		r.authStarted = true
 		r.o.logf("negotiated cipher %s, key exchange %s", actx.Algorithms.Write.Cipher, actx.Algorithms.KeyExchange)
+		if gate := r.o.hooks.AuthGate; gate != nil {
+			r.stopTimer()
+			// A host key question this dial asked must not keep the
+			// prompt from the dial it waits for, which may need it for a
+			// password.
+			r.releasePrompt()
+			if err := gate(r.ctx); err != nil {
+				return nil, err
+			}
+			if r.timer != nil {
+				r.timer.Reset(connectTimeout(r.cfg))
+			}
+		}
 	}
 	if n := len(actx.PartialSuccessMethods); n > r.partials {
 		r.partials = n

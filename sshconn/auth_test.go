@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -285,5 +286,63 @@ func TestConcurrentDialsAskOnce(t *testing.T) {
 	}
 	if n := len(p.prompts()); n != 1 {
 		t.Errorf("asked %d times, want 1", n)
+	}
+}
+
+// TestAuthGateLeavesThePrompt: a dial held at its AuthGate (a pool's
+// second connection waiting for the first's authentication) that asked
+// about the host key first gives the prompt back, so that the first can
+// ask for its password; the second then logs in with the remembered
+// password, and the user is asked each question once. With the prompt
+// kept, the two waited for each other for ever.
+func TestAuthGateLeavesThePrompt(t *testing.T) {
+	srv := newTestServer(t, withPassword("s3cret"))
+	e := newEnv(t)
+	e.knownHosts = "/dev/null"
+	e.writeConfig(targetBlock("target", srv, "StrictHostKeyChecking ask", "PubkeyAuthentication no"))
+	p := &fakePrompter{lines: []string{"yes"}, passwords: []string{"s3cret"}}
+	d := NewDialer(e.options(p))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	firstDone := make(chan error, 1)
+	var firstErr error
+	gate := func(ctx context.Context) error {
+		select {
+		case err := <-firstDone:
+			firstErr = err
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	asked := make(chan struct{})
+	second := make(chan error, 1)
+	go func() {
+		c, err := d.DialWith(ctx, "target", DialHooks{AuthGate: func(ctx context.Context) error {
+			close(asked) // the host key is answered: this dial held the prompt
+			return gate(ctx)
+		}})
+		if err == nil {
+			c.Close()
+		}
+		second <- err
+	}()
+	select {
+	case <-asked:
+	case <-ctx.Done():
+		t.Fatal("the gated dial never reached its gate")
+	}
+	c, err := d.Dial(ctx, "target")
+	firstDone <- err
+	if err != nil {
+		t.Fatalf("the first dial, with the other at its gate: %v", err)
+	}
+	c.Close()
+	if err := <-second; err != nil || firstErr != nil {
+		t.Fatalf("the gated dial: %v (gate: %v)", err, firstErr)
+	}
+	if got := p.prompts(); len(got) != 2 {
+		t.Errorf("prompts %q: want the host key question and the password, once each", got)
 	}
 }

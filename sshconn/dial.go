@@ -127,6 +127,13 @@ func (d *Dialer) Dial(ctx context.Context, host string) (*Client, error) {
 	return d.dial(ctx, host, d.opts, 0)
 }
 
+// DialWith is Dial with hooks at the steps of this dial.
+func (d *Dialer) DialWith(ctx context.Context, host string, h DialHooks) (*Client, error) {
+	o := d.opts
+	o.hooks = h
+	return d.dial(ctx, host, o, 0)
+}
+
 func (d *Dialer) dial(ctx context.Context, host string, o Options, depth int) (*Client, error) {
 	cfg, err := d.resolve(ctx, host, o, depth > 0)
 	if err != nil {
@@ -219,6 +226,9 @@ func (d *Dialer) attempt(ctx context.Context, cfg *Config, o Options, ciphers []
 	conn, err := d.connect(ctx, cfg, o, jump, deadline)
 	if err != nil {
 		return nil, false, err
+	}
+	if o.hooks.Connected != nil {
+		o.hooks.Connected(conn)
 	}
 	r := &dialRun{
 		d:         d,
@@ -636,12 +646,17 @@ func (r *dialRun) acquirePrompt() error {
 	}
 }
 
-// finish releases what the dial held during the handshake.
-func (r *dialRun) finish() {
+// releasePrompt lets other dials prompt again.
+func (r *dialRun) releasePrompt() {
 	if r.holdsPrompt {
 		<-r.d.prompt
 		r.holdsPrompt = false
 	}
+}
+
+// finish releases what the dial held during the handshake.
+func (r *dialRun) finish() {
+	r.releasePrompt()
 	for _, c := range r.closers {
 		c.Close()
 	}

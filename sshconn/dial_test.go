@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -425,5 +426,58 @@ func TestDialCancelledAfterReturnKeepsConnection(t *testing.T) {
 		}
 		s.Close()
 		c.Close()
+	}
+}
+
+// TestDialAuthGate: a dial with an AuthGate goes through its key
+// exchange and then waits for the gate before authenticating (the pool's
+// other connections wait for the first's authentication); a gate that
+// fails ends the dial with its error. Connected is told of the TCP
+// connection before the handshake.
+func TestDialAuthGate(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	e := sshtestEnv(t, srv)
+	d := NewDialer(e.options(nil))
+
+	gate := make(chan error, 1)
+	var connected atomic.Int32
+	done := make(chan error, 1)
+	go func() {
+		c, err := d.DialWith(context.Background(), "target", DialHooks{
+			Connected: func(net.Conn) { connected.Add(1) },
+			AuthGate: func(ctx context.Context) error {
+				select {
+				case err := <-gate:
+					return err
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			},
+		})
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the dial ended with its gate shut: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if connected.Load() != 1 {
+		t.Errorf("Connected was called %d times, want once", connected.Load())
+	}
+	gate <- nil
+	if err := <-done; err != nil {
+		t.Fatalf("the dial failed once its gate opened: %v", err)
+	}
+
+	refused := errors.New("the first connection was refused")
+	go func() {
+		_, err := d.DialWith(context.Background(), "target", DialHooks{AuthGate: func(context.Context) error { return refused }})
+		done <- err
+	}()
+	if err := <-done; !errors.Is(err, refused) {
+		t.Errorf("a failed gate: the dial returned %v, want the gate's error", err)
 	}
 }

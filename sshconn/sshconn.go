@@ -12,6 +12,7 @@
 package sshconn
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -56,6 +57,26 @@ type Options struct {
 	// Prompter asks the user; nil means there is no terminal and nothing is
 	// asked at all.
 	Prompter Prompter
+
+	hooks DialHooks // of one dial (DialWith), never of its jump hosts
+}
+
+// DialHooks let the caller of one dial (Dialer.DialWith) act at its
+// steps: a pool starts its other connections once the first's TCP
+// handshake is done, and holds their authentication until the first's
+// has succeeded.
+type DialHooks struct {
+	// Connected, when not nil, is called once the byte stream to the
+	// destination is open (after Tune), before the SSH handshake; again
+	// if the server drops it and the dial tries again.
+	Connected func(net.Conn)
+	// AuthGate, when not nil, is waited for before the first
+	// authentication request, the host key checked: a connection dialed
+	// beside another one still authenticating waits for its outcome, so
+	// that the user is asked once and a refused key is not offered many
+	// times at once. ConnectTimeout does not run while it waits, and
+	// starts again after. Its error ends the dial.
+	AuthGate func(context.Context) error
 }
 
 // Prompter asks the user on the terminal.

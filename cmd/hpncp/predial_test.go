@@ -32,17 +32,18 @@ func TestPredial(t *testing.T) {
 
 	if fn := predial([]transfer.Location{local(big), host}, p); fn == nil {
 		t.Error("a 1 GiB upload asked for no connections ahead")
-	} else if n := fn(100 * time.Millisecond); n != 4 {
-		t.Errorf("a 1 GiB upload at 100 ms asked for %d connections ahead, want 4 (five in its first plan)", n)
-	} else if n := fn(time.Millisecond); n != 0 {
-		t.Errorf("a 1 GiB upload at 1 ms asked for %d connections ahead, want none", n)
+	} else if streams, conns := fn(100 * time.Millisecond); conns != 5 || streams != 15 {
+		t.Errorf("a 1 GiB upload at 100 ms asked for %d streams on %d connections, want 15 on 5 (its first plan)", streams, conns)
+	} else if _, conns := fn(time.Millisecond); conns > 1 {
+		t.Errorf("a 1 GiB upload at 1 ms asked for %d connections, want one", conns)
 	}
 	for name, locs := range map[string][]transfer.Location{
 		"small upload": {local(small), host},
 		"download":     {{Host: "h", Path: "big"}, local(dir)},
 	} {
 		if fn := predial(locs, p); fn != nil {
-			t.Errorf("%s: asked for connections ahead (%d at 100 ms)", name, fn(100*time.Millisecond))
+			_, conns := fn(100 * time.Millisecond)
+			t.Errorf("%s: asked for connections ahead (%d at 100 ms)", name, conns)
 		}
 	}
 	if fn := predial([]transfer.Location{local(big), host}, transfer.ParallelOptions{}); fn != nil {
