@@ -118,6 +118,14 @@ const (
 	queueMinRTT    = 5 * time.Millisecond
 	changeTrigger  = 2 * margin
 	measureSamples = 3
+	// A held plan's goodput must stay down for fallSamples intervals, twice
+	// as long as it must stay up, before the controller probes again: a
+	// loss on one of the sender's connections (a download's sender is the
+	// server, whose cubic halves its window) dips the goodput for a second
+	// or two, and the probe's extra connections then filled the very
+	// queue that had overflowed (seen at 100 ms: 114 MiB/s, two intervals
+	// at 89, then 30 streams on 10 connections at 54-72 MiB/s for 1.5 s).
+	fallSamples = 2 * measureSamples
 
 	// New connections need TCP, key exchange, auth, channel and SFTP set-up
 	// and TCP slow start before they carry their share.
@@ -292,6 +300,7 @@ type Controller struct {
 	sampleCount int           // samples since the last change
 	connsAdded  bool          // the last change opened connections
 	samples     []float64     // measurement of the current phase
+	holdLong    []float64     // a hold's last fallSamples rates: a fall must last (fallSamples)
 	sampleRTTs  []float64     // their RTTs in seconds, where known
 	sampleCong  []float64     // their share of bytes moved by congestion-held connections, where told
 	recent      []float64     // last samples, for Plan.Goodput
@@ -505,6 +514,7 @@ func (c *Controller) Observe(s Sample) Plan {
 
 	if c.phase == phaseHold {
 		c.samples = appendLast(c.samples, rate, measureSamples)
+		c.holdLong = appendLast(c.holdLong, rate, fallSamples)
 		if s.RTT > 0 {
 			c.sampleRTTs = appendLast(c.sampleRTTs, s.RTT.Seconds(), measureSamples)
 		}
@@ -513,7 +523,10 @@ func (c *Controller) Observe(s Sample) Plan {
 		}
 		if len(c.samples) == measureSamples {
 			med := median(c.samples)
-			if r := ratio(med, c.holdRate); (r >= 1+changeTrigger || r <= 1/(1+changeTrigger)) && !c.endsSoon(s.Remaining, med) {
+			r := ratio(med, c.holdRate)
+			fell := r <= 1/(1+changeTrigger) && len(c.holdLong) == fallSamples &&
+				ratio(median(c.holdLong), c.holdRate) <= 1/(1+changeTrigger)
+			if (r >= 1+changeTrigger || fell) && !c.endsSoon(s.Remaining, med) {
 				c.reprobe(med, fmt.Sprintf("goodput moved from %s to %s",
 					formatRate(c.holdRate), formatRate(med)))
 			}
@@ -755,6 +768,7 @@ func (c *Controller) change(sh shape, p phase) {
 	c.cur, c.phase = sh, p
 	c.sinceChange, c.sampleCount = 0, 0
 	c.samples = c.samples[:0]
+	c.holdLong = c.holdLong[:0]
 	c.sampleRTTs = c.sampleRTTs[:0]
 	c.sampleCong = c.sampleCong[:0]
 	c.backingOff = false

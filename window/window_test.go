@@ -644,6 +644,32 @@ func TestReprobesWhenThePathChanges(t *testing.T) {
 	}
 }
 
+// TestHoldsThroughADip: a held plan's goodput that falls by two fifths
+// for two intervals and comes back (a loss on one of a download's sender
+// connections, whose cubic halves its window) changes nothing; probing
+// then added connections into the queue that had overflowed. A fall that
+// lasts is still followed (TestTrimsWhenThePathSlows).
+func TestHoldsThroughADip(t *testing.T) {
+	l := &link{rate: 1 * gbit, rtt: 100 * time.Millisecond, connBytes: 3.6e6}
+	c := New(Config{ConnBytes: 3.6e6})
+	steps := sim(t, c, l, 60, nil)
+	held := steps[len(steps)-1].plan
+	if n := changes(steps[40:]); n != 0 {
+		t.Fatalf("precondition: %d changes on the plateau", n)
+	}
+	p := held
+	for i := range 8 {
+		l.rate = 1 * gbit
+		if i == 1 || i == 2 {
+			l.rate = 0.6 * gbit
+		}
+		p = c.Observe(Sample{Elapsed: p.Interval, Bytes: int64(l.deliver(p) * p.Interval.Seconds()), RTT: l.rttUnder(p)})
+		if p.Streams != held.Streams || p.Conns != held.Conns || strings.Contains(p.Reason, "moved") {
+			t.Fatalf("interval %d of a two-interval dip: the plan moved from %v to %v", i, held, p)
+		}
+	}
+}
+
 func TestTrimsWhenThePathSlows(t *testing.T) {
 	// Competing traffic takes half the link: the held windows would only
 	// queue, so the plan shrinks to the new bandwidth-delay product, and
