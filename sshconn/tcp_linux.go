@@ -49,6 +49,7 @@ func TCPInfo(c net.Conn) (TCPStats, bool) {
 		Lost:          int(info.Lost),
 		BytesAcked:    int64(info.Bytes_acked),
 		BytesReceived: int64(info.Bytes_received),
+		OutOfOrder:    int64(info.Rcv_ooopack),
 		// The kernel counts these three in microseconds.
 		BusyTime:      time.Duration(info.Busy_time) * time.Microsecond,
 		RwndLimited:   time.Duration(info.Rwnd_limited) * time.Microsecond,

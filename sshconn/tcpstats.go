@@ -20,6 +20,11 @@ type TCPStats struct {
 	Lost          int   // segments now presumed lost (tcpi_lost)
 	BytesAcked    int64 // bytes sent and acknowledged
 	BytesReceived int64 // bytes received
+	// OutOfOrder counts segments received out of order
+	// (tcpi_rcv_ooopack, Linux 5.4 on): on a receiver, each is a hole the
+	// sender's loss left, the loss its sender's congestion control backs
+	// off from; 0 where the kernel does not tell.
+	OutOfOrder int64
 	// BusyTime is how long the connection had data in flight
 	// (tcpi_busy_time); RwndLimited and SndbufLimited the parts of it that
 	// the peer's receive window or the local send buffer held it back
@@ -39,7 +44,7 @@ const (
 	LimitRwnd   = "rwnd"   // a receive window (the peer's, or this end's when it receives): another connection adds one
 	LimitRecv   = "recv"   // this end receives, below its window: what limits the sender is at the far end
 	LimitSndbuf = "sndbuf" // the local send buffer: another connection adds one
-	LimitLoss   = "loss"   // segments were retransmitted: congestion control backed off
+	LimitLoss   = "loss"   // segments were retransmitted, or arrived out of order at a receiver: congestion control backed off
 	LimitCwnd   = "cwnd"   // busy all along with a full congestion window: the path, or its share of it
 	LimitApp    = "app"    // none of these: hpncp did not give the connection enough to send
 	LimitIdle   = ""       // nothing was sent: no verdict
@@ -88,9 +93,11 @@ const (
 //     out of order (a connection replaced between them).
 //
 // An end that received receiverShare times what it sent (a download's
-// client) is told apart first: "rwnd" when what it received per round
-// trip filled windowFill of the window it advertises, else "recv": the
-// sender's limit, at the far end, cannot be seen from here.
+// client) is told apart first: "loss" when segments arrived out of order
+// in the interval (holes of the sender's losses, which its congestion
+// control backs off from), "rwnd" when what it received per round trip
+// filled windowFill of the window it advertises, else "recv": the
+// sender's other limits, at the far end, cannot be seen from here.
 func LimitedBy(prev, cur TCPStats, elapsed time.Duration) string {
 	if elapsed <= 0 || cur.BytesAcked < prev.BytesAcked || cur.BytesReceived < prev.BytesReceived ||
 		cur.BusyTime < prev.BusyTime || cur.Retrans < prev.Retrans {
@@ -101,6 +108,9 @@ func LimitedBy(prev, cur TCPStats, elapsed time.Duration) string {
 	}
 	sent, received := cur.BytesAcked-prev.BytesAcked, cur.BytesReceived-prev.BytesReceived
 	if received >= receiverShare*sent {
+		if cur.OutOfOrder > prev.OutOfOrder {
+			return LimitLoss
+		}
 		perRTT := float64(received) * cur.SRTT.Seconds() / elapsed.Seconds()
 		if cur.RcvWindow > 0 && cur.SRTT > 0 && perRTT >= windowFill*float64(cur.RcvWindow) {
 			return LimitRwnd

@@ -50,6 +50,11 @@ func TestLimitedBy(t *testing.T) {
 		{"a receiver below its window", receiver(8<<20, 4<<20), sec, LimitRecv},
 		{"a receiver filling its window", receiver(36<<20, 4<<20), sec, LimitRwnd},
 		{"a receiver, its window unknown", receiver(36<<20, 0), sec, LimitRecv},
+		{"a receiver with segments out of order: the sender lost them", func() TCPStats {
+			s := receiver(36<<20, 4<<20)
+			s.OutOfOrder = base.OutOfOrder + 12
+			return s
+		}(), sec, LimitLoss},
 		{"sends a quarter of what it receives: a sender still", func() TCPStats {
 			s := after(sec, 0, 0, 0)
 			s.BytesReceived += 4*(8<<20) - 1

@@ -39,7 +39,8 @@ conns, decision (the controller's reason when it decided), app_limited
 skipped the interval), errors (streams lost), conn, srtt_ms, min_rtt_ms,
 cwnd (segments), retrans (in the interval), delivery_rate (bytes/s), bytes
 (moved in the interval) and limited_by: rwnd (a receive window: the peer's, or this end's on a
-download), sndbuf (the local send buffer), loss (retransmits), cwnd (busy
+download), sndbuf (the local send buffer), loss (retransmits, or on a
+download segments that arrived out of order: the server's losses), cwnd (busy
 all along: the path or its share of it), app (hpncp did not give the
 connection enough to send: too few streams, or the CPU), recv (this end
 receives below its window: the sender's limit is at the far end). Each
