@@ -467,19 +467,24 @@ type flight struct {
 }
 
 // Stragglers: while a lane has nothing else to do (the spread bound holds
-// it), a chunk in flight for longer than the usual chunk time, and at
-// least hedgeMin, is handed to that lane too, lowest first: the chunks
-// holding the watermark. One loss on a long path halves a connection's
-// window and slows its lanes tenfold; the chunk the spread waits for is
-// then on it, and every other lane stood idle behind it (seen at 100 ms
-// with 0.01 % loss: 2.5 s at 5 MB/s; at 50 ms, with a straggler's time of
-// four usual chunk times, 1.2 s at nothing). Both copies move the same
-// bytes to the same offset; the first to be checked counts, the other is
-// dropped. At most one chunk per live lane flies twice at a time, so
-// that second copies never crowd out what the first copies need.
+// it), a chunk in flight for longer than hedgeFactor times the usual chunk
+// time, and at least hedgeMin, is handed to that lane too, lowest first:
+// the chunks holding the watermark. One loss on a long path halves a
+// connection's window and slows its lanes tenfold; the chunk the spread
+// waits for is then on it, and every other lane stood idle behind it (seen
+// at 100 ms with 0.01 % loss: 2.5 s at 5 MB/s; at 50 ms, with a
+// straggler's time of four usual chunk times, 1.2 s at nothing). Both
+// copies move the same bytes to the same offset; the first to be checked
+// counts, the other is dropped. Second copies are bytes the link carries
+// twice: at most one chunk per four live lanes flies twice at a time.
+// With one per live lane and hedgeFactor 1, a lossless 1 GiB upload at
+// 100 ms sent 206 chunks twice, a fifth of the file; now 1 GiB at 50 ms
+// moves 101.1 MB/s up against 99.0, and 100 ms with 0.01 % loss 53.6 down
+// against 45.6 (stock settings, medians of 3 and 5, side by side).
 const (
-	hedgeFactor = 1
+	hedgeFactor = 2
 	hedgeMin    = 50 * time.Millisecond
+	hedgeLanes  = 4 // live lanes per chunk flying twice
 )
 
 // take hands out the next chunk's offset, or false when the lane should
@@ -574,7 +579,7 @@ func (p *parallel) straggler() (int64, bool) {
 			best, found = off, true
 		}
 	}
-	if twice >= max(p.live, 1) {
+	if twice >= max(p.live/hedgeLanes, 1) {
 		return 0, false
 	}
 	if found {
