@@ -299,8 +299,7 @@ type Controller struct {
 	sinceChange time.Duration
 	sampleCount int           // samples since the last change
 	connsAdded  bool          // the last change opened connections
-	samples     []float64     // measurement of the current phase
-	holdLong    []float64     // a hold's last fallSamples rates: a fall must last (fallSamples)
+	samples     []float64     // measurement of the current phase; a hold's last fallSamples
 	sampleRTTs  []float64     // their RTTs in seconds, where known
 	sampleCong  []float64     // their share of bytes moved by congestion-held connections, where told
 	recent      []float64     // last samples, for Plan.Goodput
@@ -513,19 +512,18 @@ func (c *Controller) Observe(s Sample) Plan {
 	}
 
 	if c.phase == phaseHold {
-		c.samples = appendLast(c.samples, rate, measureSamples)
-		c.holdLong = appendLast(c.holdLong, rate, fallSamples)
+		c.samples = appendLast(c.samples, rate, fallSamples)
 		if s.RTT > 0 {
 			c.sampleRTTs = appendLast(c.sampleRTTs, s.RTT.Seconds(), measureSamples)
 		}
 		if share, ok := congestedShare(s.Conns); ok {
 			c.sampleCong = appendLast(c.sampleCong, share, measureSamples)
 		}
-		if len(c.samples) == measureSamples {
-			med := median(c.samples)
+		if n := len(c.samples); n >= measureSamples {
+			med := median(c.samples[n-measureSamples:])
 			r := ratio(med, c.holdRate)
-			fell := r <= 1/(1+changeTrigger) && len(c.holdLong) == fallSamples &&
-				ratio(median(c.holdLong), c.holdRate) <= 1/(1+changeTrigger)
+			fell := r <= 1/(1+changeTrigger) && n == fallSamples &&
+				ratio(median(c.samples), c.holdRate) <= 1/(1+changeTrigger)
 			if (r >= 1+changeTrigger || fell) && !c.endsSoon(s.Remaining, med) {
 				c.reprobe(med, fmt.Sprintf("goodput moved from %s to %s",
 					formatRate(c.holdRate), formatRate(med)))
@@ -768,7 +766,6 @@ func (c *Controller) change(sh shape, p phase) {
 	c.cur, c.phase = sh, p
 	c.sinceChange, c.sampleCount = 0, 0
 	c.samples = c.samples[:0]
-	c.holdLong = c.holdLong[:0]
 	c.sampleRTTs = c.sampleRTTs[:0]
 	c.sampleCong = c.sampleCong[:0]
 	c.backingOff = false
