@@ -43,14 +43,14 @@ type Options struct {
 	CCBestEffort bool
 	// Predial, when not nil, is asked once a host's first connection has
 	// done its TCP handshake, with the round trip the kernel measured on
-	// it, what the copy's first plan will want: its streams and
-	// connections. The other connections are dialed at once, their key
+	// it, how many connections the copy's first plan will want, the first
+	// among them. The others are dialed at once, their key
 	// exchanges beside the first's authentication, and authenticate once
 	// it has succeeded (so that nothing is asked twice, nor a refused key
 	// offered many times). The copy's streams take them as they ask for
 	// connections. Each connection costs a long path eight round trips or
 	// so before it carries a byte.
-	Predial func(rtt time.Duration) (streams, conns int)
+	Predial func(rtt time.Duration) (conns int)
 }
 
 // sshOptions are the connection settings with the socket buffers and
@@ -286,9 +286,10 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 			h.mu.Unlock()
 			return c, nil
 		}
-		spare, firstAuth := &spares{}, newGate()
+		spare, firstAuth, predialed := &spares{}, newGate(), false
 		first, err := dial(ctx, sshconn.DialHooks{Connected: func(c net.Conn) {
-			if spare.ready == nil { // not again for a dropped and retried first
+			if !predialed { // not again for a dropped and retried first
+				predialed = true
 				spare = h.predial(ctx, c, func(ctx context.Context) (*sshconn.Client, error) {
 					return dial(ctx, sshconn.DialHooks{AuthGate: firstAuth.wait})
 				})
@@ -366,12 +367,12 @@ type dialed struct {
 // predial starts the dials Options.Predial asks for, once the host's
 // first connection, conn, has done its TCP handshake.
 func (h *Hosts) predial(ctx context.Context, conn net.Conn, dial func(context.Context) (*sshconn.Client, error)) *spares {
-	s := &spares{ready: make(chan dialed)}
+	s := &spares{}
 	if h.opts.Predial == nil {
 		return s
 	}
 	rtt, _ := sshconn.TCPRTT(conn)
-	_, conns := h.opts.Predial(rtt)
+	conns := h.opts.Predial(rtt)
 	if conns <= 1 {
 		return s
 	}

@@ -340,9 +340,9 @@ func TestPredial(t *testing.T) {
 	}})
 	var asked time.Duration = -1
 	var wroteThen int64
-	h := New(Options{SSH: connOptions(srv), Predial: func(rtt time.Duration) (int, int) {
+	h := New(Options{SSH: connOptions(srv), Predial: func(rtt time.Duration) int {
 		asked, wroteThen = rtt, firstWrote.Load()
-		return 6, 3
+		return 3
 	}})
 	defer h.Close()
 	e, err := h.Endpoint(t.Context(), remote("f"))

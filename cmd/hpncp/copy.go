@@ -672,14 +672,13 @@ func uploads(locs []transfer.Location) bool {
 	return true
 }
 
-// predial returns, for an upload of a large local file, the streams and
+// predial returns, for an upload of a large local file, how many
 // connections its copy's first plan will open, so that the host's end
-// dials the connections as soon as the first is through its TCP
-// handshake and opens the sessions as soon as SFTP has started
+// dials them as soon as the first is through its TCP handshake
 // (ends.Options.Predial), rather than after the SFTP start and the plan:
-// about a second sooner at 100 ms. The sizes of a download, or of a
-// tree's files, are not known yet: nil then.
-func predial(locs []transfer.Location, p transfer.ParallelOptions) func(time.Duration) (int, int) {
+// ready 0.35 s sooner at 100 ms. The sizes of a download, or of a tree's
+// files, are not known yet: nil then.
+func predial(locs []transfer.Location, p transfer.ParallelOptions) func(time.Duration) int {
 	if p.Controller == nil || !uploads(locs) {
 		return nil
 	}
@@ -692,10 +691,9 @@ func predial(locs []transfer.Location, p transfer.ParallelOptions) func(time.Dur
 	if largest < p.MinSize {
 		return nil
 	}
-	return func(rtt time.Duration) (streams, conns int) {
+	return func(rtt time.Duration) int {
 		c := p.Controller()
 		c.Size(largest)
-		plan := c.Start(rtt)
-		return plan.Streams, plan.Conns
+		return c.Start(rtt).Conns
 	}
 }
