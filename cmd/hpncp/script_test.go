@@ -131,23 +131,24 @@ func scriptCondition(server string) func(cond string) (bool, error) {
 
 // scriptCmds are the commands scripts get beyond testscript's own.
 var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
-	"mkfile":     cmdMkfile,
-	"mktree":     cmdMktree,
-	"treeeq":     cmdTreeeq,
-	"status":     cmdStatus,
-	"waitfile":   cmdWaitfile,
-	"tmpfs":      cmdTmpfs,
-	"mtime":      cmdMtime,
-	"noglob":     cmdNoglob,
-	"jsoncmp":    cmdJSONCmp,
-	"jsonreport": cmdJSONReport,
-	"mkmany":     cmdMkmany,
-	"perm":       cmdPerm,
-	"mksparse":   cmdMksparse,
-	"bigcmp":     cmdBigcmp,
-	"disk":       cmdDisk,
-	"tracecheck": cmdTracecheck,
-	"svgcount":   cmdSvgcount,
+	"mkfile":      cmdMkfile,
+	"mktree":      cmdMktree,
+	"treeeq":      cmdTreeeq,
+	"status":      cmdStatus,
+	"waitfile":    cmdWaitfile,
+	"waitjournal": cmdWaitjournal,
+	"tmpfs":       cmdTmpfs,
+	"mtime":       cmdMtime,
+	"noglob":      cmdNoglob,
+	"jsoncmp":     cmdJSONCmp,
+	"jsonreport":  cmdJSONReport,
+	"mkmany":      cmdMkmany,
+	"perm":        cmdPerm,
+	"mksparse":    cmdMksparse,
+	"bigcmp":      cmdBigcmp,
+	"disk":        cmdDisk,
+	"tracecheck":  cmdTracecheck,
+	"svgcount":    cmdSvgcount,
 }
 
 // perm GLOB MODE checks the permission bits (octal) of every file
@@ -404,6 +405,33 @@ func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	ts.Fatalf("no file matching %s reached %d bytes", args[0], size)
+}
+
+// waitjournal DIR SIZE waits until a resume journal entry in DIR says
+// SIZE bytes or more are written. A test that cuts a copy and asserts what
+// the re-run continues from waits for this rather than for the temporary
+// file's length: the entry is saved every journalBytes or second and lags
+// the file, by more than a second's bytes on a loaded machine.
+func cmdWaitjournal(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitjournal dir size")
+	}
+	size, err := parseSize(args[1])
+	ts.Check(err)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		matches, _ := filepath.Glob(filepath.Join(ts.MkAbs(args[0]), "*.json"))
+		for _, m := range matches {
+			var e struct {
+				Watermark int64 `json:"watermark"`
+			}
+			if b, err := os.ReadFile(m); err == nil && json.Unmarshal(b, &e) == nil && e.Watermark >= size {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("no journal entry in %s reached a watermark of %d bytes", args[0], size)
 }
 
 // tmpfs DIR SIZE mounts a tmpfs of SIZE bytes on DIR for the rest of the
