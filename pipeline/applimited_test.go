@@ -72,7 +72,11 @@ func midCopy(samples []window.Sample, tail int64) []window.Sample {
 // TestParallelSpreadWaitIsNotAppLimited: one lane's path is slow, so the
 // fast lanes run up to the spread bound and wait for its chunk. The
 // slowest stream, the path, limits the copy then: the intervals must
-// reach the controller, not be skipped as app-limited.
+// reach the controller, not be skipped as app-limited. The fast lanes
+// take 5 ms a chunk, not nothing: at memory speed the rate so far once
+// told the slow lane that the rest would take less than its chunk
+// (slowAtTail), it took no more, and the copy ended within the first
+// interval, with nothing to judge.
 func TestParallelSpreadWaitIsNotAppLimited(t *testing.T) {
 	const chunk = 32 << 10
 	defer func(m int64) { maxAhead = m }(maxAhead)
@@ -82,7 +86,7 @@ func TestParallelSpreadWaitIsNotAppLimited(t *testing.T) {
 		if i == 0 {
 			return slowWriter{dst, 100 * time.Millisecond}
 		}
-		return dst
+		return slowWriter{dst, 5 * time.Millisecond}
 	})
 	mid := midCopy(samples, 2*maxAhead)
 	if len(mid) < 3 {
