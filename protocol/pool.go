@@ -70,8 +70,11 @@ type pool struct {
 	dialReady  chan struct{} // closed and replaced whenever a dial ends
 	// preparing counts sessions being opened ahead of need (prepare);
 	// prepared is closed and replaced whenever one of them is ready.
-	preparing int
-	prepared  chan struct{}
+	// prepOpening counts those of them past the wait for connections,
+	// their channels being opened.
+	preparing   int
+	prepOpening int
+	prepared    chan struct{}
 }
 
 type pconn struct {
@@ -159,8 +162,8 @@ func (p *pool) acquireStream(ctx context.Context, conns int) (*session, error) {
 	return p.get(ctx, conns, false, true)
 }
 
-// get is acquire; fresh skips the idle sessions and those being prepared,
-// to open a new one; together is acquireStream.
+// get is acquire; fresh, for prepare only, skips the idle sessions and
+// those being prepared, to open a new one; together is acquireStream.
 func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*session, error) {
 	for {
 		if err := ctx.Err(); err != nil {
@@ -206,9 +209,15 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 			p.mu.Unlock()
 			return &session{c, reuse}, nil
 		}
-		if p.preparing > 0 && !fresh {
-			// A session opened ahead is on its way: the wait is shorter
-			// than opening another.
+		// A session opened ahead is on its way: the wait is shorter than
+		// opening another. The streams it was opened for wait for it
+		// however long it takes; a session for anything else does not
+		// wait for one still waiting for the connections its copy asked
+		// for: at 50 ms that is a dial, nine round trips, and the
+		// temporary files and small files of a tree, which need one
+		// session on any connection, waited half a second behind the
+		// large files' streams.
+		if !fresh && (together && p.preparing > 0 || p.prepOpening > 0) {
 			ready := p.prepared
 			p.mu.Unlock()
 			select {
@@ -262,13 +271,20 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 			return nil, &ConnError{Err: err}
 		}
 		best.open++
+		if fresh {
+			p.prepOpening++
+		}
 		p.mu.Unlock()
 
 		c, err := openRawSession(best.c, p.packet)
 		if err == nil {
+			// prepare counts a prepared session out once it is idle.
 			return &session{c, best}, nil
 		}
 		p.mu.Lock()
+		if fresh {
+			p.prepOpening--
+		}
 		best.open--
 		var oce *ssh.OpenChannelError
 		// sshd refuses a session beyond MaxSessions with "open failed",
@@ -327,6 +343,7 @@ func (p *pool) prepare(ctx context.Context, n, conns int) {
 			p.mu.Lock()
 			p.preparing--
 			if err == nil {
+				p.prepOpening--
 				// Made idle before the waiters are woken, for them to find.
 				if s.pc.dead || p.closed {
 					s.pc.open--

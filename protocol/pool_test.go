@@ -259,6 +259,75 @@ func TestPoolSharesStreamsWhileDialing(t *testing.T) {
 	}
 }
 
+// TestPoolOneSessionWaitsForNoDial: while the streams prepared for a
+// copy over two connections wait for the second one's dial, a session
+// asked for on any connection (a temporary file's, a batch's) opens on
+// the first at once. It used to wait for the prepared ones, and so for
+// the dial: at 50 ms, half a second for each file of a tree.
+func TestPoolOneSessionWaitsForNoDial(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	dial := dialer(t, srv)
+	first, err := dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock()
+	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf,
+		Dial: func(ctx context.Context) (*ssh.Client, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return dial(ctx)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end.Close()
+	name := filepath.Join(srv.Root, "f")
+	os.WriteFile(name, []byte("x"), 0o644)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The sessions opened with the end are taken, as a tree's listing
+	// and batches take them.
+	for {
+		end.pool.mu.Lock()
+		idle := len(end.pool.conns[0].idle)
+		end.pool.mu.Unlock()
+		if idle == 0 {
+			break
+		}
+		s, err := end.pool.acquire(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer end.pool.release(s, false)
+	}
+	end.PrepareStreams(ctx, 4, 2)
+	opened := make(chan error, 1)
+	go func() {
+		f, err := end.Open(name)
+		if err == nil {
+			_, err = io.ReadAll(f)
+			f.Close()
+		}
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		unblock()
+		t.Fatal("a file opened while the prepared streams waited for a dial waited for the dial too")
+	}
+}
+
 func TestLostConnectionIsStreamLost(t *testing.T) {
 	srv := sshtest.Start(t, sshtest.Options{})
 	end := openEnd(t, srv, true)
