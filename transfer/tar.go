@@ -52,7 +52,8 @@ type TarOptions struct {
 	// Compress has the streams compressed: zstd where the server's tar
 	// has it, otherwise gzip (-C).
 	Compress bool
-	// Streams is the most tar streams (exec channels) at once; 0 for 4.
+	// Streams is the most tar streams (exec channels) at once; 0 for
+	// what the files are worth (tarStreamsFor), up to 4.
 	Streams int
 	// MaxSize is the size from which a file goes over SFTP rather than
 	// tar; 0 for 1 MiB.

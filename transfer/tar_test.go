@@ -234,6 +234,37 @@ func TestSplitBatches(t *testing.T) {
 	}
 }
 
+// Without --tar-streams the streams follow the files' count and bytes;
+// with it, what it says.
+func TestTarStreamsFor(t *testing.T) {
+	files := func(n int, size int64) []*tarNode {
+		out := make([]*tarNode, n)
+		for i := range out {
+			out[i] = &tarNode{info: sizeInfo{"f", size}}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		n           int
+		size        int64
+		asked, want int
+	}{
+		{1000, 4 << 10, 0, 1},
+		{2000, 4 << 10, 0, 1},
+		{2501, 4 << 10, 0, 2},
+		{10000, 4 << 10, 0, 4},
+		{100000, 4 << 10, 0, 4},
+		{100, 512 << 10, 0, 4}, // 50 MiB
+		{40, 512 << 10, 0, 2},  // 20 MiB
+		{1000, 4 << 10, 3, 3},
+		{10000, 4 << 10, 1, 1},
+	} {
+		if got := tarStreamsFor(files(c.n, c.size), c.asked); got != c.want {
+			t.Errorf("%d files of %d bytes, --tar-streams %d: %d streams, want %d", c.n, c.size, c.asked, got, c.want)
+		}
+	}
+}
+
 // The upload archive names each file by its temporary name (or, for a new
 // tree, by its own name below the temporary tree), puts the directories
 // first and writable by their owner, and carries the exact bytes and

@@ -36,7 +36,7 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 	if len(small) == 0 && (!run.upload || len(newDirs) == 0) {
 		return nil, nil
 	}
-	batches := splitBatches(small, cmp0(c.opts.Tar.Streams, defaultTarStreams))
+	batches := splitBatches(small, tarStreamsFor(small, c.opts.Tar.Streams))
 	files := make([][]*tarFile, len(batches))
 	var total int64
 	for i, b := range batches {
