@@ -12,7 +12,9 @@ import (
 
 // TestPredial: an upload of a large local file asks its host's end for
 // the connections of its first plan at once; a small one, a download and
-// a copy off the parallel pipeline ask for none.
+// a copy off the parallel pipeline ask for none. A tree's copy between
+// this host and one server, either way, asks for treeConns, or its large
+// file's plan when that is more.
 func TestPredial(t *testing.T) {
 	dir := t.TempDir()
 	big, small := filepath.Join(dir, "big"), filepath.Join(dir, "small")
@@ -30,7 +32,7 @@ func TestPredial(t *testing.T) {
 	host := transfer.Location{Host: "h", Path: "dst"}
 	local := func(path string) transfer.Location { return transfer.Location{Path: path} }
 
-	if fn := predial([]transfer.Location{local(big), host}, p); fn == nil {
+	if fn := predial([]transfer.Location{local(big), host}, p, false); fn == nil {
 		t.Error("a 1 GiB upload asked for no connections ahead")
 	} else if conns := fn(100 * time.Millisecond); conns != 5 {
 		t.Errorf("a 1 GiB upload at 100 ms asked for %d connections, want 5 (its first plan)", conns)
@@ -41,11 +43,33 @@ func TestPredial(t *testing.T) {
 		"small upload": {local(small), host},
 		"download":     {{Host: "h", Path: "big"}, local(dir)},
 	} {
-		if fn := predial(locs, p); fn != nil {
+		if fn := predial(locs, p, false); fn != nil {
 			t.Errorf("%s: asked for connections ahead (%d at 100 ms)", name, fn(100*time.Millisecond))
 		}
 	}
-	if fn := predial([]transfer.Location{local(big), host}, transfer.ParallelOptions{}); fn != nil {
+	if fn := predial([]transfer.Location{local(big), host}, transfer.ParallelOptions{}, false); fn != nil {
 		t.Error("a copy off the parallel pipeline asked for connections ahead")
+	}
+
+	other := transfer.Location{Host: "g", Path: "x"}
+	for name, c := range map[string]struct {
+		locs []transfer.Location
+		want int // at 100 ms; 0 for none
+	}{
+		"tree upload":               {[]transfer.Location{local(dir), host}, treeConns},
+		"tree upload with big file": {[]transfer.Location{local(dir), local(big), host}, 5},
+		"tree download":             {[]transfer.Location{{Host: "h", Path: "tree"}, local(dir)}, treeConns},
+		"two servers":               {[]transfer.Location{{Host: "h", Path: "tree"}, other, local(dir)}, 0},
+		"server to server":          {[]transfer.Location{{Host: "h", Path: "tree"}, other}, 0},
+	} {
+		fn := predial(c.locs, p, true)
+		switch {
+		case c.want == 0 && fn != nil:
+			t.Errorf("%s: asked for connections ahead (%d at 100 ms)", name, fn(100*time.Millisecond))
+		case c.want > 0 && fn == nil:
+			t.Errorf("%s: asked for no connections ahead, want %d", name, c.want)
+		case c.want > 0 && fn(100*time.Millisecond) != c.want:
+			t.Errorf("%s: asked for %d connections at 100 ms, want %d", name, fn(100*time.Millisecond), c.want)
+		}
 	}
 }
