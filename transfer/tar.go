@@ -196,7 +196,21 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	if ctx.Err() != nil {
 		return true
 	}
-	support, use, err := run.choose(p)
+	// An upload chosen by the listing alone goes ahead before the
+	// server's tar is known: the probe is a command, a login shell
+	// started on the server, and took 0.4 s more than the listing at
+	// 50 ms, all of it before the first byte of the large files. Should
+	// the server have no GNU tar, the small files go over SFTP instead
+	// (streamBeside).
+	probeLater := upload && c.opts.Tar.Mode == TarAuto
+	var support protocol.TarSupport
+	var use bool
+	var err error
+	if probeLater {
+		use = run.worth(p)
+	} else {
+		support, use, err = run.choose(p)
+	}
 	switch {
 	case err != nil:
 		c.fail(err)
@@ -210,7 +224,9 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	if !run.makeBase(ctx) {
 		return true
 	}
-	run.compress(support)
+	if !probeLater {
+		run.compress(support)
+	}
 	newDirs := p.newDirs()
 	early, late := p.other, []*tarNode(nil)
 	if upload {
@@ -228,13 +244,18 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	// In a new tree every file is in the temporary tree until it takes
 	// the target's name: what is reported of it waits for that.
 	run.hold = run.whole
-	batches, errs := run.streamBeside(ctx, p.small, newDirs, early)
+	batches, errs, left := run.streamBeside(ctx, p.small, newDirs, early, probeLater)
+	if len(left) > 0 {
+		// No tar after all: the small files, in the directories made
+		// for them, go over SFTP as a tree's files would, many at once.
+		run.copyOthers(ctx, left, c.opts.Progress, metaWorkers)
+	}
 	if run.whole {
 		run.finishTree(ctx, batches, errs, late)
 		late = nil
 	}
 	run.account(batches, errs, len(newDirs))
-	run.copyOthers(ctx, late, c.opts.Progress)
+	run.copyOthers(ctx, late, c.opts.Progress, otherWorkers)
 	if c.opts.Preserve {
 		// -p sets the directories' modes and times once every file is in,
 		// deepest first, with the walk's own (finish).
@@ -246,36 +267,46 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	return true
 }
 
+// worth decides from the listing alone whether the tree would go over
+// tar: always with --tar; under TarAuto when it has enough small new
+// files, and for a new tree on upload no file worth resuming.
+func (run *tarRun) worth(p *tarPlan) bool {
+	c, t := run.c, run.c.opts.Tar
+	if t.Mode != TarAuto {
+		return true
+	}
+	minFiles := int(cmp0(int64(t.MinFiles), defaultTarMinFiles))
+	if len(p.small) < minFiles {
+		return false
+	}
+	// A new tree's large files go into its temporary tree, where a killed
+	// run leaves nothing --resume can find: a tree with a file worth
+	// resuming keeps to SFTP mode unless --tar says otherwise.
+	if run.upload && run.root.existing == nil {
+		for _, f := range p.other {
+			if f.info.Size() >= journalMinSize {
+				c.logf("tar mode not used: %s is large enough to be resumed if the copy is cut", f.src)
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // choose decides whether the listed tree goes over tar and returns what
 // the server's tar offers. TarAuto falls back to SFTP (false, no error)
 // where tar would not pay or is missing; TarForce fails on a server
 // without GNU tar.
 func (run *tarRun) choose(p *tarPlan) (protocol.TarSupport, bool, error) {
-	c, t := run.c, run.c.opts.Tar
-	minFiles := int(cmp0(int64(t.MinFiles), defaultTarMinFiles))
-	if t.Mode == TarAuto && len(p.small) < minFiles {
+	if !run.worth(p) {
 		return protocol.TarSupport{}, false, nil
 	}
-	// A new tree's large files go into its temporary tree, where a killed
-	// run leaves nothing --resume can find: a tree with a file worth
-	// resuming keeps to SFTP mode unless --tar says otherwise.
-	if t.Mode == TarAuto && run.upload && run.root.existing == nil {
-		for _, f := range p.other {
-			if f.info.Size() >= journalMinSize {
-				c.logf("tar mode not used: %s is large enough to be resumed if the copy is cut", f.src)
-				return protocol.TarSupport{}, false, nil
-			}
-		}
-	}
-	support, err := c.tarSupport(run.end)
-	if err == nil && !support.GNU {
-		err = fmt.Errorf("the server's tar is not GNU tar (%q)", support.Version)
-	}
+	support, err := run.probed()
 	if err == nil {
 		return support, true, nil
 	}
-	if t.Mode == TarAuto {
-		c.logf("tar mode not used: %v", err)
+	if run.c.opts.Tar.Mode == TarAuto {
+		run.c.logf("tar mode not used: %v", err)
 		return support, false, nil
 	}
 	remote := run.root.dst
@@ -287,6 +318,16 @@ func (run *tarRun) choose(p *tarPlan) (protocol.TarSupport, bool, error) {
 		hint = ""
 	}
 	return support, false, &Error{Op: "tar mode on", Path: remote.String(), Err: err, Hint: hint}
+}
+
+// probed waits for the probe's answer: what the server's tar offers, or
+// why tar mode cannot be used.
+func (run *tarRun) probed() (protocol.TarSupport, error) {
+	support, err := run.c.tarSupport(run.end)
+	if err == nil && !support.GNU {
+		err = fmt.Errorf("the server's tar is not GNU tar (%q)", support.Version)
+	}
+	return support, err
 }
 
 // compress sets the streams' compression from -C and what the server's

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/protocol"
@@ -138,46 +139,15 @@ func (run *tarRun) makeOtherDirs(ctx context.Context, other, newDirs []*tarNode)
 	if len(need) == 0 {
 		return newDirs, 0, other, nil
 	}
-	// newDirs lists parents before children: a level at a time, the
-	// directories of one level are made at once.
-	var levels [][]*tarNode
+	var dirs []*tarNode
 	for _, d := range newDirs {
-		if !need[d] {
-			continue
-		}
-		depth := strings.Count(d.rel, "/")
-		for len(levels) <= depth {
-			levels = append(levels, nil)
-		}
-		levels[depth] = append(levels[depth], d)
-	}
-	failed := map[*tarNode]bool{}
-	dstFS := run.root.dst.FS
-	for _, level := range levels {
-		errs := make([]error, len(level))
-		slots.ForEach(len(level), metaWorkers, func(i int) {
-			d := level[i]
-			switch {
-			case ctx.Err() != nil:
-				errs[i] = ctx.Err()
-				return
-			case failed[d.parent]:
-				errs[i] = errors.New("its parent was not made")
-				return
-			}
-			at := Endpoint{dstFS, dstFS.Join(run.base, d.rel)}
-			_, errs[i] = c.makeDir(ctx, at, d.info.Mode().Perm())
-		})
-		for i, d := range level {
-			if errs[i] != nil {
-				failed[d] = true
-				c.logf("tar: %s not created over SFTP (%v): its large files wait for the tar streams", d.dst, errs[i])
-				continue
-			}
-			made++
-			c.logf("created directory %s", Endpoint{dstFS, dstFS.Join(run.base, d.rel)})
+		if need[d] {
+			dirs = append(dirs, d)
 		}
 	}
+	made, failed := run.makeRemoteDirs(ctx, dirs, func(d *tarNode, err error) {
+		c.logf("tar: %s not created over SFTP (%v): its large files wait for the tar streams", d.dst, err)
+	})
 	for _, d := range newDirs {
 		if !need[d] || failed[d] {
 			rest = append(rest, d)
@@ -193,6 +163,68 @@ func (run *tarRun) makeOtherDirs(ctx context.Context, other, newDirs []*tarNode)
 	return rest, made, early, late
 }
 
+// makeRemoteDirs creates dirs (new directories of an upload, parents
+// before children) below run.base over SFTP, the directories of one level
+// at once. It returns how many it made and those it did not, telling
+// failed, when not nil, of each.
+func (run *tarRun) makeRemoteDirs(ctx context.Context, dirs []*tarNode, failed func(*tarNode, error)) (int, map[*tarNode]bool) {
+	c := run.c
+	var levels [][]*tarNode
+	for _, d := range dirs {
+		depth := strings.Count(d.rel, "/")
+		for len(levels) <= depth {
+			levels = append(levels, nil)
+		}
+		levels[depth] = append(levels[depth], d)
+	}
+	made, bad := 0, map[*tarNode]bool{}
+	dstFS := run.root.dst.FS
+	for _, level := range levels {
+		errs := make([]error, len(level))
+		slots.ForEach(len(level), metaWorkers, func(i int) {
+			d := level[i]
+			switch {
+			case ctx.Err() != nil:
+				errs[i] = ctx.Err()
+				return
+			case bad[d.parent]:
+				errs[i] = errors.New("its parent was not made")
+				return
+			}
+			at := Endpoint{dstFS, dstFS.Join(run.base, d.rel)}
+			_, errs[i] = c.makeDir(ctx, at, d.info.Mode().Perm())
+		})
+		for i, d := range level {
+			if errs[i] != nil {
+				bad[d] = true
+				if failed != nil {
+					failed(d, errs[i])
+				}
+				continue
+			}
+			made++
+			c.logf("created directory %s", Endpoint{dstFS, dstFS.Join(run.base, d.rel)})
+		}
+	}
+	return made, bad
+}
+
+// makeDirs creates over SFTP the new directories the tar streams would
+// have made, once the server turned out to have no tar for them: their
+// files go over SFTP. It returns how many it made and, for each it could
+// not, the failure to record; the files below one fail when they are
+// copied.
+func (run *tarRun) makeDirs(ctx context.Context, newDirs []*tarNode) (int, []*Error) {
+	var errs []*Error
+	var mu sync.Mutex
+	made, _ := run.makeRemoteDirs(ctx, newDirs, func(d *tarNode, err error) {
+		mu.Lock()
+		errs = append(errs, &Error{Op: "create directory", Path: d.dst.String(), Err: err})
+		mu.Unlock()
+	})
+	return made, errs
+}
+
 // finishTree gives a new tree, once every stream succeeded, the files
 // that waited for the streams, its root's mode and its final name. When
 // any of that fails, or ctx is done, the temporary tree is removed and
@@ -202,7 +234,7 @@ func (run *tarRun) finishTree(ctx context.Context, batches [][]*tarFile, errs []
 	c, src, dst := run.c, run.root.src, run.root.dst
 	err := errors.Join(errs...)
 	if err == nil {
-		run.copyOthers(ctx, late, c.opts.Progress)
+		run.copyOthers(ctx, late, c.opts.Progress, otherWorkers)
 		late = nil
 	}
 	if err == nil && ctx.Err() == nil {

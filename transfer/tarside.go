@@ -12,8 +12,11 @@ import (
 
 // streamBeside runs the tar streams of small, and on upload of newDirs,
 // while the files of early go over SFTP. The streams and the side copies
-// share the run's Progress, which shows one of them at a time.
-func (run *tarRun) streamBeside(ctx context.Context, small, newDirs, early []*tarNode) ([][]*tarFile, []error) {
+// share the run's Progress, which shows one of them at a time. With
+// probeLater the streams first wait for the probe of the server's tar;
+// where it has none that tar mode can use, newDirs are made over SFTP
+// instead and small is returned, left for SFTP.
+func (run *tarRun) streamBeside(ctx context.Context, small, newDirs, early []*tarNode, probeLater bool) ([][]*tarFile, []error, []*tarNode) {
 	var streams, side Progress
 	if p := run.c.opts.Progress; p != nil {
 		shared := newRunProgress(p, nil, true)
@@ -21,22 +24,41 @@ func (run *tarRun) streamBeside(ctx context.Context, small, newDirs, early []*ta
 	}
 	var batches [][]*tarFile
 	var errs []error
+	var left []*tarNode
+	var made int
+	var dirErrs []*Error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if probeLater {
+			support, err := run.probed()
+			if err != nil {
+				run.c.logf("tar mode not used: %v; the small files go over SFTP", err)
+				made, dirErrs = run.makeDirs(ctx, newDirs)
+				left = small
+				return
+			}
+			run.compress(support)
+		}
 		batches, errs = run.stream(ctx, small, newDirs, streams)
 	}()
-	run.copyOthers(ctx, early, side)
+	run.copyOthers(ctx, early, side, otherWorkers)
 	<-done
-	return batches, errs
+	// Recorded here: the side copies record and report from this
+	// goroutine.
+	run.c.res.Dirs += made
+	for _, e := range dirErrs {
+		run.fail(e)
+	}
+	return batches, errs, left
 }
 
-// copyOthers copies the files tar streams do not carry over SFTP, a few
+// copyOthers copies the files tar streams do not carry over SFTP, width
 // at once (into the temporary tree when the whole tree is new), telling
 // progress, when not nil, of their bytes: each costs round trips of its
 // own before and after its bytes, and a large file's first stream alone
 // fills no long path.
-func (run *tarRun) copyOthers(ctx context.Context, files []*tarNode, progress Progress) {
+func (run *tarRun) copyOthers(ctx context.Context, files []*tarNode, progress Progress, width int) {
 	c := run.c
 	var todo []*tarNode
 	for _, f := range files {
@@ -51,7 +73,7 @@ func (run *tarRun) copyOthers(ctx context.Context, files []*tarNode, progress Pr
 	}
 	outs := make([]outcome, len(todo))
 	shared := newRunProgress(progress, nil, true)
-	slots.ForEach(len(todo), otherWorkers, func(i int) {
+	slots.ForEach(len(todo), width, func(i int) {
 		if ctx.Err() != nil {
 			return
 		}
