@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"strings"
+	"sync"
 
 	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/pipeline"
@@ -164,6 +165,8 @@ type tarRun struct {
 	// tree are in its temporary tree.
 	hold bool
 	held []FileReport
+	// mu orders the merges of copyOthers that run at once.
+	mu sync.Mutex
 }
 
 // copyDirTar copies the tree at src to dst with tar streams for its
@@ -201,7 +204,9 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	// started on the server, and took 0.4 s more than the listing at
 	// 50 ms, all of it before the first byte of the large files. Should
 	// the server have no GNU tar, the small files go over SFTP instead
-	// (streamBeside).
+	// (streamBeside). A download's listing is remote and ends about when
+	// the probe does: going ahead showed no gain (1,000 files at 50 ms,
+	// 2.56 s against 2.54, medians of 5).
 	probeLater := upload && c.opts.Tar.Mode == TarAuto
 	var support protocol.TarSupport
 	var use bool
@@ -244,12 +249,7 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	// In a new tree every file is in the temporary tree until it takes
 	// the target's name: what is reported of it waits for that.
 	run.hold = run.whole
-	batches, errs, left := run.streamBeside(ctx, p.small, newDirs, early, probeLater)
-	if len(left) > 0 {
-		// No tar after all: the small files, in the directories made
-		// for them, go over SFTP as a tree's files would, many at once.
-		run.copyOthers(ctx, left, c.opts.Progress, metaWorkers)
-	}
+	batches, errs := run.streamBeside(ctx, p.small, newDirs, early, probeLater)
 	if run.whole {
 		run.finishTree(ctx, batches, errs, late)
 		late = nil

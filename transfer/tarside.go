@@ -14,9 +14,11 @@ import (
 // while the files of early go over SFTP. The streams and the side copies
 // share the run's Progress, which shows one of them at a time. With
 // probeLater the streams first wait for the probe of the server's tar;
-// where it has none that tar mode can use, newDirs are made over SFTP
-// instead and small is returned, left for SFTP.
-func (run *tarRun) streamBeside(ctx context.Context, small, newDirs, early []*tarNode, probeLater bool) ([][]*tarFile, []error, []*tarNode) {
+// where it has none that tar mode can use, an upload's newDirs are made
+// over SFTP instead (a download's are made already) and small goes over
+// SFTP beside early, as a tree's files would, as many at once (their
+// bytes in batches: small.go).
+func (run *tarRun) streamBeside(ctx context.Context, small, newDirs, early []*tarNode, probeLater bool) ([][]*tarFile, []error) {
 	var streams, side Progress
 	if p := run.c.opts.Progress; p != nil {
 		shared := newRunProgress(p, nil, true)
@@ -24,7 +26,6 @@ func (run *tarRun) streamBeside(ctx context.Context, small, newDirs, early []*ta
 	}
 	var batches [][]*tarFile
 	var errs []error
-	var left []*tarNode
 	var made int
 	var dirErrs []*Error
 	done := make(chan struct{})
@@ -34,8 +35,10 @@ func (run *tarRun) streamBeside(ctx context.Context, small, newDirs, early []*ta
 			support, err := run.probed()
 			if err != nil {
 				run.c.logf("tar mode not used: %v; the small files go over SFTP", err)
-				made, dirErrs = run.makeDirs(ctx, newDirs)
-				left = small
+				if run.upload {
+					made, dirErrs = run.makeDirs(ctx, newDirs)
+				}
+				run.copyOthers(ctx, small, streams, remoteFiles)
 				return
 			}
 			run.compress(support)
@@ -50,7 +53,7 @@ func (run *tarRun) streamBeside(ctx context.Context, small, newDirs, early []*ta
 	for _, e := range dirErrs {
 		run.fail(e)
 	}
-	return batches, errs, left
+	return batches, errs
 }
 
 // copyOthers copies the files tar streams do not carry over SFTP, width
@@ -99,6 +102,10 @@ func (run *tarRun) copyOthers(ctx context.Context, files []*tarNode, progress Pr
 		}
 		outs[i].res = *sub.res
 	})
+	// Two of these may merge at once (streamBeside's side copies and the
+	// small files left to SFTP).
+	run.mu.Lock()
+	defer run.mu.Unlock()
 	for _, o := range outs {
 		c.res.Files += o.res.Files
 		c.res.Bytes += o.res.Bytes
