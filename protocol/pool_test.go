@@ -59,6 +59,34 @@ func openEnd(t *testing.T, srv *sshtest.Server, withDial bool) *SFTP {
 	return end
 }
 
+// delayedDialEnd opens an end on an in-process server whose further
+// connections are dialed once wait returns, and a one-byte file on it.
+func delayedDialEnd(t *testing.T, wait func(context.Context) error) (*SFTP, string) {
+	t.Helper()
+	srv := sshtest.Start(t, sshtest.Options{})
+	dial := dialer(t, srv)
+	first, err := dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf,
+		Dial: func(ctx context.Context) (*ssh.Client, error) {
+			if err := wait(ctx); err != nil {
+				return nil, err
+			}
+			return dial(ctx)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { end.Close() })
+	name := filepath.Join(srv.Root, "f")
+	if err := os.WriteFile(name, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return end, name
+}
+
 func TestLimitsFromServer(t *testing.T) {
 	srv := sshtest.Start(t, sshtest.Options{})
 	end := openEnd(t, srv, false)
@@ -200,24 +228,11 @@ func TestPoolReusesIdleWhereFewestBusy(t *testing.T) {
 // are up: none piles on the first while the others are in their
 // handshakes, and none starts ahead of the others.
 func TestPoolSharesStreamsWhileDialing(t *testing.T) {
-	srv := sshtest.Start(t, sshtest.Options{})
-	dial := dialer(t, srv)
-	first, err := dial(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	const handshake = 300 * time.Millisecond
-	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf,
-		Dial: func(ctx context.Context) (*ssh.Client, error) {
-			time.Sleep(handshake) // a long path's TCP, key exchange and auth
-			return dial(ctx)
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer end.Close()
-	name := filepath.Join(srv.Root, "f")
-	os.WriteFile(name, []byte("x"), 0o644)
+	end, name := delayedDialEnd(t, func(context.Context) error {
+		time.Sleep(handshake) // a long path's TCP, key exchange and auth
+		return nil
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -265,31 +280,18 @@ func TestPoolSharesStreamsWhileDialing(t *testing.T) {
 // the first at once. It used to wait for the prepared ones, and so for
 // the dial: at 50 ms, half a second for each file of a tree.
 func TestPoolOneSessionWaitsForNoDial(t *testing.T) {
-	srv := sshtest.Start(t, sshtest.Options{})
-	dial := dialer(t, srv)
-	first, err := dial(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	release := make(chan struct{})
 	var once sync.Once
 	unblock := func() { once.Do(func() { close(release) }) }
 	defer unblock()
-	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf,
-		Dial: func(ctx context.Context) (*ssh.Client, error) {
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-			return dial(ctx)
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer end.Close()
-	name := filepath.Join(srv.Root, "f")
-	os.WriteFile(name, []byte("x"), 0o644)
+	end, name := delayedDialEnd(t, func(ctx context.Context) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The sessions opened with the end are taken, as a tree's listing

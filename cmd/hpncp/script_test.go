@@ -394,17 +394,28 @@ func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	size, err := parseSize(args[1])
 	ts.Check(err)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	waitUntil(ts, func() bool {
 		matches, _ := filepath.Glob(ts.MkAbs(args[0]))
 		for _, m := range matches {
 			if fi, err := os.Stat(m); err == nil && fi.Size() >= size {
-				return
+				return true
 			}
+		}
+		return false
+	}, "no file matching %s reached %d bytes", args[0], size)
+}
+
+// waitUntil polls ok for up to 30 s and fails the script with the message
+// if it never holds.
+func waitUntil(ts *testscript.TestScript, ok func() bool, format string, args ...any) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if ok() {
+			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	ts.Fatalf("no file matching %s reached %d bytes", args[0], size)
+	ts.Fatalf(format, args...)
 }
 
 // waitjournal DIR SIZE waits until a resume journal entry in DIR says
@@ -418,20 +429,18 @@ func cmdWaitjournal(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	size, err := parseSize(args[1])
 	ts.Check(err)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	waitUntil(ts, func() bool {
 		matches, _ := filepath.Glob(filepath.Join(ts.MkAbs(args[0]), "*.json"))
 		for _, m := range matches {
 			var e struct {
 				Watermark int64 `json:"watermark"`
 			}
 			if b, err := os.ReadFile(m); err == nil && json.Unmarshal(b, &e) == nil && e.Watermark >= size {
-				return
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	ts.Fatalf("no journal entry in %s reached a watermark of %d bytes", args[0], size)
+		return false
+	}, "no journal entry in %s reached a watermark of %d bytes", args[0], size)
 }
 
 // tmpfs DIR SIZE mounts a tmpfs of SIZE bytes on DIR for the rest of the
