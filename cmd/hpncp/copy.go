@@ -658,8 +658,6 @@ func defaultCopyOptions() *copyOptions {
 	return o
 }
 
-// uploads reports whether the copy of locs sends from this host: its
-// target is remote and no source is.
 // oneServer reports whether locs copy between this host and one server,
 // either way: every source remote and the target local, or the other
 // way round, every remote one naming the same host.
@@ -680,6 +678,8 @@ func oneServer(locs []transfer.Location) bool {
 	return true
 }
 
+// uploads reports whether the copy of locs sends from this host: its
+// target is remote and no source is.
 func uploads(locs []transfer.Location) bool {
 	if len(locs) < 2 || !locs[len(locs)-1].Remote() {
 		return false
