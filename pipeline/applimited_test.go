@@ -76,12 +76,14 @@ func midCopy(samples []window.Sample, tail int64) []window.Sample {
 // take 5 ms a chunk, not nothing: at memory speed the rate so far once
 // told the slow lane that the rest would take less than its chunk
 // (slowAtTail), it took no more, and the copy ended within the first
-// interval, with nothing to judge.
+// interval, with nothing to judge. 32 MiB at that pace are about eight
+// intervals: 16 MiB once gave CI (-race, loaded) four, two of them
+// before the tail.
 func TestParallelSpreadWaitIsNotAppLimited(t *testing.T) {
 	const chunk = 32 << 10
 	defer func(m int64) { maxAhead = m }(maxAhead)
 	maxAhead = 1 << 20
-	src := noise(16 << 20)
+	src := noise(32 << 20)
 	samples := samplesOf(t, src, chunk, 2, 4, func(i int, dst *memFile) io.WriterAt {
 		if i == 0 {
 			return slowWriter{dst, 100 * time.Millisecond}
