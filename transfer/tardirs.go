@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/protocol"
@@ -166,7 +165,7 @@ func (run *tarRun) makeOtherDirs(ctx context.Context, other, newDirs []*tarNode)
 // makeRemoteDirs creates dirs (new directories of an upload, parents
 // before children) below run.base over SFTP, the directories of one level
 // at once. It returns how many it made and those it did not, telling
-// failed, when not nil, of each.
+// failed, when not nil, of each, from the calling goroutine.
 func (run *tarRun) makeRemoteDirs(ctx context.Context, dirs []*tarNode, failed func(*tarNode, error)) (int, map[*tarNode]bool) {
 	c := run.c
 	var levels [][]*tarNode
@@ -216,11 +215,8 @@ func (run *tarRun) makeRemoteDirs(ctx context.Context, dirs []*tarNode, failed f
 // copied.
 func (run *tarRun) makeDirs(ctx context.Context, newDirs []*tarNode) (int, []*Error) {
 	var errs []*Error
-	var mu sync.Mutex
 	made, _ := run.makeRemoteDirs(ctx, newDirs, func(d *tarNode, err error) {
-		mu.Lock()
 		errs = append(errs, &Error{Op: "create directory", Path: d.dst.String(), Err: err})
-		mu.Unlock()
 	})
 	return made, errs
 }
