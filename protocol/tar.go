@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"strconv"
 	"strings"
 	"sync"
@@ -322,14 +323,14 @@ func (w *tarSink) Close() error {
 // reader; Close reads what remains, waits for tar and returns its
 // failure, if any. Each name is sent as "./name", so that one starting
 // with "-" is not taken for an option.
-func (s *SFTP) TarCreate(ctx context.Context, dir string, names []string, o TarOptions) (io.ReadCloser, error) {
+func (s *SFTP) TarCreate(ctx context.Context, dir string, names iter.Seq[string], o TarOptions) (io.ReadCloser, error) {
 	t, stdin, stdout, err := s.startTar(ctx, tarCreateCommand(dir, o), "tar -c in "+s.label+dir)
 	if err != nil {
 		return nil, err
 	}
 	go func() {
 		var b bytes.Buffer
-		for _, n := range names {
+		for n := range names {
 			b.WriteString("./")
 			b.WriteString(n)
 			b.WriteByte(0)

@@ -24,9 +24,9 @@ import (
 
 // fuzzWant is what a fuzzed download asked for: its seeds archive these
 // names with these sizes.
-var fuzzWant = map[string]int64{
-	"a": 3, "sub/b": 5, "-dash": 1,
-	"sub/" + strings.Repeat("long", 30): 2,
+var fuzzWant = []askedFile{
+	{"a", 3}, {"sub/b", 5}, {"-dash", 1},
+	{"sub/" + strings.Repeat("long", 30), 2},
 }
 
 // hostileTar is an archive of one entry, as a server could send it.
@@ -76,15 +76,15 @@ func FuzzReceiveTar(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		want := wanted(dir, fuzzWant)
+		want, order := wanted(dir, fuzzWant...)
 		defer func() {
 			var list []*tarFile
 			for _, f := range want {
 				list = append(list, f)
 			}
-			removeTemps(Local{}, list)
+			downRun(dir).removeTemps(list)
 		}()
-		err := receiveTar(context.Background(), bytes.NewReader(data), want, pipeline.Meter{})
+		err := receiveTar(context.Background(), bytes.NewReader(data), order, pipeline.Meter{})
 
 		temps := map[string]*tarFile{}
 		for rel, f := range want {
@@ -94,16 +94,16 @@ func FuzzReceiveTar(f *testing.F) {
 				}
 				continue
 			}
-			if filepath.Dir(f.tmp) != filepath.Dir(f.dst.Path) || !strings.HasPrefix(filepath.Base(f.tmp), tempPrefix) {
-				t.Fatalf("%s written to %s, not a temporary file beside %s", rel, f.tmp, f.dst.Path)
+			if f.tmp != filepath.Base(f.tmp) || !strings.HasPrefix(f.tmp, tempPrefix) {
+				t.Fatalf("%s written to %q, not a temporary file beside %s", rel, f.tmp, f.dst().Path)
 			}
-			temps[f.tmp] = f
+			temps[f.tmpBeside()] = f
 			if err == nil && !f.done && f.err == nil {
-				t.Fatalf("%s was received (%s) neither whole nor failed, yet the stream ended well", rel, f.tmp)
+				t.Fatalf("%s was received (%s) neither whole nor failed, yet the stream ended well", rel, f.tmpBeside())
 			}
 			if f.done {
 				var size int64 = -1
-				fi, serr := os.Stat(f.tmp)
+				fi, serr := os.Stat(f.tmpBeside())
 				if serr == nil {
 					size = fi.Size()
 				}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"strings"
 	"sync"
 
@@ -82,7 +83,7 @@ const (
 type tarEnd interface {
 	TarProbe(ctx context.Context) (protocol.TarSupport, error)
 	TarExtract(ctx context.Context, dir string, o protocol.TarOptions) (io.WriteCloser, error)
-	TarCreate(ctx context.Context, dir string, names []string, o protocol.TarOptions) (io.ReadCloser, error)
+	TarCreate(ctx context.Context, dir string, names iter.Seq[string], o protocol.TarOptions) (io.ReadCloser, error)
 }
 
 // tarProbes remembers each server's answer, so that it is asked once.
@@ -183,7 +184,7 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	// from this goroutine: the jobs still running for earlier operands
 	// finish first.
 	c.wg.Wait()
-	root := &tarNode{src: src, dst: dst, info: si}
+	root := newTarDir("", src, dst, si)
 	switch di, err := dst.FS.Stat(dst.Path); {
 	case err == nil && !di.IsDir():
 		c.fail(&Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: ErrNotDirectory})
@@ -196,6 +197,7 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	}
 	run := &tarRun{c: c, end: end, upload: upload, root: root, base: dst.Path, parallel: c.parallel}
 	p := run.list(ctx)
+	defer p.release()
 	if ctx.Err() != nil {
 		return true
 	}
@@ -259,9 +261,9 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	if c.opts.Preserve {
 		// -p sets the directories' modes and times once every file is in,
 		// deepest first, with the walk's own (finish).
-		c.addFix(root.dst, root.info, 0)
+		c.addFix(root.dst(), root.info, 0)
 		for _, d := range p.dirs {
-			c.addFix(d.dst, d.info, strings.Count(d.rel, "/")+1)
+			c.addFix(d.dst(), d.info, strings.Count(d.rel, "/")+1)
 		}
 	}
 	return true
@@ -285,7 +287,7 @@ func (run *tarRun) worth(p *tarPlan) bool {
 	if run.upload && run.root.existing == nil {
 		for _, f := range p.other {
 			if f.info.Size() >= journalMinSize {
-				c.logf("tar mode not used: %s is large enough to be resumed if the copy is cut", f.src)
+				c.logf("tar mode not used: %s is large enough to be resumed if the copy is cut", f.src())
 				return false
 			}
 		}
@@ -309,9 +311,9 @@ func (run *tarRun) choose(p *tarPlan) (protocol.TarSupport, bool, error) {
 		run.c.logf("tar mode not used: %v", err)
 		return support, false, nil
 	}
-	remote := run.root.dst
+	remote := run.root.dst()
 	if !run.upload {
-		remote = run.root.src
+		remote = run.root.src()
 	}
 	hint := "tar mode needs GNU tar on the server; copy without --tar to use SFTP"
 	if protocol.Lost(err) {
@@ -373,7 +375,7 @@ func (run *tarRun) account(files [][]*tarFile, errs []error, newDirs int) {
 	c := run.c
 	for i, batch := range files {
 		if err := errs[i]; err != nil {
-			c.fail(&Error{Op: fmt.Sprintf("copy %d files over tar to", len(batch)), Path: run.root.dst.String(), Err: err})
+			c.fail(&Error{Op: fmt.Sprintf("copy %d files over tar to", len(batch)), Path: run.root.dst().String(), Err: err})
 		} else if run.upload && i == 0 {
 			c.res.Dirs += newDirs
 		}
@@ -387,13 +389,13 @@ func (run *tarRun) account(files [][]*tarFile, errs []error, newDirs int) {
 				if _, own := f.err.(*Error); own {
 					c.res.Errors = append(c.res.Errors, f.err)
 				}
-				c.report(FileReport{Path: f.src.String(), Status: StatusFailed, Error: err.Error(), Target: f.dst.String()})
+				c.report(FileReport{Path: f.src().String(), Status: StatusFailed, Error: err.Error(), Target: f.dst().String()})
 				continue
 			}
 			c.res.Files++
 			c.res.Bytes += f.info.Size()
-			c.report(FileReport{Path: f.src.String(), Bytes: f.info.Size(), Status: StatusCopied, Target: f.dst.String()})
-			c.logf("copied %s to %s: %d bytes (tar)", f.src, f.dst, f.info.Size())
+			c.report(FileReport{Path: f.src().String(), Bytes: f.info.Size(), Status: StatusCopied, Target: f.dst().String()})
+			c.logf("copied %s to %s: %d bytes (tar)", f.src(), f.dst(), f.info.Size())
 		}
 	}
 }

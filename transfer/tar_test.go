@@ -30,18 +30,42 @@ func (i sizeInfo) ModTime() time.Time { return time.Unix(1e9, 0) }
 func (i sizeInfo) IsDir() bool        { return false }
 func (i sizeInfo) Sys() any           { return nil }
 
-// wanted is the set of files a download asked for, below dir.
-func wanted(dir string, sizes map[string]int64) map[string]*tarFile {
-	want := map[string]*tarFile{}
-	for rel, size := range sizes {
-		want[rel] = &tarFile{tarNode: &tarNode{
-			rel:  rel,
-			src:  Endpoint{FS: Local{}, Path: "remote/" + rel},
-			dst:  local(filepath.Join(dir, filepath.FromSlash(rel))),
-			info: sizeInfo{path.Base(rel), size},
-		}}
+// fileNode returns the node of a file of a plan, read from src and copied
+// to dst, in a directory node of its own.
+func fileNode(rel string, src, dst Endpoint, info fs.FileInfo) *tarNode {
+	dirOf := func(e Endpoint) Endpoint {
+		if e.FS == nil {
+			return e
+		}
+		return Endpoint{e.FS, e.FS.Dir(e.Path)}
 	}
-	return want
+	dir := newTarDir(path.Dir(rel), dirOf(src), dirOf(dst), nil)
+	return &tarNode{rel: rel, info: info, parent: dir}
+}
+
+// downRun is the tarRun of a download into dir.
+func downRun(dir string) *tarRun {
+	return &tarRun{root: newTarDir("", Endpoint{FS: Local{}}, local(dir), nil)}
+}
+
+// askedFile is a file a download asks for: its name and listed size.
+type askedFile struct {
+	rel  string
+	size int64
+}
+
+// wanted is the set of files a download asked for, below dir, by name
+// and in the order asked.
+func wanted(dir string, asked ...askedFile) (map[string]*tarFile, []*tarFile) {
+	want := map[string]*tarFile{}
+	var order []*tarFile
+	for _, a := range asked {
+		f := &tarFile{tarNode: fileNode(a.rel, Endpoint{FS: Local{}, Path: "remote/" + a.rel},
+			local(filepath.Join(dir, filepath.FromSlash(a.rel))), sizeInfo{path.Base(a.rel), a.size})}
+		want[a.rel] = f
+		order = append(order, f)
+	}
+	return want, order
 }
 
 type entry struct {
@@ -93,14 +117,14 @@ func TestReceiveTar(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	want := wanted(dir, map[string]int64{"a": 3, "sub/b": 5, "-dash": 1})
+	want, order := wanted(dir, askedFile{"a", 3}, askedFile{"sub/b", 5}, askedFile{"-dash", 1})
 	data := archive(t,
 		entry{tar.Header{Name: "./a"}, "aaa"},
 		entry{tar.Header{Name: "./sub/b"}, "bbbbb"},
 		entry{tar.Header{Name: "./-dash"}, "d"},
 	)
 	var n int
-	if err := receiveTar(context.Background(), bytes.NewReader(data), want, pipeline.Meter{Progress: func(k int) { n += k }}); err != nil {
+	if err := receiveTar(context.Background(), bytes.NewReader(data), order, pipeline.Meter{Progress: func(k int) { n += k }}); err != nil {
 		t.Fatal(err)
 	}
 	if n != 9 {
@@ -113,13 +137,43 @@ func TestReceiveTar(t *testing.T) {
 		if !strings.HasPrefix(filepath.Base(f.tmp), tempPrefix) {
 			t.Errorf("%s written to %s, not a temporary name", rel, f.tmp)
 		}
-		if _, err := os.Stat(f.dst.Path); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(f.dst().Path); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s exists under its final name before the stream ended", rel)
 		}
 	}
-	got, _ := os.ReadFile(want["sub/b"].tmp)
+	got, _ := os.ReadFile(want["sub/b"].tmpBeside())
 	if string(got) != "bbbbb" {
 		t.Errorf("sub/b holds %q", got)
+	}
+}
+
+// GNU tar writes the files in the order asked and leaves out one it
+// cannot read: an archive may skip files, but an entry for a file it
+// passed is refused, even one never sent.
+func TestReceiveTarOrder(t *testing.T) {
+	dir := t.TempDir()
+	want, order := wanted(dir, askedFile{"a", 1}, askedFile{"b", 1}, askedFile{"c", 1})
+	if err := receiveTar(context.Background(), bytes.NewReader(archive(t,
+		entry{tar.Header{Name: "./a"}, "a"}, entry{tar.Header{Name: "./c"}, "c"})), order, pipeline.Meter{}); err != nil {
+		t.Fatal(err)
+	}
+	if !want["a"].done || want["b"].seen || !want["c"].done {
+		t.Errorf("a done %v, b seen %v, c done %v; want a and c received, b not", want["a"].done, want["b"].seen, want["c"].done)
+	}
+	downRun(dir).removeTemps(order)
+
+	want, order = wanted(dir, askedFile{"a", 1}, askedFile{"b", 1}, askedFile{"c", 1})
+	err := receiveTar(context.Background(), bytes.NewReader(archive(t,
+		entry{tar.Header{Name: "./a"}, "a"}, entry{tar.Header{Name: "./c"}, "c"}, entry{tar.Header{Name: "./b"}, "b"})), order, pipeline.Meter{})
+	if err == nil || !strings.Contains(err.Error(), `refusing "./b": not in the order asked for`) {
+		t.Fatalf("error %v, want b refused as out of order", err)
+	}
+	if want["b"].tmp != "" {
+		t.Errorf("b written to %s", want["b"].tmp)
+	}
+	downRun(dir).removeTemps(order)
+	if left := files(t, dir); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
 	}
 }
 
@@ -151,16 +205,16 @@ func TestReceiveTarHostile(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			want := wanted(dir, map[string]int64{"a": 3})
+			want, order := wanted(dir, askedFile{"a", 3})
 			data := archive(t, c.entries...)
 			if c.cut > 0 {
 				data = data[:len(data)-c.cut]
 			}
-			err := receiveTar(context.Background(), bytes.NewReader(data), want, pipeline.Meter{})
+			err := receiveTar(context.Background(), bytes.NewReader(data), order, pipeline.Meter{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("error %v, want one saying %q", err, c.want)
 			}
-			removeTemps(Local{}, []*tarFile{want["a"]})
+			downRun(dir).removeTemps([]*tarFile{want["a"]})
 			if left := files(t, dir); len(left) != 0 {
 				t.Errorf("left behind: %v", left)
 			}
@@ -178,9 +232,9 @@ func TestReceiveTarHostile(t *testing.T) {
 // goes on.
 func TestReceiveTarChangedSize(t *testing.T) {
 	dir := t.TempDir()
-	want := wanted(dir, map[string]int64{"a": 3, "b": 1})
+	want, order := wanted(dir, askedFile{"a", 3}, askedFile{"b", 1})
 	data := archive(t, entry{tar.Header{Name: "a"}, "aaaa"}, entry{tar.Header{Name: "b"}, "b"})
-	if err := receiveTar(context.Background(), bytes.NewReader(data), want, pipeline.Meter{}); err != nil {
+	if err := receiveTar(context.Background(), bytes.NewReader(data), order, pipeline.Meter{}); err != nil {
 		t.Fatal(err)
 	}
 	if a := want["a"]; a.err == nil || !strings.Contains(a.err.Error(), "changed size") || a.tmp != "" {
@@ -280,13 +334,12 @@ func TestWriteArchive(t *testing.T) {
 	fi, _ := os.Stat(filepath.Join(src, "sub", "f"))
 	dir := &tarNode{rel: "sub", info: di}
 	for _, whole := range []bool{false, true} {
-		f := &tarFile{tarNode: &tarNode{rel: "sub/f", info: fi,
-			src: local(filepath.Join(src, "sub", "f")), dst: Endpoint{FS: Local{}, Path: "/t/sub/f"}}}
-		f.tmp = "/t/sub/" + TempName("f")
+		f := &tarFile{tarNode: fileNode("sub/f", local(filepath.Join(src, "sub", "f")), Endpoint{FS: Local{}, Path: "/t/sub/f"}, fi)}
+		f.tmp = TempName("f")
 		if whole {
-			f.tmp = "/tmptree/sub/f"
+			f.tmp = ""
 		}
-		run := &tarRun{c: &copier{}, root: &tarNode{dst: Endpoint{FS: Local{}, Path: "/t"}}, whole: whole}
+		run := &tarRun{c: &copier{}, root: newTarDir("", Endpoint{}, Endpoint{FS: Local{}, Path: "/t"}, nil), upload: true, whole: whole, base: "/tmptree"}
 		var b bytes.Buffer
 		if err := run.writeArchive(context.Background(), &b, []*tarNode{dir}, []*tarFile{f}); err != nil {
 			t.Fatal(err)
@@ -300,7 +353,7 @@ func TestWriteArchive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := "sub/" + filepath.Base(f.tmp)
+		want := "sub/" + f.tmp
 		if whole {
 			want = "sub/f"
 		}

@@ -21,7 +21,7 @@ import (
 // the copy cannot go on.
 func (run *tarRun) makeBase(ctx context.Context) bool {
 	c, root := run.c, run.root
-	dst := root.dst
+	dst := root.dst()
 	// The shards of a job build one tree at once: each writes into it, as
 	// a run into an existing tree does, since only one could rename a
 	// tree of its own into place.
@@ -84,7 +84,7 @@ func (c *copier) mkdirPrivate(ctx context.Context, dir Endpoint) error {
 // setRootMode gives the temporary directory of a new tree the mode the
 // tree's root gets (-p sets the source's exactly once the files are in).
 func (run *tarRun) setRootMode(ctx context.Context) error {
-	c, dst := run.c, run.root.dst
+	c, dst := run.c, run.root.dst()
 	mode := run.root.info.Mode().Perm() | 0o700
 	if !c.opts.Preserve {
 		mode = c.newFileMode(ctx, dst, mode)
@@ -104,12 +104,12 @@ func (run *tarRun) setRootMode(ctx context.Context) error {
 func (run *tarRun) makeLocalDirs(ctx context.Context, newDirs []*tarNode) {
 	c := run.c
 	for _, d := range newDirs {
-		made, err := c.makeDir(ctx, d.dst, d.info.Mode().Perm())
-		if !made && madeByOther(d.dst) {
+		made, err := c.makeDir(ctx, d.dst(), d.info.Mode().Perm())
+		if !made && madeByOther(d.dst()) {
 			continue
 		}
 		if !made {
-			c.fail(&Error{Op: "create directory", Path: d.dst.String(), Err: err})
+			c.fail(&Error{Op: "create directory", Path: d.dst().String(), Err: err})
 			continue
 		}
 		c.res.Dirs++
@@ -145,7 +145,7 @@ func (run *tarRun) makeOtherDirs(ctx context.Context, other, newDirs []*tarNode)
 		}
 	}
 	made, failed := run.makeRemoteDirs(ctx, dirs, func(d *tarNode, err error) {
-		c.logf("tar: %s not created over SFTP (%v): its large files wait for the tar streams", d.dst, err)
+		c.logf("tar: %s not created over SFTP (%v): its large files wait for the tar streams", d.dst(), err)
 	})
 	for _, d := range newDirs {
 		if !need[d] || failed[d] {
@@ -177,7 +177,7 @@ func (run *tarRun) makeRemoteDirs(ctx context.Context, dirs []*tarNode, failed f
 		levels[depth] = append(levels[depth], d)
 	}
 	made, bad := 0, map[*tarNode]bool{}
-	dstFS := run.root.dst.FS
+	dstFS := run.root.dst().FS
 	for _, level := range levels {
 		errs := make([]error, len(level))
 		slots.ForEach(len(level), metaWorkers, func(i int) {
@@ -216,7 +216,7 @@ func (run *tarRun) makeRemoteDirs(ctx context.Context, dirs []*tarNode, failed f
 func (run *tarRun) makeDirs(ctx context.Context, newDirs []*tarNode) (int, []*Error) {
 	var errs []*Error
 	made, _ := run.makeRemoteDirs(ctx, newDirs, func(d *tarNode, err error) {
-		errs = append(errs, &Error{Op: "create directory", Path: d.dst.String(), Err: err})
+		errs = append(errs, &Error{Op: "create directory", Path: d.dst().String(), Err: err})
 	})
 	return made, errs
 }
@@ -227,7 +227,7 @@ func (run *tarRun) makeDirs(ctx context.Context, newDirs []*tarNode) (int, []*Er
 // every file of it reported failed, those that waited too. The reports
 // held meanwhile go out at the end.
 func (run *tarRun) finishTree(ctx context.Context, batches [][]*tarFile, errs []error, late []*tarNode) {
-	c, src, dst := run.c, run.root.src, run.root.dst
+	c, src, dst := run.c, run.root.src(), run.root.dst()
 	err := errors.Join(errs...)
 	if err == nil {
 		run.copyOthers(ctx, late, c.opts.Progress, otherWorkers)
@@ -265,7 +265,7 @@ func (run *tarRun) finishTree(ctx context.Context, batches [][]*tarFile, errs []
 			}
 		}
 		for _, f := range late {
-			run.held = append(run.held, FileReport{Path: f.src.String(), Status: StatusFailed, Error: notDone.Error(), Target: f.dst.String()})
+			run.held = append(run.held, FileReport{Path: f.src().String(), Status: StatusFailed, Error: notDone.Error(), Target: f.dst().String()})
 		}
 	}
 	run.hold = false

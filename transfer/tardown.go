@@ -32,16 +32,19 @@ func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err er
 	defer cancel()
 	defer func() {
 		if err != nil {
-			removeTemps(root.dst.FS, files)
+			run.removeTemps(files)
 		}
 	}()
-	names := make([]string, len(files))
-	want := make(map[string]*tarFile, len(files))
-	for i, f := range files {
-		names[i] = f.rel
-		want[f.rel] = f
+	// The names go to tar as they are sent, not as a list of their own:
+	// a plan holds every file of the tree at once.
+	names := func(yield func(string) bool) {
+		for _, f := range files {
+			if !yield(f.rel) {
+				return
+			}
+		}
 	}
-	rc, err := run.end.TarCreate(sctx, root.src.Path, names, po)
+	rc, err := run.end.TarCreate(sctx, root.src().Path, names, po)
 	if err != nil {
 		return err
 	}
@@ -66,7 +69,7 @@ func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err er
 		r = gr
 	}
 	start := time.Now()
-	rerr := receiveTar(ctx, r, want, run.m)
+	rerr := receiveTar(ctx, r, files, run.m)
 	if rerr != nil {
 		cancel()
 	}
@@ -94,7 +97,7 @@ func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err er
 			return
 		}
 		if !f.done {
-			f.err = &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(),
+			f.err = &Error{Op: "copy " + f.src().String() + " to", Path: f.dst().String(),
 				Err: errors.New("missing from the tar stream")}
 			return
 		}
@@ -102,15 +105,15 @@ func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err er
 		// engine's, with the archive's modification time.
 		attrs := func() fileAttrs {
 			src := attrsOf(f.info)
-			src.mtime = f.mtime
+			src.mtime = time.Unix(f.mtime, int64(f.mnsec))
 			return finalAttrs(c.opts.Preserve, src, f.existing, func() fs.FileMode {
-				return c.newFileMode(ctx, f.dst, f.info.Mode().Perm())
+				return c.newFileMode(ctx, f.dst(), f.info.Mode().Perm())
 			})
 		}
-		t := tempFile{dst: f.dst, tmp: f.tmp, op: "copy " + f.src.String() + " to"}
+		t := tempFile{dst: f.dst(), tmp: f.tmpBeside(), op: "copy " + f.src().String() + " to"}
 		if err := t.finish(ctx, -1, nil, attrs, nil); err != nil {
 			f.err = err
-			_ = f.dst.FS.Remove(f.tmp)
+			_ = t.dst.FS.Remove(t.tmp)
 		}
 	})
 	return nil
@@ -166,19 +169,21 @@ func tarSkipped(err error, files []*tarFile) bool {
 		if strings.HasSuffix(msg, ": Permission denied") {
 			cause = fs.ErrPermission // as SFTP mode says it
 		}
-		f.err = &Error{Op: "read", Path: f.src.String(), Err: cause}
+		f.err = &Error{Op: "read", Path: f.src().String(), Err: cause}
 	}
 	return true
 }
 
-// receiveTar reads an archive the server sent and writes each entry to a
-// fresh temporary file beside its target. Every entry must be a regular
-// file the copy asked for, once, under a clean relative name: anything
-// else (links, devices, names leading out of the tree, unasked names) ends
-// the stream with an error, since a server sending it cannot be trusted
-// with the rest. A file whose size differs from the listing's fails alone.
-// Its bytes go through m, which ends the stream once ctx is done.
-func receiveTar(ctx context.Context, r io.Reader, want map[string]*tarFile, m pipeline.Meter) error {
+// receiveTar reads an archive the server sent for files, asked for in
+// that order, and writes each entry to a fresh temporary file beside its
+// target. Every entry must be a regular file the copy asked for, once,
+// in the order asked, under a clean relative name: anything else (links,
+// devices, names leading out of the tree, unasked names) ends the stream
+// with an error, since a server sending it cannot be trusted with the
+// rest. A file whose size differs from the listing's fails alone. Its
+// bytes go through m, which ends the stream once ctx is done.
+func receiveTar(ctx context.Context, r io.Reader, files []*tarFile, m pipeline.Meter) error {
+	want := tarWant{files: files}
 	tr := tar.NewReader(r)
 	// One buffer for the whole stream, as on upload (writeArchive).
 	buf := make([]byte, 32<<10)
@@ -197,25 +202,24 @@ func receiveTar(ctx context.Context, r io.Reader, want map[string]*tarFile, m pi
 		if h.Typeflag != tar.TypeReg {
 			return fmt.Errorf("tar stream: refusing %q: not a regular file (type %q)", h.Name, h.Typeflag)
 		}
-		f := want[name]
+		f, err := want.take(name)
 		switch {
-		case f == nil:
-			return fmt.Errorf("tar stream: refusing %q: not a file that was asked for", h.Name)
-		case f.seen:
-			return fmt.Errorf("tar stream: refusing %q: sent twice", h.Name)
+		case err != nil:
+			return fmt.Errorf("tar stream: refusing %q: %w", h.Name, err)
 		case h.Size != f.info.Size():
-			f.err = &Error{Op: "read", Path: f.src.String(),
+			f.err = &Error{Op: "read", Path: f.src().String(),
 				Err: fmt.Errorf("file changed size during the copy: expected %d bytes, the archive has %d", f.info.Size(), h.Size)}
 			f.seen = true
 			continue
 		}
 		f.seen = true
-		dstFS := f.dst.FS
-		out, tmp, err := createTemp(dstFS, dstFS.Dir(f.dst.Path), dstFS.Base(f.dst.Path))
+		dstFS := f.dst().FS
+		out, tmp, err := createTemp(dstFS, dstFS.Dir(f.dst().Path), dstFS.Base(f.dst().Path))
 		if err != nil {
-			return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err, Hint: hintFor(err)}
+			return &Error{Op: "copy " + f.src().String() + " to", Path: f.dst().String(), Err: err, Hint: hintFor(err)}
 		}
-		f.tmp = tmp
+		// A copy of the name alone: a substring would keep the whole path.
+		f.tmp = strings.Clone(dstFS.Base(tmp))
 		// Hiding the file's ReadFrom has the copy use buf: from a tar
 		// reader it would fall back to io.Copy and a buffer of its own.
 		n, err := io.CopyBuffer(struct{ io.Writer }{out}, m.Reader(ctx, tr), buf)
@@ -226,13 +230,13 @@ func receiveTar(ctx context.Context, r io.Reader, want map[string]*tarFile, m pi
 			if errors.Is(err, io.ErrUnexpectedEOF) {
 				return fmt.Errorf("read the tar stream: cut short in %q: %w", h.Name, err)
 			}
-			return &Error{Op: "copy " + f.src.String() + " to", Path: f.dst.String(), Err: err, Hint: hintFor(err)}
+			return &Error{Op: "copy " + f.src().String() + " to", Path: f.dst().String(), Err: err, Hint: hintFor(err)}
 		}
 		if n != h.Size {
 			return fmt.Errorf("read the tar stream: %q: %d bytes of %d", h.Name, n, h.Size)
 		}
 		f.done = true
-		f.mtime = h.ModTime
+		f.mtime, f.mnsec = h.ModTime.Unix(), int32(h.ModTime.Nanosecond())
 	}
 }
 
@@ -258,4 +262,34 @@ func tarEntryName(name string) (string, error) {
 		}
 	}
 	return rel, nil
+}
+
+// tarWant matches a download's archive to the files it asked for. GNU
+// tar -c writes its entries in the order of the names it was given, and
+// leaves out a file it cannot read (tarSkipped): so each entry is the
+// next file asked for or a later one, never one already passed. Matched
+// in order, a plan of a million files needs no index of their names.
+type tarWant struct {
+	files []*tarFile
+	next  int // files[:next] are passed: matched or left out
+}
+
+// take returns the file an entry named name is for.
+func (w *tarWant) take(name string) (*tarFile, error) {
+	for i := w.next; i < len(w.files); i++ {
+		if f := w.files[i]; f.rel == name {
+			w.next = i + 1
+			return f, nil
+		}
+	}
+	for _, f := range w.files[:w.next] {
+		switch {
+		case f.rel != name:
+		case f.seen:
+			return nil, errors.New("sent twice")
+		default:
+			return nil, errors.New("not in the order asked for")
+		}
+	}
+	return nil, errors.New("not a file that was asked for")
 }

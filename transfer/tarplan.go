@@ -13,26 +13,57 @@ import (
 // which only its whole listing tells: so tar mode has copyDir's walk list
 // the tree into a plan first (a planner), then chooses what goes how.
 
-// tarNode is one entry of a tree to copy.
+// tarNode is one entry of a tree to copy. A plan holds one for every
+// file of the tree at once, so a file's node keeps only what its
+// directory cannot: its name, its stat, its target's. Its endpoints are
+// its directory's joined with its name (src, dst), as the walk made them.
 type tarNode struct {
-	rel      string // slash-separated, relative to the source operand
-	src, dst Endpoint
-	info     fs.FileInfo // the source's, links followed
+	rel string // slash-separated, relative to the source operand
+	// info is the source's, links followed: a *smallInfo for a file that
+	// goes over a tar stream (small), the walk's for any other.
+	info     fs.FileInfo
 	existing fs.FileInfo // the target's, links followed; nil when missing
 	parent   *tarNode
-	dir      *tarDir // a directory's entries; nil for a file
-	// small says the file goes over a tar stream: new, smaller than
-	// the plan's MaxSize and without holes to keep.
-	small bool
+	dir      *tarDir // a directory's; nil for a file
 }
 
-// tarDir is what the walk keeps of a directory's entries. A file's node
-// has none: a plan holds a node for every file of the tree at once.
+// tarDir is what a plan keeps of a directory beside its node.
 type tarDir struct {
-	children []*tarNode // sorted by name once the walk is done
+	src, dst Endpoint
+	children []*tarNode // sorted by name once the walk is done; nil after flatten
 	// targets are the directory's entries at the target, as listed,
 	// while the walk hands out its entries; nil when the target lacks it.
 	targets map[string]fs.FileInfo
+}
+
+// newTarDir returns the node of a directory to copy from src to dst.
+func newTarDir(rel string, src, dst Endpoint, info fs.FileInfo) *tarNode {
+	return &tarNode{rel: rel, info: info, dir: &tarDir{src: src, dst: dst}}
+}
+
+// src is where the entry is read from.
+func (n *tarNode) src() Endpoint {
+	if n.dir != nil {
+		return n.dir.src
+	}
+	d := n.parent.dir.src
+	return Endpoint{d.FS, d.FS.Join(d.Path, path.Base(n.rel))}
+}
+
+// dst is where the entry is copied to.
+func (n *tarNode) dst() Endpoint {
+	if n.dir != nil {
+		return n.dir.dst
+	}
+	d := n.parent.dir.dst
+	return Endpoint{d.FS, d.FS.Join(d.Path, path.Base(n.rel))}
+}
+
+// small says the file goes over a tar stream: new, smaller than the
+// plan's MaxSize and without holes to keep.
+func (n *tarNode) small() bool {
+	_, ok := n.info.(*smallInfo)
+	return ok
 }
 
 // tarPlan is a listed tree: what goes over tar and what over SFTP.
@@ -45,6 +76,15 @@ type tarPlan struct {
 	// errs are the listing's failures, reported once tar mode is chosen:
 	// copyDir would report them again.
 	errs []error
+	// restoreGC, when not nil, undoes the lowerGC of a big plan.
+	restoreGC func()
+}
+
+// release ends what the plan holds beyond its memory.
+func (p *tarPlan) release() {
+	if p.restoreGC != nil {
+		p.restoreGC()
+	}
 }
 
 // newDirs are the directories the target lacks, parents first.
@@ -80,17 +120,17 @@ func (run *tarRun) list(ctx context.Context) *tarPlan {
 	w := &copier{opts: c.opts, res: &Result{}, parallel: c.parallel, plan: l, sched: c.sched}
 	w.opts.Report = nil
 	listStart := time.Now()
-	w.goDir(ctx, run.root.src, run.root.dst, run.root.info, "", 0, false, nil)
+	w.goDir(ctx, run.root.src(), run.root.dst(), run.root.info, "", 0, false, nil)
 	c.wg.Wait()
-	p := &tarPlan{errs: w.res.Errors}
+	p := &tarPlan{errs: w.res.Errors, restoreGC: l.restoreGC}
 	if ctx.Err() != nil {
 		return p
 	}
 	flatten(run.root, &p.dirs, &p.files)
-	c.logf("listed %s: %d files, %d directories in %s", run.root.src, len(p.files), len(p.dirs), time.Since(listStart).Round(time.Millisecond))
+	c.logf("listed %s: %d files, %d directories in %s", run.root.src(), len(p.files), len(p.dirs), time.Since(listStart).Round(time.Millisecond))
 	nsmall := 0
 	for _, f := range p.files {
-		if f.small {
+		if f.small() {
 			nsmall++
 		}
 	}
@@ -99,7 +139,7 @@ func (run *tarRun) list(ctx context.Context) *tarPlan {
 	p.small = make([]*tarNode, 0, nsmall)
 	p.other = make([]*tarNode, 0, len(p.files)-nsmall)
 	for _, f := range p.files {
-		if f.small {
+		if f.small() {
 			p.small = append(p.small, f)
 		} else {
 			p.other = append(p.other, f)
@@ -124,6 +164,10 @@ type tarLister struct {
 	mu    sync.Mutex
 	nodes map[string]*tarNode // the directories entered, by rel
 	small int
+	files int // every file of the plan
+	// restoreGC, once the plan holds bigPlanFiles files, undoes its
+	// lowerGC.
+	restoreGC func()
 }
 
 func (l *tarLister) dir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, rel string) error {
@@ -136,13 +180,11 @@ func (l *tarLister) dir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, 
 		if n.existing != nil && !n.existing.IsDir() {
 			return &Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: ErrNotDirectory}
 		}
-		n.dir = &tarDir{}
+		n.dir = &tarDir{src: src, dst: dst}
 		l.mu.Lock()
 		l.nodes[rel] = n
 		n.parent.dir.children = append(n.parent.dir.children, n)
 		l.mu.Unlock()
-	} else {
-		n.dir = &tarDir{}
 	}
 	if n.existing == nil {
 		return nil
@@ -167,12 +209,14 @@ func (l *tarLister) file(src, dst Endpoint, si fs.FileInfo, rel string) error {
 	// tar writes every byte: a file with holes to keep goes by the
 	// pipeline, which leaves them unwritten.
 	if n.existing == nil && si.Size() < l.maxSize && !(l.sparse && hasHoles(si)) {
-		n.small = true
 		n.info = compactInfo(si, path.Base(rel))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n.parent.dir.children = append(n.parent.dir.children, n)
+	if l.files++; l.files == bigPlanFiles {
+		l.restoreGC = lowerGC()
+	}
 	if n.existing == nil && si.Size() < l.maxSize {
 		l.small++
 		if l.small == l.minFiles && l.enough != nil {
@@ -191,12 +235,7 @@ func (l *tarLister) add(src, dst Endpoint, si fs.FileInfo, rel string) (*tarNode
 		parent = l.nodes[d]
 	}
 	l.mu.Unlock()
-	// rel is most often the tail of src's path: the node keeps that one
-	// string for both.
-	if tail := len(src.Path) - len(rel); tail > 0 && src.Path[tail-1] == '/' && src.Path[tail:] == rel {
-		rel = src.Path[tail:]
-	}
-	n := &tarNode{parent: parent, rel: rel, src: src, dst: dst, info: si}
+	n := &tarNode{parent: parent, rel: rel, info: si}
 	if x, ok := parent.dir.targets[path.Base(rel)]; ok {
 		if x.Mode()&fs.ModeSymlink != 0 {
 			var err error
@@ -251,7 +290,7 @@ func flatten(n *tarNode, dirs, files *[]*tarNode) {
 		return
 	}
 	kids := n.dir.children
-	n.dir = nil
+	n.dir.children, n.dir.targets = nil, nil
 	sort.Slice(kids, func(i, j int) bool { return path.Base(kids[i].rel) < path.Base(kids[j].rel) })
 	for _, ch := range kids {
 		if ch.info.IsDir() {

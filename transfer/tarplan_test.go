@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,10 +36,10 @@ func (*slowLister) TarExtract(context.Context, string, protocol.TarOptions) (io.
 	return nil, errors.New("slowLister: only creates")
 }
 
-func (*slowLister) TarCreate(_ context.Context, dir string, names []string, _ protocol.TarOptions) (io.ReadCloser, error) {
+func (*slowLister) TarCreate(_ context.Context, dir string, names iter.Seq[string], _ protocol.TarOptions) (io.ReadCloser, error) {
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
-	for _, n := range names {
+	for n := range names {
 		data, err := os.ReadFile(filepath.Join(dir, n))
 		if err != nil {
 			return nil, err

@@ -90,15 +90,15 @@ func (run *tarRun) copyOthers(ctx context.Context, files []*tarNode, progress Pr
 			sub.opts.Progress = shared.job()
 		}
 		f := todo[i]
-		dst := f.dst
+		dst := f.dst()
 		if run.whole {
 			dst.Path = dst.FS.Join(run.base, f.rel)
 		}
 		// A file of the temporary tree or of a directory this run made
 		// cannot exist yet: copyFile need not look.
 		fresh := run.whole || f.parent != run.root && f.parent.existing == nil
-		if err := sub.copyFile(ctx, f.src, dst, f.info, fresh); err != nil {
-			sub.failFile(f.src, err)
+		if err := sub.copyFile(ctx, f.src(), dst, f.info, fresh); err != nil {
+			sub.failFile(f.src(), err)
 		}
 		outs[i].res = *sub.res
 	})
@@ -128,13 +128,13 @@ func (run *tarRun) skipListed(ctx context.Context, f *tarNode) bool {
 	if c.opts.Skip != SkipQuick && c.opts.Skip != SkipExisting {
 		return false
 	}
-	why, _, err := c.skip(ctx, f.src, f.dst, f.info, f.existing)
+	why, _, err := c.skip(ctx, f.src(), f.dst(), f.info, f.existing)
 	if err != nil || why == "" {
 		return false
 	}
-	c.forgetTarget(f.dst)
+	c.forgetTarget(f.dst())
 	c.res.Skipped++
-	run.report(FileReport{Path: f.src.String(), Status: StatusSkipped, Target: f.dst.String(), Reason: why})
-	c.logf("skipped %s: %s has it already", f.src, f.dst)
+	run.report(FileReport{Path: f.src().String(), Status: StatusSkipped, Target: f.dst().String(), Reason: why})
+	c.logf("skipped %s: %s has it already", f.src(), f.dst())
 	return true
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,11 +53,11 @@ func (unreadableRemote) TarExtract(context.Context, string, protocol.TarOptions)
 	return nil, errors.New("unreadableRemote: only creates")
 }
 
-func (u unreadableRemote) TarCreate(_ context.Context, dir string, names []string, _ protocol.TarOptions) (io.ReadCloser, error) {
+func (u unreadableRemote) TarCreate(_ context.Context, dir string, names iter.Seq[string], _ protocol.TarOptions) (io.ReadCloser, error) {
 	var b bytes.Buffer
 	var stderr strings.Builder
 	tw := tar.NewWriter(&b)
-	for _, n := range names {
+	for n := range names {
 		if path := filepath.Join(dir, n); filepath.Base(n) != "secret" {
 			data, err := os.ReadFile(path)
 			if err != nil {
@@ -180,7 +181,7 @@ func TestTarSkipped(t *testing.T) {
 	files := func() []*tarFile {
 		var out []*tarFile
 		for _, rel := range []string{"a", "sub/b: odd", "sub/c"} {
-			out = append(out, &tarFile{tarNode: &tarNode{rel: rel, src: Endpoint{unreadableRemote{}, "/r/" + rel}}, seen: rel == "a"})
+			out = append(out, &tarFile{tarNode: fileNode(rel, Endpoint{unreadableRemote{}, "/r/" + rel}, Endpoint{}, nil), seen: rel == "a"})
 		}
 		return out
 	}
@@ -242,8 +243,8 @@ func TestTarSkippedGNUTar(t *testing.T) {
 		t.Fatal(err)
 	}
 	files := []*tarFile{
-		{tarNode: &tarNode{rel: "ok", src: Endpoint{unreadableRemote{}, "/r/ok"}}},
-		{tarNode: &tarNode{rel: "secret", src: Endpoint{unreadableRemote{}, "/r/secret"}}},
+		{tarNode: fileNode("ok", Endpoint{unreadableRemote{}, "/r/ok"}, Endpoint{}, nil)},
+		{tarNode: fileNode("secret", Endpoint{unreadableRemote{}, "/r/secret"}, Endpoint{}, nil)},
 	}
 	// The command of protocol.TarCreate, its names as it sends them.
 	cmd := exec.Command(tarPath, "-c", "-f", "-", "-h", "--hard-dereference", "--no-recursion", "-C", dir, "--null", "-T", "-")
@@ -257,8 +258,8 @@ func TestTarSkippedGNUTar(t *testing.T) {
 	if !errors.As(err, &ee) {
 		t.Fatalf("tar as nobody: %v, want a failure", err)
 	}
-	want := wanted(t.TempDir(), map[string]int64{"ok": 2, "secret": 6})
-	if err := receiveTar(context.Background(), &stdout, want, pipeline.Meter{}); err != nil {
+	want, order := wanted(t.TempDir(), askedFile{"ok", 2}, askedFile{"secret", 6})
+	if err := receiveTar(context.Background(), &stdout, order, pipeline.Meter{}); err != nil {
 		t.Fatal(err)
 	}
 	files[0].seen, files[1].seen = want["ok"].seen, want["secret"].seen

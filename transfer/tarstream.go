@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"time"
 
 	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/pipeline"
@@ -16,14 +15,22 @@ import (
 // tarFile is a file that goes over a tar stream.
 type tarFile struct {
 	*tarNode
-	tmp   string    // its temporary name, a full path on the target
-	mtime time.Time // from the archive, on download
-	err   error     // the file's own failure
+	// tmp is the name of its temporary file in its target's directory:
+	// empty until made, and on an upload of a whole new tree, where the
+	// files go under their own names (tmpPath). A plan holds a tarFile
+	// for every small file at once: a full path each would cost more
+	// than the rest of the record.
+	tmp string
+	err error // the file's own failure
 	// listed is tmp as the target's listing showed it, once an upload's
 	// size was checked.
 	listed fs.FileInfo
-	done   bool // every byte arrived under tmp
-	seen   bool // the archive had an entry for it
+	// mtime and mnsec are the modification time the archive gave, on
+	// download, as time.Unix takes it (a time.Time costs 24 bytes).
+	mtime int64
+	mnsec int32
+	done  bool // every byte arrived under tmp
+	seen  bool // the archive had an entry for it
 }
 
 // stream moves small over up to Streams tar streams at once, telling
@@ -49,7 +56,7 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 			total += n.info.Size()
 		}
 	}
-	c.logf("tar: %d files in %d stream(s) to %s (compression %q)", len(small), len(batches), run.root.dst, run.po.Compress)
+	c.logf("tar: %d files in %d stream(s) to %s (compression %q)", len(small), len(batches), run.root.dst(), run.po.Compress)
 	run.m = pipeline.Meter{Limiter: c.opts.Limiter}
 	if prog != nil {
 		// prog is safe for use by the streams at once.
@@ -68,11 +75,32 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 	return files, errs
 }
 
+// tmpBeside is the path of f's temporary file beside its target; empty
+// when none was made.
+func (f *tarFile) tmpBeside() string {
+	if f.tmp == "" {
+		return ""
+	}
+	d := f.dst()
+	return d.FS.Join(d.FS.Dir(d.Path), f.tmp)
+}
+
+// tmpPath is where f's bytes are written on the target until it takes
+// its name: in a whole new tree its place in the temporary tree at base,
+// otherwise its temporary file beside its target.
+func (run *tarRun) tmpPath(f *tarFile) string {
+	if run.upload && run.whole {
+		return run.root.dst().FS.Join(run.base, f.rel)
+	}
+	return f.tmpBeside()
+}
+
 // removeTemps removes the temporary files of a failed stream.
-func removeTemps(fsys FS, files []*tarFile) {
+func (run *tarRun) removeTemps(files []*tarFile) {
+	fsys := run.root.dst().FS
 	slots.ForEach(len(files), metaWorkers, func(i int) {
-		if files[i].tmp != "" {
-			_ = fsys.Remove(files[i].tmp)
+		if tmp := run.tmpPath(files[i]); tmp != "" {
+			_ = fsys.Remove(tmp)
 		}
 	})
 }

@@ -31,12 +31,10 @@ const tarStopGrace = 2 * time.Second
 // is checked, and on failure every temporary file is removed.
 func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*tarFile) (err error) {
 	c := run.c
-	dstFS := run.root.dst.FS
-	for _, f := range files {
-		if run.whole {
-			f.tmp = dstFS.Join(run.base, f.rel)
-		} else {
-			f.tmp = dstFS.Join(dstFS.Dir(f.dst.Path), TempName(path.Base(f.rel)))
+	dstFS := run.root.dst().FS
+	if !run.whole {
+		for _, f := range files {
+			f.tmp = TempName(path.Base(f.rel))
 		}
 	}
 	// The server's tar outlives ctx by up to tarStopGrace: a stream that
@@ -51,7 +49,7 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 	defer context.AfterFunc(ctx, func() { time.AfterFunc(tarStopGrace, cancel) })()
 	defer func() {
 		if err != nil && !run.whole {
-			removeTemps(dstFS, files)
+			run.removeTemps(files)
 		}
 	}()
 	start := time.Now()
@@ -78,7 +76,7 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 	sent := time.Now()
 	// Each stream checks its own files as soon as it is done, while the
 	// others still run: a directory two streams share is listed twice.
-	if err := checkUploaded(dstFS, run.root, files); err != nil {
+	if err := run.checkUploaded(files); err != nil {
 		return err
 	}
 	checked := time.Now()
@@ -107,12 +105,12 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 		// checkUploaded checked the size; tar -x gave the file its mode
 		// and times, which the listing shows, so finish only renames.
 		attrs := func() fileAttrs { return fileAttrs{mode: f.listed.Mode() & modeBits} }
-		t := tempFile{dst: f.dst, tmp: f.tmp, op: "copy " + f.src.String() + " to"}
+		t := tempFile{dst: f.dst(), tmp: f.tmpBeside(), op: "copy " + f.src().String() + " to"}
 		err := t.finish(ctx, -1, f.listed, attrs, nil)
 		f.listed = nil
 		if err != nil {
 			f.err = err
-			_ = dstFS.Remove(f.tmp)
+			_ = dstFS.Remove(t.tmp)
 		}
 	})
 	return nil
@@ -121,11 +119,12 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 // checkUploaded lists every directory that received temporary files, so
 // that each file's size on the server is checked before it takes its
 // name: a listing per directory, not a round trip per file.
-func checkUploaded(dstFS FS, root *tarNode, files []*tarFile) error {
+func (run *tarRun) checkUploaded(files []*tarFile) error {
+	root, dstFS := run.root, run.root.dst().FS
 	byDir := map[string][]*tarFile{}
 	var order []string
 	for _, f := range files {
-		d := dstFS.Dir(f.tmp)
+		d := dstFS.Dir(run.tmpPath(f))
 		if _, ok := byDir[d]; !ok {
 			order = append(order, d)
 		}
@@ -136,7 +135,7 @@ func checkUploaded(dstFS FS, root *tarNode, files []*tarFile) error {
 	slots.ForEach(len(order), 4*metaWorkers, func(i int) {
 		list, err := dstFS.ReadDir(order[i])
 		if err != nil {
-			errs[i] = &Error{Op: "read directory", Path: root.dst.FS.Label() + order[i], Err: err}
+			errs[i] = &Error{Op: "read directory", Path: root.dst().FS.Label() + order[i], Err: err}
 			return
 		}
 		listed := make(map[string]fs.FileInfo, len(list))
@@ -146,18 +145,19 @@ func checkUploaded(dstFS FS, root *tarNode, files []*tarFile) error {
 			}
 		}
 		for _, f := range byDir[order[i]] {
-			e, ok := listed[dstFS.Base(f.tmp)]
-			op := "copy " + f.src.String() + " to"
+			tmp := run.tmpPath(f)
+			e, ok := listed[dstFS.Base(tmp)]
+			op := "copy " + f.src().String() + " to"
 			switch {
 			case f.err != nil:
 				// Left out of the archive (writeArchive).
 			case !ok:
-				f.err = &Error{Op: op, Path: f.dst.String(),
+				f.err = &Error{Op: op, Path: f.dst().String(),
 					Err: errors.New("tar reported success but the file is missing")}
 			default:
-				if err := (tempFile{dst: f.dst, tmp: f.tmp, op: op}).checkSize(f.info.Size(), e); err != nil {
+				if err := (tempFile{dst: f.dst(), tmp: tmp, op: op}).checkSize(f.info.Size(), e); err != nil {
 					f.err = err
-					_ = dstFS.Remove(f.tmp)
+					_ = dstFS.Remove(tmp)
 					continue
 				}
 				f.listed = e
@@ -202,11 +202,11 @@ func (run *tarRun) writeArchive(ctx context.Context, w io.Writer, dirs []*tarNod
 		}
 	}
 	for _, f := range files {
-		in, err := f.src.FS.Open(f.src.Path)
+		in, err := f.src().FS.Open(f.src().Path)
 		if err != nil {
 			// Left out of the archive, as SFTP mode leaves it out of the
 			// copy: the tree's other files still go.
-			f.err = &Error{Op: "read", Path: f.src.String(), Err: err}
+			f.err = &Error{Op: "read", Path: f.src().String(), Err: err}
 			continue
 		}
 		err = run.writeEntry(ctx, tw, f, in, buf)
@@ -231,7 +231,7 @@ func (run *tarRun) writeArchive(ctx context.Context, w io.Writer, dirs []*tarNod
 func (run *tarRun) writeEntry(ctx context.Context, tw *tar.Writer, f *tarFile, in io.Reader, buf []byte) error {
 	name := f.rel
 	if !run.whole {
-		name = path.Join(path.Dir(f.rel), run.root.dst.FS.Base(f.tmp))
+		name = path.Join(path.Dir(f.rel), f.tmp)
 	}
 	h := &tar.Header{Typeflag: tar.TypeReg, Name: name, Size: f.info.Size(),
 		Mode: int64(protocol.UnixMode(f.info.Mode())),
@@ -245,11 +245,11 @@ func (run *tarRun) writeEntry(ctx context.Context, tw *tar.Writer, f *tarFile, i
 	case errors.Is(err, tar.ErrWriteTooLong):
 		n = f.info.Size() + 1
 	case err != nil:
-		return &Error{Op: "read", Path: f.src.String(), Err: err}
+		return &Error{Op: "read", Path: f.src().String(), Err: err}
 	}
 	if n != f.info.Size() {
 		// The archive cannot carry the file's bytes as they are now.
-		return &Error{Op: "read", Path: f.src.String(),
+		return &Error{Op: "read", Path: f.src().String(),
 			Err: fmt.Errorf("file changed size during the copy: expected %d bytes", f.info.Size())}
 	}
 	return nil
