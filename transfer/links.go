@@ -350,6 +350,14 @@ func (l *linkState) takePlanned(m linkMark) []plannedLink {
 	return p
 }
 
+// tracking says whether note keeps anything: whether hard links are
+// being kept.
+func (l *linkState) tracking() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.groups != nil
+}
+
 // note records a file's outcome, as every mover reports it: a later name
 // is linked only to a first name that is in place.
 func (l *linkState) note(f FileReport) {

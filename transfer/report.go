@@ -323,6 +323,12 @@ func (c *copier) report(f FileReport) {
 	c.reportLocked(f)
 }
 
+// reporting says whether a FileReport of a file that was copied goes
+// anywhere: to Options.Report, or to the account of hard links.
+func (c *copier) reporting() bool {
+	return c.opts.Report != nil || c.links.tracking()
+}
+
 // reportLocked is report with c.mu held.
 func (c *copier) reportLocked(f FileReport) {
 	c.links.note(f)

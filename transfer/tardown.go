@@ -103,14 +103,15 @@ func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err er
 		}
 		// receiveTar checked the size; the mode and times are the
 		// engine's, with the archive's modification time.
+		dst := f.dst()
 		attrs := func() fileAttrs {
 			src := attrsOf(f.info)
 			src.mtime = time.Unix(f.mtime, int64(f.mnsec))
 			return finalAttrs(c.opts.Preserve, src, f.existing, func() fs.FileMode {
-				return c.newFileMode(ctx, f.dst(), f.info.Mode().Perm())
+				return c.newFileMode(ctx, dst, f.info.Mode().Perm())
 			})
 		}
-		t := tempFile{dst: f.dst(), tmp: f.tmpBeside(), op: "copy " + f.src().String() + " to"}
+		t := tempFile{dst: dst, tmp: f.tmpBeside(), op: "copy " + f.src().String() + " to"}
 		if err := t.finish(ctx, -1, nil, attrs, nil); err != nil {
 			f.err = err
 			_ = t.dst.FS.Remove(t.tmp)
@@ -213,10 +214,11 @@ func receiveTar(ctx context.Context, r io.Reader, files []*tarFile, m pipeline.M
 			continue
 		}
 		f.seen = true
-		dstFS := f.dst().FS
-		out, tmp, err := createTemp(dstFS, dstFS.Dir(f.dst().Path), dstFS.Base(f.dst().Path))
+		dst := f.dst()
+		dstFS := dst.FS
+		out, tmp, err := createTemp(dstFS, dstFS.Dir(dst.Path), dstFS.Base(dst.Path))
 		if err != nil {
-			return &Error{Op: "copy " + f.src().String() + " to", Path: f.dst().String(), Err: err, Hint: hintFor(err)}
+			return &Error{Op: "copy " + f.src().String() + " to", Path: dst.String(), Err: err, Hint: hintFor(err)}
 		}
 		// A copy of the name alone: a substring would keep the whole path.
 		f.tmp = strings.Clone(dstFS.Base(tmp))
@@ -230,7 +232,7 @@ func receiveTar(ctx context.Context, r io.Reader, files []*tarFile, m pipeline.M
 			if errors.Is(err, io.ErrUnexpectedEOF) {
 				return fmt.Errorf("read the tar stream: cut short in %q: %w", h.Name, err)
 			}
-			return &Error{Op: "copy " + f.src().String() + " to", Path: f.dst().String(), Err: err, Hint: hintFor(err)}
+			return &Error{Op: "copy " + f.src().String() + " to", Path: dst.String(), Err: err, Hint: hintFor(err)}
 		}
 		if n != h.Size {
 			return fmt.Errorf("read the tar stream: %q: %d bytes of %d", h.Name, n, h.Size)

@@ -24,7 +24,8 @@ type tarNode struct {
 	info     fs.FileInfo
 	existing fs.FileInfo // the target's, links followed; nil when missing
 	parent   *tarNode
-	dir      *tarDir // a directory's; nil for a file
+	dir      *tarDir   // a directory's; nil for a file
+	stat     smallStat // a small file's, its info's
 }
 
 // tarDir is what a plan keeps of a directory beside its node.
@@ -209,7 +210,7 @@ func (l *tarLister) file(src, dst Endpoint, si fs.FileInfo, rel string) error {
 	// tar writes every byte: a file with holes to keep goes by the
 	// pipeline, which leaves them unwritten.
 	if n.existing == nil && si.Size() < l.maxSize && !(l.sparse && hasHoles(si)) {
-		n.info = compactInfo(si, path.Base(rel))
+		n.setSmall(si)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -248,13 +249,12 @@ func (l *tarLister) add(src, dst Endpoint, si fs.FileInfo, rel string) (*tarNode
 	return n, nil
 }
 
-// smallInfo is the FileInfo a tar plan keeps of a small file: what its
-// archive entry, its -p times and the report need. A plan holds one for
-// every file of the tree at once; what the walk gave (a local stat with
-// its Stat_t, an SFTP listing's attributes) is several times the size,
-// which at a million files is most of the run's memory.
-type smallInfo struct {
-	name string
+// smallStat is what a tar plan keeps of a small file's stat, in its
+// node: what its archive entry, its -p times and the report need. A plan
+// holds one for every file of the tree at once; what the walk gave (a
+// local stat with its Stat_t, an SFTP listing's attributes) is several
+// times the size, which at a million files is most of the run's memory.
+type smallStat struct {
 	size int64
 	// The times in seconds and nanoseconds, as time.Unix takes them:
 	// Unix nanoseconds alone overflow past 2262, and a time.Time costs
@@ -264,25 +264,29 @@ type smallInfo struct {
 	mode         fs.FileMode
 }
 
-// compactInfo returns si as a smallInfo named name (a substring of the
-// node's rel, so that it costs no bytes of its own).
-func compactInfo(si fs.FileInfo, name string) *smallInfo {
+// setSmall has n keep si as its smallStat, and be its own info.
+func (n *tarNode) setSmall(si fs.FileInfo) {
 	m, a := si.ModTime(), atimeOf(si)
-	return &smallInfo{name: name, size: si.Size(), mode: si.Mode(),
+	n.stat = smallStat{size: si.Size(), mode: si.Mode(),
 		mtime: m.Unix(), mnsec: int32(m.Nanosecond()), atime: a.Unix(), ansec: int32(a.Nanosecond())}
+	n.info = (*smallInfo)(n)
 }
 
-func (s *smallInfo) Name() string       { return s.name }
-func (s *smallInfo) Size() int64        { return s.size }
-func (s *smallInfo) Mode() fs.FileMode  { return s.mode }
-func (s *smallInfo) ModTime() time.Time { return time.Unix(s.mtime, int64(s.mnsec)) }
-func (s *smallInfo) IsDir() bool        { return s.mode.IsDir() }
+// smallInfo is the FileInfo of a small file: its node's name and
+// smallStat, at no cost of its own.
+type smallInfo tarNode
+
+func (s *smallInfo) Name() string       { return path.Base(s.rel) }
+func (s *smallInfo) Size() int64        { return s.stat.size }
+func (s *smallInfo) Mode() fs.FileMode  { return s.stat.mode }
+func (s *smallInfo) ModTime() time.Time { return time.Unix(s.stat.mtime, int64(s.stat.mnsec)) }
+func (s *smallInfo) IsDir() bool        { return s.stat.mode.IsDir() }
 
 // Sys returns s, whose AccessTime atimeOf reads.
 func (s *smallInfo) Sys() any { return s }
 
 // AccessTime is the source's access time, for -p.
-func (s *smallInfo) AccessTime() time.Time { return time.Unix(s.atime, int64(s.ansec)) }
+func (s *smallInfo) AccessTime() time.Time { return time.Unix(s.stat.atime, int64(s.stat.ansec)) }
 
 // flatten lists the tree below n in copy order: parents before children.
 func flatten(n *tarNode, dirs, files *[]*tarNode) {

@@ -147,15 +147,15 @@ func (run *tarRun) checkUploaded(files []*tarFile) error {
 		for _, f := range byDir[order[i]] {
 			tmp := run.tmpPath(f)
 			e, ok := listed[dstFS.Base(tmp)]
-			op := "copy " + f.src().String() + " to"
 			switch {
 			case f.err != nil:
 				// Left out of the archive (writeArchive).
 			case !ok:
-				f.err = &Error{Op: op, Path: f.dst().String(),
+				f.err = &Error{Op: "copy " + f.src().String() + " to", Path: f.dst().String(),
 					Err: errors.New("tar reported success but the file is missing")}
 			default:
-				if err := (tempFile{dst: f.dst(), tmp: tmp, op: op}).checkSize(f.info.Size(), e); err != nil {
+				t := tempFile{dst: f.dst(), tmp: tmp, op: "copy " + f.src().String() + " to"}
+				if err := t.checkSize(f.info.Size(), e); err != nil {
 					f.err = err
 					_ = dstFS.Remove(tmp)
 					continue
@@ -202,11 +202,12 @@ func (run *tarRun) writeArchive(ctx context.Context, w io.Writer, dirs []*tarNod
 		}
 	}
 	for _, f := range files {
-		in, err := f.src().FS.Open(f.src().Path)
+		src := f.src()
+		in, err := src.FS.Open(src.Path)
 		if err != nil {
 			// Left out of the archive, as SFTP mode leaves it out of the
 			// copy: the tree's other files still go.
-			f.err = &Error{Op: "read", Path: f.src().String(), Err: err}
+			f.err = &Error{Op: "read", Path: src.String(), Err: err}
 			continue
 		}
 		err = run.writeEntry(ctx, tw, f, in, buf)
