@@ -97,13 +97,13 @@ func FuzzReceiveTar(f *testing.F) {
 			if f.tmp != filepath.Base(f.tmp) || !strings.HasPrefix(f.tmp, tempPrefix) {
 				t.Fatalf("%s written to %q, not a temporary file beside %s", rel, f.tmp, f.dst().Path)
 			}
-			temps[f.tmpBeside()] = f
+			temps[f.tmpBeside(f.dst())] = f
 			if err == nil && !f.done && f.err == nil {
-				t.Fatalf("%s was received (%s) neither whole nor failed, yet the stream ended well", rel, f.tmpBeside())
+				t.Fatalf("%s was received (%s) neither whole nor failed, yet the stream ended well", rel, f.tmpBeside(f.dst()))
 			}
 			if f.done {
 				var size int64 = -1
-				fi, serr := os.Stat(f.tmpBeside())
+				fi, serr := os.Stat(f.tmpBeside(f.dst()))
 				if serr == nil {
 					size = fi.Size()
 				}

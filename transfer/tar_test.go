@@ -141,7 +141,7 @@ func TestReceiveTar(t *testing.T) {
 			t.Errorf("%s exists under its final name before the stream ended", rel)
 		}
 	}
-	got, _ := os.ReadFile(want["sub/b"].tmpBeside())
+	got, _ := os.ReadFile(want["sub/b"].tmpBeside(want["sub/b"].dst()))
 	if string(got) != "bbbbb" {
 		t.Errorf("sub/b holds %q", got)
 	}

@@ -111,7 +111,7 @@ func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err er
 				return c.newFileMode(ctx, dst, f.info.Mode().Perm())
 			})
 		}
-		t := tempFile{dst: dst, tmp: f.tmpBeside(), op: "copy " + f.src().String() + " to"}
+		t := tempFile{dst: dst, tmp: f.tmpBeside(dst), op: "copy " + f.src().String() + " to"}
 		if err := t.finish(ctx, -1, nil, attrs, nil); err != nil {
 			f.err = err
 			_ = t.dst.FS.Remove(t.tmp)

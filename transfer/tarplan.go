@@ -175,7 +175,7 @@ func (l *tarLister) dir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, 
 	n := l.root
 	if rel != "" {
 		var err error
-		if n, err = l.add(src, dst, si, rel); err != nil {
+		if n, err = l.add(dst, si, rel); err != nil {
 			return err
 		}
 		if n.existing != nil && !n.existing.IsDir() {
@@ -203,7 +203,7 @@ func (l *tarLister) dir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, 
 }
 
 func (l *tarLister) file(src, dst Endpoint, si fs.FileInfo, rel string) error {
-	n, err := l.add(src, dst, si, rel)
+	n, err := l.add(dst, si, rel)
 	if err != nil {
 		return err
 	}
@@ -229,7 +229,7 @@ func (l *tarLister) file(src, dst Endpoint, si fs.FileInfo, rel string) error {
 
 // add returns the node of an entry below a directory the walk entered,
 // with its target as that directory's listing has it, links followed.
-func (l *tarLister) add(src, dst Endpoint, si fs.FileInfo, rel string) (*tarNode, error) {
+func (l *tarLister) add(dst Endpoint, si fs.FileInfo, rel string) (*tarNode, error) {
 	l.mu.Lock()
 	parent := l.root
 	if d := path.Dir(rel); d != "." {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"path"
 
 	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/pipeline"
@@ -75,14 +76,13 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 	return files, errs
 }
 
-// tmpBeside is the path of f's temporary file beside its target; empty
-// when none was made.
-func (f *tarFile) tmpBeside() string {
+// tmpBeside is the path of f's temporary file beside dst, its target
+// (f.dst(), which the caller has at hand); empty when none was made.
+func (f *tarFile) tmpBeside(dst Endpoint) string {
 	if f.tmp == "" {
 		return ""
 	}
-	d := f.dst()
-	return d.FS.Join(d.FS.Dir(d.Path), f.tmp)
+	return dst.FS.Join(dst.FS.Dir(dst.Path), f.tmp)
 }
 
 // tmpPath is where f's bytes are written on the target until it takes
@@ -92,7 +92,16 @@ func (run *tarRun) tmpPath(f *tarFile) string {
 	if run.upload && run.whole {
 		return run.root.dst().FS.Join(run.base, f.rel)
 	}
-	return f.tmpBeside()
+	return f.tmpBeside(f.dst())
+}
+
+// tmpName is the last element of tmpPath: the name the target's listing
+// shows f's bytes under.
+func (run *tarRun) tmpName(f *tarFile) string {
+	if run.upload && run.whole {
+		return path.Base(f.rel)
+	}
+	return f.tmp
 }
 
 // removeTemps removes the temporary files of a failed stream.

@@ -105,7 +105,8 @@ func (run *tarRun) uploadStream(ctx context.Context, dirs []*tarNode, files []*t
 		// checkUploaded checked the size; tar -x gave the file its mode
 		// and times, which the listing shows, so finish only renames.
 		attrs := func() fileAttrs { return fileAttrs{mode: f.listed.Mode() & modeBits} }
-		t := tempFile{dst: f.dst(), tmp: f.tmpBeside(), op: "copy " + f.src().String() + " to"}
+		dst := f.dst()
+		t := tempFile{dst: dst, tmp: f.tmpBeside(dst), op: "copy " + f.src().String() + " to"}
 		err := t.finish(ctx, -1, f.listed, attrs, nil)
 		f.listed = nil
 		if err != nil {
@@ -145,8 +146,7 @@ func (run *tarRun) checkUploaded(files []*tarFile) error {
 			}
 		}
 		for _, f := range byDir[order[i]] {
-			tmp := run.tmpPath(f)
-			e, ok := listed[dstFS.Base(tmp)]
+			e, ok := listed[run.tmpName(f)]
 			switch {
 			case f.err != nil:
 				// Left out of the archive (writeArchive).
@@ -154,10 +154,10 @@ func (run *tarRun) checkUploaded(files []*tarFile) error {
 				f.err = &Error{Op: "copy " + f.src().String() + " to", Path: f.dst().String(),
 					Err: errors.New("tar reported success but the file is missing")}
 			default:
-				t := tempFile{dst: f.dst(), tmp: tmp, op: "copy " + f.src().String() + " to"}
+				t := tempFile{dst: f.dst(), tmp: run.tmpPath(f), op: "copy " + f.src().String() + " to"}
 				if err := t.checkSize(f.info.Size(), e); err != nil {
 					f.err = err
-					_ = dstFS.Remove(tmp)
+					_ = dstFS.Remove(t.tmp)
 					continue
 				}
 				f.listed = e
