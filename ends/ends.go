@@ -130,6 +130,7 @@ type Hosts struct {
 
 	mu      sync.Mutex
 	clients []*sshconn.Client
+	closed  bool // Close ran: a dial that ends later closes its connection
 	// aborted ends every dial, under way or to come, once the copy has
 	// been given up (Abort).
 	aborted     context.Context
@@ -281,9 +282,14 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 				return nil, err
 			}
 			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.closed {
+				// A spare nothing took, whose dial outlived the run.
+				_ = c.Close()
+				return nil, errors.New("the run's connections are closed")
+			}
 			h.clients = append(h.clients, c)
 			mine = append(mine, c)
-			h.mu.Unlock()
 			return c, nil
 		}
 		spare, firstAuth, predialed := &spares{}, newGate(), false
@@ -380,7 +386,8 @@ func (h *Hosts) predial(ctx context.Context, conn net.Conn, dial func(context.Co
 	s.pending, s.ready = n, make(chan dialed, n)
 	for range n {
 		go func() {
-			// An unused connection is closed with the others (Close).
+			// An unused connection is closed with the others, and one
+			// still dialing is ended (Close).
 			c, err := dial(ctx)
 			s.ready <- dialed{c, err}
 		}()
@@ -509,9 +516,10 @@ func (h *Hosts) Abort() {
 // way round, pkg/sftp's session waits a round trip for its server to end
 // it.
 func (h *Hosts) Close() {
+	h.stopDialing() // spares still dialing, which nothing will take
 	h.mu.Lock()
 	clients := h.clients
-	h.clients = nil
+	h.clients, h.closed = nil, true
 	h.mu.Unlock()
 	for _, c := range clients {
 		_ = c.Close()

@@ -379,3 +379,48 @@ func TestPredial(t *testing.T) {
 		t.Errorf("3 streams over 3 connections dialed %d connections in all, want the 3 there were", n)
 	}
 }
+
+// heldConn is a server's connection whose writes wait until release is
+// closed: a dial to it stays in its SSH handshake.
+type heldConn struct {
+	net.Conn
+	release <-chan struct{}
+}
+
+func (c heldConn) Write(p []byte) (int, error) {
+	<-c.release
+	return c.Conn.Write(p)
+}
+
+// TestUnusedSparesClosed: connections Predial asked for that the copy
+// never took (a download that turned out small) are closed with the run,
+// and one still dialing then is ended rather than left open once its
+// handshake ends.
+func TestUnusedSparesClosed(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	release := make(chan struct{})
+	srv := sshtest.Start(t, sshtest.Options{WrapConn: func(n int, c net.Conn) net.Conn {
+		if n == 2 {
+			return heldConn{c, release}
+		}
+		return c
+	}})
+	h := New(Options{SSH: connOptions(srv), Predial: func(time.Duration) int { return 3 }})
+	if _, err := h.Endpoint(t.Context(), remote("f")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("after 10 s: %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("the server accepted fewer than 3 connections", func() bool { return srv.Connections() == 3 })
+	h.Close()
+	close(release)
+	waitFor(fmt.Sprintf("%d connections still open after Close", srv.Open()), func() bool { return srv.Open() == 0 })
+}

@@ -706,15 +706,21 @@ const treeConns = 3
 // this host and one server gets treeConns: at 50 ms its large files
 // started before a second connection was up and stayed on the first
 // (1,000 files of 4 KiB and five of 10 MiB: 2.7 s where rsync takes 3.2).
-// The sizes of a download of files are not known yet: nil then.
+// A download of one file asks for the plan of a large file before its
+// size is known: the stat that tells it comes with the SFTP start, nine
+// round trips after the TCP handshake, and connections dialed only then
+// were up a second later at 100 ms. Should the file be small, the spares
+// go unused and are closed with the others; a short path's plan is one
+// connection, and nothing is dialed ahead.
 func predial(locs []transfer.Location, p transfer.ParallelOptions, tree bool) func(time.Duration) int {
 	if p.Controller == nil || len(locs) < 2 {
 		return nil
 	}
-	if tree && oneServer(locs) {
+	sized := uploadPlan(locs, p)
+	switch {
+	case tree && oneServer(locs):
 		// A file among the sources has the plan its size asks for when
 		// that is more.
-		sized := predial(locs, p, false)
 		return func(rtt time.Duration) int {
 			n := treeConns
 			if sized != nil {
@@ -722,7 +728,15 @@ func predial(locs []transfer.Location, p transfer.ParallelOptions, tree bool) fu
 			}
 			return n
 		}
+	case !tree && len(locs) == 2 && locs[0].Remote() && !locs[1].Remote():
+		return func(rtt time.Duration) int { return p.Controller().Start(rtt).Conns }
 	}
+	return sized
+}
+
+// uploadPlan is predial's answer for an upload of files, by the largest of
+// them: nil when none is large enough for the parallel pipeline.
+func uploadPlan(locs []transfer.Location, p transfer.ParallelOptions) func(time.Duration) int {
 	if !uploads(locs) {
 		return nil
 	}

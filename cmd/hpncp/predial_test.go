@@ -11,8 +11,10 @@ import (
 )
 
 // TestPredial: an upload of a large local file asks its host's end for
-// the connections of its first plan at once; a small one, a download and
-// a copy off the parallel pipeline ask for none. A tree's copy between
+// the connections of its first plan at once, and so does a download of
+// one file, whose size is not known yet; a small upload, a download of
+// several files and a copy off the parallel pipeline ask for none. A
+// tree's copy between
 // this host and one server, either way, asks for treeConns, or its large
 // file's plan when that is more.
 func TestPredial(t *testing.T) {
@@ -39,9 +41,18 @@ func TestPredial(t *testing.T) {
 	} else if conns := fn(time.Millisecond); conns > 1 {
 		t.Errorf("a 1 GiB upload at 1 ms asked for %d connections, want one", conns)
 	}
+	download := []transfer.Location{{Host: "h", Path: "big"}, local(dir)}
+	if fn := predial(download, p, false); fn == nil {
+		t.Error("a download of one file asked for no connections ahead")
+	} else if conns := fn(100 * time.Millisecond); conns != 5 {
+		t.Errorf("a download of one file at 100 ms asked for %d connections, want 5 (a large file's first plan)", conns)
+	} else if conns := fn(time.Millisecond); conns > 1 {
+		t.Errorf("a download of one file at 1 ms asked for %d connections, want one", conns)
+	}
 	for name, locs := range map[string][]transfer.Location{
-		"small upload": {local(small), host},
-		"download":     {{Host: "h", Path: "big"}, local(dir)},
+		"small upload":             {local(small), host},
+		"download of two files":    {{Host: "h", Path: "a"}, {Host: "h", Path: "b"}, local(dir)},
+		"copy between two servers": {{Host: "h", Path: "a"}, {Host: "g", Path: "b"}},
 	} {
 		if fn := predial(locs, p, false); fn != nil {
 			t.Errorf("%s: asked for connections ahead (%d at 100 ms)", name, fn(100*time.Millisecond))

@@ -187,6 +187,14 @@ func (s *Server) Connections() int {
 	return s.accepted
 }
 
+// Open reports how many of the connections the server accepted are still
+// open.
+func (s *Server) Open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // Refuse makes the server close every new connection as soon as it is
 // accepted, as a host whose sshd is gone would refuse it, until Refuse
 // is called with false.
