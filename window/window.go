@@ -53,6 +53,12 @@
 //     from a plan whose round trips are 10 % or more above the path's own
 //     (at 5 ms and more): the streams' windows bound what is in flight, so
 //     such a queue at the bottleneck means the link is full already.
+//   - Loss. Where a connection lost segments in most intervals of the
+//     base (or in two in a row once the first plan's streams run) on a
+//     long path without a standing queue, each connection carries what
+//     the loss rate lets its congestion control carry, and only more
+//     connections help: the probe opens MaxConns at once and is kept
+//     whatever it measures (lossyPath).
 //   - Hold. When no probe gains (or every candidate is no larger than one
 //     that already failed, goodput being monotonic in streams and
 //     connections), the controller settles on the best plan. If that plan
@@ -293,8 +299,20 @@ type Controller struct {
 	// baseCongested says the connections the kernel told of were mostly
 	// held by their congestion windows or by loss while base was measured.
 	baseCongested bool
-	failed        []shape // probes from base that did not gain
-	holdRate      float64 // phaseHold: goodput the plateau was decided on
+	// baseLossy says a connection lost segments in most of base's
+	// intervals (lossy); probeLossy that the probe under way opened
+	// connections for that reason.
+	// A lossy probe is kept whatever it measured: its base was measured
+	// while the connections were still coming down from their slow
+	// starts' windows to what the loss allows, and the probe's new
+	// connections' slow starts into the full link can overflow its queue
+	// (seen at 100 ms: 16 connections at 5 MiB/s for a second); with
+	// the fewer connections, the copy then ran at half the rate.
+	baseLossy, probeLossy bool
+	lossRun               int     // lossyStart's intervals with loss in a row
+	probed                bool    // a probe was started: the start is over
+	failed                []shape // probes from base that did not gain
+	holdRate              float64 // phaseHold: goodput the plateau was decided on
 
 	sinceChange time.Duration
 	sampleCount int           // samples since the last change
@@ -302,6 +320,7 @@ type Controller struct {
 	samples     []float64     // measurement of the current phase; a hold's last fallSamples
 	sampleRTTs  []float64     // their RTTs in seconds, where known
 	sampleCong  []float64     // their share of bytes moved by congestion-held connections, where told
+	sampleLoss  []bool        // whether a connection lost segments in them, where told
 	recent      []float64     // last samples, for Plan.Goodput
 	rtt         time.Duration // latest estimate: what new streams take to ramp up
 	minRTT      time.Duration // the path's own round trip, without queues
@@ -414,11 +433,18 @@ func (c *Controller) bufferConns() int {
 	if c.cfg.ConnBytes <= 0 || c.rtt <= 0 {
 		return 0
 	}
-	if c.size > 0 && c.size*int64(max(c.share, 1)) < connsWorth*c.cfg.ConnBytes {
+	if c.small() {
 		return 0
 	}
 	bdp := guessRate * c.rtt.Seconds() * connHeadroom
 	return min(int(math.Ceil(bdp/float64(c.cfg.ConnBytes))), c.cfg.MaxConns)
+}
+
+// small reports whether the copy is too small to pay for connections
+// opened for it: under connsWorth times one connection's buffers,
+// counting the files beside it.
+func (c *Controller) small() bool {
+	return c.size > 0 && c.size*int64(max(c.share, 1)) < connsWorth*c.cfg.ConnBytes
 }
 
 // connStreams is how many channel windows fill one connection's buffers,
@@ -507,6 +533,9 @@ func (c *Controller) Observe(s Sample) Plan {
 			return c.plan()
 		}
 	}
+	if c.lossyStart(s, rate) {
+		return c.plan()
+	}
 	if settling || s.AppLimited {
 		return c.plan()
 	}
@@ -537,6 +566,7 @@ func (c *Controller) Observe(s Sample) Plan {
 	}
 	if share, ok := congestedShare(s.Conns); ok {
 		c.sampleCong = append(c.sampleCong, share)
+		c.sampleLoss = append(c.sampleLoss, lossSeen(s.Conns))
 	}
 	if len(c.samples) < measureSamples {
 		return c.plan()
@@ -546,7 +576,7 @@ func (c *Controller) Observe(s Sample) Plan {
 	case phaseBaseline:
 		c.accept(c.cur, med)
 	case phaseProbe:
-		if ratio(med, c.baseRate) >= 1+margin {
+		if c.probeLossy || ratio(med, c.baseRate) >= 1+margin {
 			c.accept(c.cur, med)
 		} else {
 			c.failed = append(c.failed, c.cur)
@@ -585,6 +615,7 @@ func (c *Controller) accept(sh shape, rate float64) {
 	c.base, c.baseRate = sh, rate
 	c.baseRTT = 0
 	c.baseCongested = len(c.sampleCong) > 0 && median(c.sampleCong) > 0.5
+	c.baseLossy = lossy(c.sampleLoss)
 	if len(c.sampleRTTs) > 0 {
 		c.baseRTT = median(c.sampleRTTs)
 	}
@@ -623,8 +654,13 @@ func (c *Controller) probeNext() {
 			continue
 		}
 		c.change(cand, phaseProbe)
+		c.probed = true
+		c.probeLossy = c.lossyPath() && cand.conns > c.base.conns
 		c.reason = fmt.Sprintf("probing %s on %s from %s",
 			plural(cand.streams, "stream"), plural(cand.conns, "connection"), formatRate(c.baseRate))
+		if c.probeLossy {
+			c.reason += ": connections lose segments"
+		}
 		return
 	}
 	// The first plan was sized for a guessed rate, and probes double: the
@@ -706,6 +742,14 @@ func (c *Controller) candidates() []shape {
 	// 0.01 % loss. What the kernel tells of the connections says so
 	// directly, where it tells.
 	lan := c.minRTT > 0 && c.minRTT < queueMinRTT
+	if c.lossyPath() && b.conns < c.cfg.MaxConns {
+		// Each connection's congestion control holds it to what the
+		// loss rate allows (cubic at 100 ms and 0.01 % loss: about 3 MB/s
+		// once the first losses are past), so only more connections
+		// carry more, and doubling them a probe at a time spends seconds
+		// per step: open them all at once.
+		return []shape{c.normalize(shape{limit, c.cfg.MaxConns})}
+	}
 	if !windowLimited && lan && !c.baseCongested && conns > max(c.cfg.Cores, b.conns) {
 		conns, capped = max(c.cfg.Cores, b.conns), true
 	}
@@ -768,6 +812,9 @@ func (c *Controller) change(sh shape, p phase) {
 	c.samples = c.samples[:0]
 	c.sampleRTTs = c.sampleRTTs[:0]
 	c.sampleCong = c.sampleCong[:0]
+	c.sampleLoss = c.sampleLoss[:0]
+	c.probeLossy = false
+	c.lossRun = 0
 	c.backingOff = false
 	c.connsAdded = sh.conns > old.conns
 }
@@ -845,6 +892,74 @@ func plural(n int, thing string) string {
 		return "1 " + thing
 	}
 	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// lossyPath reports whether base's connections lost segments through
+// its measurement on a path long enough for a loss to cost its
+// connection seconds, with no standing queue at the bottleneck (the
+// losses are the path's own, not a full link's overflow), for a copy
+// large enough to pay for more connections.
+func (c *Controller) lossyPath() bool {
+	return c.baseLossy && c.minRTT >= queueMinRTT && !c.queued() && !c.small()
+}
+
+// lossyEarly is how many intervals in a row in which a connection lost
+// segments tell, from when the first plan's streams run, that the path
+// is lossy: its connections then open at once, without waiting for the
+// new connections' settling and a measurement (2.5 s at 100 ms, a
+// fifth of a 1 GiB copy).
+const lossyEarly = 2
+
+// lossyStart counts the first plan's intervals that saw loss, and once
+// lossyEarly of them came in a row, on a path lossyPath accepts, makes
+// the plan in force, at rate, the base and opens the lossy path's
+// connections. It reports whether it did.
+func (c *Controller) lossyStart(s Sample, rate float64) bool {
+	if c.phase != phaseBaseline || c.probed || s.AppLimited || s.Opening > 0 || c.cur.conns >= c.cfg.MaxConns {
+		return false
+	}
+	if !lossSeen(s.Conns) {
+		c.lossRun = 0
+		return false
+	}
+	if c.lossRun++; c.lossRun < lossyEarly {
+		return false
+	}
+	c.sampleLoss = append(c.sampleLoss[:0], true)
+	c.sampleRTTs = c.sampleRTTs[:0]
+	if s.RTT > 0 {
+		c.sampleRTTs = append(c.sampleRTTs, s.RTT.Seconds())
+	}
+	c.accept(c.cur, rate)
+	if !c.lossyPath() {
+		return false
+	}
+	c.probeNext()
+	return true
+}
+
+// lossy reports whether a connection lost segments in most of a
+// measurement's intervals.
+func lossy(seen []bool) bool {
+	n := 0
+	for _, l := range seen {
+		if l {
+			n++
+		}
+	}
+	return len(seen) > 0 && 2*n > len(seen)
+}
+
+// lossSeen reports whether a connection lost segments in an interval
+// (ConnSample.LimitedBy "loss": retransmits where it sends, holes in
+// what it received where it receives).
+func lossSeen(conns []ConnSample) bool {
+	for _, cs := range conns {
+		if cs.LimitedBy == "loss" {
+			return true
+		}
+	}
+	return false
 }
 
 // congestedShare is the share of the bytes of an interval moved by

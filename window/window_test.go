@@ -34,6 +34,14 @@ type link struct {
 	lateJoin time.Duration
 	stall    int // every stall-th interval delivers half (a GC pause, a disk hiccup); 0: never
 	n        int // intervals delivered
+	// limitedBy, when set, is what the kernel tells of each connection
+	// every interval (Sample.Conns): "loss" for a path that drops
+	// segments at random.
+	limitedBy string
+	// burst is how many intervals from the start the connections carry
+	// four times connCap: their slow starts' windows, before the first
+	// losses bring them down to what the loss rate allows.
+	burst int
 
 	prev Plan          // the plan of the last interval
 	old  float64       // goodput before the last change
@@ -105,6 +113,11 @@ func (l *link) deliver(p Plan) float64 {
 	if l.stall > 0 && l.n%l.stall == 0 {
 		g /= 2
 	}
+	if l.n <= l.burst && l.connCap > 0 {
+		fast := *l
+		fast.connCap, fast.burst = 4*l.connCap, 0
+		g = fast.goodput(p)
+	}
 	if l.ramp <= 0 || g <= l.old {
 		return g
 	}
@@ -156,6 +169,9 @@ func simFrom(t *testing.T, c *Controller, l *link, p Plan, n int, errs map[int]i
 			Bytes:   int64(l.deliver(p) * l.jitter() * p.Interval.Seconds()),
 			RTT:     l.rttUnder(p),
 			Errors:  errs[i],
+		}
+		if l.limitedBy != "" && s.Bytes > 0 {
+			s.Conns = []ConnSample{{Conn: 0, Bytes: s.Bytes, LimitedBy: l.limitedBy}}
 		}
 		p = c.Observe(s)
 	}
@@ -941,6 +957,78 @@ func TestCongestedShare(t *testing.T) {
 	} {
 		if share, ok := congestedShare(tc.conns); share != tc.share || ok != tc.ok {
 			t.Errorf("congestedShare(%v) = %v, %v; want %v, %v", tc.conns, share, ok, tc.share, tc.ok)
+		}
+	}
+}
+
+// TestLossyPathOpensConnectionsAtOnce: where the connections lose
+// segments from the start on a long path, the plan after two such
+// intervals past the start's settling opens every connection at once,
+// and keeps them even though the start, measured during the slow starts,
+// looked faster; the same path telling no loss doubles its connections a
+// probe at a time, and a LAN telling loss stays at its cores.
+func TestLossyPathOpensConnectionsAtOnce(t *testing.T) {
+	// 3 MB/s per connection once the loss has brought each down, four
+	// times that for the first intervals: the start's five connections
+	// measure more than sixteen do later.
+	lossy := func() link {
+		return link{rate: 1 * gbit, rtt: 100 * time.Millisecond, connBytes: stockConn, connCap: 3e6,
+			burst: 8, limitedBy: "loss"}
+	}
+	l := lossy()
+	c := New(Config{ConnBytes: stockConn, Cores: 2})
+	steps := sim(t, c, &l, 60, nil)
+	first := -1
+	for i := 1; i < len(steps); i++ {
+		if steps[i].plan.Conns != steps[0].plan.Conns {
+			first = i
+			break
+		}
+	}
+	if first < 0 || steps[first].plan.Conns != c.cfg.MaxConns {
+		t.Fatalf("first change %d: %v, want %d connections at once", first, steps[max(first, 0)].plan, c.cfg.MaxConns)
+	}
+	// The start settles for 12 round trips (three intervals of 4), then
+	// two intervals with loss decide.
+	if first > 5 {
+		t.Errorf("the connections opened at interval %d, want by 5", first)
+	}
+	for _, st := range steps[first:] {
+		if st.plan.Conns < c.cfg.MaxConns {
+			t.Fatalf("%v after opening %d connections for the loss", st.plan, c.cfg.MaxConns)
+		}
+	}
+
+	// No loss told: the probes double.
+	l = lossy()
+	l.limitedBy = "cwnd"
+	c = New(Config{ConnBytes: stockConn, Cores: 2})
+	steps = sim(t, c, &l, 60, nil)
+	for i := 1; i < len(steps); i++ {
+		if steps[i].plan.Conns != steps[0].plan.Conns {
+			if want := 2 * steps[0].plan.Conns; steps[i].plan.Conns != want {
+				t.Errorf("without loss the first probe opened %v, want %d connections", steps[i].plan, want)
+			}
+			break
+		}
+	}
+
+	// A copy too small to pay for connections probes as before.
+	l = lossy()
+	c = New(Config{ConnBytes: stockConn, Cores: 2})
+	c.Size(10 << 20)
+	for _, st := range sim(t, c, &l, 60, nil) {
+		if strings.Contains(st.plan.Reason, "lose segments") {
+			t.Fatalf("%v for a 10 MiB copy", st.plan)
+		}
+	}
+
+	// A LAN: the loss is no reason to pass the cores.
+	l = link{rate: 10 * gbit, rtt: 200 * time.Microsecond, connCap: 300e6, cpuCap: 300e6, limitedBy: "loss"}
+	c = New(Config{ConnBytes: stockConn, Cores: 2})
+	for _, st := range sim(t, c, &l, 100, nil) {
+		if st.plan.Conns > 2 {
+			t.Fatalf("%v on a LAN with 2 cores", st.plan)
 		}
 	}
 }
