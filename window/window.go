@@ -301,13 +301,13 @@ type Controller struct {
 	baseCongested bool
 	// baseLossy says a connection lost segments in most of base's
 	// intervals (lossy); probeLossy that the probe under way opened
-	// connections for that reason.
-	// A lossy probe is kept whatever it measured: its base was measured
-	// while the connections were still coming down from their slow
-	// starts' windows to what the loss allows, and the probe's new
-	// connections' slow starts into the full link can overflow its queue
-	// (seen at 100 ms: 16 connections at 5 MiB/s for a second); with
-	// the fewer connections, the copy then ran at half the rate.
+	// connections for that reason. Such a probe is kept whatever it
+	// measured: its base was measured while the connections were still
+	// coming down from their slow starts' windows to what the loss
+	// allows, and the probe's new connections' slow starts into the full
+	// link can overflow its queue (seen at 100 ms: 16 connections at
+	// 5 MiB/s for a second); with the fewer connections, the copy then
+	// ran at half the rate.
 	baseLossy, probeLossy bool
 	lossRun               int     // lossyStart's intervals with loss in a row
 	probed                bool    // a probe was started: the start is over
@@ -632,11 +632,14 @@ func (c *Controller) accept(sh shape, rate float64) {
 // thousands of drops). Below queueMinRTT the test is left out: there a
 // millisecond of buffering is a large share of the round trip, and the
 // CPU, which connections add, is the limit.
-func (c *Controller) queued() bool {
-	if c.minRTT < queueMinRTT || c.baseRTT <= 0 {
+func (c *Controller) queued() bool { return c.queuedAt(c.baseRTT) }
+
+// queuedAt is queued for a plan measured at rtt seconds (0: unknown).
+func (c *Controller) queuedAt(rtt float64) bool {
+	if c.minRTT < queueMinRTT || rtt <= 0 {
 		return false
 	}
-	return c.baseRTT >= (1+queueShare)*c.minRTT.Seconds()
+	return rtt >= (1+queueShare)*c.minRTT.Seconds()
 }
 
 // reprobe probes again from the plan in force, measured at rate, for the
@@ -899,8 +902,12 @@ func plural(n int, thing string) string {
 // connection seconds, with no standing queue at the bottleneck (the
 // losses are the path's own, not a full link's overflow), for a copy
 // large enough to pay for more connections.
-func (c *Controller) lossyPath() bool {
-	return c.baseLossy && c.minRTT >= queueMinRTT && !c.queued() && !c.small()
+func (c *Controller) lossyPath() bool { return c.baseLossy && c.lossyRoute(c.baseRTT) }
+
+// lossyRoute is lossyPath but for the loss, for a plan measured at rtt
+// seconds (0: unknown).
+func (c *Controller) lossyRoute(rtt float64) bool {
+	return c.minRTT >= queueMinRTT && !c.queuedAt(rtt) && !c.small()
 }
 
 // lossyEarly is how many intervals in a row in which a connection lost
@@ -911,9 +918,10 @@ func (c *Controller) lossyPath() bool {
 const lossyEarly = 2
 
 // lossyStart counts the first plan's intervals that saw loss, and once
-// lossyEarly of them came in a row, on a path lossyPath accepts, makes
-// the plan in force, at rate, the base and opens the lossy path's
-// connections. It reports whether it did.
+// lossyEarly of them came in a row, on a route lossyRoute accepts at the
+// interval's round trip, makes the plan in force, at rate, the base and
+// opens the lossy path's connections. It reports whether it did; the
+// baseline's measurement goes on untouched when it did not.
 func (c *Controller) lossyStart(s Sample, rate float64) bool {
 	if c.phase != phaseBaseline || c.probed || s.AppLimited || s.Opening > 0 || c.cur.conns >= c.cfg.MaxConns {
 		return false
@@ -922,7 +930,7 @@ func (c *Controller) lossyStart(s Sample, rate float64) bool {
 		c.lossRun = 0
 		return false
 	}
-	if c.lossRun++; c.lossRun < lossyEarly {
+	if c.lossRun++; c.lossRun < lossyEarly || !c.lossyRoute(s.RTT.Seconds()) {
 		return false
 	}
 	c.sampleLoss = append(c.sampleLoss[:0], true)
@@ -931,9 +939,6 @@ func (c *Controller) lossyStart(s Sample, rate float64) bool {
 		c.sampleRTTs = append(c.sampleRTTs, s.RTT.Seconds())
 	}
 	c.accept(c.cur, rate)
-	if !c.lossyPath() {
-		return false
-	}
 	c.probeNext()
 	return true
 }

@@ -1023,6 +1023,17 @@ func TestLossyPathOpensConnectionsAtOnce(t *testing.T) {
 		}
 	}
 
+	// A full link that drops from its queue: its losses are no reason
+	// for more connections.
+	l = lossy()
+	l.rate = 100 * mbit
+	c = New(Config{ConnBytes: stockConn, Cores: 2})
+	for _, st := range sim(t, c, &l, 60, nil) {
+		if strings.Contains(st.plan.Reason, "lose segments") {
+			t.Fatalf("%v on a full 100 Mbit/s link", st.plan)
+		}
+	}
+
 	// A LAN: the loss is no reason to pass the cores.
 	l = link{rate: 10 * gbit, rtt: 200 * time.Microsecond, connCap: 300e6, cpuCap: 300e6, limitedBy: "loss"}
 	c = New(Config{ConnBytes: stockConn, Cores: 2})
