@@ -49,8 +49,11 @@ type Options struct {
 	// it has succeeded (so that nothing is asked twice, nor a refused key
 	// offered many times). The copy's streams take them as they ask for
 	// connections. Each connection costs a long path eight round trips or
-	// so before it carries a byte.
-	Predial func(rtt time.Duration) (conns int)
+	// so before it carries a byte. Where sessions is above zero, each
+	// connection, the first among them, also opens that many SFTP
+	// sessions for the copy's streams as soon as it is up, rather than
+	// three round trips after the copy asks for them.
+	Predial func(rtt time.Duration) (conns, sessions int)
 }
 
 // sshOptions are the connection settings with the socket buffers and
@@ -326,16 +329,17 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 				}
 				return nil
 			},
-			Dial: func(ctx context.Context) (*ssh.Client, error) {
-				c, ok, err := spare.take(ctx)
+			Dial: func(ctx context.Context) (*ssh.Client, []protocol.ReadySession, error) {
+				d, ok := spare.take(ctx)
 				if !ok {
-					c, err = dial(ctx, sshconn.DialHooks{})
+					d.c, d.err = dial(ctx, sshconn.DialHooks{})
 				}
-				if err != nil {
-					return nil, err
+				if d.err != nil {
+					return nil, nil, d.err
 				}
-				return c.Client, nil
+				return d.c.Client, d.ready, nil
 			},
+			Ahead: spare.sessions, AheadConns: spare.left(),
 			RTT: func() time.Duration {
 				h.mu.Lock()
 				defer h.mu.Unlock()
@@ -360,14 +364,16 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 
 // spares are connections dialed ahead of the copy's asking (Predial).
 type spares struct {
-	mu      sync.Mutex
-	pending int // dials under way or done and not yet taken
-	ready   chan dialed
+	mu       sync.Mutex
+	pending  int // dials under way or done and not yet taken
+	ready    chan dialed
+	sessions int // SFTP sessions each connection opens once it is up
 }
 
 type dialed struct {
-	c   *sshconn.Client
-	err error
+	c     *sshconn.Client
+	ready []protocol.ReadySession // opened on c for the streams
+	err   error
 }
 
 // predial starts the dials Options.Predial asks for, once the host's
@@ -378,18 +384,22 @@ func (h *Hosts) predial(ctx context.Context, conn net.Conn, dial func(context.Co
 		return s
 	}
 	rtt, _ := sshconn.TCPRTT(conn)
-	conns := h.opts.Predial(rtt)
+	conns, sessions := h.opts.Predial(rtt)
 	if conns <= 1 {
 		return s
 	}
 	n := conns - 1
-	s.pending, s.ready = n, make(chan dialed, n)
+	s.pending, s.ready, s.sessions = n, make(chan dialed, n), sessions
 	for range n {
 		go func() {
 			// An unused connection is closed with the others, and one
-			// still dialing is ended (Close).
-			c, err := dial(ctx)
-			s.ready <- dialed{c, err}
+			// still dialing is ended (Close); so are its sessions.
+			d := dialed{}
+			d.c, d.err = dial(ctx)
+			if d.err == nil && sessions > 0 {
+				d.ready = protocol.OpenReady(d.c.Client, sessions)
+			}
+			s.ready <- d
 		}()
 	}
 	return s
@@ -422,23 +432,30 @@ func (g *gate) wait(ctx context.Context) error {
 	}
 }
 
+// left counts the connections dialed ahead not yet taken.
+func (s *spares) left() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending
+}
+
 // take hands out a connection dialed ahead, waiting for one under way;
 // ok is false when none is left to take.
-func (s *spares) take(ctx context.Context) (*sshconn.Client, bool, error) {
+func (s *spares) take(ctx context.Context) (d dialed, ok bool) {
 	s.mu.Lock()
 	if s.pending == 0 {
 		s.mu.Unlock()
-		return nil, false, nil
+		return dialed{}, false
 	}
 	s.pending--
 	s.mu.Unlock()
 	select {
 	case d := <-s.ready:
-		return d.c, true, d.err
+		return d, true
 	case <-ctx.Done():
 		// The dial goes on; its connection, if any, is closed with the
 		// others.
-		return nil, true, ctx.Err()
+		return dialed{err: ctx.Err()}, true
 	}
 }
 

@@ -327,8 +327,8 @@ func (c countingConn) Write(p []byte) (int, error) {
 
 // TestPredial: the connections Predial asks for are dialed as soon as the
 // host's first is through its TCP handshake, before its SSH handshake,
-// and before any stream asks; the copy's streams take them rather than
-// dialing more.
+// and before any stream asks, and each opens the sessions it asks for;
+// the copy's streams take them rather than dialing or opening more.
 func TestPredial(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	var firstWrote atomic.Int64
@@ -340,9 +340,9 @@ func TestPredial(t *testing.T) {
 	}})
 	var asked time.Duration = -1
 	var wroteThen int64
-	h := New(Options{SSH: connOptions(srv), Predial: func(rtt time.Duration) int {
+	h := New(Options{SSH: connOptions(srv), Predial: func(rtt time.Duration) (int, int) {
 		asked, wroteThen = rtt, firstWrote.Load()
-		return 3
+		return 3, 2
 	}})
 	defer h.Close()
 	e, err := h.Endpoint(t.Context(), remote("f"))
@@ -364,11 +364,20 @@ func TestPredial(t *testing.T) {
 	if n := srv.Connections(); n != 3 {
 		t.Fatalf("%d connections after Predial asked for 2 more, want 3", n)
 	}
+	// Two sessions ahead on each: on the first, its SFTP start's spare
+	// and one more, beside its main session.
+	const sessions = 1 + 3*2
+	for srv.Sessions() < sessions && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := srv.Sessions(); n != sessions {
+		t.Fatalf("%d sessions opened, want %d: the main one and two ahead on each connection", n, sessions)
+	}
 	os.WriteFile(filepath.Join(srv.Root, "f"), []byte("x"), 0o644)
 	type opener interface {
 		OpenReaderAt(context.Context, string, int) (protocol.ReaderAtCloser, error)
 	}
-	for range 3 {
+	for range 6 {
 		f, err := e.FS.(opener).OpenReaderAt(t.Context(), e.Path, 3)
 		if err != nil {
 			t.Fatal(err)
@@ -376,7 +385,10 @@ func TestPredial(t *testing.T) {
 		defer f.Close()
 	}
 	if n := srv.Connections(); n != 3 {
-		t.Errorf("3 streams over 3 connections dialed %d connections in all, want the 3 there were", n)
+		t.Errorf("6 streams over 3 connections dialed %d connections in all, want the 3 there were", n)
+	}
+	if n := srv.Sessions(); n != sessions {
+		t.Errorf("6 streams opened %d sessions of their own, want none: they take those opened ahead", n-sessions)
 	}
 }
 
@@ -405,7 +417,7 @@ func TestUnusedSparesClosed(t *testing.T) {
 		}
 		return c
 	}})
-	h := New(Options{SSH: connOptions(srv), Predial: func(time.Duration) int { return 3 }})
+	h := New(Options{SSH: connOptions(srv), Predial: func(time.Duration) (int, int) { return 3, 0 }})
 	if _, err := h.Endpoint(t.Context(), remote("f")); err != nil {
 		t.Fatal(err)
 	}

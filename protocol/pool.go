@@ -41,7 +41,7 @@ const (
 // pool hands out SFTP sessions (one channel each) spread over several SSH
 // connections to one host. Sessions are reused once released.
 type pool struct {
-	dial   func(context.Context) (*ssh.Client, error)
+	dial   func(context.Context) (*ssh.Client, []ReadySession, error)
 	packet int // request size of the sessions
 	logf   func(format string, args ...any)
 
@@ -75,6 +75,10 @@ type pool struct {
 	preparing   int
 	prepOpening int
 	prepared    chan struct{}
+	// aheadConns counts the connections still to be dialed that will
+	// bring aheadSessions sessions each, opened as soon as they were up
+	// (Options.Ahead): prepare counts them as on their way.
+	aheadConns, aheadSessions int
 }
 
 type pconn struct {
@@ -90,7 +94,7 @@ type pconn struct {
 	silent error
 }
 
-func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*ssh.Client, error),
+func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*ssh.Client, []ReadySession, error),
 	packet int, logf func(string, ...any)) *pool {
 	silenced, silence := context.WithCancel(context.Background())
 	p := &pool{dial: dial, packet: packet, logf: logf, reconnect: DefaultReconnect,
@@ -329,7 +333,7 @@ func (p *pool) prepare(ctx context.Context, n, conns int) {
 	if p.closed {
 		return
 	}
-	ready := p.preparing
+	ready := p.preparing + p.aheadConns*p.aheadSessions
 	for _, pc := range p.conns {
 		if !pc.dead {
 			ready += len(pc.idle)
@@ -379,9 +383,12 @@ func (p *pool) dialOne(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(p.silenced, cancel)()
-	c, err := p.dial(ctx)
+	c, ready, err := p.dial(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// The first dials are those of the connections dialed ahead, whether
+	// they came with their sessions or failed.
+	p.aheadConns = max(p.aheadConns-1, 0)
 	p.dialing--
 	close(p.dialReady)
 	p.dialReady = make(chan struct{})
@@ -405,7 +412,9 @@ func (p *pool) dialOne(ctx context.Context) {
 	default:
 		p.dialErr = nil
 		p.lostAt, p.redialWait = time.Time{}, 0
-		p.watch(&pconn{c: c, owned: true})
+		pc := &pconn{c: c, owned: true}
+		p.adoptReady(pc, ready)
+		p.watch(pc)
 		p.logf("opened connection %d", len(p.conns))
 	}
 }

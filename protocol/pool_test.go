@@ -40,6 +40,14 @@ func dialer(t *testing.T, srv *sshtest.Server) func(context.Context) (*ssh.Clien
 	}
 }
 
+// bare is dial as Options.Dial, opening no sessions ahead.
+func bare(dial func(context.Context) (*ssh.Client, error)) func(context.Context) (*ssh.Client, []ReadySession, error) {
+	return func(ctx context.Context) (*ssh.Client, []ReadySession, error) {
+		c, err := dial(ctx)
+		return c, nil, err
+	}
+}
+
 func openEnd(t *testing.T, srv *sshtest.Server, withDial bool) *SFTP {
 	t.Helper()
 	dial := dialer(t, srv)
@@ -49,7 +57,7 @@ func openEnd(t *testing.T, srv *sshtest.Server, withDial bool) *SFTP {
 	}
 	o := Options{Label: "testhost:", Logf: t.Logf}
 	if withDial {
-		o.Dial = dial
+		o.Dial = bare(dial)
 	}
 	end, err := OpenSFTP(first, o)
 	if err != nil {
@@ -70,11 +78,12 @@ func delayedDialEnd(t *testing.T, wait func(context.Context) error) (*SFTP, stri
 		t.Fatal(err)
 	}
 	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf,
-		Dial: func(ctx context.Context) (*ssh.Client, error) {
+		Dial: func(ctx context.Context) (*ssh.Client, []ReadySession, error) {
 			if err := wait(ctx); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return dial(ctx)
+			c, err := dial(ctx)
+			return c, nil, err
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -411,8 +420,8 @@ func TestEveryConnectionLost(t *testing.T) {
 
 	end.pool.reconnect = 300 * time.Millisecond
 	dial := end.pool.dial
-	end.pool.dial = func(ctx context.Context) (*ssh.Client, error) {
-		return nil, errors.New("connection refused")
+	end.pool.dial = func(ctx context.Context) (*ssh.Client, []ReadySession, error) {
+		return nil, nil, errors.New("connection refused")
 	}
 	defer func() { end.pool.dial = dial }()
 	srv.KillConnections()
@@ -441,10 +450,10 @@ func TestSilentPathEndsDials(t *testing.T) {
 	}
 	dialing := make(chan struct{})
 	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf,
-		Dial: func(ctx context.Context) (*ssh.Client, error) {
+		Dial: func(ctx context.Context) (*ssh.Client, []ReadySession, error) {
 			close(dialing)
 			<-ctx.Done() // a path that never answers
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		},
 		Silent: func(c *ssh.Client) error {
 			if c == first {

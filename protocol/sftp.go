@@ -56,8 +56,19 @@ type Options struct {
 	// Label prefixes paths in messages ("host:").
 	Label string
 	// Dial opens another connection to the same host, authenticated as
-	// the first; nil keeps every session on the first connection.
-	Dial func(context.Context) (*ssh.Client, error)
+	// the first; nil keeps every session on the first connection. It may
+	// return sessions it opened on it ahead of need (OpenReady), which
+	// the streams then take.
+	Dial func(context.Context) (*ssh.Client, []ReadySession, error)
+	// Ahead is how many SFTP sessions a connection carries for the
+	// streams of a copy whose plan is known before the SFTP start (ends'
+	// Predial); AheadConns how many of the connections Dial returns
+	// bring that many, opened as soon as they were up (OpenReady). The
+	// first connection opens its own beside the SFTP start, whose spare
+	// session counts as one. The streams then start on sessions ready
+	// when the copy starts rather than three round trips after, and
+	// PrepareStreams opens none in place of those still to come.
+	Ahead, AheadConns int
 	// Logf, when not nil, is told of connections opened and refused.
 	Logf func(format string, args ...any)
 	// RTT, when not nil, measures the path's round-trip time.
@@ -168,8 +179,19 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
+	var ahead chan []ReadySession
+	firstAhead := o.Ahead - 1 // the start's spare session is one
+	if firstAhead > 0 {
+		ahead = make(chan []ReadySession, 1)
+		go func() { ahead <- OpenReady(conn, firstAhead) }()
+	}
 	st, err := startSFTP(conn, clientOptions, o.Stat)
 	if err != nil {
+		if ahead != nil {
+			for _, r := range <-ahead {
+				_ = r.ch.Close()
+			}
+		}
 		return nil, fmt.Errorf("start sftp session on %s %w", o.Label, err)
 	}
 	limits := st.limits
@@ -182,9 +204,13 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 		p.reconnect = o.Reconnect
 	}
 	p.silent = o.Silent
+	p.aheadConns, p.aheadSessions = o.AheadConns, o.Ahead
 	p.mu.Unlock()
 	if st.spare != nil {
 		p.adopt(newRawSession(st.spare, packet))
+	}
+	if ahead != nil {
+		p.expect(p.conns[0], firstAhead, func() []ReadySession { return <-ahead })
 	}
 	o.Trace.Mark(starttrace.SFTP)
 	return &SFTP{

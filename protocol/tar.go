@@ -159,10 +159,13 @@ func (s *SFTP) PrepareTar(ctx context.Context) {
 	s.tar.done = done
 	go func() {
 		defer close(done)
-		c, err := s.pool.dial(ctx)
+		c, ready, err := s.pool.dial(ctx)
 		if err != nil {
 			s.pool.logf("tar streams share the first connection: %v", err)
 			return
+		}
+		for _, r := range ready { // tar streams are commands, not SFTP
+			_ = r.ch.Close()
 		}
 		s.tar.mu.Lock()
 		s.tar.c = c

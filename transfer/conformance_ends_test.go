@@ -250,7 +250,11 @@ func parallel() transfer.ParallelOptions {
 // them for parallel streams and tar.
 func openSFTP(t *testing.T, s server) *protocol.SFTP {
 	t.Helper()
-	fsys, err := protocol.OpenSFTP(s.connect(t), protocol.Options{Label: s.name + ":", Dial: s.dial})
+	fsys, err := protocol.OpenSFTP(s.connect(t), protocol.Options{Label: s.name + ":",
+		Dial: func(ctx context.Context) (*ssh.Client, []protocol.ReadySession, error) {
+			c, err := s.dial(ctx)
+			return c, nil, err
+		}})
 	if err != nil {
 		t.Fatalf("open SFTP on %s: %v", s.name, err)
 	}

@@ -702,17 +702,20 @@ const treeConns = 3
 // connections its copy's first plan will open, so that the host's end
 // dials them as soon as the first is through its TCP handshake
 // (ends.Options.Predial), rather than after the SFTP start and the plan:
-// ready 0.35 s sooner at 100 ms. A tree's copy (tree: -r over SFTP) between
-// this host and one server gets treeConns: at 50 ms its large files
-// started before a second connection was up and stayed on the first
-// (1,000 files of 4 KiB and five of 10 MiB: 2.7 s where rsync takes 3.2).
-// A download of one file asks for the plan of a large file before its
-// size is known: the stat that tells it comes with the SFTP start, nine
-// round trips after the TCP handshake, and connections dialed only then
-// were up a second later at 100 ms. Should the file be small, the spares
-// go unused and are closed with the others; a short path's plan is one
-// connection, and nothing is dialed ahead.
-func predial(locs []transfer.Location, p transfer.ParallelOptions, tree bool) func(time.Duration) int {
+// ready 0.35 s sooner at 100 ms; and how many streams the plan puts on
+// each, whose SFTP sessions each connection opens once it is up. A tree's
+// copy (tree: -r over SFTP) between this host and one server gets
+// treeConns, and no sessions ahead (its batches and tar streams take
+// their own): at 50 ms its large files started before a second
+// connection was up and stayed on the first (1,000 files of 4 KiB and
+// five of 10 MiB: 2.7 s where rsync takes 3.2). A download of one file
+// asks for the plan of a large file before its size is known: the stat
+// that tells it comes with the SFTP start, nine round trips after the TCP
+// handshake, and connections dialed only then were up a second later at
+// 100 ms. Should the file be small, the spares and their sessions go
+// unused and are closed with the others; a short path's plan is one
+// connection, and nothing is dialed or opened ahead.
+func predial(locs []transfer.Location, p transfer.ParallelOptions, tree bool) func(time.Duration) (conns, sessions int) {
 	if p.Controller == nil || len(locs) < 2 {
 		return nil
 	}
@@ -721,22 +724,33 @@ func predial(locs []transfer.Location, p transfer.ParallelOptions, tree bool) fu
 	case tree && oneServer(locs):
 		// A file among the sources has the plan its size asks for when
 		// that is more.
-		return func(rtt time.Duration) int {
+		return func(rtt time.Duration) (int, int) {
 			n := treeConns
 			if sized != nil {
-				n = max(n, sized(rtt))
+				c, _ := sized(rtt)
+				n = max(n, c)
 			}
-			return n
+			return n, 0
 		}
 	case !tree && len(locs) == 2 && locs[0].Remote() && !locs[1].Remote():
-		return func(rtt time.Duration) int { return p.Controller().Start(rtt).Conns }
+		return func(rtt time.Duration) (int, int) { return firstPlan(p.Controller(), rtt) }
 	}
 	return sized
 }
 
+// firstPlan is c's first plan at rtt as predial tells it: its
+// connections, and the streams on each where it has more than one.
+func firstPlan(c *window.Controller, rtt time.Duration) (conns, sessions int) {
+	plan := c.Start(rtt)
+	if plan.Conns <= 1 {
+		return plan.Conns, 0
+	}
+	return plan.Conns, (plan.Streams + plan.Conns - 1) / plan.Conns
+}
+
 // uploadPlan is predial's answer for an upload of files, by the largest of
 // them: nil when none is large enough for the parallel pipeline.
-func uploadPlan(locs []transfer.Location, p transfer.ParallelOptions) func(time.Duration) int {
+func uploadPlan(locs []transfer.Location, p transfer.ParallelOptions) func(time.Duration) (int, int) {
 	if !uploads(locs) {
 		return nil
 	}
@@ -749,9 +763,9 @@ func uploadPlan(locs []transfer.Location, p transfer.ParallelOptions) func(time.
 	if largest < p.MinSize {
 		return nil
 	}
-	return func(rtt time.Duration) int {
+	return func(rtt time.Duration) (int, int) {
 		c := p.Controller()
 		c.Size(largest)
-		return c.Start(rtt).Conns
+		return firstPlan(c, rtt)
 	}
 }

@@ -11,8 +11,9 @@ import (
 )
 
 // TestPredial: an upload of a large local file asks its host's end for
-// the connections of its first plan at once, and so does a download of
-// one file, whose size is not known yet; a small upload, a download of
+// the connections of its first plan at once, with its streams' sessions
+// on each, and so does a download of one file, whose size is not known
+// yet; a small upload, a download of
 // several files and a copy off the parallel pipeline ask for none. A
 // tree's copy between
 // this host and one server, either way, asks for treeConns, or its large
@@ -36,17 +37,17 @@ func TestPredial(t *testing.T) {
 
 	if fn := predial([]transfer.Location{local(big), host}, p, false); fn == nil {
 		t.Error("a 1 GiB upload asked for no connections ahead")
-	} else if conns := fn(100 * time.Millisecond); conns != 5 {
-		t.Errorf("a 1 GiB upload at 100 ms asked for %d connections, want 5 (its first plan)", conns)
-	} else if conns := fn(time.Millisecond); conns > 1 {
-		t.Errorf("a 1 GiB upload at 1 ms asked for %d connections, want one", conns)
+	} else if conns, sessions := fn(100 * time.Millisecond); conns != 5 || sessions != 3 {
+		t.Errorf("a 1 GiB upload at 100 ms asked for %d connections with %d sessions each, want 5 with 3 (its first plan)", conns, sessions)
+	} else if conns, sessions := fn(time.Millisecond); conns > 1 || sessions > 0 {
+		t.Errorf("a 1 GiB upload at 1 ms asked for %d connections with %d sessions each, want one and none ahead", conns, sessions)
 	}
 	download := []transfer.Location{{Host: "h", Path: "big"}, local(dir)}
 	if fn := predial(download, p, false); fn == nil {
 		t.Error("a download of one file asked for no connections ahead")
-	} else if conns := fn(100 * time.Millisecond); conns != 5 {
-		t.Errorf("a download of one file at 100 ms asked for %d connections, want 5 (a large file's first plan)", conns)
-	} else if conns := fn(time.Millisecond); conns > 1 {
+	} else if conns, sessions := fn(100 * time.Millisecond); conns != 5 || sessions != 3 {
+		t.Errorf("a download of one file at 100 ms asked for %d connections with %d sessions each, want 5 with 3 (a large file's first plan)", conns, sessions)
+	} else if conns, _ := fn(time.Millisecond); conns > 1 {
 		t.Errorf("a download of one file at 1 ms asked for %d connections, want one", conns)
 	}
 	for name, locs := range map[string][]transfer.Location{
@@ -55,7 +56,8 @@ func TestPredial(t *testing.T) {
 		"copy between two servers": {{Host: "h", Path: "a"}, {Host: "g", Path: "b"}},
 	} {
 		if fn := predial(locs, p, false); fn != nil {
-			t.Errorf("%s: asked for connections ahead (%d at 100 ms)", name, fn(100*time.Millisecond))
+			conns, _ := fn(100 * time.Millisecond)
+			t.Errorf("%s: asked for connections ahead (%d at 100 ms)", name, conns)
 		}
 	}
 	if fn := predial([]transfer.Location{local(big), host}, transfer.ParallelOptions{}, false); fn != nil {
@@ -74,13 +76,18 @@ func TestPredial(t *testing.T) {
 		"server to server":          {[]transfer.Location{{Host: "h", Path: "tree"}, other}, 0},
 	} {
 		fn := predial(c.locs, p, true)
+		var conns, sessions int
+		if fn != nil {
+			conns, sessions = fn(100 * time.Millisecond)
+		}
 		switch {
 		case c.want == 0 && fn != nil:
-			t.Errorf("%s: asked for connections ahead (%d at 100 ms)", name, fn(100*time.Millisecond))
+			t.Errorf("%s: asked for connections ahead (%d at 100 ms)", name, conns)
 		case c.want > 0 && fn == nil:
 			t.Errorf("%s: asked for no connections ahead, want %d", name, c.want)
-		case c.want > 0 && fn(100*time.Millisecond) != c.want:
-			t.Errorf("%s: asked for %d connections at 100 ms, want %d", name, fn(100*time.Millisecond), c.want)
+		case c.want > 0 && (conns != c.want || sessions != 0):
+			t.Errorf("%s: asked for %d connections with %d sessions each at 100 ms, want %d and none ahead (a tree's batches take their own)",
+				name, conns, sessions, c.want)
 		}
 	}
 }

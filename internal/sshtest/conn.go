@@ -97,6 +97,9 @@ func (c *conn) open(nc ssh.NewChannel) {
 			return
 		}
 		c.sessions = append(c.sessions, &session{ch: ch, reqs: reqs})
+		s.mu.Lock()
+		s.sessions++
+		s.mu.Unlock()
 	case "direct-tcpip":
 		s.wg.Add(1)
 		go func() {

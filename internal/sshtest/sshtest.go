@@ -108,6 +108,7 @@ type Server struct {
 	conns    map[net.Conn]struct{}
 	order    []net.Conn // every connection accepted, in order
 	accepted int
+	sessions int // session channels accepted, on every connection
 	closed   bool
 	refusing bool // new connections are closed at once (Refuse)
 	dropped  int  // connections closed for DropFirst
@@ -185,6 +186,14 @@ func (s *Server) Connections() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.accepted
+}
+
+// Sessions reports how many session channels the server has accepted so
+// far, on every connection.
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions
 }
 
 // Open reports how many of the connections the server accepted are still
