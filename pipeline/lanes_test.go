@@ -137,3 +137,33 @@ func stopped() *parallel {
 	p.cond = sync.NewCond(&p.mu)
 	return p
 }
+
+// TestStoppedLanesChunksGoAtOnce: the chunks a plan's trim left on its
+// stopped lanes are handed to a waiting lane at once, young as they are
+// and however many chunks fly twice already; a running lane's young
+// chunk is not.
+func TestStoppedLanesChunksGoAtOnce(t *testing.T) {
+	p := stopped()
+	kept, gone := &lane{st: &Stream{Conn: 0}}, &lane{st: &Stream{Conn: 5}}
+	p.lanes = []*lane{kept, gone}
+	p.live = 2
+	p.chunkTime = time.Second
+	p.fly(0, kept)
+	p.fly(1<<20, kept)
+	p.flying[1<<20].copies = 2 // the one second copy the bound allows
+	p.fly(2<<20, gone)
+	if off, ok := p.straggler(); ok {
+		t.Fatalf("chunk %d handed out again while its lane runs and it is young", off)
+	}
+	p.apply(window.Plan{Streams: 1, Conns: 1})
+	if !gone.stop || kept.stop {
+		t.Fatalf("the trim stopped %v, want the lane on connection 5", map[bool]bool{kept.stop: true})
+	}
+	off, ok := p.straggler()
+	if !ok || off != 2<<20 {
+		t.Fatalf("straggler() = %d, %v; want the stopped lane's chunk at %d", off, ok, 2<<20)
+	}
+	if _, ok := p.straggler(); ok {
+		t.Error("the stopped lane's chunk was handed out a third time")
+	}
+}
