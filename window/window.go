@@ -299,6 +299,7 @@ type Controller struct {
 	// baseCongested says the connections the kernel told of were mostly
 	// held by their congestion windows or by loss while base was measured.
 	baseCongested bool
+	baseTold      bool // the kernel told of base's connections (Sample.Conns)
 	// baseLossy says a connection lost segments in most of base's
 	// intervals (lossy); probeLossy that the probe under way opened
 	// connections for that reason. Such a probe is kept whatever it
@@ -614,7 +615,8 @@ func (c *Controller) endsSoon(remaining int64, rate float64) bool {
 func (c *Controller) accept(sh shape, rate float64) {
 	c.base, c.baseRate = sh, rate
 	c.baseRTT = 0
-	c.baseCongested = len(c.sampleCong) > 0 && median(c.sampleCong) > 0.5
+	c.baseTold = len(c.sampleCong) > 0
+	c.baseCongested = c.baseTold && median(c.sampleCong) > 0.5
 	c.baseLossy = lossy(c.sampleLoss)
 	if len(c.sampleRTTs) > 0 {
 		c.baseRTT = median(c.sampleRTTs)
@@ -756,12 +758,35 @@ func (c *Controller) candidates() []shape {
 	if !windowLimited && lan && !c.baseCongested && conns > max(c.cfg.Cores, b.conns) {
 		conns, capped = max(c.cfg.Cores, b.conns), true
 	}
+	if !lan && c.pathHolds(b) {
+		return out
+	}
 	// Capped at the cores, the probe still doubles the streams: a server
 	// slow to answer each request gains from more of them at once.
 	if conns > b.conns || (capped && streams > b.streams) {
 		out = append(out, c.normalize(shape{max(streams, b.streams), conns}))
 	}
 	return out
+}
+
+// bufferShare is the share of what its connections' buffers carry per
+// round trip that a base whose buffers bind must move for a connection
+// probe to start from it.
+const bufferShare = 0.85
+
+// pathHolds reports whether the kernel told that base's connections were
+// held neither by their congestion windows nor by loss, and base, bound
+// by its connections' buffers, carried well short of what they allow per
+// round trip: the path, full, holds it, not the buffers. More
+// connections then only start slow starts into the full link's queue
+// (seen at 100 ms: five more beside five that carried 119 MB/s
+// overflowed it, the goodput fell to 46 MB/s, and the trim back cost a
+// second; 1 GiB in 12.3-12.9 s against 11.5).
+func (c *Controller) pathHolds(sh shape) bool {
+	if !c.baseTold || c.baseCongested || !c.buffersBind(sh) || c.minRTT <= 0 {
+		return false
+	}
+	return c.baseRate < bufferShare*c.inFlight(sh)/c.minRTT.Seconds()
 }
 
 // windowLimited reports whether sh's streams carry close to what they

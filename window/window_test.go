@@ -38,6 +38,11 @@ type link struct {
 	// every interval (Sample.Conns): "loss" for a path that drops
 	// segments at random.
 	limitedBy string
+	// flatRTT keeps the round trip the base one under any plan: the
+	// queue at a full link does not show in it (a download's client
+	// times its requests, whose acknowledgements the queue delays less
+	// than its data).
+	flatRTT bool
 	// burst is how many intervals from the start the connections carry
 	// four times connCap: their slow starts' windows, before the first
 	// losses bring them down to what the loss rate allows.
@@ -83,7 +88,7 @@ func (l *link) rttUnder(p Plan) time.Duration {
 	if l.connBytes > 0 {
 		inFlight = min(inFlight, float64(p.Conns)*l.connBytes)
 	}
-	if l.goodput(p) < l.rate {
+	if l.goodput(p) < l.rate || l.flatRTT {
 		return l.rtt
 	}
 	return max(l.rtt, time.Duration(inFlight/l.rate*float64(time.Second)))
@@ -1041,5 +1046,39 @@ func TestLossyPathOpensConnectionsAtOnce(t *testing.T) {
 		if st.plan.Conns > 2 {
 			t.Fatalf("%v on a LAN with 2 cores", st.plan)
 		}
+	}
+}
+
+// TestFullPathKeepsItsConnections: where the kernel tells that the
+// connections were held by neither congestion control nor loss, and the
+// start's connections, bound by their buffers, carry well short of what
+// those allow, the path is full, even with no queue in the round trips:
+// no connection probe. A faster link,
+// where the buffers are what binds, is probed; and so is the full path
+// where the kernel tells nothing.
+func TestFullPathKeepsItsConnections(t *testing.T) {
+	full := func() link {
+		return link{rate: 1 * gbit, rtt: 100 * time.Millisecond, connBytes: stockConn, limitedBy: "recv", flatRTT: true}
+	}
+	conns := func(l link) int {
+		c := New(Config{ConnBytes: stockConn, Cores: 2})
+		most := 0
+		for _, st := range sim(t, c, &l, 60, nil) {
+			most = max(most, st.plan.Conns)
+		}
+		return most
+	}
+	if n := conns(full()); n != 5 {
+		t.Errorf("a full 1 Gbit/s path at 100 ms went to %d connections, want the start's 5", n)
+	}
+	fast := full()
+	fast.rate = 10 * gbit
+	if n := conns(fast); n <= 5 {
+		t.Errorf("a 10 Gbit/s path at 100 ms stayed at %d connections, where their buffers bind", n)
+	}
+	untold := full()
+	untold.limitedBy = ""
+	if n := conns(untold); n <= 5 {
+		t.Errorf("a full path the kernel told nothing of stayed at %d connections: its probes are as before", n)
 	}
 }
