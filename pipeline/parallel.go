@@ -592,12 +592,10 @@ func (p *parallel) straggler() (int64, bool) {
 			best, found = off, true
 		}
 	}
-	if orphaned {
-		p.flying[orphan].copies++
-		p.hedged++
-		return orphan, true
-	}
-	if twice >= max(p.live/hedgeLanes, 1) {
+	switch {
+	case orphaned:
+		best, found = orphan, true
+	case twice >= max(p.live/hedgeLanes, 1):
 		return 0, false
 	}
 	if found {
