@@ -356,14 +356,20 @@ func (p *pool) prepare(ctx context.Context, n, conns int) {
 					s.pc.idle = append(s.pc.idle, s.rawSession)
 				}
 			}
-			close(p.prepared)
-			p.prepared = make(chan struct{})
+			p.wakePrepared()
 			p.mu.Unlock()
 			if unused != nil {
 				_ = unused.Close()
 			}
 		}()
 	}
+}
+
+// wakePrepared wakes those waiting for sessions being prepared: one is
+// ready, or will not be; p.mu is held.
+func (p *pool) wakePrepared() {
+	close(p.prepared)
+	p.prepared = make(chan struct{})
 }
 
 // waitDial waits, with p.mu held on entry and released, until a dial in

@@ -57,8 +57,7 @@ func (p *pool) expect(pc *pconn, n int, ready func() []ReadySession) {
 		} else {
 			p.adoptReady(pc, rs)
 		}
-		close(p.prepared)
-		p.prepared = make(chan struct{})
+		p.wakePrepared()
 		p.mu.Unlock()
 		for _, r := range unused {
 			_ = r.ch.Close()
