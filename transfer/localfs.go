@@ -72,8 +72,21 @@ const tempPrefix = ".hpncp."
 // createTemp creates a fresh temporary file in dir for a file that will be
 // renamed to base, and returns it with its path.
 func createTemp(fsys FS, dir, base string) (io.WriteCloser, string, error) {
+	return createTempNamed(fsys, dir, base, nil)
+}
+
+// createTempNamed is createTemp telling named, when not nil, each name
+// before it is asked for: a create whose reply is lost with its
+// connection may have made the file on the server, and only a name
+// recorded first (the resume journal's) lets a later run remove it.
+func createTempNamed(fsys FS, dir, base string, named func(string) error) (io.WriteCloser, string, error) {
 	for range 10 {
 		name := fsys.Join(dir, TempName(base))
+		if named != nil {
+			if err := named(name); err != nil {
+				return nil, "", err
+			}
+		}
 		f, err := fsys.CreateExclusive(name)
 		if errors.Is(err, fs.ErrExist) {
 			continue

@@ -359,17 +359,21 @@ func (p *partial) openTemp(ctx context.Context, dst Endpoint) (io.WriteCloser, s
 			io.Closer
 		}{io.NewOffsetWriter(f, p.from), f, f}, p.e.Temp, nil
 	}
-	out, tmp, err := createTemp(dst.FS, dst.FS.Dir(dst.Path), dst.FS.Base(dst.Path))
-	if err != nil || p == nil {
-		return out, tmp, err
+	if p == nil {
+		return createTemp(dst.FS, dst.FS.Dir(dst.Path), dst.FS.Base(dst.Path))
 	}
-	p.e.Temp = tmp
-	if err := p.save(); err != nil && p.resume {
-		_ = out.Close()
-		_ = dst.FS.Remove(tmp)
-		return nil, "", err
-	}
-	return out, tmp, nil
+	// The journal names the file before it is created: should the
+	// create's reply be lost with every connection, the file may exist
+	// on the server with no answer to tell so, and a re-run with
+	// --resume removes it only because the journal names it (checkPartial
+	// finds nothing to continue from, watermark 0).
+	return createTempNamed(dst.FS, dst.FS.Dir(dst.Path), dst.FS.Base(dst.Path), func(name string) error {
+		p.e.Temp = name
+		if err := p.save(); err != nil && p.resume {
+			return err
+		}
+		return nil
+	})
 }
 
 // resumed is the bytes this run need not send.

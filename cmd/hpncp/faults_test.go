@@ -134,15 +134,14 @@ var faultRegressions = []struct {
 	// The umask probe's directory stayed when its session was lost,
 	// though the copy went on over a new connection.
 	{"upload-large-all", 70, ""},
-	// Both connections stalled for good during set-up: the run ends 255,
-	// and the re-run with --resume neither resumes nor removes the
-	// temporary file the first left (found 2026-12-01 with seed 5200's
-	// trials; the same at e895e5a, before issue 13's work).
-	{"upload-large-resume-all", 5211, "known: a temporary file left by a run whose connections stalled during set-up is orphaned by the --resume re-run, issue 13's note"},
-	// The same, found 2026-12-03 with seed 8000's trials after the
-	// sessions opened ahead moved which request the stall cut: the
-	// create of the temporary file reached the server, its reply did not.
-	{"upload-large-resume-all", 8018, "known: a temporary file left by a run whose connections stalled during set-up is orphaned by the --resume re-run, issue 14's note"},
+	// Both connections stalled for good during set-up: the create of the
+	// temporary file reached the server and its reply did not, the run
+	// ends 255, and the re-run with --resume neither resumed nor removed
+	// the file (found 2026-12-01 with seed 5200's trials, and 2026-12-03
+	// with seed 8000's). The journal now names the file before it is
+	// created.
+	{"upload-large-resume-all", 5211, ""},
+	{"upload-large-resume-all", 8018, ""},
 }
 
 // faultChoiceSeeds are tar trials make test runs beside faultCISeeds
