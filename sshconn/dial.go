@@ -255,7 +255,7 @@ func (d *Dialer) attempt(ctx context.Context, cfg *Config, o Options, ciphers []
 	addr := net.JoinHostPort(cfg.HostName, strconv.Itoa(cfg.Port))
 
 	trace := starttrace.From(ctx)
-	t := newTransport(markFirstRead(conn, trace))
+	t := newTransport(markFirstRead(conn, trace), conn)
 	timedOut := r.watch(conn, deadline)
 	sc, chans, reqs, err := ssh.NewClientConn(t, addr, cc)
 	if r.endWatch() && err == nil {

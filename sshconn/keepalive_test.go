@@ -254,3 +254,64 @@ func TestAliveInterval(t *testing.T) {
 		}
 	}
 }
+
+// TestQuickAckOnlyAtStart checks that the transport asks for immediate
+// ACKs after its reads and writes while the start's first bytes come in,
+// and not once the start's budget has been read: the bulk of a copy
+// keeps delayed ACKs.
+func TestQuickAckOnlyAtStart(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	calls := 0
+	tr := newTransport(a, a)
+	tr.quick = func() { calls++ }
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := b.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		chunk := make([]byte, 4096)
+		for range 2 * quickStart / len(chunk) {
+			if _, err := b.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	if _, err := tr.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 {
+		t.Fatalf("after a write at the start: %d quick-ACK calls, want 1", calls)
+	}
+	buf := make([]byte, 4096)
+	read := 0
+	for read < quickStart {
+		n, err := tr.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read += n
+	}
+	atStart := calls
+	if atStart < 2 {
+		t.Fatalf("reads of the start's %d bytes made %d quick-ACK calls", read, atStart-1)
+	}
+	for read < 2*quickStart {
+		n, err := tr.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read += n
+	}
+	if _, err := tr.Write([]byte("bulk")); err != nil {
+		t.Fatal(err)
+	}
+	if calls != atStart {
+		t.Fatalf("%d quick-ACK calls after the start's budget was read", calls-atStart)
+	}
+}

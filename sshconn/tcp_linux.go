@@ -83,6 +83,20 @@ func granted(c net.Conn, which bufferKind) (int, bool) {
 }
 
 // control runs f on c's file descriptor.
+// quickAck returns a function that has c acknowledge at once the data
+// it receives next (TCP_QUICKACK; an acknowledgement already delayed goes
+// out now), or nil when c is not a socket.
+func quickAck(c net.Conn) func() {
+	if _, ok := c.(syscall.Conn); !ok {
+		return nil
+	}
+	return func() {
+		_ = control(c, func(fd int) error {
+			return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1)
+		})
+	}
+}
+
 func control(c net.Conn, f func(fd int) error) error {
 	sc, ok := c.(syscall.Conn)
 	if !ok {

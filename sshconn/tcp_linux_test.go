@@ -199,3 +199,34 @@ func TestValidCongestionName(t *testing.T) {
 		}
 	}
 }
+
+// TestQuickAckSocket checks that quickAck acts on a TCP socket (the
+// option is set without error) and leaves a connection without a socket
+// alone.
+func TestQuickAckSocket(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	q := quickAck(c)
+	if q == nil {
+		t.Fatal("no quick ACK for a TCP connection")
+	}
+	q()
+	if err := control(c, func(fd int) error {
+		return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1)
+	}); err != nil {
+		t.Fatalf("TCP_QUICKACK: %v", err)
+	}
+	p, _ := net.Pipe()
+	defer p.Close()
+	if quickAck(p) != nil {
+		t.Fatal("quick ACK offered for a pipe")
+	}
+}

@@ -27,3 +27,6 @@ func autotuneLimits() (rcv, snd int) { return 0, 0 }
 func setCongestion(c net.Conn, name string) error { return errors.ErrUnsupported }
 
 func congestion(c net.Conn) (string, error) { return "", errors.ErrUnsupported }
+
+// quickAck is Linux's TCP_QUICKACK; elsewhere ACKs keep their timing.
+func quickAck(c net.Conn) func() { return nil }
