@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,6 +55,13 @@ type Options struct {
 	// sessions for the copy's streams as soon as it is up, rather than
 	// three round trips after the copy asks for them.
 	Predial func(rtt time.Duration) (conns, sessions int)
+	// PreOpen, when not "", is the remote file a download of one file
+	// reads (its path as Endpoint gives it): the sessions Predial's
+	// connections open ahead also open it, behind INIT, once the first
+	// connection's start has shown it a regular file, so that each
+	// stream's first READ goes out a round trip sooner
+	// (protocol.PreOpen).
+	PreOpen string
 }
 
 // sshOptions are the connection settings with the socket buffers and
@@ -295,11 +303,15 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 			mine = append(mine, c)
 			return c, nil
 		}
+		var pre *protocol.PreOpen
+		if h.opts.PreOpen != "" && slices.Contains(early, h.opts.PreOpen) {
+			pre = &protocol.PreOpen{Name: h.opts.PreOpen}
+		}
 		spare, firstAuth, predialed := &spares{}, newGate(), false
 		first, err := dial(ctx, sshconn.DialHooks{Connected: func(c net.Conn) {
 			if !predialed { // not again for a dropped and retried first
 				predialed = true
-				spare = h.predial(ctx, c, func(ctx context.Context) (*sshconn.Client, error) {
+				spare = h.predial(ctx, c, pre, func(ctx context.Context) (*sshconn.Client, error) {
 					return dial(ctx, sshconn.DialHooks{AuthGate: firstAuth.wait})
 				})
 			}
@@ -339,7 +351,7 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 				}
 				return d.c.Client, d.ready, nil
 			},
-			Ahead: spare.sessions, AheadConns: spare.left(),
+			Ahead: spare.sessions, AheadConns: spare.left(), PreOpen: pre,
 			RTT: func() time.Duration {
 				h.mu.Lock()
 				defer h.mu.Unlock()
@@ -378,7 +390,7 @@ type dialed struct {
 
 // predial starts the dials Options.Predial asks for, once the host's
 // first connection, conn, has done its TCP handshake.
-func (h *Hosts) predial(ctx context.Context, conn net.Conn, dial func(context.Context) (*sshconn.Client, error)) *spares {
+func (h *Hosts) predial(ctx context.Context, conn net.Conn, pre *protocol.PreOpen, dial func(context.Context) (*sshconn.Client, error)) *spares {
 	s := &spares{}
 	if h.opts.Predial == nil {
 		return s
@@ -397,7 +409,7 @@ func (h *Hosts) predial(ctx context.Context, conn net.Conn, dial func(context.Co
 			d := dialed{}
 			d.c, d.err = dial(ctx)
 			if d.err == nil && sessions > 0 {
-				d.ready = protocol.OpenReady(d.c.Client, sessions)
+				d.ready = protocol.OpenReady(d.c.Client, sessions, pre)
 			}
 			s.ready <- d
 		}()

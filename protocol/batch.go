@@ -179,7 +179,7 @@ func (s *SFTP) GetSmall(ctx context.Context, name string, size int64) ([]byte, f
 	defer s.batch.put(bs)
 	rs := bs.s.rawSession
 
-	f, err := rs.openAttrs(name, fxfRead, 0)
+	f, err := rs.open(name, fxfRead) // the file opened ahead, if it is name
 	if err != nil {
 		s.batch.drop(bs, err)
 		return nil, nil, err

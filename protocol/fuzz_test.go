@@ -235,3 +235,24 @@ func FuzzParseTarProbe(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPreOpenReply feeds the reply a session reads to the OPEN it sent
+// behind INIT (OpenReady): a handle, a status, or anything else, which
+// must fail rather than give a handle.
+func FuzzPreOpenReply(f *testing.F) {
+	id := binary.BigEndian.AppendUint32(nil, preOpenID)
+	f.Add(sftpPacket(fxpHandle, appendString(id, "\x00\x00\x00\x00")))
+	f.Add(sftpPacket(fxpStatus, appendString(appendString(binary.BigEndian.AppendUint32(id, 2), "No such file"), "")))
+	f.Fuzz(func(t *testing.T, reply []byte) {
+		pre, err := readPreOpen(bytes.NewReader(reply), preOpenID, "/f")
+		if err != nil || pre == nil {
+			return
+		}
+		if pre.name != "/f" || len(pre.handle) > len(reply) {
+			t.Fatalf("pre-open %+v from %d bytes", pre, len(reply))
+		}
+		if typ := reply[4]; typ != fxpHandle {
+			t.Fatalf("a handle from a reply of type %d", typ)
+		}
+	})
+}

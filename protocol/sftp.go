@@ -69,6 +69,10 @@ type Options struct {
 	// when the copy starts rather than three round trips after, and
 	// PrepareStreams opens none in place of those still to come.
 	Ahead, AheadConns int
+	// PreOpen, when not nil, names the file a download of one file
+	// reads: the start tells it whether the file is a regular one, for
+	// the sessions opened ahead after that to open it (OpenReady).
+	PreOpen *PreOpen
 	// Logf, when not nil, is told of connections opened and refused.
 	Logf func(format string, args ...any)
 	// RTT, when not nil, measures the path's round-trip time.
@@ -183,7 +187,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	firstAhead := o.Ahead - 1 // the start's spare session is one
 	if firstAhead > 0 {
 		ahead = make(chan []ReadySession, 1)
-		go func() { ahead <- OpenReady(conn, firstAhead) }()
+		go func() { ahead <- OpenReady(conn, firstAhead, o.PreOpen) }()
 	}
 	st, err := startSFTP(conn, clientOptions, o.Stat)
 	if err != nil {
@@ -208,6 +212,11 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	p.mu.Unlock()
 	if st.spare != nil {
 		p.adopt(newRawSession(st.spare, packet))
+	}
+	if o.PreOpen != nil {
+		if a, ok := st.early[o.PreOpen.Name]; ok && a.err == nil && a.fi.Mode().IsRegular() {
+			o.PreOpen.regular.Store(true)
+		}
 	}
 	if ahead != nil {
 		p.expect(p.conns[0], firstAhead, func() []ReadySession { return <-ahead })

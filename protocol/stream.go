@@ -65,7 +65,8 @@ type rawSession struct {
 	mu      sync.Mutex
 	nextID  uint32
 	pending map[uint32]*call
-	err     error // once set, the session is dead and every call fails with it
+	err     error      // once set, the session is dead and every call fails with it
+	pre     *preOpened // a file opened ahead and not yet taken (OpenReady)
 }
 
 // call is one request waiting for its reply.
@@ -453,7 +454,28 @@ type rawFile struct {
 // open opens the existing file name with SFTP open flags pflags (read
 // or write, no create: no attributes go with the request).
 func (s *rawSession) open(name string, pflags uint32) (*rawFile, error) {
+	if f := s.takePre(name, pflags); f != nil {
+		return f, nil
+	}
 	return s.openAttrs(name, pflags, 0)
+}
+
+// takePre returns the file the session opened ahead when it is name
+// opened for reading; a file opened ahead for nothing is closed.
+func (s *rawSession) takePre(name string, pflags uint32) *rawFile {
+	s.mu.Lock()
+	pre := s.pre
+	s.pre = nil
+	s.mu.Unlock()
+	if pre == nil {
+		return nil
+	}
+	f := &rawFile{s: s, handle: pre.handle}
+	if pre.name == name && pflags == fxfRead {
+		return f
+	}
+	go func() { _ = f.Close() }()
+	return nil
 }
 
 func (f *rawFile) Close() error {

@@ -24,6 +24,7 @@ targets=(
 	protocol:FuzzReadAttrs
 	protocol:FuzzAppendNames
 	protocol:FuzzStartReplies
+	protocol:FuzzPreOpenReply
 	protocol:FuzzParseTarProbe
 	transfer:FuzzReceiveTar
 	transfer:FuzzReadJournal

@@ -487,7 +487,8 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	}
 	cc, ccBest := tune.congestion(uploads(locs))
 	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
-		CC: cc, CCBestEffort: ccBest, Predial: predial(locs, tune.parallel, o.Recursive && !o.Legacy)})
+		CC: cc, CCBestEffort: ccBest, Predial: predial(locs, tune.parallel, o.Recursive && !o.Legacy),
+		PreOpen: preOpen(locs, o.Recursive)})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
 	run, err := hosts.Open(ctx, locs, to)
@@ -736,6 +737,16 @@ func predial(locs []transfer.Location, p transfer.ParallelOptions, tree bool) fu
 		return func(rtt time.Duration) (int, int) { return firstPlan(p.Controller(), rtt) }
 	}
 	return sized
+}
+
+// preOpen is, for a download of one remote file, that file's path on the
+// server: the sessions opened ahead for its streams open it as they
+// start (ends.Options.PreOpen). Anything else opens nothing ahead.
+func preOpen(locs []transfer.Location, recursive bool) string {
+	if recursive || len(locs) != 2 || !locs[0].Remote() || locs[1].Remote() {
+		return ""
+	}
+	return ends.RemotePath(locs[0].Path)
 }
 
 // firstPlan is c's first plan at rtt as predial tells it: its

@@ -91,3 +91,27 @@ func TestPredial(t *testing.T) {
 		}
 	}
 }
+
+// TestPreOpen: a download of one remote file names it for the sessions
+// opened ahead, as the copy will open it (~/ taken off); an upload, a
+// tree, a copy between servers or of several files names nothing.
+func TestPreOpen(t *testing.T) {
+	remote := func(path string) transfer.Location { return transfer.Location{Host: "h", Path: path} }
+	local := transfer.Location{Path: "dst"}
+	for _, tc := range []struct {
+		locs      []transfer.Location
+		recursive bool
+		want      string
+	}{
+		{[]transfer.Location{remote("/data/big"), local}, false, "/data/big"},
+		{[]transfer.Location{remote("~/big"), local}, false, "big"},
+		{[]transfer.Location{remote("/data/big"), local}, true, ""},
+		{[]transfer.Location{local, remote("/data/big")}, false, ""},
+		{[]transfer.Location{remote("/a"), remote("/b"), local}, false, ""},
+		{[]transfer.Location{remote("/a"), remote("/b")}, false, ""},
+	} {
+		if got := preOpen(tc.locs, tc.recursive); got != tc.want {
+			t.Errorf("preOpen(%v, -r %v) = %q, want %q", tc.locs, tc.recursive, got, tc.want)
+		}
+	}
+}
