@@ -312,10 +312,10 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 			if !predialed { // not again for a dropped and retried first
 				predialed = true
 				spare = h.predial(ctx, c, pre, func(ctx context.Context) (*sshconn.Client, error) {
-					return dial(ctx, sshconn.DialHooks{AuthGate: firstAuth.wait})
+					return dial(ctx, sshconn.DialHooks{KeyGate: firstAuth.waitKey, AuthGate: firstAuth.wait})
 				})
 			}
-		}})
+		}, KeyAccepted: firstAuth.keyAccepted})
 		firstAuth.open(err)
 		if err != nil {
 			return transfer.Endpoint{}, err
@@ -418,19 +418,26 @@ func (h *Hosts) predial(ctx context.Context, conn net.Conn, pre *protocol.PreOpe
 }
 
 // gate holds the other connections' authentication until the first's
-// ended (sshconn.DialHooks.AuthGate).
+// ended (sshconn.DialHooks.AuthGate), or their first attempt until the
+// server accepted the first's key (KeyGate).
 type gate struct {
-	done chan struct{}
-	err  error
+	done    chan struct{}
+	err     error
+	key     chan struct{} // closed once the first's key is accepted, or done
+	keyOnce sync.Once
 }
 
-func newGate() *gate { return &gate{done: make(chan struct{})} }
+func newGate() *gate { return &gate{done: make(chan struct{}), key: make(chan struct{})} }
 
 // open lets the waiting dials go on, or ends them with the first's err.
 func (g *gate) open(err error) {
 	g.err = err
 	close(g.done)
+	g.keyAccepted()
 }
+
+// keyAccepted lets the dials waiting in waitKey go on.
+func (g *gate) keyAccepted() { g.keyOnce.Do(func() { close(g.key) }) }
 
 func (g *gate) wait(ctx context.Context) error {
 	select {
@@ -439,6 +446,21 @@ func (g *gate) wait(ctx context.Context) error {
 			return fmt.Errorf("the first connection to the host failed: %w", g.err)
 		}
 		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitKey waits until the first's key is accepted, or its dial is over.
+func (g *gate) waitKey(ctx context.Context) error {
+	select {
+	case <-g.key:
+		select {
+		case <-g.done:
+			return g.wait(ctx)
+		default:
+			return nil
+		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -502,3 +502,26 @@ func TestSilentPathEndsDials(t *testing.T) {
 		t.Errorf("ended after %v", d)
 	}
 }
+
+// TestRTTKernelUnlessRelayed: the path's round trip is the kernel's,
+// whatever the server's time to answer added to the request measured at
+// start, unless that request took well over it (a relay, a jump host),
+// or the kernel tells nothing.
+func TestRTTKernelUnlessRelayed(t *testing.T) {
+	ms := time.Millisecond
+	for _, tc := range []struct{ req, kernel, want time.Duration }{
+		{128 * ms, 101 * ms, 101 * ms}, // a busy server's answer
+		{90 * ms, 101 * ms, 101 * ms},
+		{250 * ms, 101 * ms, 250 * ms}, // the kernel sees the first hop
+		{2 * ms, 50 * time.Microsecond, 2 * ms},
+		{30 * ms, 0, 30 * ms}, // no TCP_INFO
+	} {
+		s := &SFTP{reqRTT: tc.req, rtt: func() time.Duration { return tc.kernel }}
+		if got := s.RTT(); got != tc.want {
+			t.Errorf("request %s, kernel %s: RTT %s, want %s", tc.req, tc.kernel, got, tc.want)
+		}
+	}
+	if got := (&SFTP{reqRTT: 30 * ms}).RTT(); got != 30*ms {
+		t.Errorf("without a kernel estimate: RTT %s, want the request's 30ms", got)
+	}
+}

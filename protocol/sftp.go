@@ -325,17 +325,31 @@ func (s *SFTP) openStream(ctx context.Context, name string, pflags uint32, conns
 
 // RTT returns the path's round-trip time, or 0 when it cannot be told.
 //
-// It is the larger of the kernel's estimate for the connections and the
-// round trip of an SFTP request measured at start: through a relay, a
-// jump host or a proxy the kernel sees only the first hop, and a path
-// taken for a LAN would get one stream.
+// It is the kernel's estimate for the connections, unless the round trip
+// of an SFTP request measured at start is well above it (relayed): through
+// a relay, a jump host or a proxy the kernel sees only the first hop, and
+// a path taken for a LAN would get one stream. Otherwise the request's
+// round trip, which also holds the server's time to answer, is not taken
+// for the path's: at 100 ms, with the connections dialed ahead
+// authenticating on the server at that moment, it read 128 ms where the
+// kernel had 101, and the first plan wanted six connections where five
+// had been dialed for it; its streams then waited over a second for the
+// sixth.
 func (s *SFTP) RTT() time.Duration {
-	rtt := s.reqRTT
+	var kernel time.Duration
 	if s.rtt != nil {
-		rtt = max(rtt, s.rtt())
+		kernel = s.rtt()
 	}
-	return rtt
+	if kernel > 0 && s.reqRTT <= kernel*relayedPct/100 {
+		return kernel
+	}
+	return max(kernel, s.reqRTT)
 }
+
+// relayedPct is how much of the kernel's round trip, in percent, an SFTP
+// request's must take for the path to be taken for one the kernel sees
+// only the first hop of.
+const relayedPct = 150
 
 func (s *SFTP) Label() string { return s.label }
 

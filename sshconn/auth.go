@@ -2,6 +2,7 @@ package sshconn
 
 import (
 	"bytes"
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -54,18 +55,17 @@ func (r *dialRun) nextAuth(actx *ssh.ClientAuthContext) (ssh.AuthMethod, error) 
 		// no server's.
 		r.authStarted = true
 		r.o.logf("negotiated cipher %s, key exchange %s", actx.Algorithms.Write.Cipher, actx.Algorithms.KeyExchange)
-		if gate := r.o.hooks.AuthGate; gate != nil {
-			r.stopTimer()
-			// A host key question this dial asked must not keep the
-			// prompt from the dial it waits for, which may need it for a
-			// password.
-			r.releasePrompt()
-			if err := gate(r.ctx); err != nil {
-				return nil, err
-			}
-			if r.timer != nil {
-				r.timer.Reset(connectTimeout(r.cfg))
-			}
+		gate := r.o.hooks.AuthGate
+		if r.o.hooks.KeyGate != nil {
+			gate, r.gateLater = r.o.hooks.KeyGate, gate
+		}
+		if err := r.waitGate(gate); err != nil {
+			return nil, err
+		}
+	} else if gate := r.gateLater; gate != nil {
+		r.gateLater = nil
+		if err := r.waitGate(gate); err != nil {
+			return nil, err
 		}
 	}
 	if n := len(actx.PartialSuccessMethods); n > r.partials {
@@ -103,6 +103,24 @@ func (r *dialRun) nextAuth(actx *ssh.ClientAuthContext) (ssh.AuthMethod, error) 
 		}
 	}
 	return nil, errAuthExhausted
+}
+
+// waitGate waits for gate, when not nil, with ConnectTimeout stopped.
+func (r *dialRun) waitGate(gate func(context.Context) error) error {
+	if gate == nil {
+		return nil
+	}
+	r.stopTimer()
+	// A host key question this dial asked must not keep the prompt from
+	// the dial it waits for, which may need it for a password.
+	r.releasePrompt()
+	if err := gate(r.ctx); err != nil {
+		return err
+	}
+	if r.timer != nil {
+		r.timer.Reset(connectTimeout(r.cfg))
+	}
+	return nil
 }
 
 func (r *dialRun) methodOrder() []string {
@@ -165,6 +183,9 @@ func (r *dialRun) nextPublicKey() ssh.AuthMethod {
 		desc := fmt.Sprintf("publickey %s %s %s", c.desc, keyTypeName(s.PublicKey()), ssh.FingerprintSHA256(s.PublicKey()))
 		r.o.logf("offering %s", desc)
 		r.last = &attempt{desc: desc}
+		if f := r.o.hooks.KeyAccepted; f != nil {
+			s = acceptedSigner(s, f)
+		}
 		return ssh.PublicKeys(s)
 	}
 	return nil
@@ -329,6 +350,48 @@ func (l *lazySigner) SignWithAlgorithm(rand io.Reader, data []byte, algorithm st
 	}
 	return s.Sign(rand, data)
 }
+
+// acceptedSigner is s, calling accepted once it has made a signature:
+// x/crypto asks for one only after the server accepted the key. It signs
+// with the algorithms s offers, as s itself would be used; a signer that
+// cannot be told an algorithm is left as it is, and tells nothing.
+func acceptedSigner(s ssh.Signer, accepted func()) ssh.Signer {
+	as, ok := s.(ssh.AlgorithmSigner)
+	if !ok {
+		return s
+	}
+	n := notifySigner{AlgorithmSigner: as, accepted: accepted}
+	if m, ok := s.(ssh.MultiAlgorithmSigner); ok {
+		return notifyMultiSigner{n, m.Algorithms()}
+	}
+	return n
+}
+
+type notifySigner struct {
+	ssh.AlgorithmSigner
+	accepted func()
+}
+
+func (n notifySigner) Sign(rand io.Reader, data []byte) (*ssh.Signature, error) {
+	return n.SignWithAlgorithm(rand, data, "")
+}
+
+func (n notifySigner) SignWithAlgorithm(rand io.Reader, data []byte, algorithm string) (*ssh.Signature, error) {
+	sig, err := n.AlgorithmSigner.SignWithAlgorithm(rand, data, algorithm)
+	if err == nil {
+		n.accepted()
+	}
+	return sig, err
+}
+
+// notifyMultiSigner is a notifySigner of a signer that names the
+// algorithms it signs with.
+type notifyMultiSigner struct {
+	notifySigner
+	algorithms []string
+}
+
+func (n notifyMultiSigner) Algorithms() []string { return n.algorithms }
 
 func (r *dialRun) secretKey() string {
 	return fmt.Sprintf("%s@%s:%d", r.cfg.User, r.cfg.HostName, r.cfg.Port)

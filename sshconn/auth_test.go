@@ -346,3 +346,84 @@ func TestAuthGateLeavesThePrompt(t *testing.T) {
 		t.Errorf("prompts %q: want the host key question and the password, once each", got)
 	}
 }
+
+// TestKeyAccepted: a dial's KeyAccepted hook is called once the server
+// accepted its key and the signature is made (an RSA key among them, whose
+// signature algorithm x/crypto picks from what the signer offers), and
+// not for a key the server refused.
+func TestKeyAccepted(t *testing.T) {
+	for _, kind := range []string{"ed25519", "rsa"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			writeKey(t, dir, "refused", "ed25519", false)
+			good := writeKey(t, dir, "good", kind, false)
+			srv := newTestServer(t, withKeys(good))
+			e := authEnv(t, srv)
+			o := e.options(nil)
+			o.Identities = []string{filepath.Join(dir, "refused"), filepath.Join(dir, "good")}
+			var accepted []int32
+			c, err := NewDialer(o).DialWith(context.Background(), "target", DialHooks{KeyAccepted: func() {
+				accepted = append(accepted, srv.pubkeyOffers.Load())
+			}})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, e.logs.String())
+			}
+			c.Close()
+			if len(accepted) != 1 || accepted[0] < 2 {
+				t.Errorf("KeyAccepted called after offers %v, want once, after the refused key and the good one", accepted)
+			}
+		})
+	}
+}
+
+// TestKeyGate: a dial with a KeyGate waits for it, not for its AuthGate,
+// before its first key; the AuthGate holds any attempt after that, here
+// the key the server accepts after refusing the first.
+func TestKeyGate(t *testing.T) {
+	dir := t.TempDir()
+	writeKey(t, dir, "refused", "ed25519", false)
+	good := writeKey(t, dir, "good", "ed25519", false)
+	srv := newTestServer(t, withKeys(good))
+	e := authEnv(t, srv)
+	for _, tc := range []struct {
+		name        string
+		keys        []string
+		authGateFor bool // the AuthGate is waited for
+	}{
+		{"accepted-first", []string{"good"}, false},
+		{"refused-first", []string{"refused", "good"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := e.options(nil)
+			o.Identities = nil
+			for _, k := range tc.keys {
+				o.Identities = append(o.Identities, filepath.Join(dir, k))
+			}
+			var keyGate, authGate int
+			var offersAtAuthGate int32
+			c, err := NewDialer(o).DialWith(context.Background(), "target", DialHooks{
+				KeyGate: func(context.Context) error { keyGate++; return nil },
+				AuthGate: func(context.Context) error {
+					authGate++
+					offersAtAuthGate = srv.pubkeyOffers.Load()
+					return nil
+				},
+			})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, e.logs.String())
+			}
+			c.Close()
+			if keyGate != 1 {
+				t.Errorf("KeyGate waited for %d times, want once", keyGate)
+			}
+			switch {
+			case tc.authGateFor && authGate != 1:
+				t.Errorf("AuthGate waited for %d times after a refused key, want once", authGate)
+			case tc.authGateFor && offersAtAuthGate < 1:
+				t.Error("AuthGate waited for before the first key was offered")
+			case !tc.authGateFor && authGate != 0:
+				t.Errorf("AuthGate waited for %d times although the first key was accepted", authGate)
+			}
+		})
+	}
+}

@@ -559,6 +559,7 @@ type dialRun struct {
 	noPasswords bool
 
 	authStarted   bool
+	gateLater     func(context.Context) error // AuthGate, once KeyGate let the first attempt go
 	allowed       []string
 	partials      int
 	last          *attempt

@@ -77,6 +77,20 @@ type DialHooks struct {
 	// times at once. ConnectTimeout does not run while it waits, and
 	// starts again after. Its error ends the dial.
 	AuthGate func(context.Context) error
+	// KeyGate, when not nil, is waited for instead of AuthGate before the
+	// first authentication request, and AuthGate before any request
+	// after it: a connection dialed beside a first one whose key the
+	// server has accepted offers its keys as soon as that is known,
+	// while the first's signature is on its way, a round trip before the
+	// first is through. Anything more it may need (another key, a second
+	// factor, a password) waits for the first's outcome, as with
+	// AuthGate alone.
+	KeyGate func(context.Context) error
+	// KeyAccepted, when not nil, is called when the server has accepted a
+	// public key this dial offered and its signature is made: the
+	// passphrase it needed, if any, is known (and kept for the other
+	// dials).
+	KeyAccepted func()
 }
 
 // Prompter asks the user on the terminal.
