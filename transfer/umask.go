@@ -87,22 +87,25 @@ func (u *umasks) mode(ctx context.Context, fsys FS, dir string, perm fs.FileMode
 }
 
 // probeUmask creates, stats and removes an empty directory in dir, and
-// returns the permission bits the end took from it.
+// returns the permission bits the end took from it. The directory's name
+// is this run's own: whatever step failed, it is removed again, since it
+// may have been made although the step said otherwise (a reply lost with
+// its connection, a Mkdir repeated on a new one that found it made).
 func probeUmask(ctx context.Context, fsys FS, dir string) (fs.FileMode, error) {
 	name := fsys.Join(dir, TempName("umask"))
 	if p, ok := fsys.(umaskProber); ok {
 		mask, err := p.Umask(ctx, name)
-		if protocol.Lost(err) {
-			// The probe may have made its directory before its session
-			// was lost: removed again over a live connection, or left to
-			// the failure that follows.
-			_ = fsys.Remove(name)
-		}
 		if !errors.Is(err, protocol.ErrNoBatch) {
+			if err != nil {
+				// Over a live connection; where none is left, the failure
+				// that follows says so.
+				_ = fsys.Remove(name)
+			}
 			return mask, err
 		}
 	}
 	if err := fsys.Mkdir(name); err != nil {
+		_ = fsys.Remove(name)
 		return 0, err
 	}
 	fi, err := fsys.Stat(name)
