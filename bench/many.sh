@@ -164,6 +164,7 @@ copy() {
 	# hpncp's peak RSS (KiB) goes to $work/rss; the other tools' is not
 	# taken (rss=-).
 	echo - >"$work/rss"
+	wan_forget
 	t0=$(date +%s.%N)
 	case $tool in
 	scp) client scp -F "$cfg" -q -r "$from" "$to" ;;

@@ -77,6 +77,7 @@ one() {
 		from=bench:$src to=$work/local/f got=$work/local/f
 	fi
 	rm -f "$got"
+	wan_forget
 	t0=$(date +%s.%N)
 	case $tool in
 	ssh-true) client ssh -F "$cfg" bench true ;;

@@ -111,6 +111,7 @@ for round in $(seq "$runs"); do
 			rm -rf "$to"
 			cmd=$(command_for "$tool" "$dir" "$from" "$to")
 			sync
+			wan_forget
 			t0=$(date +%s.%N)
 			"${run_client[@]}" sh -c "$cmd"
 			t1=$(date +%s.%N)

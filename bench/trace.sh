@@ -66,6 +66,7 @@ start_sshd "$WAN_ADDR_B" 2222 "MaxStartups 100:30:200" ||
 # traced DIR FROM TO: one copy with --trace DIR.csv, timed on the wall clock.
 traced() {
 	local t0 t1
+	wan_forget
 	t0=$(date +%s.%N)
 	"${run_client[@]}" "$work/hpncp" -F "$work/ssh_config" -q --trace "$out/$1.csv" "$2" "$3"
 	t1=$(date +%s.%N)

@@ -121,6 +121,7 @@ copy() {
 		rm -f "$work/local/$name"
 	fi
 	local t0 t1
+	wan_forget
 	t0=$(date +%s.%N)
 	case $tool in
 	scp) client scp -F "$cfg" -q "$from" "$to" ;;
