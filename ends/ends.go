@@ -62,6 +62,13 @@ type Options struct {
 	// stream's first READ goes out a round trip sooner
 	// (protocol.PreOpen).
 	PreOpen string
+	// PreCreate, when its Final is set, is the target of an upload of
+	// one small file (its path as Endpoint gives it) and the temporary
+	// file the copy will write for it: the target host's SFTP start
+	// creates that file behind the target's stat, a round trip before the
+	// copy would (protocol.PreCreate). Close removes it if nothing took
+	// it.
+	PreCreate protocol.PreCreate
 }
 
 // sshOptions are the connection settings with the socket buffers and
@@ -303,6 +310,10 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 			mine = append(mine, c)
 			return c, nil
 		}
+		var create *protocol.PreCreate
+		if pc := h.opts.PreCreate; pc.Final != "" && slices.Contains(early, pc.Final) {
+			create = &pc
+		}
 		var pre *protocol.PreOpen
 		if h.opts.PreOpen != "" && slices.Contains(early, h.opts.PreOpen) {
 			pre = &protocol.PreOpen{Name: h.opts.PreOpen}
@@ -351,7 +362,7 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 				}
 				return d.c.Client, d.ready, nil
 			},
-			Ahead: spare.sessions, AheadConns: spare.left(), PreOpen: pre,
+			Ahead: spare.sessions, AheadConns: spare.left(), PreOpen: pre, PreCreate: create,
 			RTT: func() time.Duration {
 				h.mu.Lock()
 				defer h.mu.Unlock()
@@ -568,6 +579,9 @@ func (h *Hosts) Abort() {
 // it.
 func (h *Hosts) Close() {
 	h.stopDialing() // spares still dialing, which nothing will take
+	for _, e := range h.sftp {
+		e.DropUnused() // while its connections are open
+	}
 	h.mu.Lock()
 	clients := h.clients
 	h.clients, h.closed = nil, true

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hpncp/hpncp/internal/sshtest"
 	"github.com/hpncp/hpncp/internal/starttrace"
+	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -103,18 +105,31 @@ func TestRoundTripsBeforeFirstByte(t *testing.T) {
 		// signature), the SFTP sessions (channel, subsystem, INIT and
 		// the limits question and the operand's stat behind it), then the
 		// file's open before its first write (the umask
-		// probe beside it), or its open and first read.
-		want map[string]int
+		// probe beside it), or its open and first read; with the
+		// temporary file created behind the stat (PreCreate, as
+		// hpncp asks for an upload of one small file), no round
+		// trip between the start and the first write.
+		want      map[string]int
+		preCreate bool
 	}{
 		{"upload", transfer.Location{Path: src}, remote("up.bin"), filepath.Join(srv.Root, "up.bin"),
-			map[string]int{"config": -1, "tcp": 0, "ssh-version": 1, "kex": 1, "auth": 4, "sftp": 3, "target": 0, "first-byte": 1}},
+			map[string]int{"config": -1, "tcp": 0, "ssh-version": 1, "kex": 1, "auth": 4, "sftp": 3, "target": 0, "first-byte": 1}, false},
+		{"upload-precreated", transfer.Location{Path: src}, remote("up2.bin"), filepath.Join(srv.Root, "up2.bin"),
+			map[string]int{"config": -1, "tcp": 0, "ssh-version": 1, "kex": 1, "auth": 4, "sftp": 3, "target": 0, "first-byte": 0}, true},
 		{"download", remote("down.bin"), transfer.Location{Path: local}, local,
-			map[string]int{"config": -1, "tcp": 0, "ssh-version": 1, "kex": 1, "auth": 4, "sftp": 3, "target": 0, "first-byte": 2}},
+			map[string]int{"config": -1, "tcp": 0, "ssh-version": 1, "kex": 1, "auth": 4, "sftp": 3, "target": 0, "first-byte": 2}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			trace := starttrace.New(rtt)
 			ctx := starttrace.With(t.Context(), trace)
-			h := New(Options{SSH: connOptions(srv)})
+			o := Options{SSH: connOptions(srv)}
+			if tc.preCreate {
+				final := RemotePath(tc.to.Path)
+				dir := path.Dir(final)
+				o.PreCreate = protocol.PreCreate{Final: final, Temp: path.Join(dir, transfer.TempName(path.Base(final))),
+					Probe: path.Join(dir, transfer.TempName("umask"))}
+			}
+			h := New(o)
 			defer h.Close()
 			run, err := h.Open(ctx, []transfer.Location{tc.from, tc.to}, transfer.Options{})
 			if err != nil {
@@ -125,6 +140,10 @@ func TestRoundTripsBeforeFirstByte(t *testing.T) {
 			}
 			if got, err := os.ReadFile(tc.got); err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("copied file: %d bytes, %v; want the %d source bytes", len(got), err, len(want))
+			}
+			h.Close()
+			if left, _ := filepath.Glob(filepath.Join(filepath.Dir(tc.got), ".hpncp.*")); len(left) > 0 {
+				t.Errorf("left on the server: %v", left)
 			}
 			t.Log(trace.Summary())
 			steps := trace.Steps()

@@ -71,17 +71,24 @@ func (s *SFTP) PutSmall(ctx context.Context, tmp, name string, data []byte, a Pu
 	if len(data) > SmallMax {
 		return fmt.Errorf("put %s: %d bytes is more than %d", name, len(data), SmallMax)
 	}
-	bs, err := s.getBatch(ctx)
-	if err != nil {
-		return err
-	}
-	defer s.batch.put(bs)
-	rs := bs.s.rawSession
-
-	f, err := rs.openAttrs(tmp, fxfWrite|fxfCreat|fxfExcl, a.Perm)
-	if err != nil {
-		s.batch.drop(bs, err)
-		return err
+	// The temporary file created with the start (PreCreate) is written
+	// on the session that holds its handle; any other is opened on a
+	// batch session.
+	var bs *batchSession
+	rs, f := s.takeCreated(tmp)
+	if f != nil {
+		s.early.drop()
+	} else {
+		var err error
+		if bs, err = s.getBatch(ctx); err != nil {
+			return err
+		}
+		defer s.batch.put(bs)
+		rs = bs.s.rawSession
+		if f, err = rs.openAttrs(tmp, fxfWrite|fxfCreat|fxfExcl, a.Perm); err != nil {
+			s.batch.drop(bs, err)
+			return err
+		}
 	}
 	if a.Final != nil {
 		perm := a.Perm
@@ -158,7 +165,9 @@ func (s *SFTP) PutSmall(ctx context.Context, tmp, name string, data []byte, a Pu
 		if rs.simple(fxpRemove, func(b []byte) []byte { return appendString(b, tmp) }) != nil {
 			_ = s.Remove(tmp)
 		}
-		s.batch.drop(bs, first)
+		if bs != nil {
+			s.batch.drop(bs, first)
+		}
 		return first
 	}
 	return nil
@@ -290,6 +299,9 @@ func (s *SFTP) MkdirMode(ctx context.Context, name string, perm fs.FileMode) err
 // costs one round trip. It fails with ErrNoBatch where no session is
 // free for it.
 func (s *SFTP) Umask(ctx context.Context, probe string) (fs.FileMode, error) {
+	if mask, ok := s.startUmask(); ok {
+		return mask, nil // learnt with the start (PreCreate.Probe)
+	}
 	bs, err := s.getBatch(ctx)
 	if err != nil {
 		return 0, err

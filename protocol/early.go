@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"io/fs"
 	"path"
@@ -77,14 +78,20 @@ func statRequests(names []string) []byte {
 // stat's answer is kept when it is attributes, or a status that pkg/sftp
 // would turn into fs.ErrNotExist; any other status is left for the copy's
 // own Stat to ask again and report in its own words.
-func readStart(r io.Reader, h hello, names []string) (Limits, map[string]earlyStat, error) {
-	var lim Limits
+func readStart(r io.Reader, h hello, names []string, f startFiles) (Limits, map[string]earlyStat, startMade, error) {
+	var (
+		lim  Limits
+		made startMade
+	)
 	answers := map[string]earlyStat{}
 	seen := make([]bool, len(names))
-	for range 1 + len(names) {
+	base := createAfter(names)
+	replies := 1 + len(names) + f.requests()
+	var mkdirOK, statOK, rmdirOK bool
+	for range replies {
 		typ, body, err := readPacket(r)
 		if err != nil {
-			return Limits{}, nil, err
+			return Limits{}, nil, startMade{}, err
 		}
 		var id uint32
 		if len(body) >= 4 {
@@ -97,14 +104,49 @@ func readStart(r io.Reader, h hello, names []string) (Limits, map[string]earlySt
 			}
 			continue
 		}
+		if id >= base && id < base+uint32(f.requests()) && (typ == fxpHandle || typ == fxpStatus || typ == fxpAttrs) {
+			switch {
+			case f.create != "" && id == base:
+				if typ == fxpHandle {
+					if made.handle, _, err = readString(body[4:]); err != nil {
+						return Limits{}, nil, startMade{}, fmt.Errorf("sftp: %w in the handle of %s", err, f.create)
+					}
+				}
+			case id == f.probeID(base): // MKDIR
+				mkdirOK = typ == fxpStatus && statusOK(body)
+			case id == f.probeID(base)+1: // STAT
+				if typ == fxpAttrs {
+					if fi, err := parseAttrs(body[4:], f.probe); err == nil {
+						made.mask, statOK = 0o777&^fi.Mode().Perm(), true
+					}
+				}
+			case id == f.probeID(base)+2: // RMDIR
+				rmdirOK = typ == fxpStatus && statusOK(body)
+			}
+			continue
+		}
 		// Anything else is the limits reply, which readLimits judges.
 		lim, err = readLimits(bytes.NewReader(sftpPacket(typ, body)), h, 1)
 		if err != nil {
-			return Limits{}, nil, err
+			return Limits{}, nil, startMade{}, err
 		}
 	}
-	return lim, answers, nil
+	made.maskKnown = f.probe != "" && mkdirOK && statOK && rmdirOK
+	made.probeLeft = mkdirOK && !rmdirOK
+	if !made.maskKnown {
+		made.mask = 0
+	}
+	return lim, answers, made, nil
 }
+
+// statusOK reports whether a STATUS reply's body (id first) says OK.
+func statusOK(body []byte) bool {
+	return len(body) >= 8 && binary.BigEndian.Uint32(body[4:]) == 0
+}
+
+// createAfter is the request id of the OPEN that creates the temporary
+// file of Options.PreCreate, behind the early stats of names.
+func createAfter(names []string) uint32 { return uint32(earlyID + len(names)) }
 
 // earlyAnswer turns the reply of type typ (body after the id) to the
 // stat of name into what Stat returns, or false when Stat should ask.

@@ -114,7 +114,7 @@ func TestReadStartInAnyOrder(t *testing.T) {
 		"in order":   append(sftpPacket(fxpExtendedReply, limits), sftpPacket(fxpStatus, noFile)...),
 		"stat first": append(sftpPacket(fxpStatus, noFile), sftpPacket(fxpExtendedReply, limits)...),
 	} {
-		lim, early, err := readStart(bytes.NewReader(replies), h, []string{"x"})
+		lim, early, _, err := readStart(bytes.NewReader(replies), h, []string{"x"}, startFiles{})
 		if err != nil || lim.MaxRead != 256<<10 || lim.MaxWrite != 128<<10 {
 			t.Errorf("%s: limits %+v, %v; want read 256 KiB, write 128 KiB", name, lim, err)
 		}

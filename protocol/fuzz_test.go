@@ -256,3 +256,42 @@ func FuzzPreOpenReply(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStartAnswers feeds readStart the replies to a start that asks the
+// limits, stats the target and makes its temporary file and umask probe
+// (PreCreate), in any order and of any shape: it must fail or give what
+// the bytes hold, never a handle longer than they are.
+func FuzzStartAnswers(f *testing.F) {
+	id := func(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
+	status := func(n, code uint32) []byte {
+		return sftpPacket(fxpStatus, appendString(appendString(binary.BigEndian.AppendUint32(id(n), code), ""), ""))
+	}
+	attrs := func(n, mode uint32) []byte {
+		b := binary.BigEndian.AppendUint32(id(n), attrPermissions)
+		return sftpPacket(fxpAttrs, binary.BigEndian.AppendUint32(b, mode))
+	}
+	limits := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(id(1), 256<<10), 261120), 261120)
+	ok := sftpPacket(fxpExtendedReply, binary.BigEndian.AppendUint64(limits, 0))
+	var all []byte
+	for _, p := range [][]byte{ok, status(2, 2), sftpPacket(fxpHandle, appendString(id(3), "\x00\x00\x00\x00")),
+		status(4, 0), attrs(5, 0o40755), status(6, 0)} {
+		all = append(all, p...)
+	}
+	f.Add(all)
+	f.Fuzz(func(t *testing.T, replies []byte) {
+		h := hello{ext: appendString(appendString(nil, limitsExtension), "1")}
+		_, _, made, err := readStart(bytes.NewReader(replies), h, []string{"/t"}, startFiles{create: "/c", probe: "/p"})
+		if err != nil {
+			return
+		}
+		if len(made.handle) > len(replies) {
+			t.Fatalf("handle of %d bytes from %d", len(made.handle), len(replies))
+		}
+		if made.maskKnown && made.mask&^0o777 != 0 {
+			t.Fatalf("umask %o", made.mask)
+		}
+		if made.maskKnown && made.probeLeft {
+			t.Fatal("umask known although the probe's directory is left")
+		}
+	})
+}

@@ -43,7 +43,7 @@ func (l Limits) Packet() int {
 // (OpenSSH's limits@openssh.com, in OpenSSH 8.7 and later). A server without
 // the extension yields zero Limits and no error.
 func QueryLimits(conn *ssh.Client) (Limits, error) {
-	ch, lim, _, err := limitsSession(conn, nil)
+	ch, lim, _, _, err := limitsSession(conn, nil, startFiles{})
 	if err != nil {
 		return Limits{}, err
 	}
@@ -61,19 +61,20 @@ func QueryLimits(conn *ssh.Client) (Limits, error) {
 // know it answers with a status, as SFTP asks of unknown extended
 // requests, and gets no other question. The stats of names go behind
 // it (early.go).
-func limitsSession(conn *ssh.Client, names []string) (ssh.Channel, Limits, map[string]earlyStat, error) {
+func limitsSession(conn *ssh.Client, names []string, f startFiles) (ssh.Channel, Limits, map[string]earlyStat, startMade, error) {
 	const id = 1
 	ask := sftpPacket(fxpExtended, appendString(binary.BigEndian.AppendUint32(nil, id), limitsExtension))
-	ch, h, err := helloSFTP(conn, ask, statRequests(names))
+	ahead := append([][]byte{ask, statRequests(names)}, f.packets(createAfter(names))...)
+	ch, h, err := helloSFTP(conn, ahead...)
 	if err != nil {
-		return nil, Limits{}, nil, fmt.Errorf("ask for limits: %w", err)
+		return nil, Limits{}, nil, startMade{}, fmt.Errorf("ask for limits: %w", err)
 	}
-	lim, early, err := readStart(ch, h, names)
+	lim, early, made, err := readStart(ch, h, names, f)
 	if err != nil {
 		_ = ch.Close()
-		return nil, Limits{}, nil, fmt.Errorf("ask for limits: %w", err)
+		return nil, Limits{}, nil, startMade{}, fmt.Errorf("ask for limits: %w", err)
 	}
-	return ch, lim, early, nil
+	return ch, lim, early, made, nil
 }
 
 // readLimits reads the reply to limits@openssh.com request id from a

@@ -49,6 +49,7 @@ type SFTP struct {
 	tar          tarConn       // tar mode's connection (tar.go)
 	lister       lister        // the session of listings (readdir.go)
 	early        earlyStats    // the stats asked for with the start (early.go)
+	created      created       // the temporary file the start created (precreate.go)
 }
 
 // Options say how to open an SFTP end.
@@ -69,6 +70,10 @@ type Options struct {
 	// when the copy starts rather than three round trips after, and
 	// PrepareStreams opens none in place of those still to come.
 	Ahead, AheadConns int
+	// PreCreate, when not nil, is the temporary file an upload of one
+	// small file will write: the start creates it behind the early stat
+	// (precreate.go), which must ask for PreCreate.Final.
+	PreCreate *PreCreate
 	// PreOpen, when not nil, names the file a download of one file
 	// reads: the start tells it whether the file is a regular one, for
 	// the sessions opened ahead after that to open it (OpenReady).
@@ -189,7 +194,11 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 		ahead = make(chan []ReadySession, 1)
 		go func() { ahead <- OpenReady(conn, firstAhead, o.PreOpen) }()
 	}
-	st, err := startSFTP(conn, clientOptions, o.Stat)
+	var files startFiles
+	if o.PreCreate != nil {
+		files = startFiles{create: o.PreCreate.Temp, probe: o.PreCreate.Probe}
+	}
+	st, err := startSFTP(conn, clientOptions, o.Stat, files)
 	if err != nil {
 		if ahead != nil {
 			for _, r := range <-ahead {
@@ -210,8 +219,10 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	p.silent = o.Silent
 	p.aheadConns, p.aheadSessions = o.AheadConns, o.Ahead
 	p.mu.Unlock()
+	var spare *rawSession
 	if st.spare != nil {
-		p.adopt(newRawSession(st.spare, packet))
+		spare = newRawSession(st.spare, packet)
+		p.adopt(spare)
 	}
 	if o.PreOpen != nil {
 		if a, ok := st.early[o.PreOpen.Name]; ok && a.err == nil && a.fi.Mode().IsRegular() {
@@ -222,14 +233,23 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 		p.expect(p.conns[0], firstAhead, func() []ReadySession { return <-ahead })
 	}
 	o.Trace.Mark(starttrace.SFTP)
-	return &SFTP{
+	s := &SFTP{
 		mc: mainClient{c: st.c}, label: o.Label, atomicRename: ok, packet: packet,
 		pool:   p,
 		batch:  &batcher{p: p, ready: make(chan struct{})},
 		rtt:    o.RTT,
 		reqRTT: limits.RTT,
 		early:  earlyStats{m: st.early},
-	}, nil
+	}
+	if o.PreCreate != nil && spare != nil {
+		c := &s.created
+		c.rs, c.final, c.name, c.handle = spare, o.PreCreate.Final, o.PreCreate.Temp, st.made.handle
+		c.mask, c.maskKnown = st.made.mask, st.made.maskKnown
+		if st.made.probeLeft {
+			c.probeLeft = o.PreCreate.Probe
+		}
+	}
+	return s, nil
 }
 
 // Close ends every session and the connections the SFTP end opened; the

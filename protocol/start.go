@@ -22,22 +22,25 @@ type started struct {
 	limits Limits
 	spare  ssh.Channel          // the limits session, for the pool; nil when closed
 	early  map[string]earlyStat // the answers to the early stats
+	// made is what the spare's requests for Options.PreCreate made.
+	made startMade
 }
 
 // startSFTP opens the limits session and pkg/sftp's main session on conn
 // at once, the limits session with the stats of names behind its
 // question; opts gives pkg/sftp's options for a packet size.
-func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption, names []string) (*started, error) {
+func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption, names []string, f startFiles) (*started, error) {
 	type answer struct {
 		ch    ssh.Channel
 		lim   Limits
 		early map[string]earlyStat
+		made  startMade
 		err   error
 	}
 	asked := make(chan answer, 1)
 	go func() {
-		ch, lim, early, err := limitsSession(conn, names)
-		asked <- answer{ch, lim, early, err}
+		ch, lim, early, made, err := limitsSession(conn, names, f)
+		asked <- answer{ch, lim, early, made, err}
 	}()
 	c, err := sftp.NewClient(conn, opts(SafePacket)...)
 	a := <-asked
@@ -46,6 +49,7 @@ func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption, name
 		// A server that takes one session at a time (MaxSessions 1)
 		// refuses the second: ask first, then start, one after the other.
 		if a.ch != nil {
+			dropMade(a.ch, a.made, f)
 			_ = a.ch.Close()
 		}
 		if c != nil {
@@ -60,6 +64,7 @@ func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption, name
 		return nil, a.err
 	}
 	if err != nil {
+		dropMade(a.ch, a.made, f)
 		_ = a.ch.Close()
 		return nil, err
 	}
@@ -68,12 +73,13 @@ func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption, name
 	// through it, do not go in 32 KiB requests.
 	for _, opt := range opts(a.lim.Packet()) {
 		if err := opt(c); err != nil {
+			dropMade(a.ch, a.made, f)
 			_ = a.ch.Close()
 			_ = c.Close()
 			return nil, err
 		}
 	}
-	return &started{c: c, limits: a.lim, spare: a.ch, early: a.early}, nil
+	return &started{c: c, limits: a.lim, spare: a.ch, early: a.early, made: a.made}, nil
 }
 
 // startInTurn asks for the limits on a session it closes, then starts

@@ -25,6 +25,7 @@ targets=(
 	protocol:FuzzAppendNames
 	protocol:FuzzStartReplies
 	protocol:FuzzPreOpenReply
+	protocol:FuzzStartAnswers
 	protocol:FuzzParseTarProbe
 	transfer:FuzzReceiveTar
 	transfer:FuzzReadJournal

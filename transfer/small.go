@@ -171,6 +171,10 @@ func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing f
 		// Nobody sees the directory until it is renamed into place: the
 		// file is made under its own name, a round trip sooner.
 		tmp = dst.Path
+	} else if tf, ok := dst.FS.(tempFinder); ok {
+		if t, ok := tf.TempFor(dst.Path); ok {
+			tmp = t // created with the end's start, a round trip sooner
+		}
 	}
 	err = p.PutSmall(ctx, tmp, dst.Path, data, a)
 	switch {
@@ -190,6 +194,12 @@ func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing f
 		pr.EndFile()
 	}
 	return true, int64(len(data)), nil
+}
+
+// tempFinder is an end that may have created a file's temporary file
+// ahead of the copy (protocol.SFTP, Options.PreCreate).
+type tempFinder interface {
+	TempFor(final string) (string, bool)
 }
 
 // bufferFor returns the pipeline buffer size for a file of size bytes:

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -488,7 +490,7 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	cc, ccBest := tune.congestion(uploads(locs))
 	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
 		CC: cc, CCBestEffort: ccBest, Predial: predial(locs, tune.parallel, o.Recursive && !o.Legacy),
-		PreOpen: preOpen(locs, o.Recursive)})
+		PreOpen: preOpen(locs, o.Recursive), PreCreate: preCreate(locs, to, o.Recursive || o.Legacy)})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
 	run, err := hosts.Open(ctx, locs, to)
@@ -747,6 +749,39 @@ func preOpen(locs []transfer.Location, recursive bool) string {
 		return ""
 	}
 	return ends.RemotePath(locs[0].Path)
+}
+
+// preCreate is, for a plain upload of one small local file to a remote
+// path that names a file (not a directory: no trailing slash), that path,
+// the temporary file the copy will write beside it and the umask probe's
+// directory, which the server's SFTP start then makes
+// (ends.Options.PreCreate). Anything the copy might not write, or write
+// otherwise (a skip likely, --verify, --resume, file lists, shards,
+// trees, -O, a link or a large file), makes nothing ahead. A path that is
+// a directory after all gets its file elsewhere, and the file made ahead
+// is removed.
+func preCreate(locs []transfer.Location, to transfer.Options, other bool) protocol.PreCreate {
+	// The quick check skips a file whose target has its size and time:
+	// without -p the target's time is the last copy's, so the file is
+	// sent, and a temporary file made ahead is used. With -p a re-run
+	// would skip it, and a file made and removed for nothing would still
+	// touch the directory.
+	sends := to.Skip == transfer.CopyAlways || to.Skip == transfer.SkipQuick && !to.Preserve
+	if other || len(locs) != 2 || locs[0].Remote() || !locs[1].Remote() ||
+		!sends || to.Verify || to.Resume || to.FilesFrom != nil || to.Shard.Split() {
+		return protocol.PreCreate{}
+	}
+	fi, err := os.Lstat(locs[0].Path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() > protocol.SmallMax {
+		return protocol.PreCreate{}
+	}
+	final := ends.RemotePath(locs[1].Path)
+	if final == "" || final == "." || strings.HasSuffix(final, "/") || strings.HasSuffix(final, "/.") {
+		return protocol.PreCreate{}
+	}
+	dir := path.Dir(final)
+	return protocol.PreCreate{Final: final, Temp: path.Join(dir, transfer.TempName(path.Base(final))),
+		Probe: path.Join(dir, transfer.TempName("umask"))}
 }
 
 // firstPlan is c's first plan at rtt as predial tells it: its

@@ -24,6 +24,7 @@ import (
 	"github.com/hpncp/hpncp/internal/faultnet"
 	"github.com/hpncp/hpncp/internal/sshdtest"
 	"github.com/hpncp/hpncp/internal/sshtest"
+	"github.com/hpncp/hpncp/protocol"
 )
 
 // The fault harness: randomised trials that copy with hpncp while
@@ -61,7 +62,7 @@ import (
 // faultCase is one kind of trial.
 type faultCase struct {
 	download bool
-	mode     string // "large", "sparse" (a large file with holes, --sparse), "tree" (SFTP), "tar" or "legacy" (-O)
+	mode     string // "large", "sparse" (a large file with holes, --sparse), "small" (one file sent in one batch, its temporary file made with the SFTP start), "tree" (SFTP), "tar" or "legacy" (-O)
 	resume   bool
 	all      bool // fault every connection, not one
 }
@@ -87,7 +88,7 @@ func (c faultCase) String() string {
 func faultCases() []faultCase {
 	var cs []faultCase
 	for _, download := range []bool{false, true} {
-		for _, mode := range []string{"large", "sparse", "tree", "tar", "legacy"} {
+		for _, mode := range []string{"large", "sparse", "small", "tree", "tar", "legacy"} {
 			for _, resume := range []bool{false, true} {
 				for _, all := range []bool{false, true} {
 					if resume && (mode == "tar" || mode == "legacy") || all && mode == "legacy" {
@@ -463,7 +464,7 @@ func (ft *faultTrial) run(t *testing.T) {
 	var shape string
 	var top string // the operand below src, and so below dst
 	var files []faultFile
-	single := ft.c.mode == "large" || ft.c.mode == "sparse" || ft.c.mode == "legacy" && r.IntN(2) == 0
+	single := ft.c.mode == "large" || ft.c.mode == "sparse" || ft.c.mode == "small" || ft.c.mode == "legacy" && r.IntN(2) == 0
 	switch {
 	case single:
 		top = "big"
@@ -472,6 +473,9 @@ func (ft *faultTrial) run(t *testing.T) {
 			size = 1<<20 + r.Int64N(7<<20)
 		}
 		size += r.Int64N(1 << 16)
+		if ft.c.mode == "small" {
+			size = r.Int64N(protocol.SmallMax + 1)
+		}
 		writeRandom(t, r, filepath.Join(src, top), size)
 		if ft.c.mode == "sparse" {
 			punchHoles(t, r, filepath.Join(src, top))

@@ -3,9 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/transfer"
 	"github.com/hpncp/hpncp/window"
 )
@@ -112,6 +114,57 @@ func TestPreOpen(t *testing.T) {
 	} {
 		if got := preOpen(tc.locs, tc.recursive); got != tc.want {
 			t.Errorf("preOpen(%v, -r %v) = %q, want %q", tc.locs, tc.recursive, got, tc.want)
+		}
+	}
+}
+
+// TestPreCreate: a plain upload of one small local file to a remote path
+// naming a file makes its temporary file and umask probe ahead, beside
+// the target; a large file, a directory-looking target, a skip likely
+// (-p with the quick check, --ignore-existing), --verify, --resume, a
+// tree, -O, a download or a link makes nothing ahead.
+func TestPreCreate(t *testing.T) {
+	dir := t.TempDir()
+	small, big, link := filepath.Join(dir, "small"), filepath.Join(dir, "big"), filepath.Join(dir, "link")
+	os.WriteFile(small, []byte("x"), 0o644)
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(protocol.SmallMax + 1)
+	f.Close()
+	os.Symlink(small, link)
+	local := func(p string) transfer.Location { return transfer.Location{Path: p} }
+	remote := func(p string) transfer.Location { return transfer.Location{Host: "h", Path: p} }
+	plain := transfer.Options{Skip: transfer.SkipQuick}
+
+	pc := preCreate([]transfer.Location{local(small), remote("/data/f")}, plain, false)
+	if pc.Final != "/data/f" || !strings.HasPrefix(pc.Temp, "/data/.hpncp.f.") || !strings.HasPrefix(pc.Probe, "/data/.hpncp.umask.") {
+		t.Errorf("plain upload: %+v", pc)
+	}
+	if pc := preCreate([]transfer.Location{local(small), remote("~/f")}, plain, false); pc.Final != "f" || !strings.HasPrefix(pc.Temp, ".hpncp.f.") {
+		t.Errorf("upload to ~/f: %+v", pc)
+	}
+	for _, tc := range []struct {
+		what  string
+		locs  []transfer.Location
+		to    transfer.Options
+		other bool
+	}{
+		{"a large file", []transfer.Location{local(big), remote("/data/f")}, plain, false},
+		{"a link", []transfer.Location{local(link), remote("/data/f")}, plain, false},
+		{"a trailing slash", []transfer.Location{local(small), remote("/data/")}, plain, false},
+		{"the home directory", []transfer.Location{local(small), remote("~")}, plain, false},
+		{"-p with the quick check", []transfer.Location{local(small), remote("/data/f")}, transfer.Options{Skip: transfer.SkipQuick, Preserve: true}, false},
+		{"--ignore-existing", []transfer.Location{local(small), remote("/data/f")}, transfer.Options{Skip: transfer.SkipExisting}, false},
+		{"--verify", []transfer.Location{local(small), remote("/data/f")}, transfer.Options{Skip: transfer.SkipQuick, Verify: true}, false},
+		{"--resume", []transfer.Location{local(small), remote("/data/f")}, transfer.Options{Skip: transfer.SkipQuick, Resume: true}, false},
+		{"-r or -O", []transfer.Location{local(small), remote("/data/f")}, plain, true},
+		{"a download", []transfer.Location{remote("/data/f"), local(small)}, plain, false},
+		{"two sources", []transfer.Location{local(small), local(small), remote("/data/")}, plain, false},
+	} {
+		if pc := preCreate(tc.locs, tc.to, tc.other); pc != (protocol.PreCreate{}) {
+			t.Errorf("%s: made ahead %+v", tc.what, pc)
 		}
 	}
 }
