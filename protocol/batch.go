@@ -235,7 +235,10 @@ func (s *SFTP) GetSmall(ctx context.Context, name string, size int64) ([]byte, f
 		got := r.c.n
 		putCall(r.c)
 		switch {
-		case errors.Is(err, io.EOF):
+		case errors.Is(err, io.EOF) && !Lost(err):
+			// The server's EOF status; a session lost on its channel's
+			// EOF says io.EOF too, and is a lost stream, to be tried
+			// again, not a file that shrank.
 			err = fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", size, r.off)
 		case err == nil && got < len(r.b):
 			// A server may answer with less than asked without being at

@@ -6,12 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/faultnet"
 	"github.com/hpncp/hpncp/internal/sshtest"
 )
 
@@ -139,5 +144,42 @@ func assertOnly(t *testing.T, dir string, names ...string) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(names) {
 		t.Errorf("%s holds %v, want %v", dir, got, names)
+	}
+}
+
+// TestGetSmallLostIsLost: a small file's batch cut off by its connection
+// fails as a lost stream, which the copy reads again another way, not as
+// a file that changed size (the session's EOF is io.EOF too).
+func TestGetSmallLostIsLost(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	name := filepath.Join(srv.Root, "f")
+	if err := os.WriteFile(name, bytes.Repeat([]byte("x"), 200<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := net.Dial("tcp", srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := faultnet.Wrap(raw, faultnet.Fault{Kind: faultnet.Cut, Dir: faultnet.Read, AtByte: 64 << 10})
+	sc, chans, reqs, err := ssh.NewClientConn(c, srv.Addr, srv.ClientConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := ssh.NewClient(sc, chans, reqs)
+	defer client.Close()
+	end, err := OpenSFTP(client, Options{Label: "testhost:", Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end.Close()
+	if c.Fired() {
+		t.Fatal("the cut came before the batch: raise AtByte")
+	}
+	_, _, err = end.GetSmall(context.Background(), name, 200<<10)
+	if err == nil {
+		t.Fatal("GetSmall succeeded over a cut connection")
+	}
+	if !Lost(err) || strings.Contains(err.Error(), "changed size") {
+		t.Errorf("GetSmall cut off: %v; want a lost stream", err)
 	}
 }

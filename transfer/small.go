@@ -70,6 +70,9 @@ func (c *copier) openSource(ctx context.Context, src Endpoint, si fs.FileInfo) (
 		switch {
 		case err == nil:
 			return io.NopCloser(bytes.NewReader(data)), nil
+		case protocol.Lost(err) && ctx.Err() == nil:
+			// Its session was lost: the ordinary way reads it again, on
+			// a connection dialed again where none is left.
 		case !errors.Is(err, protocol.ErrNoBatch):
 			return nil, err
 		}
