@@ -262,14 +262,7 @@ func FuzzPreOpenReply(f *testing.F) {
 // (PreCreate), in any order and of any shape: it must fail or give what
 // the bytes hold, never a handle longer than they are.
 func FuzzStartAnswers(f *testing.F) {
-	id := func(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
-	status := func(n, code uint32) []byte {
-		return sftpPacket(fxpStatus, appendString(appendString(binary.BigEndian.AppendUint32(id(n), code), ""), ""))
-	}
-	attrs := func(n, mode uint32) []byte {
-		b := binary.BigEndian.AppendUint32(id(n), attrPermissions)
-		return sftpPacket(fxpAttrs, binary.BigEndian.AppendUint32(b, mode))
-	}
+	id, status, attrs := replyID, statusReply, attrsReply
 	limits := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(id(1), 256<<10), 261120), 261120)
 	ok := sftpPacket(fxpExtendedReply, binary.BigEndian.AppendUint64(limits, 0))
 	var all []byte

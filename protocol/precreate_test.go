@@ -146,13 +146,7 @@ func TestPreCreateUnused(t *testing.T) {
 // PreCreate give the temporary file's handle and the umask, in any order,
 // and a probe whose removal failed is left to remove.
 func TestReadStartPreCreate(t *testing.T) {
-	id := func(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
-	status := func(n, code uint32) []byte {
-		return sftpPacket(fxpStatus, appendString(appendString(binary.BigEndian.AppendUint32(id(n), code), ""), ""))
-	}
-	attrs := func(n, mode uint32) []byte {
-		return sftpPacket(fxpAttrs, binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(id(n), attrPermissions), mode))
-	}
+	id, status, attrs := replyID, statusReply, attrsReply
 	handle := sftpPacket(fxpHandle, appendString(id(3), "h1"))
 	f := startFiles{create: "/c", probe: "/p"}
 	for _, tc := range []struct {
@@ -179,4 +173,16 @@ func TestReadStartPreCreate(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", tc.name, made, tc.want)
 		}
 	}
+}
+
+// replyID, statusReply and attrsReply build a server's replies, request
+// id n first: a STATUS of code, and ATTRS with permissions mode.
+func replyID(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
+
+func statusReply(n, code uint32) []byte {
+	return sftpPacket(fxpStatus, appendString(appendString(binary.BigEndian.AppendUint32(replyID(n), code), ""), ""))
+}
+
+func attrsReply(n, mode uint32) []byte {
+	return sftpPacket(fxpAttrs, binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(replyID(n), attrPermissions), mode))
 }
