@@ -283,11 +283,7 @@ func (s *SFTP) MkdirMode(ctx context.Context, name string, perm fs.FileMode) err
 		return err
 	}
 	defer s.batch.put(bs)
-	err = bs.s.simple(fxpMkdir, func(b []byte) []byte {
-		b = appendString(b, name)
-		b = binary.BigEndian.AppendUint32(b, attrPermissions)
-		return binary.BigEndian.AppendUint32(b, UnixMode(perm))
-	})
+	err = bs.s.simple(fxpMkdir, func(b []byte) []byte { return appendMkdir(b, name, perm) })
 	if err != nil {
 		s.batch.drop(bs, err)
 		return &fs.PathError{Op: "mkdir", Path: name, Err: err}
@@ -316,11 +312,7 @@ func (s *SFTP) Umask(ctx context.Context, probe string) (fs.FileMode, error) {
 		typ, reply byte
 		fields     func([]byte) []byte
 	}{
-		{fxpMkdir, fxpStatus, func(b []byte) []byte {
-			b = appendString(b, probe)
-			b = binary.BigEndian.AppendUint32(b, attrPermissions)
-			return binary.BigEndian.AppendUint32(b, 0o777)
-		}},
+		{fxpMkdir, fxpStatus, func(b []byte) []byte { return appendMkdir(b, probe, 0o777) }},
 		{fxpStat, fxpAttrs, name},
 		{fxpRmdir, fxpStatus, name},
 	}
@@ -409,15 +401,7 @@ func (s *rawSession) simple(typ byte, fields func([]byte) []byte) error {
 func (s *rawSession) openAttrs(name string, pflags uint32, perm fs.FileMode) (*rawFile, error) {
 	c := getCall(nil)
 	defer putCall(c)
-	err := s.send(c, fxpOpen, func(b []byte) []byte {
-		b = appendString(b, name)
-		b = binary.BigEndian.AppendUint32(b, pflags)
-		if pflags&fxfCreat == 0 {
-			return binary.BigEndian.AppendUint32(b, 0)
-		}
-		b = binary.BigEndian.AppendUint32(b, attrPermissions)
-		return binary.BigEndian.AppendUint32(b, UnixMode(perm.Perm()))
-	}, nil)
+	err := s.send(c, fxpOpen, func(b []byte) []byte { return appendOpen(b, name, pflags, perm) }, nil)
 	if err == nil {
 		err = wait(c, fxpHandle)
 	}
@@ -429,6 +413,26 @@ func (s *rawSession) openAttrs(name string, pflags uint32, perm fs.FileMode) (*r
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fmt.Errorf("%w: sftp: %w in handle reply", ErrStreamLost, err)}
 	}
 	return &rawFile{s: s, handle: h}, nil
+}
+
+// appendOpen appends an OPEN's fields after its id: name, the open flags
+// pflags, and permission perm where pflags create the file.
+func appendOpen(b []byte, name string, pflags uint32, perm fs.FileMode) []byte {
+	b = appendString(b, name)
+	b = binary.BigEndian.AppendUint32(b, pflags)
+	if pflags&fxfCreat == 0 {
+		return binary.BigEndian.AppendUint32(b, 0)
+	}
+	b = binary.BigEndian.AppendUint32(b, attrPermissions)
+	return binary.BigEndian.AppendUint32(b, UnixMode(perm.Perm()))
+}
+
+// appendMkdir appends a MKDIR's fields after its id: name and permission
+// perm.
+func appendMkdir(b []byte, name string, perm fs.FileMode) []byte {
+	b = appendString(b, name)
+	b = binary.BigEndian.AppendUint32(b, attrPermissions)
+	return binary.BigEndian.AppendUint32(b, UnixMode(perm))
 }
 
 // setAttrs encodes the attributes a sets after the writes, nil for none.

@@ -113,7 +113,7 @@ func readStart(r io.Reader, h hello, names []string, f startFiles) (Limits, map[
 					}
 				}
 			case id == f.probeID(base): // MKDIR
-				mkdirOK = typ == fxpStatus && statusOK(body)
+				mkdirOK = typ == fxpStatus && statusError(body[4:]) == nil
 			case id == f.probeID(base)+1: // STAT
 				if typ == fxpAttrs {
 					if fi, err := parseAttrs(body[4:], f.probe); err == nil {
@@ -121,7 +121,7 @@ func readStart(r io.Reader, h hello, names []string, f startFiles) (Limits, map[
 					}
 				}
 			case id == f.probeID(base)+2: // RMDIR
-				rmdirOK = typ == fxpStatus && statusOK(body)
+				rmdirOK = typ == fxpStatus && statusError(body[4:]) == nil
 			}
 			continue
 		}
@@ -137,11 +137,6 @@ func readStart(r io.Reader, h hello, names []string, f startFiles) (Limits, map[
 		made.mask = 0
 	}
 	return lim, answers, made, nil
-}
-
-// statusOK reports whether a STATUS reply's body (id first) says OK.
-func statusOK(body []byte) bool {
-	return len(body) >= 8 && binary.BigEndian.Uint32(body[4:]) == 0
 }
 
 // createAfter is the request id of the OPEN that creates the temporary

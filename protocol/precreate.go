@@ -1,8 +1,8 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/binary"
-	"io"
 	"io/fs"
 	"sync"
 
@@ -58,9 +58,8 @@ func (f startFiles) packets(base uint32) [][]byte {
 	if f.probe != "" {
 		id := f.probeID(base)
 		name := func(id uint32) []byte { return appendString(binary.BigEndian.AppendUint32(nil, id), f.probe) }
-		mkdir := binary.BigEndian.AppendUint32(name(id), attrPermissions)
 		out = append(out,
-			sftpPacket(fxpMkdir, binary.BigEndian.AppendUint32(mkdir, 0o777)),
+			sftpPacket(fxpMkdir, appendMkdir(binary.BigEndian.AppendUint32(nil, id), f.probe, 0o777)),
 			sftpPacket(fxpStat, name(id+1)),
 			sftpPacket(fxpRmdir, name(id+2)))
 	}
@@ -80,10 +79,7 @@ type startMade struct {
 // createRequest is an OPEN that creates name, owner-only, failing where
 // it exists, with request id id.
 func createRequest(id uint32, name string) []byte {
-	b := appendString(binary.BigEndian.AppendUint32(nil, id), name)
-	b = binary.BigEndian.AppendUint32(b, fxfWrite|fxfCreat|fxfExcl)
-	b = binary.BigEndian.AppendUint32(b, attrPermissions)
-	return sftpPacket(fxpOpen, binary.BigEndian.AppendUint32(b, 0o600))
+	return sftpPacket(fxpOpen, appendOpen(binary.BigEndian.AppendUint32(nil, id), name, fxfWrite|fxfCreat|fxfExcl, 0o600))
 }
 
 // dropMade closes the temporary file made on ch and removes it, and the
@@ -94,28 +90,23 @@ func dropMade(ch ssh.Channel, made startMade, f startFiles) {
 		return
 	}
 	const id = 1 << 30
-	var out []byte
+	req := func(typ byte, n uint32, s string) []byte {
+		return sftpPacket(typ, appendString(binary.BigEndian.AppendUint32(nil, n), s))
+	}
+	var reqs [][]byte
 	if made.handle != "" {
-		out = append(out, sftpPacket(fxpClose, appendString(binary.BigEndian.AppendUint32(nil, id), made.handle))...)
-		out = append(out, sftpPacket(fxpRemove, appendString(binary.BigEndian.AppendUint32(nil, id+1), f.create))...)
+		reqs = append(reqs, req(fxpClose, id, made.handle), req(fxpRemove, id+1, f.create))
 	}
 	if made.probeLeft {
-		out = append(out, sftpPacket(fxpRmdir, appendString(binary.BigEndian.AppendUint32(nil, id+2), f.probe))...)
+		reqs = append(reqs, req(fxpRmdir, id+2, f.probe))
 	}
-	if len(out) == 0 {
+	if len(reqs) == 0 {
 		return
 	}
-	if _, err := ch.Write(out); err != nil {
+	if _, err := ch.Write(bytes.Join(reqs, nil)); err != nil {
 		return
 	}
-	n := 0
-	if made.handle != "" {
-		n += 2
-	}
-	if made.probeLeft {
-		n++
-	}
-	for range n {
+	for range reqs {
 		if _, _, err := readPacket(ch); err != nil {
 			return
 		}
@@ -169,17 +160,17 @@ func (s *SFTP) takeCreated(tmp string) (*rawSession, *rawFile) {
 // for the server; a session lost meanwhile leaves the removal to the main
 // session, started again on a live connection.
 func (s *SFTP) DropUnused() {
-	name := s.createdName()
-	if rs, f := s.takeCreated(name); f != nil {
-		_ = f.Close()
+	c := &s.created
+	c.mu.Lock()
+	rs, name, handle, left := c.rs, c.name, c.handle, c.probeLeft
+	c.handle, c.probeLeft = "", ""
+	c.mu.Unlock()
+	if handle != "" {
+		_ = (&rawFile{s: rs, handle: handle}).Close()
 		if err := rs.simple(fxpRemove, func(b []byte) []byte { return appendString(b, name) }); err != nil {
 			_ = s.Remove(name)
 		}
 	}
-	s.created.mu.Lock()
-	left := s.created.probeLeft
-	s.created.probeLeft = ""
-	s.created.mu.Unlock()
 	if left != "" {
 		_ = s.Remove(left)
 	}
@@ -191,11 +182,3 @@ func (s *SFTP) startUmask() (fs.FileMode, bool) {
 	defer s.created.mu.Unlock()
 	return s.created.mask, s.created.maskKnown
 }
-
-func (s *SFTP) createdName() string {
-	s.created.mu.Lock()
-	defer s.created.mu.Unlock()
-	return s.created.name
-}
-
-var _ io.Closer = (*rawFile)(nil)

@@ -92,9 +92,7 @@ func OpenReady(conn *ssh.Client, n int, pre *PreOpen) []ReadySession {
 
 // openRequest is an OPEN of name for reading, with request id id.
 func openRequest(id uint32, name string) []byte {
-	b := appendString(binary.BigEndian.AppendUint32(nil, id), name)
-	b = binary.BigEndian.AppendUint32(b, fxfRead)
-	return sftpPacket(fxpOpen, binary.BigEndian.AppendUint32(b, 0))
+	return sftpPacket(fxpOpen, appendOpen(binary.BigEndian.AppendUint32(nil, id), name, fxfRead, 0))
 }
 
 // readPreOpen reads the reply to openRequest(id, name): the file opened,
