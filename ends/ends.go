@@ -352,13 +352,13 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 				}
 				return nil
 			},
-			Dial: func(ctx context.Context) (*ssh.Client, []protocol.ReadySession, error) {
+			Dial: func(ctx context.Context) (*ssh.Client, protocol.Readying, error) {
 				d, ok := spare.take(ctx)
 				if !ok {
 					d.c, d.err = dial(ctx, sshconn.DialHooks{})
 				}
 				if d.err != nil {
-					return nil, nil, d.err
+					return nil, protocol.Readying{}, d.err
 				}
 				return d.c.Client, d.ready, nil
 			},
@@ -395,7 +395,7 @@ type spares struct {
 
 type dialed struct {
 	c     *sshconn.Client
-	ready []protocol.ReadySession // opened on c for the streams
+	ready protocol.Readying // being opened on c for the streams
 	err   error
 }
 
@@ -420,7 +420,10 @@ func (h *Hosts) predial(ctx context.Context, conn net.Conn, pre *protocol.PreOpe
 			d := dialed{}
 			d.c, d.err = dial(ctx)
 			if d.err == nil && sessions > 0 {
-				d.ready = protocol.OpenReady(d.c.Client, sessions, pre)
+				// Taken as soon as it is up; its sessions follow.
+				ready := make(chan []protocol.ReadySession, 1)
+				go func() { ready <- protocol.OpenReady(d.c.Client, sessions, pre) }()
+				d.ready = protocol.Readying{N: sessions, Wait: func() []protocol.ReadySession { return <-ready }}
 			}
 			s.ready <- d
 		}()

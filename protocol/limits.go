@@ -65,7 +65,7 @@ func limitsSession(conn *ssh.Client, names []string, f startFiles) (ssh.Channel,
 	const id = 1
 	ask := sftpPacket(fxpExtended, appendString(binary.BigEndian.AppendUint32(nil, id), limitsExtension))
 	ahead := append([][]byte{ask, statRequests(names)}, f.packets(createAfter(names))...)
-	ch, h, err := helloSFTP(conn, ahead...)
+	ch, h, err := helloSFTP(conn, func() [][]byte { return ahead })
 	if err != nil {
 		return nil, Limits{}, nil, startMade{}, fmt.Errorf("ask for limits: %w", err)
 	}

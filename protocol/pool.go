@@ -41,7 +41,7 @@ const (
 // pool hands out SFTP sessions (one channel each) spread over several SSH
 // connections to one host. Sessions are reused once released.
 type pool struct {
-	dial   func(context.Context) (*ssh.Client, []ReadySession, error)
+	dial   func(context.Context) (*ssh.Client, Readying, error)
 	packet int // request size of the sessions
 	logf   func(format string, args ...any)
 
@@ -94,7 +94,7 @@ type pconn struct {
 	silent error
 }
 
-func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*ssh.Client, []ReadySession, error),
+func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*ssh.Client, Readying, error),
 	packet int, logf func(string, ...any)) *pool {
 	silenced, silence := context.WithCancel(context.Background())
 	p := &pool{dial: dial, packet: packet, logf: logf, reconnect: DefaultReconnect,
@@ -221,6 +221,18 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 		// temporary files and small files of a tree, which need one
 		// session on any connection, waited half a second behind the
 		// large files' streams.
+		if p.dial != nil && p.aheadConns > p.dialing && live+p.dialing < conns {
+			// A connection dialed ahead is up or nearly: taken at
+			// once, without the gap between dials (it was dialed
+			// beside the first) and before waiting for any sessions,
+			// so that each connection's sessions are the streams' as
+			// they come (the dial returns before them, see dialOne).
+			p.dialing++
+			p.lastDial = time.Now()
+			p.mu.Unlock()
+			p.dialOne(ctx)
+			continue
+		}
 		if !fresh && (together && p.preparing > 0 || p.prepOpening > 0) {
 			ready := p.prepared
 			p.mu.Unlock()
@@ -419,8 +431,14 @@ func (p *pool) dialOne(ctx context.Context) {
 		p.dialErr = nil
 		p.lostAt, p.redialWait = time.Time{}, 0
 		pc := &pconn{c: c, owned: true}
-		p.adoptReady(pc, ready)
 		p.watch(pc)
+		// The connection counts as up before its sessions are: the
+		// streams waiting for the copy's connections (get's barrier)
+		// then start on the sessions of each as they come, not on the
+		// last one's (seen at 100 ms: one connection's OPEN reply held
+		// a round trip behind its VERSION by the server's Nagle, and
+		// every stream waited for it).
+		p.expectLocked(pc, ready.N, ready.Wait)
 		p.logf("opened connection %d", len(p.conns))
 	}
 }

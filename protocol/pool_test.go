@@ -41,10 +41,10 @@ func dialer(t *testing.T, srv *sshtest.Server) func(context.Context) (*ssh.Clien
 }
 
 // bare is dial as Options.Dial, opening no sessions ahead.
-func bare(dial func(context.Context) (*ssh.Client, error)) func(context.Context) (*ssh.Client, []ReadySession, error) {
-	return func(ctx context.Context) (*ssh.Client, []ReadySession, error) {
+func bare(dial func(context.Context) (*ssh.Client, error)) func(context.Context) (*ssh.Client, Readying, error) {
+	return func(ctx context.Context) (*ssh.Client, Readying, error) {
 		c, err := dial(ctx)
-		return c, nil, err
+		return c, Readying{}, err
 	}
 }
 
@@ -78,12 +78,12 @@ func delayedDialEnd(t *testing.T, wait func(context.Context) error) (*SFTP, stri
 		t.Fatal(err)
 	}
 	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf,
-		Dial: func(ctx context.Context) (*ssh.Client, []ReadySession, error) {
+		Dial: func(ctx context.Context) (*ssh.Client, Readying, error) {
 			if err := wait(ctx); err != nil {
-				return nil, nil, err
+				return nil, Readying{}, err
 			}
 			c, err := dial(ctx)
-			return c, nil, err
+			return c, Readying{}, err
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -420,8 +420,8 @@ func TestEveryConnectionLost(t *testing.T) {
 
 	end.pool.reconnect = 300 * time.Millisecond
 	dial := end.pool.dial
-	end.pool.dial = func(ctx context.Context) (*ssh.Client, []ReadySession, error) {
-		return nil, nil, errors.New("connection refused")
+	end.pool.dial = func(ctx context.Context) (*ssh.Client, Readying, error) {
+		return nil, Readying{}, errors.New("connection refused")
 	}
 	defer func() { end.pool.dial = dial }()
 	srv.KillConnections()
@@ -450,10 +450,10 @@ func TestSilentPathEndsDials(t *testing.T) {
 	}
 	dialing := make(chan struct{})
 	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf,
-		Dial: func(ctx context.Context) (*ssh.Client, []ReadySession, error) {
+		Dial: func(ctx context.Context) (*ssh.Client, Readying, error) {
 			close(dialing)
 			<-ctx.Done() // a path that never answers
-			return nil, nil, ctx.Err()
+			return nil, Readying{}, ctx.Err()
 		},
 		Silent: func(c *ssh.Client) error {
 			if c == first {

@@ -20,6 +20,19 @@ type ReadySession struct {
 	pre *preOpened
 }
 
+// Readying is what a dial (Options.Dial) brings besides its connection:
+// N sessions being opened on it ahead of need (OpenReady), which Wait
+// returns once they are ready. The zero Readying brings none.
+type Readying struct {
+	N    int
+	Wait func() []ReadySession
+}
+
+// ReadyNow is the Readying of sessions already open.
+func ReadyNow(rs []ReadySession) Readying {
+	return Readying{N: len(rs), Wait: func() []ReadySession { return rs }}
+}
+
 // preOpened is a file a session opened for reading before any stream
 // asked for it (OpenReady's name): the stream that opens that name for
 // reading on the session takes the handle (rawSession.open).
@@ -35,9 +48,10 @@ const preOpenID = 1
 // They open it only once the SFTP start's early stat has shown a regular
 // file (Options.Stat must ask for Name): an OPEN of a FIFO would hold the
 // server's sftp-server, and every request behind it, until a writer came.
-// The sessions opened beside the start, before the stat is answered, do
-// not wait for it: a connection dialed ahead (Predial) is ready after the
-// start, and its sessions open the file.
+// A session whose INIT goes out before the stat is answered does not
+// wait for it: it opens the file after VERSION if the answer came by
+// then, else leaves the OPEN to its stream. Those of a connection dialed
+// ahead (Predial) send INIT after the answer, and open the file with it.
 type PreOpen struct {
 	Name    string
 	regular atomic.Bool
@@ -65,21 +79,25 @@ func OpenReady(conn *ssh.Client, n int, pre *PreOpen) []ReadySession {
 	)
 	for range n {
 		wg.Go(func() {
-			var ahead [][]byte
-			name := pre.name()
-			if name != "" {
-				ahead = append(ahead, openRequest(preOpenID, name))
-			}
-			ch, _, err := helloSFTP(conn, ahead...)
+			// Decided as INIT goes out, not as the channel is asked
+			// for: the start's stat, which says whether the file may be
+			// opened, is often answered between the two (seen at 100
+			// ms: asked for 100 ms before the answer, INIT sent 150 ms
+			// after it, and each stream spent a round trip on its OPEN).
+			var name string
+			ch, _, err := helloSFTP(conn, func() [][]byte {
+				if name = pre.name(); name == "" {
+					return nil
+				}
+				return [][]byte{openRequest(preOpenID, name)}
+			})
 			if err != nil {
 				return
 			}
-			r := ReadySession{ch: ch}
-			if name != "" {
-				if r.pre, err = readPreOpen(ch, preOpenID, name); err != nil {
-					_ = ch.Close()
-					return
-				}
+			r, err := openedAfter(ch, name, pre)
+			if err != nil {
+				_ = ch.Close()
+				return
 			}
 			mu.Lock()
 			out = append(out, r)
@@ -88,6 +106,31 @@ func OpenReady(conn *ssh.Client, n int, pre *PreOpen) []ReadySession {
 	}
 	wg.Wait()
 	return out
+}
+
+// openedAfter makes ch, past its VERSION, a ReadySession: with the
+// file opened ahead if sent, the name of the file whose OPEN went out
+// behind INIT, says so. Where none did and pre's stat has been answered
+// since (a session opened beside the start sends INIT before the answer),
+// the session opens the file now, while the streams it is for wait for
+// the copy's other connections.
+func openedAfter(ch ssh.Channel, sent string, pre *PreOpen) (ReadySession, error) {
+	r := ReadySession{ch: ch}
+	name := sent
+	if name == "" {
+		if name = pre.name(); name != "" {
+			if _, err := ch.Write(openRequest(preOpenID, name)); err != nil {
+				return r, err
+			}
+		}
+	}
+	if name != "" {
+		var err error
+		if r.pre, err = readPreOpen(ch, preOpenID, name); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
 }
 
 // openRequest is an OPEN of name for reading, with request id id.
@@ -128,12 +171,17 @@ func preOpenReply(typ byte, body []byte, id uint32, name string) (*preOpened, er
 // prepared: prepare opens no others in their place, and the streams
 // wait for them rather than open their own.
 func (p *pool) expect(pc *pconn, n int, ready func() []ReadySession) {
-	if n <= 0 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expectLocked(pc, n, ready)
+}
+
+// expectLocked is expect with p.mu held.
+func (p *pool) expectLocked(pc *pconn, n int, ready func() []ReadySession) {
+	if n <= 0 || ready == nil {
 		return
 	}
-	p.mu.Lock()
 	p.preparing += n
-	p.mu.Unlock()
 	go func() {
 		rs := ready()
 		p.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -39,10 +40,10 @@ func openPreOpenEnd(t *testing.T, content []byte) *preOpenEnd {
 		t.Fatal(err)
 	}
 	e.SFTP, err = OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf, Stat: []string{e.name}, PreOpen: e.pre,
-		Dial: func(ctx context.Context) (*ssh.Client, []ReadySession, error) {
+		Dial: func(ctx context.Context) (*ssh.Client, Readying, error) {
 			c, err := dial(ctx)
 			if err != nil {
-				return nil, nil, err
+				return nil, Readying{}, err
 			}
 			rs := OpenReady(c, 2, e.pre)
 			e.mu.Lock()
@@ -52,7 +53,7 @@ func openPreOpenEnd(t *testing.T, content []byte) *preOpenEnd {
 				}
 			}
 			e.mu.Unlock()
-			return c, rs, nil
+			return c, ReadyNow(rs), nil
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -174,5 +175,157 @@ func TestPreOpenNotARegularFile(t *testing.T) {
 			t.Errorf("%s: told to open %q ahead", tc.what, pre.name())
 		}
 		end.Close()
+	}
+}
+
+// TestStreamsStartAsSessionsCome: a connection dialed ahead is the
+// pool's as soon as it is up, its sessions when they are ready. The
+// streams of a copy over three connections start on the sessions of
+// those whose sessions are ready, and only those meant for the one
+// whose sessions are late wait for them. They all used to wait for the
+// last (seen at 100 ms: one connection's OPEN reply held a round trip
+// behind its VERSION by the server's Nagle).
+func TestStreamsStartAsSessionsCome(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	name := filepath.Join(srv.Root, "f")
+	if err := os.WriteFile(name, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dial := dialer(t, srv)
+	first, err := dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	defer unblock()
+	var (
+		mu    sync.Mutex
+		dials int
+		late  *ssh.Client
+	)
+	const ahead = 2
+	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf, Ahead: ahead, AheadConns: 2,
+		Dial: func(ctx context.Context) (*ssh.Client, Readying, error) {
+			c, err := dial(ctx)
+			if err != nil {
+				return nil, Readying{}, err
+			}
+			mu.Lock()
+			dials++
+			held := dials == 1
+			if held {
+				late = c
+			}
+			mu.Unlock()
+			return c, Readying{N: ahead, Wait: func() []ReadySession {
+				if held {
+					<-release
+				}
+				return OpenReady(c, ahead, nil)
+			}}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer end.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	type opened struct {
+		f   ReaderAtCloser
+		err error
+	}
+	got := make(chan opened, 3*ahead)
+	for range 3 * ahead {
+		go func() {
+			f, err := end.OpenReaderAt(ctx, name, 3)
+			got <- opened{f, err}
+		}()
+	}
+	take := func() ReaderAtCloser {
+		t.Helper()
+		select {
+		case o := <-got:
+			if o.err != nil {
+				t.Fatal(o.err)
+			}
+			return o.f
+		case <-time.After(10 * time.Second):
+			t.Fatal("streams waited for the sessions of a connection not theirs")
+		}
+		return nil
+	}
+	var files []ReaderAtCloser
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	lateConn := func(f ReaderAtCloser) bool {
+		end.pool.mu.Lock()
+		defer end.pool.mu.Unlock()
+		return end.pool.conns[f.(interface{ Conn() int }).Conn()].c == late
+	}
+	for range 2 * ahead {
+		f := take()
+		files = append(files, f)
+		if lateConn(f) {
+			t.Fatal("a stream opened on the connection whose sessions are held")
+		}
+	}
+	select {
+	case o := <-got:
+		if o.err == nil {
+			files = append(files, o.f)
+		}
+		t.Fatalf("a stream opened before the late connection's sessions came: %v", o.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	unblock()
+	for range ahead {
+		f := take()
+		files = append(files, f)
+		if !lateConn(f) {
+			t.Error("a stream meant for the late connection opened elsewhere")
+		}
+	}
+}
+
+// TestReadySessionOpensAfterVersion: a session whose INIT went out
+// before the start's stat was answered opens the file after VERSION
+// when the answer has come by then, so that its stream's first request
+// is a READ; one with no answer yet leaves the OPEN to its stream.
+func TestReadySessionOpensAfterVersion(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	name := filepath.Join(srv.Root, "f")
+	if err := os.WriteFile(name, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := dialer(t, srv)(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, answered := range []bool{true, false} {
+		pre := &PreOpen{Name: name}
+		ch, _, err := helloSFTP(c, func() [][]byte {
+			pre.regular.Store(answered) // the stat answered as INIT left
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := openedAfter(ch, "", pre)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.pre != nil; got != answered {
+			t.Errorf("stat answered %v: opened ahead %v", answered, got)
+		}
+		if r.pre != nil && r.pre.name != name {
+			t.Errorf("opened %q ahead, want %q", r.pre.name, name)
+		}
+		_ = ch.Close()
 	}
 }

@@ -58,9 +58,9 @@ type Options struct {
 	Label string
 	// Dial opens another connection to the same host, authenticated as
 	// the first; nil keeps every session on the first connection. It may
-	// return sessions it opened on it ahead of need (OpenReady), which
-	// the streams then take.
-	Dial func(context.Context) (*ssh.Client, []ReadySession, error)
+	// bring sessions being opened on it ahead of need (Readying,
+	// OpenReady), which the streams then take as they come.
+	Dial func(context.Context) (*ssh.Client, Readying, error)
 	// Ahead is how many SFTP sessions a connection carries for the
 	// streams of a copy whose plan is known before the SFTP start (ends'
 	// Predial); AheadConns how many of the connections Dial returns

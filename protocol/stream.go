@@ -113,7 +113,7 @@ func putCall(c *call) {
 // subsystem on it and says hello. A refused channel comes back as the
 // *ssh.OpenChannelError it is, so that MaxSessions can be recognised.
 func openRawSession(conn *ssh.Client, packet int) (*rawSession, error) {
-	ch, _, err := helloSFTP(conn)
+	ch, _, err := helloSFTP(conn, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -121,10 +121,13 @@ func openRawSession(conn *ssh.Client, packet int) (*rawSession, error) {
 }
 
 // helloSFTP opens a session channel on conn, starts the sftp subsystem on
-// it and exchanges INIT and VERSION. Any packets in ahead (whole SFTP
-// packets, length first) go out in the same write as INIT, before VERSION
-// is in: their replies are the caller's to read.
-func helloSFTP(conn *ssh.Client, ahead ...[]byte) (ssh.Channel, hello, error) {
+// it and exchanges INIT and VERSION. The packets ahead returns (whole SFTP
+// packets, length first; ahead may be nil) go out in the same write as
+// INIT, before VERSION is in: their replies are the caller's to read.
+// ahead is called once the subsystem has started, just before INIT goes
+// out, two round trips after the channel was asked for: what it sends
+// may depend on answers that came meanwhile (OpenReady).
+func helloSFTP(conn *ssh.Client, ahead func() [][]byte) (ssh.Channel, hello, error) {
 	ch, reqs, err := conn.OpenChannel("session", nil)
 	if err != nil {
 		return nil, hello{}, err
@@ -140,8 +143,10 @@ func helloSFTP(conn *ssh.Client, ahead ...[]byte) (ssh.Channel, hello, error) {
 	sent := time.Now()
 	if err == nil {
 		out := sftpPacket(fxpInit, binary.BigEndian.AppendUint32(nil, 3))
-		for _, p := range ahead {
-			out = append(out, p...)
+		if ahead != nil {
+			for _, p := range ahead() {
+				out = append(out, p...)
+			}
 		}
 		_, err = ch.Write(out)
 	}

@@ -164,8 +164,14 @@ func (s *SFTP) PrepareTar(ctx context.Context) {
 			s.pool.logf("tar streams share the first connection: %v", err)
 			return
 		}
-		for _, r := range ready { // tar streams are commands, not SFTP
-			_ = r.ch.Close()
+		if ready.Wait != nil {
+			// Tar streams are commands, not SFTP: the sessions opened
+			// ahead are closed as they come.
+			go func() {
+				for _, r := range ready.Wait() {
+					_ = r.ch.Close()
+				}
+			}()
 		}
 		s.tar.mu.Lock()
 		s.tar.c = c

@@ -251,9 +251,9 @@ func parallel() transfer.ParallelOptions {
 func openSFTP(t *testing.T, s server) *protocol.SFTP {
 	t.Helper()
 	fsys, err := protocol.OpenSFTP(s.connect(t), protocol.Options{Label: s.name + ":",
-		Dial: func(ctx context.Context) (*ssh.Client, []protocol.ReadySession, error) {
+		Dial: func(ctx context.Context) (*ssh.Client, protocol.Readying, error) {
 			c, err := s.dial(ctx)
-			return c, nil, err
+			return c, protocol.Readying{}, err
 		}})
 	if err != nil {
 		t.Fatalf("open SFTP on %s: %v", s.name, err)
