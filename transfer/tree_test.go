@@ -310,7 +310,9 @@ func testParallel() ParallelOptions {
 // sftpEnd opens an SFTP end on the test server.
 func sftpEnd(t *testing.T, srv *sshtest.Server) *protocol.SFTP {
 	t.Helper()
-	dial := func(context.Context) (*ssh.Client, protocol.Readying, error) { return srv.Dial(t), protocol.Readying{}, nil }
+	dial := func(context.Context) (*ssh.Client, protocol.Readying, error) {
+		return srv.Dial(t), protocol.Readying{}, nil
+	}
 	end, err := protocol.OpenSFTP(srv.Dial(t), protocol.Options{Label: "testhost:", Dial: dial})
 	if err != nil {
 		t.Fatal(err)
