@@ -41,13 +41,17 @@ func Lanes(src OpenReaderAt, dst OpenWriterAt) OpenStream {
 		}
 		// broken is not told to the ends: each knows from its own
 		// failures whether its stream may be used again.
-		return &Stream{Src: in, Dst: out, Conn: connOf(in, out), Close: func(bool) error {
+		st := &Stream{Src: in, Dst: out, Conn: connOf(in, out), Close: func(bool) error {
 			ierr := in.Close()
 			if err := out.Close(); err != nil {
 				return err
 			}
 			return ierr
-		}}, nil
+		}}
+		if a, ok := in.(interface{ Abort() }); ok {
+			st.Abort = a.Abort
+		}
+		return st, nil
 	}
 }
 

@@ -167,3 +167,36 @@ func TestStoppedLanesChunksGoAtOnce(t *testing.T) {
 		t.Error("the stopped lane's chunk was handed out a third time")
 	}
 }
+
+// TestTailCopyPicksTheFurthestFromDone: at the tail, a lane with little
+// of its own left copies again the chunk handed out last on another
+// connection (the last in that lane's queue), never one of its own
+// connection's, and none while it has tailDepth chunks of its own.
+func TestTailCopyPicksTheFurthestFromDone(t *testing.T) {
+	p := stopped()
+	idle := &lane{st: &Stream{Conn: 0}}
+	sibling := &lane{st: &Stream{Conn: 0}}
+	slow := &lane{st: &Stream{Conn: 1}}
+	p.lanes = []*lane{idle, sibling, slow}
+	p.live = 3
+	p.fly(0, slow)
+	p.fly(1<<20, slow)
+	time.Sleep(time.Millisecond)
+	p.fly(2<<20, sibling) // newest, but on the idle lane's connection
+	idle.busy = tailDepth
+	if off, ok := p.tailCopy(idle); ok {
+		t.Fatalf("a lane with %d chunks of its own took chunk %d again", tailDepth, off)
+	}
+	idle.busy = 0
+	off, ok := p.tailCopy(idle)
+	if !ok || off != 1<<20 {
+		t.Fatalf("tailCopy() = %d, %v; want the slow lane's last chunk at %d", off, ok, 1<<20)
+	}
+	off, ok = p.tailCopy(idle)
+	if !ok || off != 0 {
+		t.Fatalf("tailCopy() = %d, %v; want the slow lane's other chunk at 0", off, ok)
+	}
+	if off, ok := p.tailCopy(idle); ok {
+		t.Fatalf("chunk %d handed out a third time, or one of the lane's own connection", off)
+	}
+}

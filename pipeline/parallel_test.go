@@ -391,3 +391,82 @@ func highestWhileFirstHeld(t *testing.T, src []byte, chunk, streams int) int64 {
 	}
 	return h
 }
+
+// stuckReader reads like src, except on a lane stuck for good: its reads
+// wait until the lane is abandoned (Abort) and then fail as a lost
+// stream, or, if it never is, return the bytes after wait.
+type stuckReader struct {
+	src      []byte
+	wait     time.Duration
+	aborted  chan struct{}
+	reads    *atomic.Int32
+	returned *atomic.Int32 // stuck reads that came back with bytes
+}
+
+func (r stuckReader) ReadAt(p []byte, off int64) (int, error) {
+	r.reads.Add(1)
+	select {
+	case <-r.aborted:
+		return 0, fmt.Errorf("%w: abandoned", protocol.ErrStreamLost)
+	case <-time.After(r.wait):
+		r.returned.Add(1)
+		return bytes.NewReader(r.src).ReadAt(p, off)
+	}
+}
+
+// TestParallelTailCopiesAbandonSlowLane: where lanes can be abandoned,
+// the chunks a stuck lane holds when every chunk is handed out are
+// copied again by the others, the copy ends without waiting for it, and
+// the stuck lane is abandoned, its reads failing without a byte
+// written. Where they cannot, the copy waits for the stuck lane.
+func TestParallelTailCopiesAbandonSlowLane(t *testing.T) {
+	const chunk = 64 << 10
+	src := noise(40*chunk + 5)
+	for _, abandon := range []bool{true, false} {
+		dst := &memFile{}
+		var opened atomic.Int32
+		var stuckReads, returned atomic.Int32
+		aborted := make(chan struct{})
+		wait := time.Second
+		if abandon {
+			wait = 10 * time.Second
+		}
+		open := func(context.Context, int) (*Stream, error) {
+			n := opened.Add(1)
+			st := &Stream{Src: bytes.NewReader(src), Dst: dst, Conn: int(n), Close: func(bool) error { return nil }}
+			if n == 1 {
+				st.Src = stuckReader{src, wait, aborted, &stuckReads, &returned}
+			}
+			if abandon {
+				var once sync.Once
+				st.Abort = func() {
+					if n == 1 {
+						once.Do(func() { close(aborted) })
+					}
+				}
+			}
+			return st, nil
+		}
+		start := time.Now()
+		_, err := Parallel(context.Background(), open, ParallelOptions{
+			Size: int64(len(src)), Chunk: chunk, Depth: 2, Controller: fixed(4),
+		})
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(dst.b, src) {
+			t.Fatalf("abandon %v: the target differs from the source", abandon)
+		}
+		switch {
+		case abandon && took > 5*time.Second:
+			t.Errorf("the copy waited %s for the stuck lane", took)
+		case abandon && returned.Load() != 0:
+			t.Errorf("%d reads of the abandoned lane came back with bytes", returned.Load())
+		case abandon && stuckReads.Load() == 0:
+			t.Error("the stuck lane read nothing: the test proves nothing")
+		case !abandon && took < wait:
+			t.Errorf("without Abort the copy ended after %s, before the stuck lane's reads", took)
+		}
+	}
+}

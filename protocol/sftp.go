@@ -312,6 +312,16 @@ type streamFile struct {
 // stops them where they crowd (pipeline.Stream.Conn).
 func (f *streamFile) Conn() int { return f.s.pc.id }
 
+// Abort gives the file's session up: its reads in flight fail at once,
+// their buffers no longer written into, and so does every later request
+// (pipeline.Stream.Abort). The session is not used again.
+func (f *streamFile) Abort() {
+	f.s.rawSession.fail(errAbandoned)
+}
+
+// errAbandoned is why the requests of an abandoned session failed.
+var errAbandoned = errors.New("abandoned: its bytes came over another stream")
+
 func (f *streamFile) Close() error {
 	err := f.rawFile.Close()
 	// A session whose close failed may be on a broken connection: drop it.
