@@ -437,9 +437,23 @@ func (s *SFTP) Open(name string) (io.ReadCloser, error) {
 func (s *SFTP) CreateExclusive(name string) (io.WriteCloser, error) {
 	var f *rawFile
 	var sess *session
+	// mayExist says an OPEN of name whose reply was lost may have made
+	// the file on the server. Temporary names are random and this copy's
+	// own, so an empty file under it is that one: removed, and the name
+	// tried again, it is not left behind as an orphan. The name is tried
+	// again only once the server has said what is there: when the stat
+	// was lost too, the retry failed as existing, the caller took a new
+	// name, and the run ended 0 with the first one left behind (fault
+	// seed 9101, spares taken before their sessions were up).
+	mayExist := false
 	for try := 1; f == nil; try++ {
 		var err error
 		if sess, err = s.pool.acquire(context.Background(), 1); err != nil {
+			if mayExist {
+				if err := s.dropOwn(name); err != nil {
+					return nil, err
+				}
+			}
 			return s.createMain(name)
 		}
 		f, err = sess.openAttrs(name, fxfWrite|fxfCreat|fxfExcl, 0o600)
@@ -448,21 +462,14 @@ func (s *SFTP) CreateExclusive(name string) (io.WriteCloser, error) {
 		}
 		lost := errors.Is(err, ErrStreamLost)
 		s.pool.release(sess, lost)
-		if !lost || try == maxOpenTries {
+		mayExist = mayExist || lost
+		if !mayExist || try == maxOpenTries {
 			return nil, s.createError(name, err)
 		}
-		// The server may have created the file before the reply was
-		// lost. Temporary names are random and this copy's own, so an
-		// empty file under it is that one: removed, and the name tried
-		// again, it is not left behind as an orphan.
-		if fi, serr := s.lstat(name); serr == nil {
-			if !fi.Mode().IsRegular() || fi.Size() != 0 {
-				return nil, &fs.PathError{Op: "create", Path: name, Err: fs.ErrExist}
-			}
-			if rerr := s.Remove(name); rerr != nil {
-				return nil, err
-			}
+		if derr := s.dropOwn(name); errors.Is(derr, fs.ErrExist) {
+			return nil, derr
 		}
+		// Any other failure to tell is asked again after the next try.
 	}
 	sf := &streamFile{f, sess, s.pool}
 	// WriterAt is for sparse copies, which write at offsets.
@@ -471,6 +478,26 @@ func (s *SFTP) CreateExclusive(name string) (io.WriteCloser, error) {
 		io.WriterAt
 		io.Closer
 	}{io.NewOffsetWriter(sf, 0), sf, sf}, nil
+}
+
+// dropOwn removes name where it is an empty regular file, made by a
+// create of this copy whose reply was lost (CreateExclusive). It fails
+// with fs.ErrExist where something else is there, and with the server's
+// error where it could not tell.
+func (s *SFTP) dropOwn(name string) error {
+	fi, err := s.lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case !fi.Mode().IsRegular() || fi.Size() != 0:
+		return &fs.PathError{Op: "create", Path: name, Err: fs.ErrExist}
+	}
+	if err := s.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // createMain is CreateExclusive on the main session.
