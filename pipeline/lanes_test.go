@@ -200,3 +200,58 @@ func TestTailCopyPicksTheFurthestFromDone(t *testing.T) {
 		t.Fatalf("chunk %d handed out a third time, or one of the lane's own connection", off)
 	}
 }
+
+// TestPlanDepthHoldsOlderLanes: a plan that keeps less in flight per
+// stream than the lanes opened before it (a lossy path's) holds their
+// workers: each lane takes no more chunks at once than the plan's depth,
+// and takes again as one comes back.
+func TestPlanDepthHoldsOlderLanes(t *testing.T) {
+	p := stopped()
+	p.o = ParallelOptions{Size: 64 << 20, Chunk: 256 << 10}
+	p.ctx = context.Background()
+	p.total = p.o.Size
+	l := &lane{st: &Stream{Conn: 0}, workers: 9}
+	p.lanes, p.live = []*lane{l}, 1
+	plan := window.Plan{Streams: 1, Conns: 1, InFlight: 512 << 10}
+	p.apply(plan)
+	depth := p.depth(plan)
+	if depth >= l.workers {
+		t.Fatalf("a depth of %d proves nothing beside %d workers", depth, l.workers)
+	}
+	take := func() chan bool {
+		took := make(chan bool, 1)
+		go func() {
+			_, ok := p.take(l)
+			took <- ok
+		}()
+		return took
+	}
+	for range depth {
+		select {
+		case ok := <-take():
+			if !ok {
+				t.Fatal("the lane was told to end")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the lane took fewer chunks than the plan's depth")
+		}
+	}
+	held := take()
+	select {
+	case <-held:
+		t.Fatalf("the lane took a chunk past the plan's depth of %d", depth)
+	case <-time.After(100 * time.Millisecond):
+	}
+	p.mu.Lock()
+	l.busy-- // one came back
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	select {
+	case ok := <-held:
+		if !ok {
+			t.Fatal("the lane was told to end")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lane took nothing once a chunk came back")
+	}
+}

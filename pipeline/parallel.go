@@ -352,6 +352,10 @@ type parallel struct {
 	// the path, holds it.
 	starved bool
 	held    int64 // bytes the live lanes' buffers hold: the plan in flight
+	// depthCap is the most chunks a lane has taken at once under the
+	// plan (0: its workers): a plan that keeps less in flight per
+	// stream holds the workers of lanes opened before it.
+	depthCap int
 	// flying holds the chunks handed out and not yet finished, by
 	// offset: a chunk left behind on a slow connection is handed to a
 	// second lane (straggler).
@@ -379,6 +383,11 @@ type lane struct {
 func (p *parallel) apply(plan window.Plan) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.o.Depth <= 0 && p.o.Chunk > 0 {
+		// Lanes opened before keep their workers but take no more
+		// chunks at once than the plan's depth (take).
+		p.depthCap = p.depth(plan)
+	}
 	if !time.Now().Before(p.openAfter) {
 		for want := plan.Streams - p.live - p.opening; want > 0; want-- {
 			p.opening++
@@ -518,6 +527,10 @@ func (p *parallel) take(l *lane) (int64, bool) {
 		switch {
 		case l.stop, p.closing, p.fatal != nil, p.ctx.Err() != nil:
 			return 0, false
+		case p.depthCap > 0 && l.busy >= p.depthCap:
+			// The plan keeps fewer in flight than this lane's workers.
+			p.cond.Wait()
+			continue
 		case len(p.retry) > 0:
 			off := p.retry[len(p.retry)-1]
 			p.retry = p.retry[:len(p.retry)-1]

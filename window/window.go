@@ -82,7 +82,10 @@
 //
 // Bytes in flight: each stream should keep ChannelWindow bytes of SFTP
 // requests outstanding, the most its channel can carry per round trip, so
-// the plan's total in flight is Streams × ChannelWindow.
+// the plan's total in flight is Streams × ChannelWindow; on a lossy path,
+// whose connections are many for their congestion windows, twice the
+// measured bandwidth-delay product shared by the streams
+// (inFlightPerStream).
 //
 // The size flags are read by package units; the TCP sockets' buffers and
 // the kernel's RTT estimate are sshconn's (SetBuffers, TCPRTT), beside
@@ -870,12 +873,35 @@ func (c *Controller) plan() Plan {
 	return Plan{
 		Streams:  c.cur.streams,
 		Conns:    c.cur.conns,
-		InFlight: c.cfg.ChannelWindow,
+		InFlight: c.inFlightPerStream(),
 		Interval: interval,
 		Goodput:  goodput,
 		RTT:      c.rtt,
 		Reason:   c.reason,
 	}
+}
+
+// lossyInFlight is how many times the path's bandwidth-delay product a
+// lossy path's plan keeps in flight, over all its streams.
+const lossyInFlight = 2
+
+// inFlightPerStream is what each stream of the plan keeps in flight: a
+// channel window, or on a lossy path (lossyPath) the stream's share of
+// lossyInFlight times the bandwidth-delay product measured, at least an
+// eighth of a window. There the plan's connections are many because each
+// carries only what its congestion window, cut by the losses, allows, not
+// because more must be in flight: 32 streams of a window each kept 64 MB
+// in flight on a path of 12 MB (100 ms, 0.01 % loss), queued at the
+// server behind the slow connections' windows. A chunk waited there 2-6 s,
+// the copy's watermark trailed by 300 MB, and the spread bound stopped
+// every lane until those chunks were copied again.
+func (c *Controller) inFlightPerStream() int64 {
+	w := c.cfg.ChannelWindow
+	if !c.baseLossy || c.baseRate <= 0 || c.minRTT <= 0 || c.cur.streams <= 0 {
+		return w
+	}
+	share := int64(lossyInFlight * c.baseRate * c.minRTT.Seconds() / float64(c.cur.streams))
+	return min(max(share, w/8), w)
 }
 
 // ratio is a/b where a zero b means no gain unless a moved.

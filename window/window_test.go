@@ -216,7 +216,10 @@ func checkPlan(t *testing.T, c *Controller, p Plan) {
 		t.Fatalf("plan %v: connections do not fit %d streams at %d per connection, at most %d",
 			p, p.Streams, cfg.StreamsPerConn, cfg.MaxConns)
 	}
-	if p.InFlight != cfg.ChannelWindow {
+	switch {
+	case c.baseLossy && (p.InFlight < cfg.ChannelWindow/8 || p.InFlight > cfg.ChannelWindow):
+		t.Fatalf("plan %v on a lossy path: in flight %d, want from an eighth of a window to a window of %d", p, p.InFlight, cfg.ChannelWindow)
+	case !c.baseLossy && p.InFlight != cfg.ChannelWindow:
 		t.Fatalf("plan %v: in flight %d, want a window of %d", p, p.InFlight, cfg.ChannelWindow)
 	}
 	if p.Interval < minInterval || p.Interval > maxInterval || p.Reason == "" {
@@ -1001,6 +1004,12 @@ func TestLossyPathOpensConnectionsAtOnce(t *testing.T) {
 	for _, st := range steps[first:] {
 		if st.plan.Conns < c.cfg.MaxConns {
 			t.Fatalf("%v after opening %d connections for the loss", st.plan, c.cfg.MaxConns)
+		}
+		// What the streams keep in flight is at most twice the path's
+		// product, not a window each.
+		bdp := l.rate * l.rtt.Seconds()
+		if total := float64(st.plan.Streams * int(st.plan.InFlight)); st.plan.InFlight >= c.cfg.ChannelWindow || total > lossyInFlight*bdp {
+			t.Fatalf("%v: %.0f bytes in flight, want at most %d times the product, %.0f", st.plan, total, lossyInFlight, bdp)
 		}
 	}
 
