@@ -419,11 +419,9 @@ func (h *Hosts) predial(ctx context.Context, conn net.Conn, pre *protocol.PreOpe
 			// still dialing is ended (Close); so are its sessions.
 			d := dialed{}
 			d.c, d.err = dial(ctx)
-			if d.err == nil && sessions > 0 {
+			if d.err == nil {
 				// Taken as soon as it is up; its sessions follow.
-				ready := make(chan []protocol.ReadySession, 1)
-				go func() { ready <- protocol.OpenReady(d.c.Client, sessions, pre) }()
-				d.ready = protocol.Readying{N: sessions, Wait: func() []protocol.ReadySession { return <-ready }}
+				d.ready = protocol.StartReady(d.c.Client, sessions, pre)
 			}
 			s.ready <- d
 		}()

@@ -523,6 +523,15 @@ const (
 func (p *parallel) take(l *lane) (int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	off, ok := p.choose(l)
+	if ok {
+		l.busy++
+	}
+	return off, ok
+}
+
+// choose is take's choice, waiting until there is one; p.mu is held.
+func (p *parallel) choose(l *lane) (int64, bool) {
 	for {
 		switch {
 		case l.stop, p.closing, p.fatal != nil, p.ctx.Err() != nil:
@@ -535,13 +544,11 @@ func (p *parallel) take(l *lane) (int64, bool) {
 			off := p.retry[len(p.retry)-1]
 			p.retry = p.retry[:len(p.retry)-1]
 			p.fly(off, l)
-			l.busy++
 			return off, true
 		case p.next < p.o.Size && p.next-p.contig < p.spread() && !p.slowAtTail(l):
 			off := p.next
 			p.next += int64(p.o.Chunk)
 			p.fly(off, l)
-			l.busy++
 			return off, true
 		case p.done == p.total:
 			return 0, false
@@ -549,7 +556,6 @@ func (p *parallel) take(l *lane) (int64, bool) {
 		if p.next < p.o.Size {
 			// Held by the spread bound: the path's doing.
 			if off, ok := p.straggler(); ok {
-				l.busy++
 				return off, true
 			}
 		} else {
@@ -560,7 +566,6 @@ func (p *parallel) take(l *lane) (int64, bool) {
 			// lane's requests are in, the slow copy's too.
 			if p.abandonable() {
 				if off, ok := p.tailCopy(l); ok {
-					l.busy++
 					return off, true
 				}
 			}

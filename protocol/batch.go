@@ -348,8 +348,12 @@ func (s *SFTP) Umask(ctx context.Context, probe string) (fs.FileMode, error) {
 	if err != nil {
 		return 0, &fs.PathError{Op: "stat", Path: probe, Err: fmt.Errorf("%w: sftp: %w in attributes", ErrStreamLost, err)}
 	}
-	return 0o777 &^ fi.Mode().Perm(), nil
+	return probeMask(fi), nil
 }
+
+// probeMask is the umask a probe directory made with mode 0777 shows in
+// its attributes fi: the permission bits it lacks.
+func probeMask(fi fs.FileInfo) fs.FileMode { return 0o777 &^ fi.Mode().Perm() }
 
 // PrepareSmall opens, in the background, the sessions that PutSmall,
 // GetSmall and MkdirMode use, and the one of listings, so that the first

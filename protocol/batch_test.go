@@ -132,7 +132,8 @@ func TestGetSmallSizeChanged(t *testing.T) {
 	}
 }
 
-func assertOnly(t *testing.T, dir string, names ...string) {
+// dirNames lists the names in dir, sorted.
+func dirNames(t *testing.T, dir string) []string {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -142,7 +143,12 @@ func assertOnly(t *testing.T, dir string, names ...string) {
 	for _, e := range entries {
 		got = append(got, e.Name())
 	}
-	if fmt.Sprint(got) != fmt.Sprint(names) {
+	return got
+}
+
+func assertOnly(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	if got := dirNames(t, dir); fmt.Sprint(got) != fmt.Sprint(names) {
 		t.Errorf("%s holds %v, want %v", dir, got, names)
 	}
 }

@@ -68,7 +68,7 @@ func (s *SFTP) getBatch(ctx context.Context) (*batchSession, error) {
 func statRequests(names []string) []byte {
 	var out []byte
 	for i, n := range names {
-		out = append(out, sftpPacket(fxpStat, appendString(binary.BigEndian.AppendUint32(nil, uint32(earlyID+i)), n))...)
+		out = append(out, namePacket(fxpStat, uint32(earlyID+i), n)...)
 	}
 	return out
 }
@@ -117,7 +117,7 @@ func readStart(r io.Reader, h hello, names []string, f startFiles) (Limits, map[
 			case id == f.probeID(base)+1: // STAT
 				if typ == fxpAttrs {
 					if fi, err := parseAttrs(body[4:], f.probe); err == nil {
-						made.mask, statOK = 0o777&^fi.Mode().Perm(), true
+						made.mask, statOK = probeMask(fi), true
 					}
 				}
 			case id == f.probeID(base)+2: // RMDIR

@@ -125,6 +125,12 @@ func sftpPacket(typ byte, payload []byte) []byte {
 	return append(p, payload...)
 }
 
+// namePacket is a request of type typ, with id id, whose only field is
+// name (STAT, RMDIR, REMOVE, CLOSE of a handle).
+func namePacket(typ byte, id uint32, name string) []byte {
+	return sftpPacket(typ, appendString(binary.BigEndian.AppendUint32(nil, id), name))
+}
+
 // readPacket reads one reply; replies here are small, so anything large
 // is a protocol error rather than something to allocate for.
 func readPacket(r io.Reader) (byte, []byte, error) {

@@ -227,10 +227,7 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 			// beside the first) and before waiting for any sessions,
 			// so that each connection's sessions are the streams' as
 			// they come (the dial returns before them, see dialOne).
-			p.dialing++
-			p.lastDial = time.Now()
-			p.mu.Unlock()
-			p.dialOne(ctx)
+			p.startDial(ctx) // unlocks
 			continue
 		}
 		if !fresh && (together && p.preparing > 0 || p.prepOpening > 0) {
@@ -265,10 +262,7 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 				}
 				continue
 			}
-			p.dialing++
-			p.lastDial = time.Now()
-			p.mu.Unlock()
-			p.dialOne(ctx)
+			p.startDial(ctx) // unlocks
 			continue
 		}
 		if best == nil || (barrier && p.dialing > 0 && best.open > 0) {
@@ -393,6 +387,15 @@ func (p *pool) waitDial(ctx context.Context) {
 	case <-ready:
 	case <-ctx.Done():
 	}
+}
+
+// startDial, with p.mu held on entry and released, dials one more
+// connection (dialOne), counted as dialing from now.
+func (p *pool) startDial(ctx context.Context) {
+	p.dialing++
+	p.lastDial = time.Now()
+	p.mu.Unlock()
+	p.dialOne(ctx)
 }
 
 // dialOne opens one more connection. A failure is remembered and ends

@@ -57,11 +57,10 @@ func (f startFiles) packets(base uint32) [][]byte {
 	}
 	if f.probe != "" {
 		id := f.probeID(base)
-		name := func(id uint32) []byte { return appendString(binary.BigEndian.AppendUint32(nil, id), f.probe) }
 		out = append(out,
 			sftpPacket(fxpMkdir, appendMkdir(binary.BigEndian.AppendUint32(nil, id), f.probe, 0o777)),
-			sftpPacket(fxpStat, name(id+1)),
-			sftpPacket(fxpRmdir, name(id+2)))
+			namePacket(fxpStat, id+1, f.probe),
+			namePacket(fxpRmdir, id+2, f.probe))
 	}
 	return out
 }
@@ -90,15 +89,12 @@ func dropMade(ch ssh.Channel, made startMade, f startFiles) {
 		return
 	}
 	const id = 1 << 30
-	req := func(typ byte, n uint32, s string) []byte {
-		return sftpPacket(typ, appendString(binary.BigEndian.AppendUint32(nil, n), s))
-	}
 	var reqs [][]byte
 	if made.handle != "" {
-		reqs = append(reqs, req(fxpClose, id, made.handle), req(fxpRemove, id+1, f.create))
+		reqs = append(reqs, namePacket(fxpClose, id, made.handle), namePacket(fxpRemove, id+1, f.create))
 	}
 	if made.probeLeft {
-		reqs = append(reqs, req(fxpRmdir, id+2, f.probe))
+		reqs = append(reqs, namePacket(fxpRmdir, id+2, f.probe))
 	}
 	if len(reqs) == 0 {
 		return

@@ -33,14 +33,10 @@ func preCreateEnd(t *testing.T, pc func(root string) PreCreate) (*SFTP, PreCreat
 // leftovers lists the entries of dir named as hpncp's temporary files.
 func leftovers(t *testing.T, dir string) []string {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), ".hpncp.") {
-			out = append(out, e.Name())
+	for _, n := range dirNames(t, dir) {
+		if strings.HasPrefix(n, ".hpncp.") {
+			out = append(out, n)
 		}
 	}
 	return out

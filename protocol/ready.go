@@ -28,6 +28,17 @@ type Readying struct {
 	Wait func() []ReadySession
 }
 
+// StartReady starts opening n sessions on conn (OpenReady) and returns
+// them as a Readying, whose Wait is called once.
+func StartReady(conn *ssh.Client, n int, pre *PreOpen) Readying {
+	if n <= 0 {
+		return Readying{}
+	}
+	ready := make(chan []ReadySession, 1)
+	go func() { ready <- OpenReady(conn, n, pre) }()
+	return Readying{N: n, Wait: func() []ReadySession { return <-ready }}
+}
+
 // ReadyNow is the Readying of sessions already open.
 func ReadyNow(rs []ReadySession) Readying {
 	return Readying{N: len(rs), Wait: func() []ReadySession { return rs }}
@@ -108,12 +119,12 @@ func OpenReady(conn *ssh.Client, n int, pre *PreOpen) []ReadySession {
 	return out
 }
 
-// openedAfter makes ch, past its VERSION, a ReadySession: with the
-// file opened ahead if sent, the name of the file whose OPEN went out
-// behind INIT, says so. Where none did and pre's stat has been answered
-// since (a session opened beside the start sends INIT before the answer),
-// the session opens the file now, while the streams it is for wait for
-// the copy's other connections.
+// openedAfter makes ch, past its VERSION, a ReadySession. sent names the
+// file whose OPEN went out behind INIT ("" if none); its reply is read
+// here. Where none went and pre's stat has been answered since (a
+// session opened beside the start sends INIT before the answer), the
+// session opens the file now, while the streams it is for wait for the
+// copy's other connections.
 func openedAfter(ch ssh.Channel, sent string, pre *PreOpen) (ReadySession, error) {
 	r := ReadySession{ch: ch}
 	name := sent

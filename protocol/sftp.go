@@ -188,20 +188,15 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	var ahead chan []ReadySession
-	firstAhead := o.Ahead - 1 // the start's spare session is one
-	if firstAhead > 0 {
-		ahead = make(chan []ReadySession, 1)
-		go func() { ahead <- OpenReady(conn, firstAhead, o.PreOpen) }()
-	}
+	ahead := StartReady(conn, o.Ahead-1, o.PreOpen) // the start's spare session is one
 	var files startFiles
 	if o.PreCreate != nil {
 		files = startFiles{create: o.PreCreate.Temp, probe: o.PreCreate.Probe}
 	}
 	st, err := startSFTP(conn, clientOptions, o.Stat, files)
 	if err != nil {
-		if ahead != nil {
-			for _, r := range <-ahead {
+		if ahead.Wait != nil {
+			for _, r := range ahead.Wait() {
 				_ = r.ch.Close()
 			}
 		}
@@ -229,9 +224,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 			o.PreOpen.regular.Store(true)
 		}
 	}
-	if ahead != nil {
-		p.expect(p.conns[0], firstAhead, func() []ReadySession { return <-ahead })
-	}
+	p.expect(p.conns[0], ahead.N, ahead.Wait)
 	o.Trace.Mark(starttrace.SFTP)
 	s := &SFTP{
 		mc: mainClient{c: st.c}, label: o.Label, atomicRename: ok, packet: packet,

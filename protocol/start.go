@@ -44,14 +44,18 @@ func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption, name
 	}()
 	c, err := sftp.NewClient(conn, opts(SafePacket)...)
 	a := <-asked
-	var oce *ssh.OpenChannelError
-	if errors.As(err, &oce) || errors.As(a.err, &oce) {
-		// A server that takes one session at a time (MaxSessions 1)
-		// refuses the second: ask first, then start, one after the other.
+	// giveUp closes the limits session, removing what it made first.
+	giveUp := func() {
 		if a.ch != nil {
 			dropMade(a.ch, a.made, f)
 			_ = a.ch.Close()
 		}
+	}
+	var oce *ssh.OpenChannelError
+	if errors.As(err, &oce) || errors.As(a.err, &oce) {
+		// A server that takes one session at a time (MaxSessions 1)
+		// refuses the second: ask first, then start, one after the other.
+		giveUp()
 		if c != nil {
 			_ = c.Close()
 		}
@@ -64,8 +68,7 @@ func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption, name
 		return nil, a.err
 	}
 	if err != nil {
-		dropMade(a.ch, a.made, f)
-		_ = a.ch.Close()
+		giveUp()
 		return nil, err
 	}
 	// Nothing uses the client yet: it may now take the size the server
@@ -73,8 +76,7 @@ func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption, name
 	// through it, do not go in 32 KiB requests.
 	for _, opt := range opts(a.lim.Packet()) {
 		if err := opt(c); err != nil {
-			dropMade(a.ch, a.made, f)
-			_ = a.ch.Close()
+			giveUp()
 			_ = c.Close()
 			return nil, err
 		}
