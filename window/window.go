@@ -897,7 +897,7 @@ const lossyInFlight = 2
 // every lane until those chunks were copied again.
 func (c *Controller) inFlightPerStream() int64 {
 	w := c.cfg.ChannelWindow
-	if !c.baseLossy || c.baseRate <= 0 || c.minRTT <= 0 || c.cur.streams <= 0 {
+	if !c.lossyPath() || c.baseRate <= 0 || c.minRTT <= 0 || c.cur.streams <= 0 {
 		return w
 	}
 	share := int64(lossyInFlight * c.baseRate * c.minRTT.Seconds() / float64(c.cur.streams))

@@ -217,9 +217,9 @@ func checkPlan(t *testing.T, c *Controller, p Plan) {
 			p, p.Streams, cfg.StreamsPerConn, cfg.MaxConns)
 	}
 	switch {
-	case c.baseLossy && (p.InFlight < cfg.ChannelWindow/8 || p.InFlight > cfg.ChannelWindow):
+	case c.lossyPath() && (p.InFlight < cfg.ChannelWindow/8 || p.InFlight > cfg.ChannelWindow):
 		t.Fatalf("plan %v on a lossy path: in flight %d, want from an eighth of a window to a window of %d", p, p.InFlight, cfg.ChannelWindow)
-	case !c.baseLossy && p.InFlight != cfg.ChannelWindow:
+	case !c.lossyPath() && p.InFlight != cfg.ChannelWindow:
 		t.Fatalf("plan %v: in flight %d, want a window of %d", p, p.InFlight, cfg.ChannelWindow)
 	}
 	if p.Interval < minInterval || p.Interval > maxInterval || p.Reason == "" {
