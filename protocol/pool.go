@@ -87,6 +87,10 @@ type pconn struct {
 	owned bool // opened by the pool, so closed by it
 	idle  []*rawSession
 	open  int  // sessions open on it, idle or not
+	// held counts its sessions lent out for anything but a parallel
+	// copy's streams: a temporary file's handle, a listing. They carry
+	// little, and streams are spread as if they were not there.
+	held int
 	full  bool // the server refused a channel: its MaxSessions is reached
 	dead  bool
 	// silent, once dead, is why the connection was given up when its
@@ -146,7 +150,8 @@ func (p *pool) watch(pc *pconn) {
 // session is a session the pool lent out.
 type session struct {
 	*rawSession
-	pc *pconn
+	pc   *pconn
+	held bool // counted in pc.held
 }
 
 // acquire returns a session, reusing an idle one first, else opening one
@@ -180,6 +185,17 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 		}
 		var best, reuse *pconn
 		live := 0
+		// A stream is placed by the streams a connection carries: the
+		// sessions held for other things leave its buffers to them
+		// (seen at 100 ms: the first connection's temporary file and
+		// its probe counted as two streams, it got one where the others
+		// got three or four, and carried 16 MB/s beside their 26).
+		held := func(pc *pconn) int {
+			if together {
+				return pc.held
+			}
+			return 0
+		}
 		for _, pc := range p.conns {
 			if pc.dead {
 				continue
@@ -190,10 +206,11 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 			// stopped are on any connection, and taking them in order
 			// would pile a copy's streams on one connection's buffers
 			// while another idles.
-			if len(pc.idle) > 0 && !fresh && (reuse == nil || pc.open-len(pc.idle) < reuse.open-len(reuse.idle)) {
+			busy := pc.open - len(pc.idle) - held(pc)
+			if len(pc.idle) > 0 && !fresh && (reuse == nil || busy < reuse.open-len(reuse.idle)-held(reuse)) {
 				reuse = pc
 			}
-			if !pc.full && (best == nil || pc.open < best.open) {
+			if !pc.full && (best == nil || pc.open-held(pc) < best.open-held(best)) {
 				best = pc
 			}
 		}
@@ -210,8 +227,11 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 			n := len(reuse.idle)
 			c := reuse.idle[n-1]
 			reuse.idle = reuse.idle[:n-1]
+			if !together {
+				reuse.held++
+			}
 			p.mu.Unlock()
-			return &session{c, reuse}, nil
+			return &session{c, reuse, !together}, nil
 		}
 		// A session opened ahead is on its way: the wait is shorter than
 		// opening another. The streams it was opened for wait for it
@@ -284,16 +304,22 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 		if fresh {
 			p.prepOpening++
 		}
+		if !together {
+			best.held++
+		}
 		p.mu.Unlock()
 
 		c, err := openRawSession(best.c, p.packet)
 		if err == nil {
 			// prepare counts a prepared session out once it is idle.
-			return &session{c, best}, nil
+			return &session{c, best, !together}, nil
 		}
 		p.mu.Lock()
 		if fresh {
 			p.prepOpening--
+		}
+		if !together {
+			best.held--
 		}
 		best.open--
 		var oce *ssh.OpenChannelError
@@ -514,6 +540,10 @@ func (p *pool) redialDue() error {
 // connection is gone or broken is set.
 func (p *pool) release(s *session, broken bool) {
 	p.mu.Lock()
+	if s.held {
+		s.held = false
+		s.pc.held--
+	}
 	if broken || s.failed() || s.pc.dead || p.closed {
 		s.pc.open--
 		p.mu.Unlock()
