@@ -189,3 +189,29 @@ func TestGetSmallLostIsLost(t *testing.T) {
 		t.Errorf("GetSmall cut off: %v; want a lost stream", err)
 	}
 }
+
+// TestSetAttrsSetsThenStats: SetAttrs's stat shows the mode and times its
+// setstat gave, and a file that is not there fails it.
+func TestSetAttrsSetsThenStats(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	end := openEnd(t, srv, false)
+	name := filepath.Join(srv.Root, "f")
+	if err := os.WriteFile(name, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mtime := time.Date(2021, 5, 6, 7, 8, 9, 0, time.UTC)
+	fi, err := end.SetAttrs(context.Background(), name, PutAttrs{SetMode: true, Mode: 0o644,
+		SetTimes: true, Atime: mtime, Mtime: mtime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != 5 || fi.Mode().Perm() != 0o644 || !fi.ModTime().Equal(mtime) {
+		t.Errorf("stat: %d bytes, %v, %v; want 5, -rw-r--r--, %v", fi.Size(), fi.Mode(), fi.ModTime(), mtime)
+	}
+	if on, err := os.Stat(name); err != nil || on.Mode().Perm() != 0o644 || !on.ModTime().Equal(mtime) {
+		t.Errorf("on the server: %v %v", on, err)
+	}
+	if _, err := end.SetAttrs(context.Background(), name+"-missing", PutAttrs{SetMode: true, Mode: 0o644}); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("SetAttrs of a missing file: %v, want not exist", err)
+	}
+}

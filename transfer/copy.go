@@ -563,6 +563,12 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	}
 	var n, dataEnd int64
 	var ti fs.FileInfo // the temporary file's stat, once written
+	var applied *fileAttrs // the mode and times ti shows set already
+	attrs := func() fileAttrs {
+		return c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
+			return c.newFileMode(ctx, dst, si.Mode().Perm())
+		})
+	}
 	// Near enough for -v: the first write goes out now, the first read
 	// is asked for now.
 	starttrace.From(ctx).Mark(starttrace.FirstByte)
@@ -573,7 +579,14 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		closed = true
 		closeErr := make(chan error, 1)
 		go func() { closeErr <- out.Close() }()
-		n, ti, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part, prog)
+		// Its mode and times are set once every byte is acknowledged,
+		// with the size check's stat; with --verify, only once the sums
+		// compared.
+		early := attrs
+		if c.opts.Verify {
+			early = nil
+		}
+		n, ti, applied, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part, prog, early)
 		if cerr := <-closeErr; cerr != nil && err == nil {
 			err = cerr
 		}
@@ -606,11 +619,6 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		return &Error{Op: "read", Path: src.String(),
 			Err: fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), from+n)}
 	}
-	attrs := func() fileAttrs {
-		return c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
-			return c.newFileMode(ctx, dst, si.Mode().Perm())
-		})
-	}
 	var sum string
 	var check func() error
 	if c.opts.Verify {
@@ -626,7 +634,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	}
 	// ti, when the parallel streams took it, spares the size check a
 	// round trip.
-	if err := (tempFile{dst: dst, tmp: tmp, op: op}).finish(ctx, from+n, ti, attrs, check); err != nil {
+	if err := (tempFile{dst: dst, tmp: tmp, op: op, applied: applied}).finish(ctx, from+n, ti, attrs, check); err != nil {
 		return err
 	}
 	part.forget()

@@ -24,6 +24,11 @@ type fileAttrs struct {
 	mtime time.Time
 }
 
+// same reports whether a and b set the same mode and times.
+func (a fileAttrs) same(b fileAttrs) bool {
+	return a.mode == b.mode && a.times == b.times && a.atime.Equal(b.atime) && a.mtime.Equal(b.mtime)
+}
+
 // attrsOf is what -p carries over from a source of info si.
 func attrsOf(si fs.FileInfo) fileAttrs {
 	return fileAttrs{mode: si.Mode() & modeBits, times: true, atime: atimeOf(si), mtime: si.ModTime()}
@@ -79,6 +84,9 @@ type tempFile struct {
 	dst Endpoint // the target
 	tmp string   // the temporary name, on dst's end
 	op  string   // what errors say failed: "copy SRC to"
+	// applied, when not nil, are the mode and times the file was given
+	// already, with the stat finish is passed (copyParallel).
+	applied *fileAttrs
 }
 
 // finish gives the temporary file the target's name once it is whole.
@@ -110,6 +118,9 @@ func (t tempFile) finish(ctx context.Context, size int64, stat fs.FileInfo, attr
 		}
 	}
 	a := attrs()
+	if t.applied != nil && t.applied.same(a) {
+		a.times = false // set with the stat's setstat
+	}
 	if stat == nil || stat.Mode()&modeBits != a.mode {
 		if err := end.Chmod(t.tmp, a.mode); err != nil {
 			return &Error{Op: "set mode of", Path: t.dst.String(), Err: err}

@@ -78,8 +78,13 @@ func (c *copier) parallelOK(src, dst FS, size int64) bool {
 //
 // The returned stat of tmp, when not nil, was taken once every byte was
 // acknowledged, while the lanes closed their handles: the caller's size
-// check need not cost a round trip of its own.
-func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64, part *partial, prog Progress) (int64, fs.FileInfo, error) {
+// check need not cost a round trip of its own. Where final is not nil and
+// dst's end can (attrSetter), the mode and times final gives are set in
+// the same round trip, before the stat, and returned as applied: the
+// file's bytes are all there, and the rename follows the size check with
+// no round trip between (1 GiB up at 100 ms: three round trips after the
+// last write's reply, now two).
+func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64, part *partial, prog Progress, final func() fileAttrs) (int64, fs.FileInfo, *fileAttrs, error) {
 	p := c.opts.Parallel
 	r := src.FS.(streamReader)
 	w := dstFS.(streamWriter)
@@ -124,15 +129,26 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 		}
 	}
 	type sized struct {
-		fi  fs.FileInfo
-		err error
+		fi      fs.FileInfo
+		err     error
+		applied *fileAttrs
 	}
 	var early chan sized
 	po.Complete = func() {
 		early = make(chan sized, 1)
 		go func() {
+			if setter, ok := dstFS.(attrSetter); ok && final != nil {
+				a := final()
+				fi, err := setter.SetAttrs(ctx, tmp, protocol.PutAttrs{Mode: a.mode, SetMode: true,
+					SetTimes: a.times, Atime: a.atime, Mtime: a.mtime})
+				if err == nil {
+					early <- sized{fi, nil, &a}
+					return
+				}
+				// finish sets them again, one at a time, and says what failed.
+			}
 			fi, err := dstFS.Stat(tmp)
-			early <- sized{fi, err}
+			early <- sized{fi, err, nil}
 		}()
 	}
 	if po.Sparse {
@@ -148,13 +164,20 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 		r.Conns = max(r.Conns, res.Conns)
 	})
 	var fi fs.FileInfo
+	var applied *fileAttrs
 	if early != nil {
 		// A failed early stat is not an error yet: the caller stats again.
 		if s := <-early; s.err == nil {
-			fi = s.fi
+			fi, applied = s.fi, s.applied
 		}
 	}
-	return res.Bytes, fi, err
+	return res.Bytes, fi, applied, err
+}
+
+// attrSetter is an end that sets a file's mode and times and stats it in
+// one round trip.
+type attrSetter interface {
+	SetAttrs(ctx context.Context, name string, a protocol.PutAttrs) (fs.FileInfo, error)
 }
 
 // pathRTT returns a function giving the larger RTT the two ends report.
