@@ -12,13 +12,19 @@ type TCPStats struct {
 	MinRTT time.Duration // smallest round trip seen (tcpi_min_rtt)
 	RTTVar time.Duration // its variation (tcpi_rttvar)
 	Cwnd   int           // congestion window, in segments
-	MSS    int           // bytes per segment sent (tcpi_snd_mss)
+	// Ssthresh is the slow start threshold, in segments: at or above
+	// Cwnd the window no longer doubles each round trip. The kernel
+	// keeps it at a huge value until the first congestion event.
+	Ssthresh int
+	Unacked  int // segments sent and not yet acknowledged (tcpi_unacked)
+	MSS      int // bytes per segment sent (tcpi_snd_mss)
 	// DeliveryRate is the kernel's latest estimate of bytes/s delivered
 	// to the peer (tcpi_delivery_rate).
 	DeliveryRate  float64
 	Retrans       int64 // segments retransmitted in all (tcpi_total_retrans)
 	Lost          int   // segments now presumed lost (tcpi_lost)
 	BytesAcked    int64 // bytes sent and acknowledged
+	BytesSent     int64 // bytes sent, retransmissions included (tcpi_bytes_sent)
 	BytesReceived int64 // bytes received
 	// OutOfOrder counts segments received out of order
 	// (tcpi_rcv_ooopack, Linux 5.4 on): on a receiver, each is a hole the

@@ -490,7 +490,8 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	cc, ccBest := tune.congestion(uploads(locs))
 	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
 		CC: cc, CCBestEffort: ccBest, Predial: predial(locs, tune.parallel, o.Recursive && !o.Legacy),
-		PreOpen: preOpen(locs, o.Recursive), PreCreate: preCreate(locs, to, o.Recursive || o.Legacy)})
+		PreOpen: preOpen(locs, o.Recursive), PreCreate: preCreate(locs, to, o.Recursive || o.Legacy),
+		Warm: !o.Recursive && uploadPlan(locs, tune.parallel) != nil})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
 	run, err := hosts.Open(ctx, locs, to)

@@ -1,0 +1,79 @@
+//go:build linux
+
+package sshconn
+
+import (
+	"context"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/sshdtest"
+)
+
+// TestWarmAgainstOpenSSH pads a connection to a real sshd, which ignores
+// the requests, and the connection works on: a command runs on it after,
+// and sshd's log has no complaint.
+func TestWarmAgainstOpenSSH(t *testing.T) {
+	srv := sshdtest.Start(t, sshdtest.Options{})
+	pem, err := os.ReadFile(srv.ClientKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(pem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := net.Dial("tcp", net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(tcp, "e2e", &ssh.ClientConfig{
+		User:            srv.User,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.InsecureIgnoreHostKey(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Client{Client: ssh.NewClient(sc, chans, reqs), Transport: tcp, done: make(chan struct{})}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, ok := c.Warm(ctx, 2*time.Second)
+	if !ok {
+		t.Fatal("no TCP_INFO on a loopback connection")
+	}
+	t.Logf("warmed: %s", r)
+	if r.Padding == 0 {
+		t.Fatalf("no padding sent: %s", r)
+	}
+	// On loopback the window grows at once, or is never filled: a
+	// bound, not the clock or the connection, ends it.
+	switch r.StoppedFor {
+	case "window grown", "padding spent", "window not growing", "slow start ended":
+	default:
+		t.Errorf("stopped for %q", r.StoppedFor)
+	}
+	if _, enough := autotuneLimits(); enough > 0 && r.Padding > 2*int64(enough) {
+		t.Errorf("%d bytes of padding, more than twice the send buffer's %d", r.Padding, enough)
+	}
+	s, err := c.NewSession()
+	if err != nil {
+		t.Fatalf("a session after the padding: %v", err)
+	}
+	out, err := s.Output("echo still here")
+	if err != nil || strings.TrimSpace(string(out)) != "still here" {
+		t.Fatalf("a command after the padding: %q, %v", out, err)
+	}
+	log, _ := os.ReadFile(srv.LogFile)
+	if strings.Contains(string(log), warmRequestName) && !strings.Contains(string(log), "debug") {
+		t.Errorf("sshd logged the padding:\n%s", log)
+	}
+}
