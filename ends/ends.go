@@ -69,11 +69,13 @@ type Options struct {
 	// copy would (protocol.PreCreate). Close removes it if nothing took
 	// it.
 	PreCreate protocol.PreCreate
-	// Warm, for an upload of one large file, has the connections Predial
-	// dials grow their congestion windows with padding between their
-	// authentication and the copy's first write (sshconn.Client.Warm).
-	// The first connection is left alone: its requests set the copy up,
-	// and a window grown on it saved nothing measurable.
+	// Warm, for an upload, has every connection but the first grow its
+	// congestion window with padding from its authentication until the
+	// copy's data flows on it (sshconn.Client.Warm): the spares Predial
+	// dials, idle while the copy is set up, and those the pool dials
+	// later (a tree's tar streams wait for a command to start on the
+	// server). The first connection is left alone: its requests set the
+	// copy up, and a window grown on it saved nothing measurable.
 	Warm bool
 }
 
@@ -374,6 +376,9 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 				d, ok := spare.take(ctx)
 				if !ok {
 					d.c, d.err = dial(ctx, sshconn.DialHooks{})
+					if d.err == nil && h.opts.Warm {
+						go h.warm(ctx, d.c)
+					}
 				}
 				if d.err != nil {
 					return nil, protocol.Readying{}, d.err

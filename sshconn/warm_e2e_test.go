@@ -61,8 +61,8 @@ func TestWarmAgainstOpenSSH(t *testing.T) {
 	default:
 		t.Errorf("stopped for %q", r.StoppedFor)
 	}
-	if _, enough := autotuneLimits(); enough > 0 && r.Padding > 2*int64(enough) {
-		t.Errorf("%d bytes of padding, more than twice the send buffer's %d", r.Padding, enough)
+	if r.Padding > warmBudget {
+		t.Errorf("%d bytes of padding, more than %d", r.Padding, warmBudget)
 	}
 	s, err := c.NewSession()
 	if err != nil {

@@ -100,7 +100,7 @@ func TestWarmGrowsTheWindowUntilDataFlows(t *testing.T) {
 			s.hook = nil
 		}
 	}
-	r, ok := s.warmer().run(context.Background(), 3*time.Second, 4<<20)
+	r, ok := s.warmer().run(context.Background(), 3*time.Second, 4<<20, 8<<20)
 	if !ok {
 		t.Fatal("not ok")
 	}
@@ -144,7 +144,7 @@ func TestWarmStops(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSlowStart(t, 100*time.Millisecond)
 			s.hook = tc.hook
-			r, ok := s.warmer().run(context.Background(), tc.most, tc.enough)
+			r, ok := s.warmer().run(context.Background(), tc.most, tc.enough, 2*tc.enough)
 			if !ok || r.StoppedFor != tc.want {
 				t.Fatalf("stopped for %q (ok %v), want %q", r.StoppedFor, ok, tc.want)
 			}
@@ -168,7 +168,7 @@ func TestWarmPaddingStopsAtItsBound(t *testing.T) {
 		st.Unacked, st.Cwnd = 0, cwnd
 		return st, ok
 	}
-	r, _ := w.run(context.Background(), 10*time.Second, 1<<20)
+	r, _ := w.run(context.Background(), 10*time.Second, 1<<20, 2<<20)
 	if r.StoppedFor != "padding spent" || r.Padding > 2<<20 {
 		t.Fatalf("stopped for %q after %d bytes, want padding spent after %d", r.StoppedFor, r.Padding, 2<<20)
 	}
@@ -178,7 +178,7 @@ func TestWarmStopsWithItsContext(t *testing.T) {
 	s := newSlowStart(t, 100*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.hook = func(*slowStart) { cancel() }
-	r, _ := s.warmer().run(ctx, 3*time.Second, 4<<20)
+	r, _ := s.warmer().run(ctx, 3*time.Second, 4<<20, 8<<20)
 	if r.StoppedFor != "stopped" {
 		t.Fatalf("stopped for %q, want stopped", r.StoppedFor)
 	}
@@ -187,7 +187,7 @@ func TestWarmStopsWithItsContext(t *testing.T) {
 func TestWarmWithoutTCPInfo(t *testing.T) {
 	w := warmer{read: func() (TCPStats, bool) { return TCPStats{}, false },
 		send: func(int) error { t.Fatal("padding sent without TCP_INFO"); return nil }}
-	if _, ok := w.run(context.Background(), time.Second, 4<<20); ok {
+	if _, ok := w.run(context.Background(), time.Second, 4<<20, 8<<20); ok {
 		t.Fatal("ok without TCP_INFO")
 	}
 }

@@ -491,7 +491,7 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
 		CC: cc, CCBestEffort: ccBest, Predial: predial(locs, tune.parallel, o.Recursive && !o.Legacy),
 		PreOpen: preOpen(locs, o.Recursive), PreCreate: preCreate(locs, to, o.Recursive || o.Legacy),
-		Warm: !o.Recursive && uploadPlan(locs, tune.parallel) != nil})
+		Warm: warms(locs, tune.parallel, o.Recursive)})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
 	run, err := hosts.Open(ctx, locs, to)
@@ -740,6 +740,14 @@ func predial(locs []transfer.Location, p transfer.ParallelOptions, tree bool) fu
 		return func(rtt time.Duration) (int, int) { return firstPlan(p.Controller(), rtt) }
 	}
 	return sized
+}
+
+// warms reports whether the connections of a copy grow their congestion
+// windows before its first write (ends.Options.Warm): for an upload of a
+// tree, or of a file large enough for the parallel pipeline. Downloads
+// gain nothing from it: the server sends their bytes.
+func warms(locs []transfer.Location, p transfer.ParallelOptions, recursive bool) bool {
+	return uploads(locs) && (recursive || uploadPlan(locs, p) != nil)
 }
 
 // preOpen is, for a download of one remote file, that file's path on the

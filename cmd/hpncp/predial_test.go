@@ -168,3 +168,41 @@ func TestPreCreate(t *testing.T) {
 		}
 	}
 }
+
+// TestWarms: uploads of a tree or of a large file grow their extra
+// connections' windows before the first write; downloads, small uploads
+// and copies between servers do not.
+func TestWarms(t *testing.T) {
+	dir := t.TempDir()
+	big, small := filepath.Join(dir, "big"), filepath.Join(dir, "small")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(1 << 30); err != nil { // sparse: no disk used
+		t.Fatal(err)
+	}
+	f.Close()
+	os.WriteFile(small, []byte("x"), 0o644)
+	p := transfer.ParallelOptions{MinSize: 4 << 20,
+		Controller: func() *window.Controller { return window.New(window.Config{ConnBytes: 3.6e6}) }}
+	host := transfer.Location{Host: "h", Path: "dst"}
+	local := func(path string) transfer.Location { return transfer.Location{Path: path} }
+	for _, tc := range []struct {
+		name      string
+		locs      []transfer.Location
+		recursive bool
+		want      bool
+	}{
+		{"large upload", []transfer.Location{local(big), host}, false, true},
+		{"tree upload", []transfer.Location{local(dir), host}, true, true},
+		{"small upload", []transfer.Location{local(small), host}, false, false},
+		{"download", []transfer.Location{{Host: "h", Path: "big"}, local(dir)}, false, false},
+		{"tree download", []transfer.Location{{Host: "h", Path: "d"}, local(dir)}, true, false},
+		{"between servers", []transfer.Location{{Host: "h", Path: "a"}, {Host: "g", Path: "b"}}, true, false},
+	} {
+		if got := warms(tc.locs, p, tc.recursive); got != tc.want {
+			t.Errorf("%s: warms %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
