@@ -5,10 +5,8 @@ package protocol
 import (
 	"errors"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,19 +23,7 @@ import (
 func openSSHD(t *testing.T) *SFTP {
 	t.Helper()
 	srv := sshdtest.Start(t, sshdtest.Options{})
-	pem, err := os.ReadFile(srv.ClientKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(pem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := ssh.Dial("tcp", net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)), &ssh.ClientConfig{
-		User:            srv.User,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.InsecureIgnoreHostKey(),
-	})
+	conn, err := ssh.Dial("tcp", srv.Addr(), srv.ClientConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -21,19 +18,7 @@ import (
 // callers meet in the field.
 func TestReadDirOpenSSH(t *testing.T) {
 	srv := sshdtest.Start(t, sshdtest.Options{})
-	pem, err := os.ReadFile(srv.ClientKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(pem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := ssh.Dial("tcp", net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)), &ssh.ClientConfig{
-		User:            srv.User,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.InsecureIgnoreHostKey(),
-	})
+	conn, err := ssh.Dial("tcp", srv.Addr(), srv.ClientConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}

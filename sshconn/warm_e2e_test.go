@@ -6,7 +6,6 @@ import (
 	"context"
 	"net"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,23 +20,11 @@ import (
 // and sshd's log has no complaint.
 func TestWarmAgainstOpenSSH(t *testing.T) {
 	srv := sshdtest.Start(t, sshdtest.Options{})
-	pem, err := os.ReadFile(srv.ClientKeyFile)
+	tcp, err := net.Dial("tcp", srv.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := ssh.ParsePrivateKey(pem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tcp, err := net.Dial("tcp", net.JoinHostPort(srv.Host, strconv.Itoa(srv.Port)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc, chans, reqs, err := ssh.NewClientConn(tcp, "e2e", &ssh.ClientConfig{
-		User:            srv.User,
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.InsecureIgnoreHostKey(),
-	})
+	sc, chans, reqs, err := ssh.NewClientConn(tcp, "e2e", srv.ClientConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,12 @@ import (
 // tree's copy between
 // this host and one server, either way, asks for treeConns, or its large
 // file's plan when that is more.
-func TestPredial(t *testing.T) {
-	dir := t.TempDir()
-	big, small := filepath.Join(dir, "big"), filepath.Join(dir, "small")
+// planFixture makes a directory holding a sparse 1 GiB file and a 1-byte
+// one, and the parallel options of a stock kernel's plans.
+func planFixture(t *testing.T) (dir, big, small string, p transfer.ParallelOptions) {
+	t.Helper()
+	dir = t.TempDir()
+	big, small = filepath.Join(dir, "big"), filepath.Join(dir, "small")
 	f, err := os.Create(big)
 	if err != nil {
 		t.Fatal(err)
@@ -32,10 +35,16 @@ func TestPredial(t *testing.T) {
 	}
 	f.Close()
 	os.WriteFile(small, []byte("x"), 0o644)
-	p := transfer.ParallelOptions{MinSize: 4 << 20,
+	p = transfer.ParallelOptions{MinSize: 4 << 20,
 		Controller: func() *window.Controller { return window.New(window.Config{ConnBytes: 3.6e6}) }}
+	return dir, big, small, p
+}
+
+func local(path string) transfer.Location { return transfer.Location{Path: path} }
+
+func TestPredial(t *testing.T) {
+	dir, big, small, p := planFixture(t)
 	host := transfer.Location{Host: "h", Path: "dst"}
-	local := func(path string) transfer.Location { return transfer.Location{Path: path} }
 
 	if fn := predial([]transfer.Location{local(big), host}, p, false); fn == nil {
 		t.Error("a 1 GiB upload asked for no connections ahead")
@@ -134,7 +143,6 @@ func TestPreCreate(t *testing.T) {
 	f.Truncate(protocol.SmallMax + 1)
 	f.Close()
 	os.Symlink(small, link)
-	local := func(p string) transfer.Location { return transfer.Location{Path: p} }
 	remote := func(p string) transfer.Location { return transfer.Location{Host: "h", Path: p} }
 	plain := transfer.Options{Skip: transfer.SkipQuick}
 
@@ -173,21 +181,8 @@ func TestPreCreate(t *testing.T) {
 // connections' windows before the first write; downloads, small uploads
 // and copies between servers do not.
 func TestWarms(t *testing.T) {
-	dir := t.TempDir()
-	big, small := filepath.Join(dir, "big"), filepath.Join(dir, "small")
-	f, err := os.Create(big)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Truncate(1 << 30); err != nil { // sparse: no disk used
-		t.Fatal(err)
-	}
-	f.Close()
-	os.WriteFile(small, []byte("x"), 0o644)
-	p := transfer.ParallelOptions{MinSize: 4 << 20,
-		Controller: func() *window.Controller { return window.New(window.Config{ConnBytes: 3.6e6}) }}
+	dir, big, small, p := planFixture(t)
 	host := transfer.Location{Host: "h", Path: "dst"}
-	local := func(path string) transfer.Location { return transfer.Location{Path: path} }
 	for _, tc := range []struct {
 		name      string
 		locs      []transfer.Location

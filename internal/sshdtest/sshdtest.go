@@ -80,6 +80,28 @@ type Server struct {
 	tb       testing.TB
 }
 
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
+
+// ClientConfig logs in as User with the client key. It trusts any host
+// key: the server is the test's own, on loopback.
+func (s *Server) ClientConfig(t testing.TB) *ssh.ClientConfig {
+	t.Helper()
+	pem, err := os.ReadFile(s.ClientKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(pem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ssh.ClientConfig{
+		User:            s.User,
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.InsecureIgnoreHostKey(),
+	}
+}
+
 // Required reports whether end-to-end tests must not be skipped, which is
 // when HPNCP_E2E=require.
 func Required() bool {
