@@ -86,13 +86,13 @@ type pconn struct {
 	c     *ssh.Client
 	owned bool // opened by the pool, so closed by it
 	idle  []*rawSession
-	open  int  // sessions open on it, idle or not
+	open  int // sessions open on it, idle or not
 	// held counts its sessions lent out for anything but a parallel
 	// copy's streams: a temporary file's handle, a listing. They carry
 	// little, and streams are spread as if they were not there.
 	held int
-	full  bool // the server refused a channel: its MaxSessions is reached
-	dead  bool
+	full bool // the server refused a channel: its MaxSessions is reached
+	dead bool
 	// silent, once dead, is why the connection was given up when its
 	// server stopped answering (keepalives); nil for any other end.
 	silent error
