@@ -562,7 +562,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		defer prog.EndFile()
 	}
 	var n, dataEnd int64
-	var ti fs.FileInfo // the temporary file's stat, once written
+	var ti fs.FileInfo     // the temporary file's stat, once written
 	var applied *fileAttrs // the mode and times ti shows set already
 	attrs := func() fileAttrs {
 		return c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
