@@ -16,6 +16,8 @@ FUZZTIME_LONG ?= 5m
 test:
 	./scripts/ensure-deps.sh
 	$(GO) vet ./...
+	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$unformatted" ]; then echo "gofmt -w these files:"; echo "$$unformatted"; exit 1; fi
 	./scripts/design-check.sh
 	HPNCP_E2E=$(HPNCP_E2E) $(GO) test -race -count=1 -timeout 25m $(GOTESTFLAGS) ./...
 	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
