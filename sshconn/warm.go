@@ -43,6 +43,10 @@ const (
 	// for nine round trips at 50 ms, sent 6 MiB each without it, to windows
 	// as large as their send buffers.
 	warmBudget = 1 << 20
+	// warmMinRTT is the shortest path worth warming: below it slow start
+	// is over in a few milliseconds anyway, and on loopback the window,
+	// never filled, would not grow while the budget went out in 4 ms.
+	warmMinRTT = 10 * time.Millisecond
 )
 
 // WarmResult tells what Warm did.
@@ -63,9 +67,15 @@ func (r WarmResult) String() string {
 // socket's send buffer may hold (the most autotuning grows it to), it
 // did not grow over a round trip (a path so short that acknowledgments
 // come before half the window is out: padding is no use there), the
-// padding comes to warmBudget, c closes, ctx is done or most has passed. ok is false where the kernel
-// tells nothing (TCPInfo), and nothing was sent.
+// padding comes to warmBudget, c closes, ctx is done or most has passed.
+// A path shorter than warmMinRTT is left alone. ok is false where the
+// kernel tells nothing (TCPInfo), and nothing was sent.
 func (c *Client) Warm(ctx context.Context, most time.Duration) (WarmResult, bool) {
+	return c.warm(ctx, most, warmMinRTT)
+}
+
+// warm is Warm for paths of at least shortest.
+func (c *Client) warm(ctx context.Context, most, shortest time.Duration) (WarmResult, bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -96,6 +106,7 @@ func (c *Client) Warm(ctx context.Context, most time.Duration) (WarmResult, bool
 	if enough <= 0 {
 		enough = 4 << 20 // Debian's, and most distributions'
 	}
+	w.shortest = shortest
 	return w.run(ctx, most, int64(enough), warmBudget)
 }
 
@@ -106,6 +117,8 @@ type warmer struct {
 	send  func(n int) error // sends n bytes of padding, n <= warmRequest
 	sleep func(ctx context.Context, d time.Duration)
 	now   func() time.Time
+	// shortest is the shortest round trip warmed.
+	shortest time.Duration
 }
 
 // run warms until, among the rest, the window holds window bytes or the
@@ -116,6 +129,10 @@ func (w warmer) run(ctx context.Context, most time.Duration, window, budget int6
 		return WarmResult{}, false
 	}
 	r := WarmResult{FromCwnd: first.Cwnd, ToCwnd: first.Cwnd}
+	if first.MinRTT < w.shortest {
+		r.StoppedFor = "short path"
+		return r, true
+	}
 	// A quarter of a round trip between looks: the window grows as
 	// acknowledgments come, and is kept filled as it does.
 	step := max(first.MinRTT/4, time.Millisecond)

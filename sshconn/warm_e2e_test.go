@@ -33,7 +33,11 @@ func TestWarmAgainstOpenSSH(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, ok := c.Warm(ctx, 2*time.Second)
+	if r, ok := c.Warm(ctx, 2*time.Second); !ok || r.StoppedFor != "short path" || r.Padding != 0 {
+		t.Fatalf("loopback warmed: %s (ok %v), want left alone as a short path", r, ok)
+	}
+	// Warmed all the same, as a long path would be.
+	r, ok := c.warm(ctx, 2*time.Second, 0)
 	if !ok {
 		t.Fatal("no TCP_INFO on a loopback connection")
 	}

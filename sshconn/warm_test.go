@@ -184,6 +184,16 @@ func TestWarmStopsWithItsContext(t *testing.T) {
 	}
 }
 
+func TestWarmLeavesShortPaths(t *testing.T) {
+	s := newSlowStart(t, 2*time.Millisecond)
+	w := s.warmer()
+	w.shortest = warmMinRTT
+	w.send = func(int) error { t.Fatal("padding on a 2 ms path"); return nil }
+	if r, ok := w.run(context.Background(), time.Second, 4<<20, 8<<20); !ok || r.StoppedFor != "short path" {
+		t.Fatalf("stopped for %q (ok %v), want short path", r.StoppedFor, ok)
+	}
+}
+
 func TestWarmWithoutTCPInfo(t *testing.T) {
 	w := warmer{read: func() (TCPStats, bool) { return TCPStats{}, false },
 		send: func(int) error { t.Fatal("padding sent without TCP_INFO"); return nil }}
