@@ -86,9 +86,12 @@ type ParallelOptions struct {
 	// It is called with the copy's lock held: it must be quick.
 	Done func(off int64, n int)
 	// Complete, when not nil, is called once, with the copy's lock held,
-	// as soon as every byte is written and acknowledged: before the lanes
-	// close their handles, which costs a round trip of its own. What it
-	// starts (the size check of the target) then overlaps with that.
+	// as soon as every byte is written and acknowledged and no second
+	// copy of a chunk is still being copied: before the lanes close their
+	// handles, which costs a round trip of its own. What it starts (the
+	// size check of the target, with its mode and times) then overlaps
+	// with that. A second copy's write that landed after it would change
+	// the times it set, and clear a setuid bit.
 	Complete func()
 	Logf     func(format string, args ...any)
 	// Sparse leaves the blocks of zeros unwritten (sparse.go): every
@@ -364,6 +367,7 @@ type parallel struct {
 	// hand-out to its check.
 	chunkTime time.Duration
 	hedged    int // chunks handed to a second lane
+	completed bool // Complete was called
 	began     time.Time
 	// peakHeld is the most held has been in this copy.
 	peakHeld int64
@@ -802,9 +806,6 @@ func (p *parallel) work(l *lane) {
 				p.o.Done(off, n)
 			}
 			if p.done == p.total {
-				if p.o.Complete != nil {
-					p.o.Complete()
-				}
 				p.cond.Broadcast()
 				p.notify()
 			}
@@ -824,12 +825,30 @@ func (p *parallel) work(l *lane) {
 			}
 			p.cond.Broadcast()
 		}
+		p.complete()
 		p.mu.Unlock()
 		if err != nil && (first || errors.Is(err, protocol.ErrStreamLost)) {
 			p.notify()
 			return
 		}
 	}
+}
+
+// complete calls Complete once every chunk is copied and no lane is
+// still copying one (a second copy, whose write would land after what
+// Complete starts: 40-50 of a 1 GiB upload's chunks at 100 ms are copied
+// twice); p.mu is held.
+func (p *parallel) complete() {
+	if p.completed || p.o.Complete == nil || p.done != p.total {
+		return
+	}
+	for _, l := range p.lanes {
+		if l.busy > 0 {
+			return
+		}
+	}
+	p.completed = true
+	p.o.Complete()
 }
 
 // leave closes a lane's stream once its last worker is gone.

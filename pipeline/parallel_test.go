@@ -470,3 +470,61 @@ func TestParallelTailCopiesAbandonSlowLane(t *testing.T) {
 		}
 	}
 }
+
+// trackedWriter writes to dst after delay, counting the writes under way.
+type trackedWriter struct {
+	dst     *memFile
+	delay   time.Duration
+	writing *atomic.Int32
+}
+
+func (w trackedWriter) WriteAt(p []byte, off int64) (int, error) {
+	w.writing.Add(1)
+	defer w.writing.Add(-1)
+	time.Sleep(w.delay)
+	return w.dst.WriteAt(p, off)
+}
+
+// TestParallelCompleteWaitsForSecondCopies: where a slow lane's chunks
+// were copied again by others (an upload's lanes cannot be abandoned),
+// Complete waits until the slow lane's own copies are written: a write
+// landing after it would change the times it sets.
+func TestParallelCompleteWaitsForSecondCopies(t *testing.T) {
+	const chunk = 64 << 10
+	defer func(a, m int64) { minAhead, maxAhead = a, m }(minAhead, maxAhead)
+	minAhead, maxAhead = 4*chunk, 4*chunk
+	src := noise(24 * chunk)
+	dst := &memFile{}
+	var writing, opened atomic.Int32
+	open := func(context.Context, int) (*Stream, error) {
+		n := opened.Add(1)
+		w := trackedWriter{dst: dst, writing: &writing}
+		if n == 1 {
+			w.delay = 400 * time.Millisecond
+		}
+		return &Stream{Src: bytes.NewReader(src), Dst: w, Conn: int(n), Close: func(bool) error { return nil }}, nil
+	}
+	var hedged atomic.Bool
+	during := int32(-1)
+	_, err := Parallel(context.Background(), open, ParallelOptions{
+		Size: int64(len(src)), Chunk: chunk, Depth: 2, Controller: fixed(4),
+		Complete: func() { during = writing.Load() },
+		Logf: func(format string, args ...any) {
+			if strings.Contains(fmt.Sprintf(format, args...), "copied again") {
+				hedged.Store(true)
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst.b, src) {
+		t.Fatal("the target differs from the source")
+	}
+	if !hedged.Load() {
+		t.Fatal("no chunk was copied again: the test proves nothing")
+	}
+	if during != 0 {
+		t.Errorf("Complete came with %d writes under way", during)
+	}
+}
