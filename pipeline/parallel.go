@@ -366,7 +366,7 @@ type parallel struct {
 	// chunkTime is a moving average of how long a chunk takes, from
 	// hand-out to its check.
 	chunkTime time.Duration
-	hedged    int // chunks handed to a second lane
+	hedged    int  // chunks handed to a second lane
 	completed bool // Complete was called
 	began     time.Time
 	// peakHeld is the most held has been in this copy.
