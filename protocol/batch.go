@@ -301,22 +301,44 @@ func (s *SFTP) Umask(ctx context.Context, probe string) (fs.FileMode, error) {
 	if mask, ok := s.startUmask(); ok {
 		return mask, nil // learnt with the start (PreCreate.Probe)
 	}
+	name := func(b []byte) []byte { return appendString(b, probe) }
+	var mask fs.FileMode
+	err := s.inOrder(ctx, probe, []batchRequest{
+		{"mkdir", fxpMkdir, fxpStatus, func(b []byte) []byte { return appendMkdir(b, probe, 0o777) }},
+		{"stat", fxpStat, fxpAttrs, name},
+		{"rmdir", fxpRmdir, fxpStatus, name},
+	}, func(calls []*call) error {
+		fi, err := statReply(calls[1], probe)
+		if err == nil {
+			mask = probeMask(fi)
+		}
+		return err
+	})
+	return mask, err
+}
+
+// batchRequest is one of the requests inOrder sends: what errors call
+// it, its type, the type of reply it wants and its fields.
+type batchRequest struct {
+	op         string
+	typ, reply byte
+	fields     func([]byte) []byte
+}
+
+// inOrder sends reqs, all about path, one after another on a batch
+// session, so that they cost one round trip and the server runs them in
+// that order, and waits for every reply. The first request that failed
+// fails the call, as a PathError of its op; otherwise use reads the
+// replies (calls, in the order of reqs) and its error is the call's. A
+// lost session is dropped. It fails with ErrNoBatch where no session is
+// free.
+func (s *SFTP) inOrder(ctx context.Context, path string, reqs []batchRequest, use func(calls []*call) error) error {
 	bs, err := s.getBatch(ctx)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer s.batch.put(bs)
 	rs := bs.s.rawSession
-	name := func(b []byte) []byte { return appendString(b, probe) }
-	reqs := []struct {
-		typ, reply byte
-		fields     func([]byte) []byte
-	}{
-		{fxpMkdir, fxpStatus, func(b []byte) []byte { return appendMkdir(b, probe, 0o777) }},
-		{fxpStat, fxpAttrs, name},
-		{fxpRmdir, fxpStatus, name},
-	}
-	ops := []string{"mkdir", "stat", "rmdir"}
 	var calls []*call
 	defer func() {
 		for _, c := range calls {
@@ -336,19 +358,25 @@ func (s *SFTP) Umask(ctx context.Context, probe string) (fs.FileMode, error) {
 	// Every request sent is waited for: its reply lands in its call.
 	for i, c := range calls {
 		if err := wait(c, reqs[i].reply); err != nil && first == nil {
-			first = &fs.PathError{Op: ops[i], Path: probe, Err: err}
+			first = &fs.PathError{Op: reqs[i].op, Path: path, Err: err}
 		}
+	}
+	if first == nil {
+		first = use(calls)
 	}
 	if first != nil {
 		s.batch.drop(bs, first)
-		return 0, first
 	}
-	stat := calls[1]
-	fi, err := parseAttrs(stat.body, probe)
+	return first
+}
+
+// statReply is the file name's stat from c, the reply to a STAT.
+func statReply(c *call, name string) (fs.FileInfo, error) {
+	fi, err := parseAttrs(c.body, name)
 	if err != nil {
-		return 0, &fs.PathError{Op: "stat", Path: probe, Err: fmt.Errorf("%w: sftp: %w in attributes", ErrStreamLost, err)}
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fmt.Errorf("%w: sftp: %w in attributes", ErrStreamLost, err)}
 	}
-	return probeMask(fi), nil
+	return fi, nil
 }
 
 // probeMask is the umask a probe directory made with mode 0777 shows in
@@ -695,54 +723,20 @@ func (b *batcher) close() {
 // before the rename (as PutSmall's). An error of either request fails
 // the call; the stat is returned only when both succeeded.
 func (s *SFTP) SetAttrs(ctx context.Context, name string, a PutAttrs) (fs.FileInfo, error) {
-	bs, err := s.getBatch(ctx)
+	withName := func(b []byte) []byte { return appendString(b, name) }
+	var reqs []batchRequest
+	if attrs := setAttrs(a); attrs != nil {
+		reqs = append(reqs, batchRequest{"setstat", fxpSetstat, fxpStatus,
+			func(b []byte) []byte { return append(withName(b), attrs...) }})
+	}
+	reqs = append(reqs, batchRequest{"stat", fxpStat, fxpAttrs, withName})
+	var fi fs.FileInfo
+	err := s.inOrder(ctx, name, reqs, func(calls []*call) (err error) {
+		fi, err = statReply(calls[len(calls)-1], name)
+		return err
+	})
 	if err != nil {
 		return nil, err
-	}
-	defer s.batch.put(bs)
-	rs := bs.s.rawSession
-	attrs := setAttrs(a)
-	var setstat *call
-	if attrs != nil {
-		setstat = getCall(nil)
-		defer putCall(setstat)
-		if err := rs.send(setstat, fxpSetstat, func(b []byte) []byte { return append(appendString(b, name), attrs...) }, nil); err != nil {
-			s.batch.drop(bs, err)
-			return nil, err
-		}
-	}
-	stat := getCall(nil)
-	defer putCall(stat)
-	if err := rs.send(stat, fxpStat, func(b []byte) []byte { return appendString(b, name) }, nil); err != nil {
-		// The setstat's reply, if it was sent, is still to come: the
-		// session is failed, and its wait ends with the failure.
-		if setstat != nil {
-			_ = wait(setstat, fxpStatus)
-		}
-		s.batch.drop(bs, err)
-		return nil, err
-	}
-	var first error
-	if setstat != nil {
-		if err := wait(setstat, fxpStatus); err != nil {
-			first = &fs.PathError{Op: "setstat", Path: name, Err: err}
-		}
-	}
-	var fi fs.FileInfo
-	if err := wait(stat, fxpAttrs); err != nil {
-		if first == nil {
-			first = &fs.PathError{Op: "stat", Path: name, Err: err}
-		}
-	} else if a, err := parseAttrs(stat.body, name); err != nil {
-		if first == nil {
-			first = &fs.PathError{Op: "stat", Path: name, Err: fmt.Errorf("%w: sftp: %w in attributes", ErrStreamLost, err)}
-		}
-	} else {
-		fi = a
-	}
-	if first != nil {
-		s.batch.drop(bs, first)
-		return nil, first
 	}
 	return fi, nil
 }
