@@ -92,21 +92,14 @@ func (c *Client) warm(ctx context.Context, most, shortest time.Duration) (WarmRe
 			_, _, err := c.SendRequest(warmRequestName, false, pad[:n])
 			return err
 		},
-		sleep: func(ctx context.Context, d time.Duration) {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-			}
-		},
-		now: time.Now,
+		sleep:    sleep,
+		now:      time.Now,
+		shortest: shortest,
 	}
 	_, enough := autotuneLimits()
 	if enough <= 0 {
 		enough = 4 << 20 // Debian's, and most distributions'
 	}
-	w.shortest = shortest
 	return w.run(ctx, most, int64(enough), warmBudget)
 }
 
@@ -114,8 +107,8 @@ func (c *Client) warm(ctx context.Context, most, shortest time.Duration) (WarmRe
 // as functions for the tests.
 type warmer struct {
 	read  func() (TCPStats, bool)
-	send  func(n int) error // sends n bytes of padding, n <= warmRequest
-	sleep func(ctx context.Context, d time.Duration)
+	send  func(n int) error                                // sends n bytes of padding, n <= warmRequest
+	sleep func(ctx context.Context, d time.Duration) error // ends early with ctx
 	now   func() time.Time
 	// shortest is the shortest round trip warmed.
 	shortest time.Duration
@@ -194,6 +187,6 @@ func (w warmer) run(ctx context.Context, most time.Duration, window, budget int6
 			r.Padding += int64(n)
 			wire += int64(n + warmOverhead)
 		}
-		w.sleep(ctx, step)
+		_ = w.sleep(ctx, step) // a done ctx is seen at the loop's top
 	}
 }

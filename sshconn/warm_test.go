@@ -81,11 +81,12 @@ func (s *slowStart) warmer() warmer {
 			s.maxShare = max(s.maxShare, float64(s.unacked())/float64(s.cwnd))
 			return nil
 		},
-		sleep: func(ctx context.Context, d time.Duration) {
+		sleep: func(ctx context.Context, d time.Duration) error {
 			s.now = s.now.Add(d)
 			if s.hook != nil {
 				s.hook(s)
 			}
+			return nil
 		},
 		now: func() time.Time { return s.now },
 	}
