@@ -12,14 +12,6 @@ import (
 	"github.com/hpncp/hpncp/window"
 )
 
-// TestPredial: an upload of a large local file asks its host's end for
-// the connections of its first plan at once, with its streams' sessions
-// on each, and so does a download of one file, whose size is not known
-// yet; a small upload, a download of
-// several files and a copy off the parallel pipeline ask for none. A
-// tree's copy between
-// this host and one server, either way, asks for treeConns, or its large
-// file's plan when that is more.
 // planFixture makes a directory holding a sparse 1 GiB file and a 1-byte
 // one, and the parallel options of a stock kernel's plans.
 func planFixture(t *testing.T) (dir, big, small string, p transfer.ParallelOptions) {
@@ -40,8 +32,17 @@ func planFixture(t *testing.T) (dir, big, small string, p transfer.ParallelOptio
 	return dir, big, small, p
 }
 
+// local is path on this host.
 func local(path string) transfer.Location { return transfer.Location{Path: path} }
 
+// TestPredial: an upload of a large local file asks its host's end for
+// the connections of its first plan at once, with its streams' sessions
+// on each, and so does a download of one file, whose size is not known
+// yet; a small upload, a download of
+// several files and a copy off the parallel pipeline ask for none. A
+// tree's copy between
+// this host and one server, either way, asks for treeConns, or its large
+// file's plan when that is more.
 func TestPredial(t *testing.T) {
 	dir, big, small, p := planFixture(t)
 	host := transfer.Location{Host: "h", Path: "dst"}
