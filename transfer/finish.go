@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/pipeline"
+	"github.com/hpncp/hpncp/protocol"
 )
 
 // Every copied file is written under a temporary name beside its target
@@ -22,6 +23,13 @@ type fileAttrs struct {
 	times bool        // set atime and mtime as well
 	atime time.Time
 	mtime time.Time
+}
+
+// put is a as protocol.PutAttrs sets it on a temporary file, created
+// owner-only: the mode is set unless it is 0600 already.
+func (a fileAttrs) put() protocol.PutAttrs {
+	return protocol.PutAttrs{Mode: a.mode, SetMode: a.mode != 0o600,
+		SetTimes: a.times, Atime: a.atime, Mtime: a.mtime}
 }
 
 // same reports whether a and b set the same mode and times.

@@ -139,8 +139,7 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 		go func() {
 			if setter, ok := dstFS.(attrSetter); ok && final != nil {
 				a := final()
-				fi, err := setter.SetAttrs(ctx, tmp, protocol.PutAttrs{Mode: a.mode, SetMode: true,
-					SetTimes: a.times, Atime: a.atime, Mtime: a.mtime})
+				fi, err := setter.SetAttrs(ctx, tmp, a.put())
 				if err == nil {
 					early <- sized{fi, nil, &a}
 					return

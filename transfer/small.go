@@ -163,11 +163,9 @@ func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing f
 	// temporary file is open, so that the umask probe a new file's mode
 	// waits on (learnUmask) runs beside the open.
 	a := protocol.PutAttrs{Perm: 0o600, Final: func() protocol.PutAttrs {
-		fa := c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
+		return c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
 			return c.newFileMode(ctx, dst, si.Mode().Perm())
-		})
-		return protocol.PutAttrs{Mode: fa.mode, SetMode: fa.mode != 0o600,
-			SetTimes: fa.times, Atime: fa.atime, Mtime: fa.mtime}
+		}).put()
 	}}
 	tmp := dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
 	if existing == nil && c.direct[dst.Path] {
