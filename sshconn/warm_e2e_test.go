@@ -24,7 +24,7 @@ func TestWarmAgainstOpenSSH(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, chans, reqs, err := ssh.NewClientConn(tcp, "e2e", srv.ClientConfig(t))
+	sc, chans, reqs, err := ssh.NewClientConn(tcp, srv.Addr(), srv.ClientConfig(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +18,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/hpncp/hpncp/internal/sshdtest"
 	"github.com/hpncp/hpncp/internal/sshtest"
@@ -175,20 +173,7 @@ func sshtestServer(t *testing.T, name string, srv *sshtest.Server) server {
 // skipped, or fails under HPNCP_E2E=require.
 func realSSHD(t *testing.T) (server, *sshdtest.Server) {
 	s := sshdtest.Start(t, sshdtest.Options{})
-	key, err := os.ReadFile(s.ClientKeyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := ssh.ParsePrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostKeys, err := knownhosts.New(s.KnownHostsFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &ssh.ClientConfig{User: s.User, Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: hostKeys}
-	return dialer("sshd", net.JoinHostPort(s.Host, strconv.Itoa(s.Port)), cfg), s
+	return dialer("sshd", s.Addr(), s.ClientConfig(t)), s
 }
 
 // localEnd copies between two local paths.

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/hpncp/hpncp/internal/testenv"
 )
@@ -83,8 +84,8 @@ type Server struct {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.Port)) }
 
-// ClientConfig logs in as User with the client key. It trusts any host
-// key: the server is the test's own, on loopback.
+// ClientConfig logs in as User with the client key, checking the
+// server's host key against KnownHostsFile.
 func (s *Server) ClientConfig(t testing.TB) *ssh.ClientConfig {
 	t.Helper()
 	pem, err := os.ReadFile(s.ClientKeyFile)
@@ -95,10 +96,14 @@ func (s *Server) ClientConfig(t testing.TB) *ssh.ClientConfig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hostKeys, err := knownhosts.New(s.KnownHostsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &ssh.ClientConfig{
 		User:            s.User,
 		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.InsecureIgnoreHostKey(),
+		HostKeyCallback: hostKeys,
 	}
 }
 
