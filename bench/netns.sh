@@ -446,6 +446,7 @@ wan_exec() {
 # an upload, so that in a side-by-side run the tool that came first after
 # the other direction lost 0.5 s to the one after it.
 wan_forget() {
+	[ -n "${NS_A:-}" ] || return 0 # loopback: no path of its own
 	ip netns exec "$NS_A" ip tcp_metrics flush all 2>/dev/null || true
 	ip netns exec "$NS_B" ip tcp_metrics flush all 2>/dev/null || true
 }

@@ -8,7 +8,7 @@
 #   bench/wan.sh [--rtts "lo 1 10 50 100"] [--rate 1gbit] [--runs 3]
 #                [--size 1G] [--slow-size 256M] [--tools "..."]
 #                [--dirs "up down"] [--mtu 1500] [--out FILE.md]
-#                [--hpncp BINARY] [--before BINARY]
+#                [--hpncp BINARY] [--before BINARY] [--vs TOOL]
 #                [--tcp debian] [--tcp-mem BYTES] [--cc NAME] [--loss P]
 #
 #   --rtts       "lo" is 127.0.0.1 in this namespace (no emulator); a number
@@ -24,10 +24,15 @@
 #   --cc          a variant: another congestion control (bbr)
 #   --loss        a variant: random loss per packet and direction (0.01%)
 #   --tools      any of: scp scp-O sftp rsync rsync-hpn hpnd hpn (rsync-hpn
-#                is rsync -e 'hpncp ssh'); with --before, also hpn-before
+#                is rsync -e 'hpncp ssh'); with --before, also hpn-before;
+#                the parallel peers mscp (-n 16), mscp-a64 (-n 8 -a 64),
+#                rclone (sftp backend, its multi-thread download) and lftp
+#                (sftp, pget -n 16 down), each skipped with a note when
+#                it is not installed
 #   --before     another hpncp binary (an earlier commit's), run as tool
 #                hpn-before beside hpn in the same run, to show a change
 #                leaves the figures within noise
+#   --vs         the tool each median is divided by (scp)
 #   --out        also write the table as markdown
 #
 # The server is a stock OpenSSH sshd started in the far namespace with its
@@ -36,7 +41,7 @@
 # machine: part of their set-up time). Files live on /dev/shm so the disk
 # stays out of it. Needs root, sshd, scp, sftp, rsync, go. Each row: min,
 # median and max MB/s (10^6 bytes/s, wall time with connection set-up) and
-# the ratio of the median to scp's in the same direction and RTT.
+# the ratio of the median to --vs's (scp's) in the same direction and RTT.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -44,7 +49,7 @@ root=$(cd "$here/.." && pwd)
 
 rtts="lo 1 10 50 100" rate=1gbit runs=3 size=1G slow_size=256M
 tools="scp scp-O sftp rsync rsync-hpn hpnd hpn" dirs="up down" mtu=1500 out= hpncp_bin= before_bin=
-tcp=debian tcp_mem= cc= loss=0
+tcp=debian tcp_mem= cc= loss=0 vs=scp
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rtts) rtts=$2 ;;
@@ -62,6 +67,7 @@ while [ $# -gt 0 ]; do
 	--tcp-mem) tcp_mem=$2 ;;
 	--cc) cc=$2 ;;
 	--loss) loss=$2 ;;
+	--vs) vs=$2 ;;
 	*)
 		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 		exit 2
@@ -73,6 +79,24 @@ case " $tools " in
 *" hpn-before "*) [ -n "$before_bin" ] || { echo "wan.sh: tool hpn-before needs --before BINARY" >&2; exit 2; } ;;
 esac
 [ "$(id -u)" = 0 ] || { echo "wan.sh: needs root (network namespaces)" >&2; exit 1; }
+# Peers are optional: a tool that is not installed is left out of the run
+# and named under the table.
+skipped=
+kept=
+for tool in $tools; do
+	case $tool in
+	mscp | mscp-a64) prog=mscp ;;
+	rclone | lftp) prog=$tool ;;
+	*) prog= ;;
+	esac
+	if [ -n "$prog" ] && ! command -v "$prog" >/dev/null; then
+		echo "wan.sh: $prog is not installed; $tool skipped" >&2
+		skipped="$skipped $tool"
+		continue
+	fi
+	kept="$kept $tool"
+done
+tools=${kept# }
 
 work=$(mktemp -d /dev/shm/hpncp-wan.XXXXXX)
 cleanup() {
@@ -138,6 +162,26 @@ copy() {
 	hpnd) client "$hpncp_bin" -F "$cfg" -q --hpn-disabled "$from" "$to" ;;
 	hpn) client "$hpncp_bin" -F "$cfg" -q "$from" "$to" ;;
 	hpn-before) client "$before_bin" -F "$cfg" -q "$from" "$to" ;;
+	mscp) client mscp -F "$cfg" -q -n 16 "$from" "$to" ;;
+	mscp-a64) client mscp -F "$cfg" -q -n 8 -a 64 "$from" "$to" ;;
+	rclone)
+		# rclone reads no ssh_config: the same host, key and known_hosts,
+		# given as an on-the-fly remote.
+		local remote=":sftp,host=$addr,port=2222,user=$(id -un),key_file=$work/client_key,known_hosts_file=$work/known_hosts:"
+		if [ "$dir" = up ]; then
+			client rclone --config /dev/null -q copyto "$src" "$remote$work/remote/$name"
+		else
+			client rclone --config /dev/null -q copyto "$remote$src" "$work/local/$name"
+		fi
+		;;
+	lftp)
+		local cmd="set sftp:connect-program 'ssh -a -x -F $cfg'; open sftp://bench"
+		if [ "$dir" = up ]; then
+			client lftp -c "$cmd; put $src -o $work/remote/$name"
+		else
+			client lftp -c "$cmd; pget -n 16 $src -o $work/local/$name"
+		fi
+		;;
 	*) echo "wan.sh: unknown tool $tool" >&2; exit 2 ;;
 	esac
 	t1=$(date +%s.%N)
@@ -165,7 +209,11 @@ for rtt in $rtts; do
 		for dir in $dirs; do
 			for tool in $tools; do
 				sz=$size_bytes
-				if [ "$tool" != hpn ] && [ "$tool" != hpn-before ] && [ "$rtt" != lo ] && [ "$rtt" -ge 50 ]; then
+				case $tool in
+				hpn | hpn-before | mscp | mscp-a64 | rclone | lftp) slow= ;;
+				*) slow=1 ;;
+				esac
+				if [ -n "$slow" ] && [ "$rtt" != lo ] && [ "$rtt" -ge 50 ]; then
 					sz=$slow_bytes
 				fi
 				testfile "$sz"
@@ -183,7 +231,7 @@ for rtt in $rtts; do
 done
 
 # The table: per rtt, dir, tool: min median max MB/s, ratio of medians to scp.
-table=$(awk -v tools="$tools" -v rtts="$rtts" -v dirs="$dirs" -v rate="$rate" -v runs="$runs" '
+table=$(awk -v tools="$tools" -v rtts="$rtts" -v dirs="$dirs" -v rate="$rate" -v runs="$runs" -v vs="$vs" '
 function median(arr, n,   i, j, t, a) {
 	for (i = 1; i <= n; i++) a[i] = arr[i]
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -191,11 +239,11 @@ function median(arr, n,   i, j, t, a) {
 }
 { k = $1 SUBSEP $2 SUBSEP $3; n[k]++; v[k, n[k]] = $4 / $5 / 1e6; size[k] = $4 }
 END {
-	printf "| RTT | dir | tool | size | min MB/s | median MB/s | max MB/s | x scp |\n"
+	printf "| RTT | dir | tool | size | min MB/s | median MB/s | max MB/s | x %s |\n", vs
 	printf "|---|---|---|---|---|---|---|---|\n"
 	nt = split(tools, T, " "); nr = split(rtts, R, " "); nd = split(dirs, D, " ")
 	for (r = 1; r <= nr; r++) for (d = 1; d <= nd; d++) {
-		ks = R[r] SUBSEP D[d] SUBSEP "scp"
+		ks = R[r] SUBSEP D[d] SUBSEP vs
 		if (n[ks]) { for (i = 1; i <= n[ks]; i++) x[i] = v[ks, i]; scpmed = median(x, n[ks]) } else scpmed = 0
 		for (t = 1; t <= nt; t++) {
 			k = R[r] SUBSEP D[d] SUBSEP T[t]
@@ -214,4 +262,5 @@ END {
 	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), $runs runs each, rate $rate, MTU $mtu, loss $loss, ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
 	echo
 	echo "$table"
+	[ -z "$skipped" ] || { echo; echo "Not installed, skipped:$skipped."; }
 } | tee ${out:+"$out"}
