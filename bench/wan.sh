@@ -15,8 +15,9 @@
 #                is an RTT in ms through the emulator at --rate
 #   --size       file size for hpncp auto, and for every tool below 50 ms
 #   --slow-size  file size for the single-channel tools (scp, scp-O, sftp,
-#                rsync, hpnd) at 50 ms and more, where 1 GiB would take a
-#                minute a run; MB/s stays comparable, set-up included
+#                rsync, hpnd) and for rclone and lftp, whose uploads are one
+#                stream, at 50 ms and more, where 1 GiB would take a minute
+#                a run; MB/s stays comparable, set-up included
 #   --tcp         TCP settings of both namespaces: debian (a stock Debian
 #                 kernel's: tcp_rmem max 6 MiB, tcp_wmem max 4 MiB, cubic;
 #                 the headline) or host (what this host has)
@@ -210,7 +211,7 @@ for rtt in $rtts; do
 			for tool in $tools; do
 				sz=$size_bytes
 				case $tool in
-				hpn | hpn-before | mscp | mscp-a64 | rclone | lftp) slow= ;;
+				hpn | hpn-before | mscp | mscp-a64) slow= ;;
 				*) slow=1 ;;
 				esac
 				if [ -n "$slow" ] && [ "$rtt" != lo ] && [ "$rtt" -ge 50 ]; then
