@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # hpncp against the tools a user would pick instead, on emulated WAN paths,
 # side by side in one run: scp (SFTP mode), scp -O, sftp, rsync -e ssh,
-# rsync -e 'hpncp ssh', hpncp --hpn-disabled (one stream, the baseline) and
-# hpncp (auto), uploads
-# and downloads, at loopback and at each RTT through bench/netns.sh.
+# rsync -e 'hpncp ssh', hpncp --hpn-disabled (one stream, the baseline),
+# mscp -n 16 where it is installed and hpncp (auto), uploads and
+# downloads, at loopback and at each RTT through bench/netns.sh.
 #
 #   bench/wan.sh [--rtts "lo 1 10 50 100"] [--rate 1gbit] [--runs 3]
 #                [--size 1G] [--slow-size 256M] [--tools "..."]
@@ -49,7 +49,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 
 rtts="lo 1 10 50 100" rate=1gbit runs=3 size=1G slow_size=256M
-tools="scp scp-O sftp rsync rsync-hpn hpnd hpn" dirs="up down" mtu=1500 out= hpncp_bin= before_bin=
+tools="scp scp-O sftp rsync rsync-hpn hpnd mscp hpn" dirs="up down" mtu=1500 out= hpncp_bin= before_bin=
 tcp=debian tcp_mem= cc= loss=0 vs=scp
 while [ $# -gt 0 ]; do
 	case $1 in
