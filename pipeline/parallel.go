@@ -836,8 +836,9 @@ func (p *parallel) work(l *lane) {
 
 // complete calls Complete once every chunk is copied and no lane is
 // still copying one (a second copy, whose write would land after what
-// Complete starts: 40-50 of a 1 GiB upload's chunks at 100 ms are copied
-// twice); p.mu is held.
+// Complete starts: 40-50 of a 1 GiB upload's chunks at 100 ms were
+// copied twice while a session's writer could be held, section 4 of
+// docs/DESIGN.md); p.mu is held.
 func (p *parallel) complete() {
 	if p.completed || p.o.Complete == nil || p.done != p.total {
 		return

@@ -349,29 +349,52 @@ type request struct {
 // others; larger data is written from where it is.
 const copyMax = 16 << 10
 
-// flush writes the queue until it is empty, then lets the next sender
-// write.
+// flush writes the queue as it is, the sender's own request among it,
+// and then lets the next sender write; what other senders queued
+// meanwhile is written by a goroutine of its own. A sender that wrote
+// until the queue was empty was held there as long as others kept it
+// filled: an upload's lanes keep eight writes in flight each, their
+// writes wait on the channel's window, and one worker of a lane wrote
+// its siblings' chunks for 1.3 s after its own had been acknowledged.
+// Its chunk held the copy's watermark, the spread bound stopped every
+// lane until the queue ran dry, and the cycle began again (1 GiB up at
+// 100 ms: a stall of the whole copy every 1.3 s).
 func (s *rawSession) flush() {
-	for {
-		s.qmu.Lock()
-		q := s.queue
-		if len(q) == 0 {
-			s.writing = false
-			s.settled.Broadcast()
-			s.qmu.Unlock()
-			return
-		}
-		s.queue = s.spare[:0]
-		s.qmu.Unlock()
-
-		if err := s.write(q); err != nil {
-			s.fail(err)
-		}
-		clear(q)
-		s.qmu.Lock()
-		s.spare = q[:0]
-		s.qmu.Unlock()
+	if s.flushQueued() {
+		go func() {
+			for s.flushQueued() {
+			}
+		}()
 	}
+}
+
+// flushQueued writes what is queued and reports whether more was queued
+// meanwhile; when not, or when nothing was, the writing ends.
+func (s *rawSession) flushQueued() bool {
+	s.qmu.Lock()
+	q := s.queue
+	if len(q) == 0 {
+		s.writing = false
+		s.settled.Broadcast()
+		s.qmu.Unlock()
+		return false
+	}
+	s.queue = s.spare[:0]
+	s.qmu.Unlock()
+
+	if err := s.write(q); err != nil {
+		s.fail(err)
+	}
+	clear(q)
+	s.qmu.Lock()
+	s.spare = q[:0]
+	more := len(s.queue) > 0
+	if !more {
+		s.writing = false
+		s.settled.Broadcast()
+	}
+	s.qmu.Unlock()
+	return more
 }
 
 // write writes the requests q in order. x/crypto/ssh cuts a channel write

@@ -168,6 +168,59 @@ func TestStreamFileErrorsAreNotLostStreams(t *testing.T) {
 	}
 }
 
+// TestSenderWritesNoMoreThanWasQueued: a sender that found the session
+// idle writes what was queued then, its own request among it, and
+// returns once its reply is in, though other senders keep the queue
+// filled; their requests are written all the same. A sender that wrote
+// until the queue was empty held an upload's chunk for 1.3 s after its
+// reply, and the spread bound stopped the whole copy behind it.
+func TestSenderWritesNoMoreThanWasQueued(t *testing.T) {
+	s, sr, sw := scripted(t, 4)
+	f := &rawFile{s: s, handle: "h"}
+	first := make(chan error, 1)
+	go func() {
+		_, err := f.WriteAt(make([]byte, 4), 0)
+		first <- err
+	}()
+	// The first request is being written: the pipe holds it until read.
+	time.Sleep(50 * time.Millisecond)
+	second := make(chan error, 1)
+	go func() {
+		_, err := f.WriteAt(make([]byte, 4), 4)
+		second <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	typ, id := readRequest(t, sr)
+	if typ != fxpWrite {
+		t.Fatalf("request of type %d, want a write", typ)
+	}
+	reply(sw, fxpStatus, id, binary.BigEndian.AppendUint32(nil, fxOK))
+	// The second request waits in the pipe, unread: the first sender,
+	// its reply in, must not be the one writing it.
+	select {
+	case err := <-first:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the first WriteAt did not return while a later request was being written")
+	}
+	typ, id = readRequest(t, sr)
+	if typ != fxpWrite {
+		t.Fatalf("request of type %d, want a write", typ)
+	}
+	reply(sw, fxpStatus, id, binary.BigEndian.AppendUint32(nil, fxOK))
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second WriteAt did not return")
+	}
+	s.settle()
+}
+
 // pipeChannel is the client end of a scripted SFTP server: what the
 // client writes is read by the test, what the test writes is read by the
 // client.
