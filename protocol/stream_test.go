@@ -177,47 +177,43 @@ func TestStreamFileErrorsAreNotLostStreams(t *testing.T) {
 func TestSenderWritesNoMoreThanWasQueued(t *testing.T) {
 	s, sr, sw := scripted(t, 4)
 	f := &rawFile{s: s, handle: "h"}
-	first := make(chan error, 1)
-	go func() {
-		_, err := f.WriteAt(make([]byte, 4), 0)
-		first <- err
-	}()
+	write := func(off int64) chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := f.WriteAt(make([]byte, 4), off)
+			done <- err
+		}()
+		return done
+	}
+	// answer reads one write request and says it succeeded.
+	answer := func() {
+		typ, id := readRequest(t, sr)
+		if typ != fxpWrite {
+			t.Fatalf("request of type %d, want a write", typ)
+		}
+		reply(sw, fxpStatus, id, binary.BigEndian.AppendUint32(nil, fxOK))
+	}
+	returned := func(done chan error, what string) {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("the %s WriteAt did not return", what)
+		}
+	}
+	first := write(0)
 	// The first request is being written: the pipe holds it until read.
 	time.Sleep(50 * time.Millisecond)
-	second := make(chan error, 1)
-	go func() {
-		_, err := f.WriteAt(make([]byte, 4), 4)
-		second <- err
-	}()
+	second := write(4)
 	time.Sleep(50 * time.Millisecond)
-	typ, id := readRequest(t, sr)
-	if typ != fxpWrite {
-		t.Fatalf("request of type %d, want a write", typ)
-	}
-	reply(sw, fxpStatus, id, binary.BigEndian.AppendUint32(nil, fxOK))
+	answer()
 	// The second request waits in the pipe, unread: the first sender,
 	// its reply in, must not be the one writing it.
-	select {
-	case err := <-first:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("the first WriteAt did not return while a later request was being written")
-	}
-	typ, id = readRequest(t, sr)
-	if typ != fxpWrite {
-		t.Fatalf("request of type %d, want a write", typ)
-	}
-	reply(sw, fxpStatus, id, binary.BigEndian.AppendUint32(nil, fxOK))
-	select {
-	case err := <-second:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the second WriteAt did not return")
-	}
+	returned(first, "first")
+	answer()
+	returned(second, "second")
 	s.settle()
 }
 
