@@ -368,17 +368,13 @@ func (s *rawSession) flush() {
 	}
 }
 
-// flushQueued writes what is queued and reports whether more was queued
-// meanwhile; when not, or when nothing was, the writing ends.
+// flushQueued writes what is queued, a request at least (the writer
+// starts with its own, goes on only when more came, and is the only one
+// to take from the queue), and reports whether more was queued
+// meanwhile; when not, the writing ends.
 func (s *rawSession) flushQueued() bool {
 	s.qmu.Lock()
 	q := s.queue
-	if len(q) == 0 {
-		s.writing = false
-		s.settled.Broadcast()
-		s.qmu.Unlock()
-		return false
-	}
 	s.queue = s.spare[:0]
 	s.qmu.Unlock()
 

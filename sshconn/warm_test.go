@@ -114,7 +114,7 @@ func TestWarmGrowsTheWindowUntilDataFlows(t *testing.T) {
 	if r.FromCwnd != 10 || r.ToCwnd < 200 {
 		t.Errorf("window %d to %d segments in 0.5 s at 100 ms, want from 10 to at least 200", r.FromCwnd, r.ToCwnd)
 	}
-	if r.Padding > 3*int64(r.ToCwnd)*1448 {
+	if r.Padding > 3*int64(r.ToCwnd)*int64(s.mss) {
 		t.Errorf("%d bytes of padding for a window of %d segments", r.Padding, r.ToCwnd)
 	}
 	// Nothing is queued behind the window, before the requests that set
