@@ -17,8 +17,9 @@ import (
 // fills half of it). The padding is global requests without a reply,
 // which servers ignore (RFC 4254 section 4). 1 GiB up at 100 ms on stock
 // buffers, five connections: windows of about 500 segments when the
-// first write went out, 0.4 s sooner at link speed, for 500-1000 KB of
-// padding on each.
+// first write went out, for 500-1000 KB of padding on each; at link
+// speed 0.3 s sooner than without padding when it filled 0.8 of the
+// window, and a round trip sooner again now.
 const (
 	// warmShare is the part of the window the padding fills: all of it,
 	// never more. In slow start the window then doubles each round trip
