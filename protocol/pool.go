@@ -600,6 +600,20 @@ func (p *pool) liveConn(ctx context.Context) (*ssh.Client, error) {
 	return c, nil
 }
 
+// spareConns returns the pool's live connections that have not refused
+// a channel, in the order opened.
+func (p *pool) spareConns() []*ssh.Client {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*ssh.Client
+	for _, pc := range p.conns {
+		if !pc.dead && !pc.full {
+			out = append(out, pc.c)
+		}
+	}
+	return out
+}
+
 // gone marks conn's connection dead ahead of its watcher, which will
 // close its idle sessions.
 func (p *pool) gone(conn *ssh.Client) {

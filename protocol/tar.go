@@ -98,6 +98,10 @@ type TarOptions struct {
 	// times; otherwise new files get the archive's permissions under the
 	// server's umask and the time of the copy, as SFTP mode gives them.
 	Preserve bool
+	// Stream numbers a tar -c stream among its copy's: the first runs on
+	// the tar streams' own connection, the others in turn on it and on
+	// the copy's other live connections (TarCreate).
+	Stream int
 }
 
 func (o TarOptions) compressFlag() string {
@@ -143,6 +147,20 @@ type tarConn struct {
 	mu   sync.Mutex
 	done chan struct{} // closed when the dial ended; nil before it began
 	c    *ssh.Client   // nil when the dial failed
+	// ahead holds the tar -c commands started before their names, by
+	// stream (TarCreateAhead).
+	ahead map[int]*tarAhead
+}
+
+// tarAhead is a tar -c command started before its names were known.
+type tarAhead struct {
+	dir    string
+	o      TarOptions
+	done   chan struct{} // closed once the fields below are set
+	t      *tarCommand
+	stdin  io.WriteCloser
+	stdout io.Reader
+	err    error
 }
 
 // PrepareTar starts opening the connection tar streams will use, so that
@@ -204,6 +222,7 @@ func (s *SFTP) tarClient(ctx context.Context) *ssh.Client {
 
 // closeTar closes the tar streams' connection.
 func (s *SFTP) closeTar() {
+	s.DropTarAhead()
 	s.tar.mu.Lock()
 	done := s.tar.done
 	s.tar.mu.Unlock()
@@ -229,10 +248,13 @@ type tarCommand struct {
 	err   error // wait's result
 }
 
-// startTar runs cmd on the tar streams' connection. When ctx ends the channel
-// is closed, which ends the remote command.
-func (s *SFTP) startTar(ctx context.Context, cmd, what string) (*tarCommand, io.WriteCloser, io.Reader, error) {
-	conn := s.tarClient(ctx)
+// startTar runs cmd on conn, or on the tar streams' connection when conn
+// is nil. When ctx ends the channel is closed, which ends the remote
+// command.
+func (s *SFTP) startTar(ctx context.Context, conn *ssh.Client, cmd, what string) (*tarCommand, io.WriteCloser, io.Reader, error) {
+	if conn == nil {
+		conn = s.tarClient(ctx)
+	}
 	if conn == nil {
 		return nil, nil, nil, fmt.Errorf("run tar on %s: %w", s.label, ErrStreamLost)
 	}
@@ -245,6 +267,30 @@ func (s *SFTP) startTar(ctx context.Context, cmd, what string) (*tarCommand, io.
 		return nil, nil, nil, fmt.Errorf("run tar on %s: %w", s.label, err)
 	}
 	return &tarCommand{cmd: c, what: what, label: s.label}, c.Stdin, c.Stdout, nil
+}
+
+// streamConn returns the connection a tar -c stream numbered n runs on:
+// the tar streams' own for the first, and the others in turn on it and
+// on the pool's live connections that have a channel to spare, so that
+// one connection the server's congestion control holds back does not
+// hold back every stream. At 50 ms with stock cubic, a connection whose
+// first round trips met the queue the others built left slow start at
+// a window of 28 segments, and the four streams it carried alone took
+// 4.5 s where they took 1.1 (bench/results-many.md). A stream on another
+// connection takes files from the same download (transfer's feed),
+// so the slow one carries less.
+func (s *SFTP) streamConn(ctx context.Context, n int) *ssh.Client {
+	own := s.tarClient(ctx)
+	if n == 0 || own == nil {
+		return own
+	}
+	conns := []*ssh.Client{own}
+	for _, c := range s.pool.spareConns() {
+		if c != own {
+			conns = append(conns, c)
+		}
+	}
+	return conns[n%len(conns)]
 }
 
 // wait waits for the command to exit and returns an error carrying its
@@ -293,7 +339,7 @@ func (e *TarExitError) Unwrap() error { return e.Err }
 // input and returns tar's failure, if any, with tar's own message.
 func (s *SFTP) TarExtract(ctx context.Context, dir string, o TarOptions) (io.WriteCloser, error) {
 	s.early.drop()
-	t, stdin, stdout, err := s.startTar(ctx, tarExtractCommand(dir, o), "tar -x in "+s.label+dir)
+	t, stdin, stdout, err := s.startTar(ctx, nil, tarExtractCommand(dir, o), "tar -x in "+s.label+dir)
 	if err != nil {
 		return nil, err
 	}
@@ -328,32 +374,124 @@ func (w *tarSink) Close() error {
 }
 
 // TarCreate starts tar -c in dir on the server for names, paths of
-// regular files relative to dir. The archive is read from the returned
-// reader; Close reads what remains, waits for tar and returns its
-// failure, if any. Each name is sent as "./name", so that one starting
-// with "-" is not taken for an option.
-func (s *SFTP) TarCreate(ctx context.Context, dir string, names iter.Seq[string], o TarOptions) (io.ReadCloser, error) {
-	t, stdin, stdout, err := s.startTar(ctx, tarCreateCommand(dir, o), "tar -c in "+s.label+dir)
-	if err != nil {
-		return nil, err
+// regular files relative to dir, which come in batches: each is sent as
+// it comes, so that names can be handed out as the stream takes them.
+// The archive is read from the returned reader; Close reads what
+// remains, waits for tar and returns its failure, if any. Each name is
+// sent as "./name", so that one starting with "-" is not taken for an
+// option. o.Stream picks the connection (streamConn); should that one
+// refuse a channel, the stream runs on the tar streams' own.
+func (s *SFTP) TarCreate(ctx context.Context, dir string, names iter.Seq[[]string], o TarOptions) (io.ReadCloser, error) {
+	var t *tarCommand
+	var stdin io.WriteCloser
+	var stdout io.Reader
+	if a := s.takeAhead(dir, o); a != nil {
+		t, stdin, stdout = a.t, a.stdin, a.stdout
+		// Started under the copy's context: ending ctx ends it too, as
+		// it ends a command started here.
+		context.AfterFunc(ctx, t.cmd.Close)
+	} else {
+		var err error
+		if t, stdin, stdout, err = s.startCreate(ctx, dir, o); err != nil {
+			return nil, err
+		}
 	}
 	go func() {
 		var b bytes.Buffer
-		for n := range names {
-			b.WriteString("./")
-			b.WriteString(n)
-			b.WriteByte(0)
-			if b.Len() >= 32<<10 {
-				if _, err := stdin.Write(b.Bytes()); err != nil {
-					break
+		for batch := range names {
+			for _, n := range batch {
+				b.WriteString("./")
+				b.WriteString(n)
+				b.WriteByte(0)
+				if b.Len() >= 32<<10 {
+					if _, err := stdin.Write(b.Bytes()); err != nil {
+						return
+					}
+					b.Reset()
 				}
-				b.Reset()
 			}
+			if _, err := stdin.Write(b.Bytes()); err != nil {
+				return
+			}
+			b.Reset()
 		}
-		_, _ = stdin.Write(b.Bytes())
 		_ = stdin.Close()
 	}()
 	return &tarSource{t: t, r: stdout}, nil
+}
+
+// startCreate starts the tar -c of TarCreate, on the connection of
+// o.Stream.
+func (s *SFTP) startCreate(ctx context.Context, dir string, o TarOptions) (*tarCommand, io.WriteCloser, io.Reader, error) {
+	cmd, what := tarCreateCommand(dir, o), "tar -c in "+s.label+dir
+	conn := s.streamConn(ctx, o.Stream)
+	t, stdin, stdout, err := s.startTar(ctx, conn, cmd, what)
+	if err != nil && o.Stream > 0 && conn != s.tarClient(ctx) && ctx.Err() == nil {
+		s.pool.logf("tar stream %d on the tar streams' connection: %v", o.Stream, err)
+		t, stdin, stdout, err = s.startTar(ctx, nil, cmd, what)
+	}
+	return t, stdin, stdout, err
+}
+
+// TarCreateAhead starts the tar -c that TarCreate with the same dir and
+// o would start, before its names are known: a command waits for the
+// login shell the server starts for it, and that shell may read files
+// that take it a good part of a second (root's ~/.bashrc here: 0.65 s).
+// Started while the tree is being listed, a download's streams have
+// their tar reading names by the time the plan is made. TarCreate takes
+// it; DropTarAhead ends those none took. ctx bounds the command's life.
+func (s *SFTP) TarCreateAhead(ctx context.Context, dir string, o TarOptions) {
+	s.tar.mu.Lock()
+	if _, ok := s.tar.ahead[o.Stream]; ok {
+		s.tar.mu.Unlock()
+		return
+	}
+	if s.tar.ahead == nil {
+		s.tar.ahead = map[int]*tarAhead{}
+	}
+	a := &tarAhead{dir: dir, o: o, done: make(chan struct{})}
+	s.tar.ahead[o.Stream] = a
+	s.tar.mu.Unlock()
+	go func() {
+		defer close(a.done)
+		a.t, a.stdin, a.stdout, a.err = s.startCreate(ctx, dir, o)
+	}()
+}
+
+// takeAhead returns the command started ahead for TarCreate's dir and
+// o, once it started; nil when there is none or it failed to start.
+func (s *SFTP) takeAhead(dir string, o TarOptions) *tarAhead {
+	s.tar.mu.Lock()
+	a := s.tar.ahead[o.Stream]
+	if a == nil || a.dir != dir || a.o != o {
+		s.tar.mu.Unlock()
+		return nil
+	}
+	delete(s.tar.ahead, o.Stream)
+	s.tar.mu.Unlock()
+	<-a.done
+	if a.err != nil {
+		s.pool.logf("tar stream %d started ahead: %v", o.Stream, a.err)
+		return nil
+	}
+	return a
+}
+
+// DropTarAhead ends the commands TarCreateAhead started that TarCreate
+// did not take.
+func (s *SFTP) DropTarAhead() {
+	s.tar.mu.Lock()
+	ahead := s.tar.ahead
+	s.tar.ahead = nil
+	s.tar.mu.Unlock()
+	for _, a := range ahead {
+		go func() {
+			<-a.done
+			if a.err == nil {
+				a.t.cmd.Close()
+			}
+		}()
+	}
 }
 
 type tarSource struct {

@@ -55,10 +55,18 @@ var (
 	// Tar mode (tar.go).
 	_ tarEnd      = (*protocol.SFTP)(nil)
 	_ tarPreparer = (*protocol.SFTP)(nil)
+	_ tarAheader  = (*protocol.SFTP)(nil)
 )
 
 // tarPreparer is an end that can start what tar mode needs (a probe of
 // the server's tar) before the first tree asks.
 type tarPreparer interface {
 	PrepareTar(ctx context.Context)
+}
+
+// tarAheader is a server that starts a download's tar -c commands while
+// its tree is listed, before their names are known.
+type tarAheader interface {
+	TarCreateAhead(ctx context.Context, dir string, o protocol.TarOptions)
+	DropTarAhead()
 }

@@ -83,7 +83,7 @@ const (
 type tarEnd interface {
 	TarProbe(ctx context.Context) (protocol.TarSupport, error)
 	TarExtract(ctx context.Context, dir string, o protocol.TarOptions) (io.WriteCloser, error)
-	TarCreate(ctx context.Context, dir string, names iter.Seq[string], o protocol.TarOptions) (io.ReadCloser, error)
+	TarCreate(ctx context.Context, dir string, names iter.Seq[[]string], o protocol.TarOptions) (io.ReadCloser, error)
 }
 
 // tarProbes remembers each server's answer, so that it is asked once.
@@ -198,6 +198,11 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	run := &tarRun{c: c, end: end, upload: upload, root: root, base: dst.Path, parallel: c.parallel}
 	p := run.list(ctx)
 	defer p.release()
+	if a, ok := end.(tarAheader); ok {
+		// The streams took theirs; the rest, or all when tar mode is
+		// not used, end.
+		defer a.DropTarAhead()
+	}
 	if ctx.Err() != nil {
 		return true
 	}

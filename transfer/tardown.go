@@ -22,28 +22,25 @@ import (
 // Download streams: an archive written by the server's tar -c and
 // checked, entry by entry, here.
 
-// downloadStream asks a tar -c in root's source for files and writes them
-// below root's target, each to a temporary file that is renamed once tar
-// has exited 0. On failure every temporary file is removed.
-func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err error) {
+// downloadStream asks a tar -c in root's source for the files s is
+// handed, and writes them below root's target, each to a temporary file
+// that is renamed once tar has exited 0. On failure every temporary file
+// is removed. n numbers the stream (protocol.TarOptions.Stream).
+func (run *tarRun) downloadStream(ctx context.Context, s *feedStream, n int) (err error) {
 	c := run.c
 	root, po := run.root, run.po
+	po.Stream = n
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer func() {
 		if err != nil {
-			run.removeTemps(files)
+			run.removeTemps(s.files())
 		}
 	}()
-	// The names go to tar as they are sent, not as a list of their own:
-	// a plan holds every file of the tree at once.
-	names := func(yield func(string) bool) {
-		for _, f := range files {
-			if !yield(f.rel) {
-				return
-			}
-		}
-	}
+	// The names go to tar as the stream takes them in: a plan holds
+	// every file of the tree at once, and the other streams take what
+	// this one does not.
+	names := s.names(sctx)
 	rc, err := run.end.TarCreate(sctx, root.src().Path, names, po)
 	if err != nil {
 		return err
@@ -69,7 +66,8 @@ func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err er
 		r = gr
 	}
 	start := time.Now()
-	rerr := receiveTar(ctx, r, files, run.m)
+	want := &tarWant{more: s.files, passed: s.arrived}
+	rerr := receiveWant(ctx, r, want, run.m)
 	if rerr != nil {
 		cancel()
 	}
@@ -83,7 +81,9 @@ func (run *tarRun) downloadStream(ctx context.Context, files []*tarFile) (err er
 			return fmt.Errorf("%w (%v)", cerr, rerr)
 		}
 		return rerr
-	case cerr != nil && !tarSkipped(cerr, files):
+	}
+	files := s.files()
+	if cerr != nil && !tarSkipped(cerr, files) {
 		return cerr
 	}
 	received := time.Now()
@@ -184,13 +184,20 @@ func tarSkipped(err error, files []*tarFile) bool {
 // rest. A file whose size differs from the listing's fails alone. Its
 // bytes go through m, which ends the stream once ctx is done.
 func receiveTar(ctx context.Context, r io.Reader, files []*tarFile, m pipeline.Meter) error {
-	want := tarWant{files: files}
+	return receiveWant(ctx, r, &tarWant{files: files}, m)
+}
+
+// receiveWant is receiveTar for the files want holds, and those it is
+// handed as the stream goes on.
+func receiveWant(ctx context.Context, r io.Reader, want *tarWant, m pipeline.Meter) error {
 	tr := tar.NewReader(r)
 	// One buffer for the whole stream, as on upload (writeArchive).
 	buf := make([]byte, 32<<10)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
+			// Whatever tar was sent and left out, it passed.
+			want.passAll()
 			return nil
 		}
 		if err != nil {
@@ -211,6 +218,7 @@ func receiveTar(ctx context.Context, r io.Reader, files []*tarFile, m pipeline.M
 			f.err = &Error{Op: "read", Path: f.src().String(),
 				Err: fmt.Errorf("file changed size during the copy: expected %d bytes, the archive has %d", f.info.Size(), h.Size)}
 			f.seen = true
+			want.arrived()
 			continue
 		}
 		f.seen = true
@@ -239,6 +247,7 @@ func receiveTar(ctx context.Context, r io.Reader, files []*tarFile, m pipeline.M
 		}
 		f.done = true
 		f.mtime, f.mnsec = h.ModTime.Unix(), int32(h.ModTime.Nanosecond())
+		want.arrived()
 	}
 }
 
@@ -274,15 +283,32 @@ func tarEntryName(name string) (string, error) {
 type tarWant struct {
 	files []*tarFile
 	next  int // files[:next] are passed: matched or left out
+	// more, when not nil, returns files with the ones handed out since
+	// appended: the names a stream was sent so far (feedStream.files).
+	more func() []*tarFile
+	// passed, when not nil, is told of next as it moves on.
+	passed func(next int)
 }
 
 // take returns the file an entry named name is for.
 func (w *tarWant) take(name string) (*tarFile, error) {
-	for i := w.next; i < len(w.files); i++ {
-		if f := w.files[i]; f.rel == name {
-			w.next = i + 1
-			return f, nil
+	for {
+		for i := w.next; i < len(w.files); i++ {
+			if f := w.files[i]; f.rel == name {
+				w.next = i + 1
+				return f, nil
+			}
 		}
+		// A name is sent before its entry can come: one not among the
+		// files known here may be among those handed out since.
+		if w.more == nil {
+			break
+		}
+		if all := w.more(); len(all) > len(w.files) {
+			w.files = all
+			continue
+		}
+		break
 	}
 	for _, f := range w.files[:w.next] {
 		switch {
@@ -294,4 +320,20 @@ func (w *tarWant) take(name string) (*tarFile, error) {
 		}
 	}
 	return nil, errors.New("not a file that was asked for")
+}
+
+// arrived tells passed that the files up to the last one taken are in.
+func (w *tarWant) arrived() {
+	if w.passed != nil {
+		w.passed(w.next)
+	}
+}
+
+// passAll marks every file sent as passed: the archive has ended.
+func (w *tarWant) passAll() {
+	if w.more != nil {
+		w.files = w.more()
+	}
+	w.next = len(w.files)
+	w.arrived()
 }

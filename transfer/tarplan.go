@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/hpncp/hpncp/protocol"
 )
 
 // A tree goes over tar streams only when enough of it is small and new,
@@ -116,6 +118,18 @@ func (run *tarRun) list(ctx context.Context) *tarPlan {
 			l.enough()
 		}
 	}
+	if a, ok := run.end.(tarAheader); ok && !run.upload && !t.Compress {
+		// Without -C a download's tar -c is known before the probe
+		// answers: its streams' commands start now, their login shells
+		// while the listing goes on.
+		dir, o := run.root.src().Path, protocol.TarOptions{Preserve: c.opts.Preserve}
+		l.ahead = func(n int) {
+			o := o
+			o.Stream = n
+			a.TarCreateAhead(ctx, dir, o)
+		}
+		l.asked, l.force = t.Streams, t.Mode == TarForce
+	}
 	// The walk records into a copier of its own: its failures wait in
 	// the plan for the choice of tar mode.
 	w := &copier{opts: c.opts, res: &Result{}, parallel: c.parallel, plan: l, sched: c.sched}
@@ -161,11 +175,20 @@ type tarLister struct {
 	maxSize  int64
 	minFiles int
 	sparse   bool // --sparse: a file with holes goes by the pipeline
+	// ahead, when not nil, starts the tar -c of a download's stream
+	// numbered n before the listing ends; it is called for each stream
+	// the small files listed so far are worth (streamsFor), with asked
+	// (--tar-streams) and force (--tar) as the plan takes them.
+	ahead   func(n int)
+	asked   int
+	force   bool
+	started int
 
-	mu    sync.Mutex
-	nodes map[string]*tarNode // the directories entered, by rel
-	small int
-	files int // every file of the plan
+	mu         sync.Mutex
+	nodes      map[string]*tarNode // the directories entered, by rel
+	small      int
+	smallBytes int64
+	files      int // every file of the plan
 	// restoreGC, once the plan holds bigPlanFiles files, undoes its
 	// lowerGC.
 	restoreGC func()
@@ -220,8 +243,17 @@ func (l *tarLister) file(src, dst Endpoint, si fs.FileInfo, rel string) error {
 	}
 	if n.existing == nil && si.Size() < l.maxSize {
 		l.small++
+		l.smallBytes += si.Size()
 		if l.small == l.minFiles && l.enough != nil {
 			go l.enough()
+		}
+		if l.ahead != nil && (l.small >= l.minFiles || l.force) {
+			// As many as the plan would give the small files listed so
+			// far (tarStreamsFor, splitBatches).
+			want := min(streamsFor(l.small, l.smallBytes, l.asked), max(1, l.small/tarStreamFiles))
+			for ; l.started < want; l.started++ {
+				go l.ahead(l.started)
+			}
 		}
 	}
 	return nil
@@ -322,14 +354,19 @@ const (
 // tarStreamsFor is how many streams the small files should take: asked,
 // when --tar-streams said, or what their count and bytes are worth.
 func tarStreamsFor(files []*tarNode, asked int) int {
-	if asked > 0 {
-		return asked
-	}
 	var total int64
 	for _, f := range files {
 		total += f.info.Size()
 	}
-	n := max((len(files)+tarFilesPerStream-1)/tarFilesPerStream, int((total+tarBytesPerStream-1)/tarBytesPerStream))
+	return streamsFor(len(files), total, asked)
+}
+
+// streamsFor is tarStreamsFor for count files of total bytes.
+func streamsFor(count int, total int64, asked int) int {
+	if asked > 0 {
+		return asked
+	}
+	n := max((count+tarFilesPerStream-1)/tarFilesPerStream, int((total+tarBytesPerStream-1)/tarBytesPerStream))
 	return max(1, min(n, defaultTarStreams))
 }
 

@@ -1,15 +1,12 @@
 package transfer
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"iter"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -36,26 +33,8 @@ func (*slowLister) TarExtract(context.Context, string, protocol.TarOptions) (io.
 	return nil, errors.New("slowLister: only creates")
 }
 
-func (*slowLister) TarCreate(_ context.Context, dir string, names iter.Seq[string], _ protocol.TarOptions) (io.ReadCloser, error) {
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	for n := range names {
-		data, err := os.ReadFile(filepath.Join(dir, n))
-		if err != nil {
-			return nil, err
-		}
-		h := &tar.Header{Typeflag: tar.TypeReg, Name: "./" + n, Size: int64(len(data)), Mode: 0o644, ModTime: time.Unix(1e9, 0)}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(data); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return io.NopCloser(&b), nil
+func (*slowLister) TarCreate(_ context.Context, dir string, names iter.Seq[[]string], _ protocol.TarOptions) (io.ReadCloser, error) {
+	return serveTar(dir, names, nil, ""), nil
 }
 
 func (s *slowLister) ReadDir(name string) ([]fs.FileInfo, error) {

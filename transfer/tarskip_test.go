@@ -53,42 +53,78 @@ func (unreadableRemote) TarExtract(context.Context, string, protocol.TarOptions)
 	return nil, errors.New("unreadableRemote: only creates")
 }
 
-func (u unreadableRemote) TarCreate(_ context.Context, dir string, names iter.Seq[string], _ protocol.TarOptions) (io.ReadCloser, error) {
-	var b bytes.Buffer
-	var stderr strings.Builder
-	tw := tar.NewWriter(&b)
-	for n := range names {
-		if path := filepath.Join(dir, n); filepath.Base(n) != "secret" {
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return nil, err
+func (u unreadableRemote) TarCreate(_ context.Context, dir string, names iter.Seq[[]string], _ protocol.TarOptions) (io.ReadCloser, error) {
+	return serveTar(dir, names, func(n string) bool { return filepath.Base(n) == "secret" }, u.complaint), nil
+}
+
+// serveTar is a server's tar -c in dir for the fakes: as the real one, it
+// takes the names as they are handed out, while its archive is read, and
+// writes each file's entry in their order. A name skip reports (when
+// skip is not nil) is left out with GNU tar's complaint on stderr, which
+// with complaint, a further line, makes Close fail as tar exiting 2 does.
+func serveTar(dir string, names iter.Seq[[]string], skip func(string) bool, complaint string) io.ReadCloser {
+	pr, pw := io.Pipe()
+	a := &servedArchive{r: pr, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		var stderr strings.Builder
+		tw := tar.NewWriter(pw)
+		err := func() error {
+			for batch := range names {
+				for _, n := range batch {
+					if skip != nil && skip(n) {
+						stderr.WriteString("tar: ./" + n + ": Cannot open: Permission denied\n")
+						continue
+					}
+					data, err := os.ReadFile(filepath.Join(dir, n))
+					if err != nil {
+						return err
+					}
+					h := &tar.Header{Typeflag: tar.TypeReg, Name: "./" + n, Size: int64(len(data)), Mode: 0o644, ModTime: time.Unix(1e9, 0)}
+					if err := tw.WriteHeader(h); err != nil {
+						return err
+					}
+					if _, err := tw.Write(data); err != nil {
+						return err
+					}
+				}
 			}
-			h := &tar.Header{Typeflag: tar.TypeReg, Name: "./" + n, Size: int64(len(data)), Mode: 0o644, ModTime: time.Unix(1e9, 0)}
-			if err := tw.WriteHeader(h); err != nil {
-				return nil, err
-			}
-			if _, err := tw.Write(data); err != nil {
-				return nil, err
-			}
-			continue
+			return tw.Close()
+		}()
+		if err == nil && stderr.Len() > 0 {
+			stderr.WriteString(complaint)
+			stderr.WriteString("tar: Exiting with failure status due to previous errors\n")
+			err = &protocol.TarExitError{What: "tar -c in fake:" + dir,
+				Err: errors.New("Process exited with status 2"), Status: 2, Stderr: stderr.String()}
 		}
-		stderr.WriteString("tar: ./" + n + ": Cannot open: Permission denied\n")
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	stderr.WriteString(u.complaint)
-	stderr.WriteString("tar: Exiting with failure status due to previous errors\n")
-	return &failingArchive{Reader: &b, err: &protocol.TarExitError{What: "tar -c in fake:" + dir,
-		Err: errors.New("Process exited with status 2"), Status: 2, Stderr: stderr.String()}}, nil
+		a.err = err
+		pw.CloseWithError(err)
+	}()
+	return a
 }
 
-type failingArchive struct {
-	io.Reader
-	err error
+// servedArchive is serveTar's archive: Close reads what is left and
+// returns how tar ended.
+type servedArchive struct {
+	r    *io.PipeReader
+	done chan struct{}
+	err  error // set before done is closed
 }
 
-func (a *failingArchive) Close() error { return a.err }
+func (a *servedArchive) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if err != nil && err != io.EOF {
+		// The archive so far, as a cut channel would end it.
+		return n, io.EOF
+	}
+	return n, err
+}
+
+func (a *servedArchive) Close() error {
+	_, _ = io.Copy(io.Discard, a.r)
+	<-a.done
+	return a.err
+}
 
 // secretTree writes a tree of a few small files, one of them named
 // secret, and returns its root.

@@ -2,9 +2,11 @@ package transfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 
 	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/pipeline"
@@ -44,7 +46,15 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 	if len(small) == 0 && (!run.upload || len(newDirs) == 0) {
 		return nil, nil
 	}
-	batches := splitBatches(small, tarStreamsFor(small, c.opts.Tar.Streams))
+	n := tarStreamsFor(small, c.opts.Tar.Streams)
+	var batches [][]*tarNode
+	if run.upload {
+		batches = splitBatches(small, n)
+	} else {
+		// A download's streams take their files from one feed as they go.
+		batches = [][]*tarNode{small}
+		n = len(splitBatches(small, n))
+	}
 	files := make([][]*tarFile, len(batches))
 	var total int64
 	for i, b := range batches {
@@ -57,7 +67,7 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 			total += n.info.Size()
 		}
 	}
-	c.logf("tar: %d files in %d stream(s) to %s (compression %q)", len(small), len(batches), run.root.dst(), run.po.Compress)
+	c.logf("tar: %d files in %d stream(s) to %s (compression %q)", len(small), n, run.root.dst(), run.po.Compress)
 	run.m = pipeline.Meter{Limiter: c.opts.Limiter}
 	if prog != nil {
 		// prog is safe for use by the streams at once.
@@ -65,15 +75,52 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 		startFiles(prog, fmt.Sprintf("%d files (tar)", len(small)), len(small), total)
 		defer prog.EndFile()
 	}
+	if !run.upload {
+		return run.downloadStreams(ctx, files[0], n)
+	}
 	errs := make([]error, len(batches))
 	slots.ForEach(len(batches), len(batches), func(i int) {
-		if run.upload {
-			errs[i] = run.uploadStream(ctx, dirsFor(files[i], newDirs, i == 0), files[i])
-		} else {
-			errs[i] = run.downloadStream(ctx, files[i])
-		}
+		errs[i] = run.uploadStream(ctx, dirsFor(files[i], newDirs, i == 0), files[i])
 	})
 	return files, errs
+}
+
+// downloadStreams moves files over n tar streams that take them from one
+// feed, and returns the files each stream was handed and its failure.
+// Files no stream took, when streams failed, go with a failed stream's
+// files and its failure; a stream that failed before it took any file
+// fails nothing.
+func (run *tarRun) downloadStreams(ctx context.Context, files []*tarFile, n int) ([][]*tarFile, []error) {
+	feed := &tarFeed{files: files}
+	streams := make([]*feedStream, n)
+	for i := range streams {
+		streams[i] = newFeedStream(feed)
+	}
+	errs := make([]error, n)
+	slots.ForEach(n, n, func(i int) {
+		errs[i] = run.downloadStream(ctx, streams[i], i)
+	})
+	out := make([][]*tarFile, n)
+	for i, s := range streams {
+		out[i] = s.files()
+	}
+	if left := feed.left(); len(left) > 0 {
+		i := slices.IndexFunc(errs, func(err error) bool { return err != nil })
+		if i < 0 {
+			// Not seen: a stream ends once the feed is dry or it failed.
+			out, errs = append(out, nil), append(errs, errors.New("tar streams ended before every file was sent"))
+			i = len(out) - 1
+		}
+		out[i] = append(out[i], left...)
+	}
+	for i, err := range errs {
+		if err != nil && len(out[i]) == 0 {
+			// The others took its share: nothing of the copy is lost.
+			run.c.logf("tar stream %d: %v; the other streams took its files", i, err)
+			errs[i] = nil
+		}
+	}
+	return out, errs
 }
 
 // tmpBeside is the path of f's temporary file beside dst, its target

@@ -43,7 +43,7 @@ func (w *waitingTar) TarProbe(context.Context) (protocol.TarSupport, error) {
 	return protocol.TarSupport{GNU: true, Version: "tar (GNU tar) 1.35"}, nil
 }
 
-func (w *waitingTar) TarCreate(context.Context, string, iter.Seq[string], protocol.TarOptions) (io.ReadCloser, error) {
+func (w *waitingTar) TarCreate(context.Context, string, iter.Seq[[]string], protocol.TarOptions) (io.ReadCloser, error) {
 	return nil, errors.New("waitingTar: only extracts")
 }
 
