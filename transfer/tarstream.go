@@ -53,6 +53,9 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 	} else {
 		// A download's streams take their files from one feed as they go.
 		batches = [][]*tarNode{small}
+		if c.opts.Tar.Streams == 0 {
+			n = max(n, minDownloadStreams)
+		}
 		n = len(splitBatches(small, n))
 	}
 	files := make([][]*tarFile, len(batches))
