@@ -64,9 +64,9 @@ func (a *aheadServer) start(t *testing.T, gnu bool) server {
 func TestDownloadStartsTarWhileListing(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "tree")
 	for i := range 200 {
-		writeFile(t, filepath.Join(src, fmt.Sprintf("f%03d", i)), strings.Repeat("x", 1000+i))
+		mkTree(t, src, fmt.Sprintf("f%03d=%s", i, strings.Repeat("x", 1000+i)))
 	}
-	writeFile(t, filepath.Join(src, "zlast", "f"), "last")
+	mkTree(t, src, "zlast/f=last")
 	for _, gnu := range []bool{true, false} {
 		a := &aheadServer{release: make(chan struct{}), want: 2}
 		s := a.start(t, gnu)
@@ -115,16 +115,6 @@ func TestDownloadStartsTarWhileListing(t *testing.T) {
 	}
 }
 
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestDownloadEndsHostileTarStartedAhead: a tar -c started while the
 // tree was listed is ended with its stream like one started for it: a
 // server whose archive names a file outside the tree and then sends
@@ -132,7 +122,7 @@ func writeFile(t *testing.T, path, content string) {
 func TestDownloadEndsHostileTarStartedAhead(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "tree")
 	for i := range 100 {
-		writeFile(t, filepath.Join(src, fmt.Sprintf("f%03d", i)), "small")
+		mkTree(t, src, fmt.Sprintf("f%03d=small", i))
 	}
 	run := sshtest.ShellExec(t.TempDir())
 	var started atomic.Int32
