@@ -117,7 +117,7 @@ func (s *feedStream) room(now time.Time) int64 {
 	if len(s.hist) > 0 {
 		allow = max(allow, 2*(s.recv-s.hist[0].recv))
 	}
-	if !s.lastGot.IsZero() && now.Sub(s.lastGot) >= feedStall {
+	if now.Sub(s.lastGot) >= feedStall {
 		// Handed more, once per feedStall without arrivals.
 		s.lastGot = now
 		return feedStart

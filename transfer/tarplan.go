@@ -249,12 +249,8 @@ func (l *tarLister) file(src, dst Endpoint, si fs.FileInfo, rel string) error {
 		}
 		if l.ahead != nil && (l.small >= l.minFiles || l.force) {
 			// As many as the plan would give the small files listed so
-			// far (tarStreamsFor, splitBatches).
-			want := streamsFor(l.small, l.smallBytes, l.asked)
-			if l.asked == 0 {
-				want = max(want, minDownloadStreams)
-			}
-			want = min(want, max(1, l.small/tarStreamFiles))
+			// far.
+			want := downloadStreamsFor(l.small, l.smallBytes, l.asked)
 			for ; l.started < want; l.started++ {
 				go l.ahead(l.started)
 			}
@@ -372,6 +368,18 @@ func tarStreamsFor(files []*tarNode, asked int) int {
 		total += f.info.Size()
 	}
 	return streamsFor(len(files), total, asked)
+}
+
+// downloadStreamsFor is how many streams a download's count small files
+// of total bytes take: as tarStreamsFor, at least minDownloadStreams
+// without asked, and none of fewer than tarStreamFiles files (as
+// splitBatches cuts them).
+func downloadStreamsFor(count int, total int64, asked int) int {
+	n := streamsFor(count, total, asked)
+	if asked == 0 {
+		n = max(n, minDownloadStreams)
+	}
+	return max(1, min(n, count/tarStreamFiles))
 }
 
 // streamsFor is tarStreamsFor for count files of total bytes.

@@ -46,17 +46,10 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 	if len(small) == 0 && (!run.upload || len(newDirs) == 0) {
 		return nil, nil
 	}
-	n := tarStreamsFor(small, c.opts.Tar.Streams)
-	var batches [][]*tarNode
+	// A download's streams take their files from one feed as they go.
+	batches := [][]*tarNode{small}
 	if run.upload {
-		batches = splitBatches(small, n)
-	} else {
-		// A download's streams take their files from one feed as they go.
-		batches = [][]*tarNode{small}
-		if c.opts.Tar.Streams == 0 {
-			n = max(n, minDownloadStreams)
-		}
-		n = len(splitBatches(small, n))
+		batches = splitBatches(small, tarStreamsFor(small, c.opts.Tar.Streams))
 	}
 	files := make([][]*tarFile, len(batches))
 	var total int64
@@ -69,6 +62,10 @@ func (run *tarRun) stream(ctx context.Context, small, newDirs []*tarNode, prog P
 			files[i][j] = &all[j]
 			total += n.info.Size()
 		}
+	}
+	n := len(batches)
+	if !run.upload {
+		n = downloadStreamsFor(len(small), total, c.opts.Tar.Streams)
 	}
 	c.logf("tar: %d files in %d stream(s) to %s (compression %q)", len(small), n, run.root.dst(), run.po.Compress)
 	run.m = pipeline.Meter{Limiter: c.opts.Limiter}
