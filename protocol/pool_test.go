@@ -558,3 +558,109 @@ func TestRTTKernelUnlessRelayed(t *testing.T) {
 		t.Errorf("without a kernel estimate: RTT %s, want the request's 30ms", got)
 	}
 }
+
+// TestPoolStandby: connections dialed on standby carry no stream until a
+// plan asks for more connections than the others, which then takes one
+// of them without dialing; the tar streams' connections leave them out
+// too, and a failed dial ends the standby's dialing.
+func TestPoolStandby(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	dial := dialer(t, srv)
+	first, err := dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	dials := 0
+	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf,
+		Dial: func(ctx context.Context) (*ssh.Client, Readying, error) {
+			mu.Lock()
+			dials++
+			mu.Unlock()
+			c, err := dial(ctx)
+			return c, Readying{}, err
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { end.Close() })
+	name := filepath.Join(srv.Root, "f")
+	if err := os.WriteFile(name, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reserved := func() (n int) {
+		end.pool.mu.Lock()
+		defer end.pool.mu.Unlock()
+		for _, pc := range end.pool.conns {
+			if pc.reserve && !pc.dead {
+				n++
+			}
+		}
+		return n
+	}
+
+	end.Standby(4)
+	for deadline := time.Now().Add(10 * time.Second); reserved() < 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections on standby after 10 s, want 3", reserved())
+		}
+	}
+	var files []ReaderAtCloser
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	open := func(conns int) int {
+		t.Helper()
+		f, err := end.OpenReaderAt(context.Background(), name, conns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+		return f.(*streamFile).Conn()
+	}
+	for range 2 {
+		if c := open(1); c != 0 {
+			t.Errorf("a stream of a one-connection plan went to connection %d, on standby", c)
+		}
+	}
+	if c := open(2); c == 0 {
+		t.Errorf("a two-connection plan's stream stayed on connection 0")
+	}
+	mu.Lock()
+	n := dials
+	mu.Unlock()
+	if n != 3 || reserved() != 2 {
+		t.Errorf("after a plan took a connection on standby: %d dials, %d on standby; want 3 and 2", n, reserved())
+	}
+	if c := len(end.pool.spareConns()); c != 2 {
+		t.Errorf("the tar streams are offered %d connections, want the 2 not on standby", c)
+	}
+
+	// A failed dial ends the standby's dialing, as it ends growth.
+	srv2 := sshtest.Start(t, sshtest.Options{})
+	first2, err := dialer(t, srv2)(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	end2, err := OpenSFTP(first2, Options{Label: "testhost:", Logf: t.Logf,
+		Dial: func(context.Context) (*ssh.Client, Readying, error) {
+			mu.Lock()
+			failed++
+			mu.Unlock()
+			return nil, Readying{}, errors.New("refused")
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { end2.Close() })
+	end2.Standby(8)
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if failed != 1 {
+		t.Errorf("standby dialed %d times after its first dial failed, want 1", failed)
+	}
+}

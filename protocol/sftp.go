@@ -279,6 +279,13 @@ func (s *SFTP) PrepareStreams(ctx context.Context, streams, conns int) {
 	s.pool.prepare(ctx, streams, conns)
 }
 
+// Standby has the host's connections grow, in the background, to conns
+// in all, live or dialing; the new ones carry no stream until a plan
+// asks for more connections than it had (see pool.standby).
+func (s *SFTP) Standby(conns int) {
+	s.pool.standby(conns)
+}
+
 // ReaderAtCloser and WriterAtCloser are files opened for parallel I/O.
 type (
 	ReaderAtCloser interface {

@@ -228,10 +228,21 @@ func (c *copier) prepareStreams(ctx context.Context, src, dst FS, size int64) {
 		return
 	}
 	// This file's slot on the pipeline is not taken yet.
-	plan := c.controller(len(c.parallel)+1, size).Start(pathRTT(src, dst)())
+	w := c.controller(len(c.parallel)+1, size)
+	plan := w.Start(pathRTT(src, dst)())
+	standby := w.Standby()
 	for _, e := range []FS{src, dst} {
 		if p, ok := e.(streamPreparer); ok {
 			p.PrepareStreams(ctx, plan.Streams, plan.Conns)
 		}
+		if s, ok := e.(standbyer); ok && standby > plan.Conns {
+			s.Standby(standby)
+		}
 	}
+}
+
+// standbyer is an end that can dial connections ahead of a plan that
+// may ask for them.
+type standbyer interface {
+	Standby(conns int)
 }

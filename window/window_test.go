@@ -212,9 +212,9 @@ func checkPlan(t *testing.T, c *Controller, p Plan) {
 		t.Fatalf("plan %v: streams outside [%d, %d]", p, cfg.MinStreams, cfg.MaxStreams)
 	}
 	if p.Conns < ceilDiv(p.Streams, cfg.StreamsPerConn) || p.Conns > p.Streams ||
-		(cfg.Fixed == 0 && p.Conns > cfg.MaxConns) {
+		(cfg.Fixed == 0 && p.Conns > c.maxConns()) {
 		t.Fatalf("plan %v: connections do not fit %d streams at %d per connection, at most %d",
-			p, p.Streams, cfg.StreamsPerConn, cfg.MaxConns)
+			p, p.Streams, cfg.StreamsPerConn, c.maxConns())
 	}
 	switch {
 	case c.lossyPath() && (p.InFlight < cfg.ChannelWindow/8 || p.InFlight > cfg.ChannelWindow):
@@ -927,6 +927,37 @@ func TestSmallCopiesKeepTheConnections(t *testing.T) {
 	}
 }
 
+// TestStandby: a copy long enough at the assumed rate, on a path long
+// enough, has the connections a lossy path's plan would open dialed
+// ahead; a short path, a small copy, a fixed plan, and a sender whose
+// lossy plans take no more connections than others (bbr) have none.
+func TestStandby(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		rtt  time.Duration
+		size int64
+		want int
+	}{
+		{Config{ConnBytes: stockConn}, 100 * time.Millisecond, 1 << 30, defaultLossyConns},
+		{Config{ConnBytes: stockConn}, 50 * time.Millisecond, 1 << 30, defaultLossyConns},
+		{Config{}, 100 * time.Millisecond, 1 << 30, defaultLossyConns},
+		{Config{ConnBytes: stockConn}, 20 * time.Millisecond, 1 << 30, 0},
+		{Config{ConnBytes: stockConn}, 100 * time.Millisecond, 256 << 20, 0},
+		{Config{ConnBytes: stockConn}, 100 * time.Millisecond, 0, 0},
+		{Config{ConnBytes: stockConn, Fixed: 8}, 100 * time.Millisecond, 1 << 30, 0},
+		{Config{ConnBytes: stockConn, LossyConns: DefaultMaxConns}, 100 * time.Millisecond, 1 << 30, 0},
+		{Config{ConnBytes: stockConn, MaxConns: 8}, 100 * time.Millisecond, 1 << 30, 0},
+		{Config{ConnBytes: stockConn, MaxConns: 8, LossyConns: 12}, 100 * time.Millisecond, 1 << 30, 12},
+	} {
+		c := New(tc.cfg)
+		c.Size(tc.size)
+		c.Start(tc.rtt)
+		if got := c.Standby(); got != tc.want {
+			t.Errorf("%+v, rtt %s, %d bytes: %d connections on standby, want %d", tc.cfg, tc.rtt, tc.size, got, tc.want)
+		}
+	}
+}
+
 // TestLossyPathGetsMoreConnections: where each connection's congestion
 // control, not its windows or buffers, holds it (a long path with a
 // little loss: each cubic connection recovers for seconds from every
@@ -993,8 +1024,9 @@ func TestLossyPathOpensConnectionsAtOnce(t *testing.T) {
 			break
 		}
 	}
-	if first < 0 || steps[first].plan.Conns != c.cfg.MaxConns {
-		t.Fatalf("first change %d: %v, want %d connections at once", first, steps[max(first, 0)].plan, c.cfg.MaxConns)
+	if first < 0 || steps[first].plan.Conns != c.cfg.LossyConns || c.cfg.LossyConns <= c.cfg.MaxConns {
+		t.Fatalf("first change %d: %v, want %d connections at once, more than the %d of a path without loss",
+			first, steps[max(first, 0)].plan, c.cfg.LossyConns, c.cfg.MaxConns)
 	}
 	// The start settles for 12 round trips (three intervals of 4), then
 	// two intervals with loss decide.
@@ -1002,8 +1034,8 @@ func TestLossyPathOpensConnectionsAtOnce(t *testing.T) {
 		t.Errorf("the connections opened at interval %d, want by 5", first)
 	}
 	for _, st := range steps[first:] {
-		if st.plan.Conns < c.cfg.MaxConns {
-			t.Fatalf("%v after opening %d connections for the loss", st.plan, c.cfg.MaxConns)
+		if st.plan.Conns < c.cfg.LossyConns {
+			t.Fatalf("%v after opening %d connections for the loss", st.plan, c.cfg.LossyConns)
 		}
 		// What the streams keep in flight is at most twice the path's
 		// product, not a window each.
@@ -1011,6 +1043,17 @@ func TestLossyPathOpensConnectionsAtOnce(t *testing.T) {
 		if total := float64(st.plan.Streams * int(st.plan.InFlight)); st.plan.InFlight >= c.cfg.ChannelWindow || total > lossyInFlight*bdp {
 			t.Fatalf("%v: %.0f bytes in flight, want at most %d times the product, %.0f", st.plan, total, lossyInFlight, bdp)
 		}
+	}
+
+	// Connections the user bounded (--connections 8) stay bounded.
+	l = lossy()
+	c = New(Config{ConnBytes: stockConn, Cores: 2, MaxConns: 8})
+	most := 0
+	for _, st := range sim(t, c, &l, 60, nil) {
+		most = max(most, st.plan.Conns)
+	}
+	if most != 8 {
+		t.Errorf("with MaxConns 8 the lossy path's plans reached %d connections, want 8", most)
 	}
 
 	// No loss told: the probes double.

@@ -21,7 +21,7 @@ func TestBenchConfigsAreCopyFlags(t *testing.T) {
 			if c.Streams > 0 {
 				o.Streams = fmt.Sprint(c.Streams)
 			}
-			tune, err := o.tuning()
+			tune, err := o.tuning(false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -259,7 +259,9 @@ func (t tuning) congestion(upload bool) (name string, bestEffort bool) {
 	return t.cc, false
 }
 
-func (o *copyOptions) tuning() (tuning, error) {
+// tuning reads the tuning flags for a copy whose data this host sends
+// (upload) or receives.
+func (o *copyOptions) tuning(upload bool) (tuning, error) {
 	var t tuning
 	chunk, err := units.ParseSize(o.Chunk)
 	if err != nil || chunk < 32<<10 || chunk > 64<<20 {
@@ -317,6 +319,14 @@ func (o *copyOptions) tuning() (tuning, error) {
 		ConnBytes: sshconn.ConnBytes(t.rcvbuf, t.sndbuf)}
 	if streams > 0 && conns > 0 {
 		cfg.StreamsPerConn = (streams + conns - 1) / conns
+	}
+	if cc, _ := t.congestion(upload); cc == "bbr" && conns == 0 {
+		// A lossy path's plan takes more connections than another's
+		// because each loss cuts a cubic connection's window for
+		// seconds; bbr's is not cut, and an upload's extra connections
+		// only added a slow one at its end, which no second copy can
+		// overtake (100 ms, 0.01 % loss: a 3 s tail at 0-4 MB/s).
+		cfg.LossyConns = window.DefaultMaxConns
 	}
 	t.parallel.Controller = func() *window.Controller { return window.New(cfg) }
 	return t, nil
@@ -458,7 +468,7 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	}
 
 	o.useRecommendation(ctx, locs, stderr)
-	tune, err := o.tuning()
+	tune, err := o.tuning(uploads(locs))
 	if err != nil {
 		return err
 	}

@@ -203,7 +203,7 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 	if o.bwlimit != "" && err != nil {
 		return syncUsagef("a bare number is KiB/s, as rsync's; 10M is 10 MiB/s", "--bwlimit=%s: %v", o.bwlimit, err)
 	}
-	tune, err := co.tuning()
+	tune, err := co.tuning(mo.Push)
 	if err != nil {
 		return err
 	}
