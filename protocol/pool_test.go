@@ -638,6 +638,35 @@ func TestPoolStandby(t *testing.T) {
 		t.Errorf("the tar streams are offered %d connections, want the 2 not on standby", c)
 	}
 
+	// A connection lost on standby is not taken: the plan takes the one
+	// left, then dials.
+	end.pool.mu.Lock()
+	var lost *pconn
+	for _, pc := range end.pool.conns {
+		if pc.reserve {
+			lost = pc
+			break
+		}
+	}
+	end.pool.mu.Unlock()
+	lost.c.Close()
+	for deadline := time.Now().Add(10 * time.Second); reserved() != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections on standby after one was lost, want 1", reserved())
+		}
+	}
+	for range 2 {
+		if c := open(4); c == lost.id {
+			t.Errorf("a stream went to connection %d, lost on standby", c)
+		}
+	}
+	mu.Lock()
+	n = dials
+	mu.Unlock()
+	if n != 4 || reserved() != 0 {
+		t.Errorf("a four-connection plan after a loss on standby: %d dials, %d on standby; want 4 and 0", n, reserved())
+	}
+
 	// A failed dial ends the standby's dialing, as it ends growth.
 	srv2 := sshtest.Start(t, sshtest.Options{})
 	first2, err := dialer(t, srv2)(context.Background())
