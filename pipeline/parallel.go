@@ -78,7 +78,10 @@ type ParallelOptions struct {
 	// Trace, when not nil, is told of the first plan (with a zero Sample)
 	// and then of every interval's Sample and the plan decided on it;
 	// changed says the streams or connections changed (--trace).
-	Trace    func(s window.Sample, p window.Plan, changed bool)
+	Trace func(s window.Sample, p window.Plan, changed bool)
+	// Standby, when not nil, is asked to have conns connections dialed,
+	// live or on standby, whenever a plan's Standby rises.
+	Standby  func(conns int)
 	Limiter  *rate.Limiter
 	Progress func(n int)
 	// Done, when not nil, is told of every chunk written and acknowledged,
@@ -201,6 +204,9 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 			}
 			if o.Trace != nil {
 				o.Trace(s, next, changed)
+			}
+			if o.Standby != nil && next.Standby > plan.Standby {
+				o.Standby(next.Standby)
 			}
 			plan = next
 			timer.Reset(plan.Interval)

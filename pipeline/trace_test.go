@@ -64,3 +64,38 @@ func TestParallelTracesEveryInterval(t *testing.T) {
 		t.Errorf("intervals add up to %d bytes, more than the %d copied", bytes, size)
 	}
 }
+
+// TestParallelAsksForStandby checks that a plan asking for connections
+// on standby (a first loss on a long path) reaches Options.Standby once,
+// and that a copy whose connections lose nothing asks for none.
+func TestParallelAsksForStandby(t *testing.T) {
+	// The first plan's 7 streams take 14 MiB at once: the copy must be
+	// larger, or every interval is the tail's, which says nothing.
+	const size = 48 << 20
+	for _, limitedBy := range []string{"loss", "cwnd"} {
+		src := noise(size)
+		dst := &memFile{}
+		var opened, closed atomic.Int32
+		var asked []int
+		// 48 MiB at 24 MiB/s: several intervals of 400 ms at 100 ms.
+		res, err := Parallel(context.Background(), counted(src, dst, &opened, &closed), ParallelOptions{
+			Size: size, Chunk: 32 << 10, Controller: window.New(window.Config{}),
+			Limiter: rate.NewLimiter(24<<20, 1<<20),
+			RTT:     func() time.Duration { return 100 * time.Millisecond },
+			Conns: func() []window.ConnSample {
+				return []window.ConnSample{{Bytes: 1, LimitedBy: limitedBy}}
+			},
+			Standby: func(conns int) { asked = append(asked, conns) },
+		})
+		if err != nil || res.Bytes != size {
+			t.Fatalf("copied %d bytes: %v", res.Bytes, err)
+		}
+		want := 0
+		if limitedBy == "loss" {
+			want = 1
+		}
+		if len(asked) != want || (want > 0 && asked[0] != 24) {
+			t.Errorf("connections limited by %s: standby asked %v, want %d call(s) for 24", limitedBy, asked, want)
+		}
+	}
+}

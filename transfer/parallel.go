@@ -112,6 +112,13 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 	if t := c.opts.Trace; t != nil {
 		po.Trace = func(s window.Sample, p window.Plan, changed bool) { t(src.Path, s, p, changed) }
 	}
+	po.Standby = func(conns int) {
+		for _, e := range []FS{src.FS, dstFS} {
+			if s, ok := e.(standbyer); ok {
+				s.Standby(conns)
+			}
+		}
+	}
 	if prog != nil {
 		po.Progress = prog.Add
 	}
@@ -228,21 +235,16 @@ func (c *copier) prepareStreams(ctx context.Context, src, dst FS, size int64) {
 		return
 	}
 	// This file's slot on the pipeline is not taken yet.
-	w := c.controller(len(c.parallel)+1, size)
-	plan := w.Start(pathRTT(src, dst)())
-	standby := w.Standby()
+	plan := c.controller(len(c.parallel)+1, size).Start(pathRTT(src, dst)())
 	for _, e := range []FS{src, dst} {
 		if p, ok := e.(streamPreparer); ok {
 			p.PrepareStreams(ctx, plan.Streams, plan.Conns)
-		}
-		if s, ok := e.(standbyer); ok && standby > plan.Conns {
-			s.Standby(standby)
 		}
 	}
 }
 
 // standbyer is an end that can dial connections ahead of a plan that
-// may ask for them.
+// may ask for them (window.Plan.Standby).
 type standbyer interface {
 	Standby(conns int)
 }

@@ -172,39 +172,3 @@ func TestParallelCopySetsAttrsWithItsStat(t *testing.T) {
 		})
 	}
 }
-
-// standbyFS is preparingFS on a path of a given round trip that records
-// the connections it is asked to hold on standby.
-type standbyFS struct {
-	preparingFS
-	rtt     time.Duration
-	standby *[]int
-}
-
-func (s standbyFS) RTT() time.Duration { return s.rtt }
-
-func (s standbyFS) Standby(conns int) { *s.standby = append(*s.standby, conns) }
-
-// TestStandbyAskedForLongCopies: the copy's first plan has the remote
-// end hold the lossy path's connections on standby when the controller
-// says so (a long copy on a long path), and not otherwise.
-func TestStandbyAskedForLongCopies(t *testing.T) {
-	for _, tc := range []struct {
-		rtt  time.Duration
-		size int64
-		want []int
-	}{
-		{100 * time.Millisecond, 1 << 30, []int{24}},
-		{100 * time.Millisecond, 64 << 20, nil},
-		{time.Millisecond, 1 << 30, nil},
-	} {
-		var prepared, standby []int
-		end := standbyFS{preparingFS{label: "pseudo:", prepared: &prepared, stats: new(atomic.Int64)}, tc.rtt, &standby}
-		c := &copier{opts: Options{Parallel: ParallelOptions{MinSize: 1 << 20, Chunk: 256 << 10,
-			Controller: func() *window.Controller { return window.New(window.Config{}) }}}}
-		c.prepareStreams(context.Background(), Local{}, end, tc.size)
-		if len(prepared) != 1 || !slices.Equal(standby, tc.want) {
-			t.Errorf("rtt %s, %d bytes: %d preparations, standby %v; want 1 and %v", tc.rtt, tc.size, len(prepared), standby, tc.want)
-		}
-	}
-}

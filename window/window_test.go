@@ -927,37 +927,6 @@ func TestSmallCopiesKeepTheConnections(t *testing.T) {
 	}
 }
 
-// TestStandby: a copy long enough at the assumed rate, on a path long
-// enough, has the connections a lossy path's plan would open dialed
-// ahead; a short path, a small copy, a fixed plan, and a sender whose
-// lossy plans take no more connections than others (bbr) have none.
-func TestStandby(t *testing.T) {
-	for _, tc := range []struct {
-		cfg  Config
-		rtt  time.Duration
-		size int64
-		want int
-	}{
-		{Config{ConnBytes: stockConn}, 100 * time.Millisecond, 1 << 30, defaultLossyConns},
-		{Config{ConnBytes: stockConn}, 50 * time.Millisecond, 1 << 30, defaultLossyConns},
-		{Config{}, 100 * time.Millisecond, 1 << 30, defaultLossyConns},
-		{Config{ConnBytes: stockConn}, 20 * time.Millisecond, 1 << 30, 0},
-		{Config{ConnBytes: stockConn}, 100 * time.Millisecond, 256 << 20, 0},
-		{Config{ConnBytes: stockConn}, 100 * time.Millisecond, 0, 0},
-		{Config{ConnBytes: stockConn, Fixed: 8}, 100 * time.Millisecond, 1 << 30, 0},
-		{Config{ConnBytes: stockConn, LossyConns: DefaultMaxConns}, 100 * time.Millisecond, 1 << 30, 0},
-		{Config{ConnBytes: stockConn, MaxConns: 8}, 100 * time.Millisecond, 1 << 30, 0},
-		{Config{ConnBytes: stockConn, MaxConns: 8, LossyConns: 12}, 100 * time.Millisecond, 1 << 30, 12},
-	} {
-		c := New(tc.cfg)
-		c.Size(tc.size)
-		c.Start(tc.rtt)
-		if got := c.Standby(); got != tc.want {
-			t.Errorf("%+v, rtt %s, %d bytes: %d connections on standby, want %d", tc.cfg, tc.rtt, tc.size, got, tc.want)
-		}
-	}
-}
-
 // TestLossyPathGetsMoreConnections: where each connection's congestion
 // control, not its windows or buffers, holds it (a long path with a
 // little loss: each cubic connection recovers for seconds from every
@@ -1033,6 +1002,10 @@ func TestLossyPathOpensConnectionsAtOnce(t *testing.T) {
 	if first > 5 {
 		t.Errorf("the connections opened at interval %d, want by 5", first)
 	}
+	// The first of them asked for the lossy plan's connections on standby.
+	if sb := steps[first-1].plan.Standby; sb != c.cfg.LossyConns || steps[first-2].plan.Standby != 0 {
+		t.Errorf("standby %d, then %d before the lossy plan; want 0, then %d", steps[first-2].plan.Standby, sb, c.cfg.LossyConns)
+	}
 	for _, st := range steps[first:] {
 		if st.plan.Conns < c.cfg.LossyConns {
 			t.Fatalf("%v after opening %d connections for the loss", st.plan, c.cfg.LossyConns)
@@ -1055,12 +1028,22 @@ func TestLossyPathOpensConnectionsAtOnce(t *testing.T) {
 	if most != 8 {
 		t.Errorf("with MaxConns 8 the lossy path's plans reached %d connections, want 8", most)
 	}
+	for _, st := range sim(t, New(Config{ConnBytes: stockConn, Cores: 2, MaxConns: 8}), &l, 60, nil) {
+		if st.plan.Standby != 0 {
+			t.Fatalf("%v asks for %d connections on standby where a lossy plan takes no more than others", st.plan, st.plan.Standby)
+		}
+	}
 
 	// No loss told: the probes double.
 	l = lossy()
 	l.limitedBy = "cwnd"
 	c = New(Config{ConnBytes: stockConn, Cores: 2})
 	steps = sim(t, c, &l, 60, nil)
+	for _, st := range steps {
+		if st.plan.Standby != 0 {
+			t.Fatalf("%v asks for %d connections on standby without loss", st.plan, st.plan.Standby)
+		}
+	}
 	for i := 1; i < len(steps); i++ {
 		if steps[i].plan.Conns != steps[0].plan.Conns {
 			if want := 2 * steps[0].plan.Conns; steps[i].plan.Conns != want {
