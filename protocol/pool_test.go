@@ -564,30 +564,14 @@ func TestRTTKernelUnlessRelayed(t *testing.T) {
 // of them without dialing; the tar streams' connections leave them out
 // too, and a failed dial ends the standby's dialing.
 func TestPoolStandby(t *testing.T) {
-	srv := sshtest.Start(t, sshtest.Options{})
-	dial := dialer(t, srv)
-	first, err := dial(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
 	dials := 0
-	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: t.Logf,
-		Dial: func(ctx context.Context) (*ssh.Client, Readying, error) {
-			mu.Lock()
-			dials++
-			mu.Unlock()
-			c, err := dial(ctx)
-			return c, Readying{}, err
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { end.Close() })
-	name := filepath.Join(srv.Root, "f")
-	if err := os.WriteFile(name, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	end, name := delayedDialEnd(t, func(context.Context) error {
+		mu.Lock()
+		dials++
+		mu.Unlock()
+		return nil
+	})
 	reserved := func() (n int) {
 		end.pool.mu.Lock()
 		defer end.pool.mu.Unlock()
@@ -668,23 +652,13 @@ func TestPoolStandby(t *testing.T) {
 	}
 
 	// A failed dial ends the standby's dialing, as it ends growth.
-	srv2 := sshtest.Start(t, sshtest.Options{})
-	first2, err := dialer(t, srv2)(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	failed := 0
-	end2, err := OpenSFTP(first2, Options{Label: "testhost:", Logf: t.Logf,
-		Dial: func(context.Context) (*ssh.Client, Readying, error) {
-			mu.Lock()
-			failed++
-			mu.Unlock()
-			return nil, Readying{}, errors.New("refused")
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { end2.Close() })
+	end2, _ := delayedDialEnd(t, func(context.Context) error {
+		mu.Lock()
+		failed++
+		mu.Unlock()
+		return errors.New("refused")
+	})
 	end2.Standby(8)
 	time.Sleep(200 * time.Millisecond)
 	mu.Lock()
