@@ -208,7 +208,8 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 				continue
 			}
 			if pc.reserve {
-				if spare == nil && !pc.full {
+				// Never full: it has no session until taken.
+				if spare == nil {
 					spare = pc
 				}
 				continue
@@ -291,13 +292,8 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 		}
 		growing := p.dial != nil && (p.dialErr == nil || redial) && (live+p.dialing < conns || best == nil)
 		if growing && (best == nil || best.open > 0) {
-			if p.dialing >= maxDialing {
-				p.waitDial(ctx) // unlocks
-				continue
-			}
-			if wait := time.Until(laterOf(p.lastDial.Add(dialGap), p.nextDial)); wait > 0 {
-				p.mu.Unlock()
-				if err := sleep(ctx, wait); err != nil {
+			if waited, err := p.awaitDialTurn(ctx); waited {
+				if err != nil {
 					return nil, err
 				}
 				continue
@@ -387,7 +383,7 @@ func (p *pool) prepare(ctx context.Context, n, conns int) {
 	}
 	ready := p.preparing + p.aheadConns*p.aheadSessions
 	for _, pc := range p.conns {
-		if !pc.dead && !pc.reserve {
+		if !pc.dead { // one on standby has no sessions
 			ready += len(pc.idle)
 		}
 	}
@@ -435,11 +431,33 @@ func (p *pool) waitDial(ctx context.Context) {
 	}
 }
 
+// awaitDialTurn, with p.mu held, returns false, still holding it, when
+// a dial may start now. Otherwise it releases p.mu, waits for a dial to
+// end (maxDialing are under way) or out the gap between dials, and
+// returns true, with ctx's error if it ended the wait: the caller looks
+// again.
+func (p *pool) awaitDialTurn(ctx context.Context) (bool, error) {
+	if p.dialing >= maxDialing {
+		p.waitDial(ctx) // unlocks
+		return true, nil
+	}
+	if wait := time.Until(laterOf(p.lastDial.Add(dialGap), p.nextDial)); wait > 0 {
+		p.mu.Unlock()
+		return true, sleep(ctx, wait)
+	}
+	return false, nil
+}
+
+// countDial counts a dial about to start, with p.mu held.
+func (p *pool) countDial() {
+	p.dialing++
+	p.lastDial = time.Now()
+}
+
 // startDial, with p.mu held on entry and released, dials one more
 // connection (dialOne), counted as dialing from now.
 func (p *pool) startDial(ctx context.Context) {
-	p.dialing++
-	p.lastDial = time.Now()
+	p.countDial()
 	p.mu.Unlock()
 	p.dialOne(ctx, false)
 }
@@ -524,19 +542,11 @@ func (p *pool) standby(conns int) {
 		ctx := context.Background() // dialOne ends it with the pool
 		p.mu.Lock()
 		for !p.closed && !p.stopped && p.dialErr == nil && p.live()+p.dialing < p.standbyTo {
-			if p.dialing >= maxDialing {
-				p.waitDial(ctx) // unlocks
+			if waited, _ := p.awaitDialTurn(ctx); waited {
 				p.mu.Lock()
 				continue
 			}
-			if wait := time.Until(laterOf(p.lastDial.Add(dialGap), p.nextDial)); wait > 0 {
-				p.mu.Unlock()
-				_ = sleep(ctx, wait)
-				p.mu.Lock()
-				continue
-			}
-			p.dialing++
-			p.lastDial = time.Now()
+			p.countDial()
 			p.mu.Unlock()
 			go p.dialOne(ctx, true)
 			p.mu.Lock()

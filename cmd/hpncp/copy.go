@@ -244,19 +244,11 @@ type tuning struct {
 	parallel transfer.ParallelOptions
 	rcvbuf   int
 	sndbuf   int
-	cc       string // --cc as given: auto, system or a name
-}
-
-// congestion is the congestion control a copy's connections get (--cc):
-// auto is ends.AutoCC's choice for the copy's direction.
-func (t tuning) congestion(upload bool) (name string, bestEffort bool) {
-	switch t.cc {
-	case "system":
-		return "", false
-	case "auto":
-		return ends.AutoCC(upload)
-	}
-	return t.cc, false
+	// cc is the congestion control the copy's connections get (--cc),
+	// "" for the system's; auto is ends.AutoCC's choice for the copy's
+	// direction, which may be tried and given up (ccBestEffort).
+	cc           string
+	ccBestEffort bool
 }
 
 // tuning reads the tuning flags for a copy whose data this host sends
@@ -294,7 +286,13 @@ func (o *copyOptions) tuning(upload bool) (tuning, error) {
 	case !sshconn.ValidCongestionName(o.CC):
 		return t, usagef("name one of net.ipv4.tcp_available_congestion_control, or auto, or system", "--cc %s: not a congestion control algorithm's name", o.CC)
 	}
-	t.cc = o.CC
+	switch o.CC {
+	case "system":
+	case "auto":
+		t.cc, t.ccBestEffort = ends.AutoCC(upload)
+	default:
+		t.cc = o.CC
+	}
 	streams, err := countFlag("--streams", o.Streams)
 	if err != nil {
 		return t, err
@@ -320,7 +318,7 @@ func (o *copyOptions) tuning(upload bool) (tuning, error) {
 	if streams > 0 && conns > 0 {
 		cfg.StreamsPerConn = (streams + conns - 1) / conns
 	}
-	if cc, _ := t.congestion(upload); cc == "bbr" && conns == 0 {
+	if t.cc == "bbr" && conns == 0 {
 		// A lossy path's plan takes more connections than another's
 		// because each loss cuts a cubic connection's window for
 		// seconds; bbr's is not cut, and an upload's extra connections
@@ -497,9 +495,8 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		trace = starttrace.New(0)
 		ctx = starttrace.With(ctx, trace)
 	}
-	cc, ccBest := tune.congestion(uploads(locs))
 	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
-		CC: cc, CCBestEffort: ccBest, Predial: predial(locs, tune.parallel, o.Recursive && !o.Legacy),
+		CC: tune.cc, CCBestEffort: tune.ccBestEffort, Predial: predial(locs, tune.parallel, o.Recursive && !o.Legacy),
 		PreOpen: preOpen(locs, o.Recursive), PreCreate: preCreate(locs, to, o.Recursive || o.Legacy),
 		Warm: warms(locs, tune.parallel, o.Recursive)})
 	defer hosts.Close()

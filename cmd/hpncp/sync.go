@@ -240,9 +240,8 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 		defer prog.Finish()
 	}
 
-	cc, ccBest := tune.congestion(mo.Push)
 	hosts := ends.New(ends.Options{SSH: co.connOptions(stderr), RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
-		CC: cc, CCBestEffort: ccBest})
+		CC: tune.cc, CCBestEffort: tune.ccBestEffort})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
 	open := func(l transfer.Location) (transfer.Endpoint, error) {
