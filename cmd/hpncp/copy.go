@@ -281,16 +281,14 @@ func (o *copyOptions) tuning(upload bool) (tuning, error) {
 		}
 		*b.dst = int(n)
 	}
-	switch {
-	case o.CC == "auto" || o.CC == "system":
-	case !sshconn.ValidCongestionName(o.CC):
-		return t, usagef("name one of net.ipv4.tcp_available_congestion_control, or auto, or system", "--cc %s: not a congestion control algorithm's name", o.CC)
-	}
 	switch o.CC {
 	case "system":
 	case "auto":
 		t.cc, t.ccBestEffort = ends.AutoCC(upload)
 	default:
+		if !sshconn.ValidCongestionName(o.CC) {
+			return t, usagef("name one of net.ipv4.tcp_available_congestion_control, or auto, or system", "--cc %s: not a congestion control algorithm's name", o.CC)
+		}
 		t.cc = o.CC
 	}
 	streams, err := countFlag("--streams", o.Streams)
