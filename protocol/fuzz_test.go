@@ -236,24 +236,51 @@ func FuzzParseTarProbe(f *testing.F) {
 	})
 }
 
-// FuzzPreOpenReply feeds the reply a session reads to the OPEN it sent
-// behind INIT (OpenReady): a handle, a status, or anything else, which
-// must fail rather than give a handle.
-func FuzzPreOpenReply(f *testing.F) {
+// FuzzReadyReplies feeds the replies a session taken over at its INIT
+// reads first (OpenReady): VERSION, then the reply to the OPEN that went
+// behind INIT, then a READ's made with the guessed handle. Anything but
+// a VERSION and a handle must fail the file rather than open it, with a
+// lost stream or what a status says; a handle is never longer than the
+// bytes, and a read reports no more than it asked for.
+func FuzzReadyReplies(f *testing.F) {
+	version := sftpPacket(fxpVersion, appendString(appendString(binary.BigEndian.AppendUint32(nil, 3), "limits@openssh.com"), "1"))
 	id := binary.BigEndian.AppendUint32(nil, preOpenID)
-	f.Add(sftpPacket(fxpHandle, appendString(id, "\x00\x00\x00\x00")))
-	f.Add(sftpPacket(fxpStatus, appendString(appendString(binary.BigEndian.AppendUint32(id, 2), "No such file"), "")))
-	f.Fuzz(func(t *testing.T, reply []byte) {
-		pre, err := readPreOpen(bytes.NewReader(reply), preOpenID, "/f")
-		if err != nil || pre == nil {
-			return
+	handle := sftpPacket(fxpHandle, appendString(id, openSSHFirstHandle))
+	data := sftpPacket(fxpData, appendString(binary.BigEndian.AppendUint32(nil, preOpenID+1), "abc"))
+	f.Add(append(append(append([]byte{}, version...), handle...), data...))
+	f.Add(append(append([]byte{}, version...), sftpPacket(fxpStatus, appendString(appendString(binary.BigEndian.AppendUint32(id, 2), "No such file"), ""))...))
+	f.Add(append(append([]byte{}, version...), sftpPacket(fxpHandle, appendString(id, "1"))...))
+	f.Add(append(append([]byte{}, handle...), data...)) // no VERSION
+	f.Fuzz(func(t *testing.T, in []byte) {
+		ch := &pipeChannel{Reader: bytes.NewReader(in), Writer: io.Discard, close: func() {}}
+		s := newRawSession(ch, 1<<10, sessionStart{versionDue: true, sent: "/f", guess: openSSHFirstHandle})
+		file, err := s.openAhead("/f")
+		if err != nil {
+			t.Fatalf("a file opened behind INIT was not taken: %v", err)
 		}
-		if pre.name != "/f" || len(pre.handle) > len(reply) {
-			t.Fatalf("pre-open %+v from %d bytes", pre, len(reply))
+		b := make([]byte, 3)
+		n, err := file.ReadAt(b, 0)
+		if n > len(b) {
+			t.Fatalf("a read of %d bytes got %d", len(b), n)
 		}
-		if typ := reply[4]; typ != fxpHandle {
-			t.Fatalf("a handle from a reply of type %d", typ)
+		op := file.opening
+		<-op.done
+		switch {
+		case op.err != nil:
+			var pe *fs.PathError
+			if !errors.As(op.err, &pe) || pe.Op != "open" || pe.Path != "/f" {
+				t.Fatalf("the open failed with %v, not an open error on /f", op.err)
+			}
+			checkReplyError(t, preOpenID, pe.Err)
+		case len(op.handle) > len(in):
+			t.Fatalf("a handle of %d bytes from %d", len(op.handle), len(in))
+		case len(in) < 5 || in[4] != fxpVersion:
+			t.Fatalf("the file opened without a VERSION first (%q)", in)
 		}
+		if err != nil {
+			checkReplyError(t, preOpenID+1, err)
+		}
+		s.Close()
 	})
 }
 

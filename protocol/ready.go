@@ -2,8 +2,6 @@ package protocol
 
 import (
 	"encoding/binary"
-	"fmt"
-	"io"
 	"sync"
 	"sync/atomic"
 
@@ -12,12 +10,14 @@ import (
 
 // ReadySession is an SFTP session opened on a connection ahead of need
 // (OpenReady): its channel is open, the sftp subsystem started and INIT
-// answered. A long path's streams then start with their file's OPEN, not
-// three round trips before it, or with their first READ where the
-// session opened the file behind its INIT.
+// sent, with the OPEN of the file a download reads behind it where that
+// was known (PreOpen). Its VERSION, and that OPEN's reply, are read by
+// the session it becomes (newRawSession): a long path's streams then
+// start with their first READ, or their file's OPEN, not three round
+// trips before it.
 type ReadySession struct {
-	ch  ssh.Channel
-	pre *preOpened
+	ch   ssh.Channel
+	sent string // the file opened behind INIT, "" for none
 }
 
 // Readying is what a dial (Options.Dial) brings besides its connection:
@@ -45,12 +45,15 @@ func ReadyNow(rs []ReadySession) Readying {
 }
 
 // preOpened is a file a session opened for reading before any stream
-// asked for it (OpenReady's name): the stream that opens that name for
-// reading on the session takes the handle (rawSession.open).
-type preOpened struct{ name, handle string }
+// asked for it (OpenReady's name), its OPEN's reply perhaps still on its
+// way: the stream that opens that name for reading on the session takes
+// it (rawSession.takePre).
+type preOpened struct {
+	name string
+	op   *opening
+}
 
-// preOpenID is the id of the OPEN behind INIT; its reply is read before
-// the session takes other requests.
+// preOpenID is the id of the OPEN behind INIT.
 const preOpenID = 1
 
 // PreOpen names the file a download of one file reads, known before its
@@ -60,9 +63,9 @@ const preOpenID = 1
 // file (Options.Stat must ask for Name): an OPEN of a FIFO would hold the
 // server's sftp-server, and every request behind it, until a writer came.
 // A session whose INIT goes out before the stat is answered does not
-// wait for it: it opens the file after VERSION if the answer came by
-// then, else leaves the OPEN to its stream. Those of a connection dialed
-// ahead (Predial) send INIT after the answer, and open the file with it.
+// wait for it: it leaves the OPEN to its stream (openAhead). Those of a
+// connection dialed ahead (Predial) send INIT after the answer, and open
+// the file with it.
 type PreOpen struct {
 	Name    string
 	regular atomic.Bool
@@ -76,11 +79,12 @@ func (p *PreOpen) name() string {
 	return p.Name
 }
 
-// OpenReady opens n SFTP sessions on conn side by side and returns those
-// that opened. One that failed is left to the pool, which opens a
-// session when a stream asks and fails there with the reason. Each
-// session opens pre's file, where it may (PreOpen), in the same round
-// trip as its INIT; a file that does not open leaves the session
+// OpenReady opens n SFTP sessions on conn side by side, up to their
+// INIT, and returns those that got that far; their VERSION is read by
+// the session each becomes. One that failed is left to the pool, which
+// opens a session when a stream asks and fails there with the reason.
+// Each session opens pre's file, where it may (PreOpen), in the same
+// write as its INIT; a file that does not open leaves the session
 // without it, and the stream's own OPEN reports why.
 func OpenReady(conn *ssh.Client, n int, pre *PreOpen) []ReadySession {
 	var (
@@ -96,7 +100,7 @@ func OpenReady(conn *ssh.Client, n int, pre *PreOpen) []ReadySession {
 			// ms: asked for 100 ms before the answer, INIT sent 150 ms
 			// after it, and each stream spent a round trip on its OPEN).
 			var name string
-			ch, _, err := helloSFTP(conn, func() [][]byte {
+			ch, err := startSession(conn, func() [][]byte {
 				if name = pre.name(); name == "" {
 					return nil
 				}
@@ -105,13 +109,8 @@ func OpenReady(conn *ssh.Client, n int, pre *PreOpen) []ReadySession {
 			if err != nil {
 				return
 			}
-			r, err := openedAfter(ch, name, pre)
-			if err != nil {
-				_ = ch.Close()
-				return
-			}
 			mu.Lock()
-			out = append(out, r)
+			out = append(out, ReadySession{ch: ch, sent: name})
 			mu.Unlock()
 		})
 	}
@@ -119,62 +118,9 @@ func OpenReady(conn *ssh.Client, n int, pre *PreOpen) []ReadySession {
 	return out
 }
 
-// openedAfter makes ch, past its VERSION, a ReadySession. sent names the
-// file whose OPEN went out behind INIT ("" if none); its reply is read
-// here. Where none went and pre's stat has been answered since (a
-// session opened beside the start sends INIT before the answer), the
-// session opens the file now, while the streams it is for wait for the
-// copy's other connections.
-func openedAfter(ch ssh.Channel, sent string, pre *PreOpen) (ReadySession, error) {
-	r := ReadySession{ch: ch}
-	name := sent
-	if name == "" {
-		if name = pre.name(); name != "" {
-			if _, err := ch.Write(openRequest(preOpenID, name)); err != nil {
-				return r, err
-			}
-		}
-	}
-	if name != "" {
-		var err error
-		if r.pre, err = readPreOpen(ch, preOpenID, name); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
-}
-
 // openRequest is an OPEN of name for reading, with request id id.
 func openRequest(id uint32, name string) []byte {
 	return sftpPacket(fxpOpen, appendOpen(binary.BigEndian.AppendUint32(nil, id), name, fxfRead, 0))
-}
-
-// readPreOpen reads the reply to openRequest(id, name): the file opened,
-// or nil where the server said no.
-func readPreOpen(r io.Reader, id uint32, name string) (*preOpened, error) {
-	typ, body, err := readPacket(r)
-	if err != nil {
-		return nil, err
-	}
-	return preOpenReply(typ, body, id, name)
-}
-
-// preOpenReply judges the reply of type typ to openRequest(id, name).
-func preOpenReply(typ byte, body []byte, id uint32, name string) (*preOpened, error) {
-	if len(body) < 4 || binary.BigEndian.Uint32(body) != id {
-		return nil, fmt.Errorf("sftp: unexpected reply %d to the open of %s", typ, name)
-	}
-	switch typ {
-	case fxpStatus:
-		return nil, nil
-	case fxpHandle:
-		h, _, err := readString(body[4:])
-		if err != nil {
-			return nil, fmt.Errorf("sftp: %w in the handle of %s", err, name)
-		}
-		return &preOpened{name: name, handle: h}, nil
-	}
-	return nil, fmt.Errorf("sftp: unexpected reply %d to the open of %s", typ, name)
 }
 
 // expect makes the sessions ready will return, opened ahead on pc, idle
@@ -213,10 +159,9 @@ func (p *pool) expectLocked(pc *pconn, n int, ready func() []ReadySession) {
 
 // adoptReady makes rs idle sessions of pc; p.mu is held.
 func (p *pool) adoptReady(pc *pconn, rs []ReadySession) {
+	guess := firstHandle(pc.c)
 	for _, r := range rs {
 		pc.open++
-		rs := newRawSession(r.ch, p.packet)
-		rs.pre = r.pre
-		pc.idle = append(pc.idle, rs)
+		pc.idle = append(pc.idle, newRawSession(r.ch, p.packet, sessionStart{versionDue: true, sent: r.sent, guess: guess}))
 	}
 }

@@ -3,6 +3,9 @@ package protocol
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -48,7 +51,7 @@ func openPreOpenEnd(t *testing.T, content []byte) *preOpenEnd {
 			rs := OpenReady(c, 2, e.pre)
 			e.mu.Lock()
 			for _, r := range rs {
-				if r.pre != nil {
+				if r.sent != "" {
 					e.ahead[r.ch] = true
 				}
 			}
@@ -134,17 +137,28 @@ func TestPreOpenedOtherFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pre := &PreOpen{Name: filepath.Join(srv.Root, "missing")}
+	missing := filepath.Join(srv.Root, "missing")
+	pre := &PreOpen{Name: missing}
 	pre.regular.Store(true) // as if a stat had said so before it went
 	rs := OpenReady(first, 2, pre)
 	if len(rs) != 2 {
 		t.Fatalf("%d sessions ready, want 2 although their file is missing", len(rs))
 	}
-	for _, r := range rs {
-		if r.pre != nil {
-			t.Errorf("a missing file opened ahead: %+v", r.pre)
+	// One taken as it is, one with its handle guessed: either way the
+	// stream learns that the file is missing, from its open or its
+	// first read.
+	for i, r := range rs {
+		guess := []string{"", "1"}[i]
+		s := newRawSession(r.ch, 1<<15, sessionStart{versionDue: true, sent: r.sent, guess: guess})
+		f, err := s.openAhead(missing)
+		if err == nil {
+			_, err = f.ReadAt(make([]byte, 1), 0)
 		}
-		_ = r.ch.Close()
+		var pe *fs.PathError
+		if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &pe) || pe.Op != "open" || pe.Path != missing {
+			t.Errorf("guess %q: a missing file opened ahead read with %v, want its open's error", guess, err)
+		}
+		_ = s.Close()
 	}
 }
 
@@ -293,39 +307,64 @@ func TestStreamsStartAsSessionsCome(t *testing.T) {
 	}
 }
 
-// TestReadySessionOpensAfterVersion: a session whose INIT went out
-// before the start's stat was answered opens the file after VERSION
-// when the answer has come by then, so that its stream's first request
-// is a READ; one with no answer yet leaves the OPEN to its stream.
-func TestReadySessionOpensAfterVersion(t *testing.T) {
+// TestGuessedHandleReads: a stream's file, opened on a fresh session
+// whose first handle is guessed, reads its bytes whether the guess holds
+// (pkg/sftp's first handle is "1") or not (OpenSSH's, from pkg/sftp),
+// whether its reads went behind the OPEN or after its reply, from many
+// readers at once; the server here may take a read before the OPEN it
+// follows, which is then asked again. Without a guess, the open waits
+// for its reply.
+func TestGuessedHandleReads(t *testing.T) {
 	srv := sshtest.Start(t, sshtest.Options{})
 	name := filepath.Join(srv.Root, "f")
-	if err := os.WriteFile(name, []byte("x"), 0o644); err != nil {
+	content := noise(3<<20 + 17)
+	if err := os.WriteFile(name, content, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c, err := dialer(t, srv)(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, answered := range []bool{true, false} {
-		pre := &PreOpen{Name: name}
-		ch, _, err := helloSFTP(c, func() [][]byte {
-			pre.regular.Store(answered) // the stat answered as INIT left
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+	for _, guess := range []string{"1", openSSHFirstHandle, ""} {
+		for _, behindInit := range []bool{true, false} {
+			pre := &PreOpen{Name: name}
+			pre.regular.Store(behindInit)
+			rs := OpenReady(c, 1, pre)
+			if len(rs) != 1 {
+				t.Fatal("no session ready")
+			}
+			s := newRawSession(rs[0].ch, 32<<10, sessionStart{versionDue: true, sent: rs[0].sent, guess: guess})
+			f, err := s.openAhead(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if guessed := f.opening != nil; guessed != (guess != "") {
+				t.Errorf("guess %q: the open returned before its reply: %v", guess, guessed)
+			}
+			const chunk = 256 << 10
+			got := make([]byte, len(content))
+			var wg sync.WaitGroup
+			errs := make(chan error, len(content)/chunk+1)
+			for off := 0; off < len(content); off += chunk {
+				wg.Go(func() {
+					b := got[off:min(off+chunk, len(content))]
+					if n, err := f.ReadAt(b, int64(off)); err != nil || n != len(b) {
+						errs <- fmt.Errorf("read at %d: %d bytes, %v", off, n, err)
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Errorf("guess %q, opened behind INIT %v: %v", guess, behindInit, err)
+			}
+			if !bytes.Equal(got, content) {
+				t.Errorf("guess %q, opened behind INIT %v: the bytes read differ from the file's", guess, behindInit)
+			}
+			if err := f.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			_ = s.Close()
 		}
-		r, err := openedAfter(ch, "", pre)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := r.pre != nil; got != answered {
-			t.Errorf("stat answered %v: opened ahead %v", answered, got)
-		}
-		if r.pre != nil && r.pre.name != name {
-			t.Errorf("opened %q ahead, want %q", r.pre.name, name)
-		}
-		_ = ch.Close()
 	}
 }

@@ -216,7 +216,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 	p.mu.Unlock()
 	var spare *rawSession
 	if st.spare != nil {
-		spare = newRawSession(st.spare, packet)
+		spare = newRawSession(st.spare, packet, sessionStart{})
 		p.adopt(spare)
 	}
 	if o.PreOpen != nil {
@@ -341,7 +341,12 @@ func (s *SFTP) openStream(ctx context.Context, name string, pflags uint32, conns
 		if err != nil {
 			return nil, err
 		}
-		f, err := sess.open(name, pflags)
+		var f *rawFile
+		if pflags == fxfRead {
+			f, err = sess.openAhead(name)
+		} else {
+			f, err = sess.open(name, pflags)
+		}
 		if err == nil {
 			return &streamFile{f, sess, s.pool}, nil
 		}

@@ -486,7 +486,7 @@ func TestStreamFailedWriteHoldsItsBuffer(t *testing.T) {
 	cr, sw := io.Pipe()
 	release := make(chan struct{})
 	ch := &pipeChannel{Reader: cr, Writer: blockedWriter{release}, close: func() { cr.Close() }}
-	s := newRawSession(ch, 4)
+	s := newRawSession(ch, 4, sessionStart{})
 	f := &rawFile{s: s, handle: "h"}
 	// The first WriteAt's goroutine becomes the session's writer and is
 	// stuck in the channel; the second queues its requests behind it.

@@ -24,7 +24,7 @@ targets=(
 	protocol:FuzzReadAttrs
 	protocol:FuzzAppendNames
 	protocol:FuzzStartReplies
-	protocol:FuzzPreOpenReply
+	protocol:FuzzReadyReplies
 	protocol:FuzzStartAnswers
 	protocol:FuzzParseTarProbe
 	transfer:FuzzReceiveTar
