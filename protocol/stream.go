@@ -127,8 +127,7 @@ func openRawSession(conn *ssh.Client, packet int) (*rawSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := newRawSession(ch, packet, sessionStart{guess: firstHandle(conn)})
-	return s, nil
+	return newRawSession(ch, packet, sessionStart{guess: firstHandle(conn)}), nil
 }
 
 // helloSFTP opens a session channel on conn, starts the sftp subsystem on
@@ -540,7 +539,8 @@ type rawFile struct {
 	// opening, when not nil, is the file's OPEN, whose reply may still be
 	// on its way: handle is then the session's guess. Reads go out with
 	// it behind the OPEN, and what they bring counts only once the reply
-	// has come and named that handle (ReadAt).
+	// has come and named that handle (ReadAt). Only a file opened for
+	// reading has one (openAhead, takePre); open waits for the reply.
 	opening *opening
 }
 
@@ -575,15 +575,10 @@ func (s *rawSession) await(c *call, name string) *opening {
 // open opens the existing file name with SFTP open flags pflags (read
 // or write, no create: no attributes go with the request).
 func (s *rawSession) open(name string, pflags uint32) (*rawFile, error) {
-	if f := s.takePre(name, pflags); f != nil {
-		if f.opening == nil {
-			return f, nil
-		}
-		if err := f.waitOpen(); err == nil {
-			return f, nil
-		}
-		// The stream's own OPEN says why.
+	if f := s.takePre(name, pflags); f != nil && f.waitOpen() == nil {
+		return f, nil
 	}
+	// Where the file opened ahead did not open, this OPEN says why.
 	return s.openAttrs(name, pflags, 0)
 }
 
@@ -803,19 +798,11 @@ func rangeFields(handle string, off int64, n int) func([]byte) []byte {
 // WriteAt writes b at off, all requests in flight at once; on failure
 // the count is that of the requests before the first that failed.
 func (f *rawFile) WriteAt(b []byte, off int64) (int, error) {
-	h, guessed, err := f.handleNow()
-	if guessed {
-		<-f.opening.done
-		h, err = f.opening.handle, f.opening.err
-	}
-	if err != nil {
-		return 0, err
-	}
 	ps := f.split(b, off)
 	for i := range ps {
 		p := &ps[i]
 		p.c = getCall(nil)
-		p.err = f.s.send(p.c, fxpWrite, rangeFields(h, p.off, len(p.b)), p.b)
+		p.err = f.s.send(p.c, fxpWrite, rangeFields(f.handle, p.off, len(p.b)), p.b)
 		if p.err != nil {
 			// The session has failed: the rest would too.
 			ps = ps[:i+1]
