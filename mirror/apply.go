@@ -326,8 +326,6 @@ func (r *runner) makeDirs(ctx context.Context, cs []*Change) {
 			if errors.Is(err, protocol.ErrNoBatch) {
 				err = d.FS.Mkdir(d.Path)
 			}
-		} else if _, local := d.FS.(transfer.Local); local {
-			err = os.Mkdir(d.Path, perm)
 		} else {
 			err = d.FS.Mkdir(d.Path)
 		}

@@ -25,6 +25,17 @@ import (
 // fresh says dst was just created for this run (or, in a dry run, would
 // be): it is not listed, and its root is planned as new.
 func Sync(ctx context.Context, src, dst transfer.Endpoint, name string, contents, fresh bool, o Options) (*Plan, error) {
+	// The directory the user named holds what the run writes; without
+	// contents, dst is the place of name below it, which a link there
+	// must not redirect.
+	top := dst.Path
+	if !contents {
+		top = dst.FS.Dir(dst.Path)
+	}
+	dst, err := transfer.ConfineAt(dst, top)
+	if err != nil {
+		return nil, err
+	}
 	srcL := lister{filter: o.Filter, links: o.Links, follow: contents, ids: o.HardLinks}
 	dstL := lister{links: true, follow: contents, ids: o.HardLinks}
 	if !o.DeleteExcluded {

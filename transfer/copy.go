@@ -144,6 +144,10 @@ var errNotRegular = errors.New("not a regular file")
 // still copied. The returned error is non-nil only when the run could not
 // go on: the target is unusable, or ctx was cancelled.
 func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *Result, err error) {
+	target, err = Confine(target)
+	if err != nil {
+		return &Result{}, err
+	}
 	c := newCopier(o, srcs, target)
 	if err := checkHardLinks(srcs, o); err != nil {
 		return c.res, err
@@ -342,7 +346,7 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 	var di fs.FileInfo
 	err := fs.ErrNotExist
 	if !fresh {
-		di, err = dst.FS.Stat(dst.Path)
+		di, err = dirTarget(dst)
 	}
 	switch {
 	case err == nil && !di.IsDir():

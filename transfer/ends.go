@@ -33,6 +33,7 @@ var (
 	_ smallPutter   = (*protocol.SFTP)(nil)
 	_ smallPreparer = (*protocol.SFTP)(nil)
 	_ modeMkdirer   = (*protocol.SFTP)(nil)
+	_ modeMkdirer   = Local{}
 	_ umaskProber   = (*protocol.SFTP)(nil)
 
 	// Listings and sums done by the server (fs.go, verify.go); loop.go

@@ -29,7 +29,10 @@ func CanLchtimes(end FS) bool {
 }
 
 // Lchtimes sets name's times without following a final symbolic link.
-func (Local) Lchtimes(name string, atime, mtime time.Time) error {
+func (l Local) Lchtimes(name string, atime, mtime time.Time) error {
+	if l.root != nil {
+		return l.root.chtimes(name, atime, mtime)
+	}
 	ts := []unix.Timespec{unix.NsecToTimespec(atime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
 	return unix.UtimesNanoAt(unix.AT_FDCWD, name, ts, unix.AT_SYMLINK_NOFOLLOW)
 }

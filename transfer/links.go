@@ -50,11 +50,40 @@ type Chowner interface {
 	Lchown(name string, uid, gid int) error
 }
 
-func (Local) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
-func (Local) ReadLink(name string) (string, error)   { return os.Readlink(name) }
-func (Local) Symlink(target, name string) error      { return os.Symlink(target, name) }
-func (Local) Link(oldname, newname string) error     { return os.Link(oldname, newname) }
-func (Local) Lchown(name string, uid, gid int) error { return os.Lchown(name, uid, gid) }
+func (l Local) Lstat(name string) (fs.FileInfo, error) {
+	if l.root != nil {
+		return l.root.lstat("lstat", name)
+	}
+	return os.Lstat(name)
+}
+
+func (l Local) ReadLink(name string) (string, error) {
+	if l.root != nil {
+		return l.root.readLink(name)
+	}
+	return os.Readlink(name)
+}
+
+func (l Local) Symlink(target, name string) error {
+	if l.root != nil {
+		return l.root.symlink(target, name)
+	}
+	return os.Symlink(target, name)
+}
+
+func (l Local) Link(oldname, newname string) error {
+	if l.root != nil {
+		return l.root.link(oldname, newname)
+	}
+	return os.Link(oldname, newname)
+}
+
+func (l Local) Lchown(name string, uid, gid int) error {
+	if l.root != nil {
+		return l.root.lchown(name, uid, gid)
+	}
+	return os.Lchown(name, uid, gid)
+}
 
 // OwnerOf returns the numeric owner and group in fi, from any end's Stat,
 // Lstat or ReadDir; ok is false where the end gave none.

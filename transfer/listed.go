@@ -35,6 +35,10 @@ type Listed struct {
 // and finishing as Copy's. Failures are in the result, as Copy's.
 func CopyFiles(ctx context.Context, src, dst Endpoint, files []Listed, o Options) (_ *Result, err error) {
 	o.Recursive = true // the small-file batches are prepared for a tree
+	dst, err = Confine(dst)
+	if err != nil {
+		return &Result{}, err
+	}
 	c := newCopier(o, []Endpoint{src}, dst)
 	c.prepare(ctx, src.FS)
 	c.prepare(ctx, dst.FS)

@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -12,14 +13,27 @@ import (
 	"time"
 )
 
-// Local is the local file system as an FS.
-type Local struct{}
+// Local is the local file system as an FS. The zero value reaches every
+// path the user can, as a source end must; Confine gives one that reaches
+// only what lies below the target, links not followed, as every receiving
+// end is (confine.go).
+type Local struct{ root *root }
 
 func (Local) Label() string { return "" }
 
-func (Local) Stat(name string) (fs.FileInfo, error) { return os.Stat(name) }
+// Stat follows links, except on a confined end: there it is Lstat, for
+// below the target no link is followed.
+func (l Local) Stat(name string) (fs.FileInfo, error) {
+	if l.root != nil {
+		return l.root.lstat("stat", name)
+	}
+	return os.Stat(name)
+}
 
-func (Local) ReadDir(name string) ([]fs.FileInfo, error) {
+func (l Local) ReadDir(name string) ([]fs.FileInfo, error) {
+	if l.root != nil {
+		return l.root.readDir(name)
+	}
 	entries, err := os.ReadDir(name)
 	if err != nil {
 		return nil, err
@@ -40,23 +54,61 @@ func (Local) ReadDir(name string) ([]fs.FileInfo, error) {
 
 func (Local) Glob(pattern string) ([]string, error) { return filepath.Glob(pattern) }
 
-func (Local) Open(name string) (io.ReadCloser, error) { return os.Open(name) }
+func (l Local) Open(name string) (io.ReadCloser, error) {
+	if l.root != nil {
+		return l.root.open("open", name, os.O_RDONLY)
+	}
+	return os.Open(name)
+}
 
 // CreateExclusive creates name owner-only: it is a temporary file, which
 // the copy gives its final mode before the rename (umask.go).
-func (Local) CreateExclusive(name string) (io.WriteCloser, error) {
-	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+func (l Local) CreateExclusive(name string) (io.WriteCloser, error) {
+	const flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if l.root != nil {
+		return l.root.openMode("create", name, flags, 0o600)
+	}
+	return os.OpenFile(name, flags, 0o600)
 }
 
-func (Local) Mkdir(name string) error { return os.Mkdir(name, 0o777) }
+func (l Local) Mkdir(name string) error { return l.MkdirMode(context.Background(), name, 0o777) }
 
-func (Local) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+// MkdirMode makes a directory with perm as the umask allows, in one call.
+func (l Local) MkdirMode(_ context.Context, name string, perm fs.FileMode) error {
+	if l.root != nil {
+		return l.root.mkdir(name, perm)
+	}
+	return os.Mkdir(name, perm)
+}
 
-func (Local) Remove(name string) error { return os.Remove(name) }
+func (l Local) Rename(oldname, newname string) error {
+	if l.root != nil {
+		return l.root.rename(oldname, newname)
+	}
+	return os.Rename(oldname, newname)
+}
 
-func (Local) Chmod(name string, mode fs.FileMode) error { return os.Chmod(name, mode) }
+func (l Local) Remove(name string) error {
+	if l.root != nil {
+		return l.root.remove(name)
+	}
+	return os.Remove(name)
+}
 
-func (Local) Chtimes(name string, atime, mtime time.Time) error {
+// Chmod follows a link, except on a confined end, which refuses one.
+func (l Local) Chmod(name string, mode fs.FileMode) error {
+	if l.root != nil {
+		return l.root.chmod(name, mode)
+	}
+	return os.Chmod(name, mode)
+}
+
+// Chtimes follows a link, except on a confined end, where it sets the
+// link's own times.
+func (l Local) Chtimes(name string, atime, mtime time.Time) error {
+	if l.root != nil {
+		return l.root.chtimes(name, atime, mtime)
+	}
 	return os.Chtimes(name, atime, mtime)
 }
 

@@ -51,11 +51,17 @@ type ParallelOptions struct {
 	Conns func() func() []window.ConnSample
 }
 
-func (Local) OpenReaderAt(_ context.Context, name string, _ int) (protocol.ReaderAtCloser, error) {
+func (l Local) OpenReaderAt(_ context.Context, name string, _ int) (protocol.ReaderAtCloser, error) {
+	if l.root != nil {
+		return l.root.open("open", name, os.O_RDONLY)
+	}
 	return os.Open(name)
 }
 
-func (Local) OpenWriterAt(_ context.Context, name string, _ int) (protocol.WriterAtCloser, error) {
+func (l Local) OpenWriterAt(_ context.Context, name string, _ int) (protocol.WriterAtCloser, error) {
+	if l.root != nil {
+		return l.root.open("open", name, os.O_WRONLY)
+	}
 	return os.OpenFile(name, os.O_WRONLY, 0)
 }
 

@@ -78,7 +78,10 @@ func CopySCP(ctx context.Context, srcs []SCPEndpoint, target SCPEndpoint, o Opti
 	}
 	var jobs []func(context.Context, *scpJob)
 	if target.Host == nil {
-		dst := target.local()
+		dst, err := Confine(target.local())
+		if err != nil {
+			return run.res, err
+		}
 		targetIsDir, _, err := checkTarget(dst, len(srcs) > 1, len(srcs) > 0)
 		if err != nil {
 			return run.res, err
@@ -320,7 +323,7 @@ func (d *scpDownload) dir(ctx context.Context, rec scp.Record, rpath string, dst
 			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
 			Hint: "a symbolic link on the server may point to one of its own parent directories"})
 	}
-	di, err := dst.FS.Stat(dst.Path)
+	di, err := dirTarget(dst)
 	switch {
 	case err == nil && !di.IsDir():
 		return d.refuse(&Error{Op: "copy " + src + " to", Path: dst.String(), Err: ErrNotDirectory})

@@ -28,7 +28,12 @@ type sizer interface {
 	Truncate(name string, size int64) error
 }
 
-func (Local) Truncate(name string, size int64) error { return os.Truncate(name, size) }
+func (l Local) Truncate(name string, size int64) error {
+	if l.root != nil {
+		return l.root.truncate(name, size)
+	}
+	return os.Truncate(name, size)
+}
 
 // finishSparse gives tmp, the temporary file of a sparse copy of size
 // bytes whose written bytes end at dataEnd, its size. The file must hold

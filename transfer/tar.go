@@ -185,7 +185,7 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	// finish first.
 	c.wg.Wait()
 	root := newTarDir("", src, dst, si)
-	switch di, err := dst.FS.Stat(dst.Path); {
+	switch di, err := dirTarget(dst); {
 	case err == nil && !di.IsDir():
 		c.fail(&Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: ErrNotDirectory})
 		return true
