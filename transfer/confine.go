@@ -58,6 +58,21 @@ func ConfineAt(e Endpoint, dir string) (Endpoint, error) {
 	return Endpoint{FS: Local{root: r}, Path: e.Path}, nil
 }
 
+// errSwappedForLink is a source listed as a file that is a link when it
+// is opened, in a copy that does not follow links.
+var errSwappedForLink = errors.New("is a symbolic link now, but was listed as a file; links are not followed")
+
+// NoFollow returns the source end e reading files without following a
+// final link, for a walk that listed them without following links (rsync's
+// --links, and hpncp sync): a file swapped for a link since its listing
+// is refused, not read through the link.
+func NoFollow(e Endpoint) Endpoint {
+	if l, ok := e.FS.(Local); ok && l.root == nil {
+		e.FS = Local{noFollow: true}
+	}
+	return e
+}
+
 // Confined reports whether fsys is a local end confined to a target.
 func Confined(fsys FS) bool {
 	l, ok := fsys.(Local)

@@ -323,3 +323,47 @@ func TestCopyReplacesLinkWhereDirGoes(t *testing.T) {
 		t.Errorf("top/d/file: %q %v", b, err)
 	}
 }
+
+// TestSourceSwapped: a local source that is a FIFO or a device when it is
+// opened fails at once, and one swapped for a link is refused where the
+// walk copies links as links, never read through the link.
+func TestSourceSwapped(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := Local{}.Open(fifo); done <- err }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errNotRegular) {
+			t.Errorf("Open of a FIFO: %v, want errNotRegular", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Open of a FIFO still blocked after a minute")
+	}
+	if _, err := (Local{}).OpenReaderAt(context.Background(), "/dev/null", 1); !errors.Is(err, errNotRegular) {
+		t.Errorf("OpenReaderAt of a device: %v, want errNotRegular", err)
+	}
+
+	secret := filepath.Join(t.TempDir(), "secret")
+	mustWrite(t, secret, "not to be sent\n")
+	ln := filepath.Join(dir, "file")
+	if err := os.Symlink(secret, ln); err != nil {
+		t.Fatal(err)
+	}
+	src := NoFollow(Endpoint{Local{}, ln})
+	if _, err := src.FS.Open(ln); !errors.Is(err, errSwappedForLink) {
+		t.Errorf("Open of a file swapped for a link: %v, want errSwappedForLink", err)
+	}
+	if _, err := src.FS.(streamReader).OpenReaderAt(context.Background(), ln, 1); !errors.Is(err, errSwappedForLink) {
+		t.Errorf("OpenReaderAt of a file swapped for a link: %v, want errSwappedForLink", err)
+	}
+	// scp's walk follows links: the same open reads through it.
+	f, err := Local{}.Open(ln)
+	if err != nil {
+		t.Fatalf("Open through a link without NoFollow: %v", err)
+	}
+	_ = f.Close()
+}

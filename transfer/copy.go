@@ -15,6 +15,7 @@ import (
 	"io"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -147,6 +148,12 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *
 	target, err = Confine(target)
 	if err != nil {
 		return &Result{}, err
+	}
+	if o.Links.Symlinks {
+		srcs = slices.Clone(srcs)
+		for i := range srcs {
+			srcs[i] = NoFollow(srcs[i])
+		}
 	}
 	c := newCopier(o, srcs, target)
 	if err := checkHardLinks(srcs, o); err != nil {

@@ -39,6 +39,8 @@ func CopyFiles(ctx context.Context, src, dst Endpoint, files []Listed, o Options
 	if err != nil {
 		return &Result{}, err
 	}
+	// The lister took links as links: a file is read only as listed.
+	src = NoFollow(src)
 	c := newCopier(o, []Endpoint{src}, dst)
 	c.prepare(ctx, src.FS)
 	c.prepare(ctx, dst.FS)

@@ -17,7 +17,12 @@ import (
 // path the user can, as a source end must; Confine gives one that reaches
 // only what lies below the target, links not followed, as every receiving
 // end is (confine.go).
-type Local struct{ root *root }
+type Local struct {
+	root *root
+	// noFollow refuses a link where a source file is opened: the walk
+	// that listed it copies links as links (NoFollow).
+	noFollow bool
+}
 
 func (Local) Label() string { return "" }
 
@@ -58,7 +63,7 @@ func (l Local) Open(name string) (io.ReadCloser, error) {
 	if l.root != nil {
 		return l.root.open("open", name, os.O_RDONLY)
 	}
-	return os.Open(name)
+	return openRegular(name, l.noFollow)
 }
 
 // CreateExclusive creates name owner-only: it is a temporary file, which

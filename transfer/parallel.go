@@ -55,7 +55,7 @@ func (l Local) OpenReaderAt(_ context.Context, name string, _ int) (protocol.Rea
 	if l.root != nil {
 		return l.root.open("open", name, os.O_RDONLY)
 	}
-	return os.Open(name)
+	return openRegular(name, l.noFollow)
 }
 
 func (l Local) OpenWriterAt(_ context.Context, name string, _ int) (protocol.WriterAtCloser, error) {

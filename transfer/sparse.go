@@ -89,7 +89,7 @@ type holeReader struct {
 // openHoleReader opens the local file name to be read from offset from
 // on, its holes not read.
 func openHoleReader(name string, from int64) (io.ReadCloser, error) {
-	f, err := os.Open(name)
+	f, err := openRegular(name, false)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ type holeFinder struct{ f *os.File }
 // openHoles opens the local file name to look for its holes; nil when
 // it cannot be opened, which leaves every chunk to be read.
 func openHoles(name string) *holeFinder {
-	f, err := os.Open(name)
+	f, err := openRegular(name, false)
 	if err != nil {
 		return nil
 	}

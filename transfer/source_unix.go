@@ -1,0 +1,46 @@
+//go:build unix
+
+package transfer
+
+import (
+	"io/fs"
+	"os"
+	"syscall"
+)
+
+// openRegular opens the local source name for reading. It was listed as
+// a regular file, but may have been swapped since for a FIFO, whose open
+// would wait for a writer that never comes, or a device: O_NONBLOCK lets
+// the open return, and the handle's own type decides. noFollow refuses a
+// link in name's place too, for a walk that copies links as links.
+func openRegular(name string, noFollow bool) (*os.File, error) {
+	flags := os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_CLOEXEC
+	if noFollow {
+		flags |= syscall.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(name, flags, 0)
+	if err != nil {
+		if noFollow && isLoop(err) {
+			err = &fs.PathError{Op: "open", Path: name, Err: errSwappedForLink}
+		}
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		_ = f.Close()
+		return nil, &fs.PathError{Op: "open", Path: name, Err: errNotRegular}
+	}
+	// A regular file reads the same either way; os.File reads it
+	// without the poller.
+	_ = syscall.SetNonblock(int(f.Fd()), false)
+	return f, nil
+}
+
+func isLoop(err error) bool {
+	pe, ok := err.(*fs.PathError)
+	return ok && pe.Err == syscall.ELOOP
+}
