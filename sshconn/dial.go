@@ -1,7 +1,6 @@
 package sshconn
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -31,21 +30,23 @@ const maxJumpDepth = 10
 // Dialer opens authenticated connections. It is safe for concurrent use and
 // remembers, for its lifetime, what worked: resolved configurations,
 // decrypted keys, passwords and keyboard-interactive answers that
-// succeeded, and host keys the user accepted. Prompts from concurrent dials
-// are asked one at a time, so a second dial reuses the first one's answer
-// instead of asking again.
+// succeeded, and each host's key as its first connection presented it,
+// which every later connection to the host must present too (hostPin).
+// Prompts from concurrent dials are asked one at a time, so a second dial
+// reuses the first one's answer instead of asking again.
 type Dialer struct {
 	opts Options
 	// prompt is held by the one dial that talks to the user, from its first
 	// prompt to the end of its authentication.
 	prompt chan struct{}
 
-	mu         sync.Mutex
-	configs    map[string]*Config
-	signers    map[string]ssh.Signer
-	passwords  map[string]string
-	kbd        map[string][]kbdRound
-	hostKeys   map[string][]ssh.PublicKey
+	mu        sync.Mutex
+	configs   map[string]*Config
+	signers   map[string]ssh.Signer
+	passwords map[string]string
+	kbd       map[string][]kbdRound
+	pins      map[string]*hostPin // by known_hosts name
+	// knownHosts is held while a key is appended to a known_hosts file.
 	knownHosts sync.Mutex
 }
 
@@ -58,7 +59,7 @@ func NewDialer(o Options) *Dialer {
 		signers:   make(map[string]ssh.Signer),
 		passwords: make(map[string]string),
 		kbd:       make(map[string][]kbdRound),
-		hostKeys:  make(map[string][]ssh.PublicKey),
+		pins:      make(map[string]*hostPin),
 	}
 }
 
@@ -547,6 +548,7 @@ type dialRun struct {
 	// a connection closed after that was not refused at the door.
 	hostKeySeen bool
 	timer       *time.Timer
+	deadline    time.Time // the timer's, as the watch set it
 	watchDone   chan struct{}
 	watchMu     sync.Mutex
 	watching    bool // until endWatch: the watch may still close the connection
@@ -594,6 +596,7 @@ func (r *dialRun) watch(conn net.Conn, deadline time.Time) *atomic.Bool {
 		r.cut = true
 		conn.Close()
 	}
+	r.deadline = deadline
 	r.timer = time.AfterFunc(time.Until(deadline), func() { end(true) })
 	hook := testHookWatch.Load()
 	go func(done <-chan struct{}) {
@@ -617,6 +620,16 @@ func (r *dialRun) stopTimer() {
 	if r.timer != nil {
 		r.timer.Stop()
 	}
+}
+
+// pauseTimer stops ConnectTimeout until resume is called, which gives the
+// dial the time it had left; a timer that already fired stays fired.
+func (r *dialRun) pauseTimer() (resume func()) {
+	if r.timer == nil || !r.timer.Stop() {
+		return func() {}
+	}
+	left := time.Until(r.deadline)
+	return func() { r.timer.Reset(left) }
 }
 
 // endWatch stops watching once the handshake returned, and reports
@@ -785,21 +798,4 @@ func (d *Dialer) storeKbd(key string, rounds []kbdRound) {
 		return
 	}
 	d.kbd[key] = rounds
-}
-
-// acceptedHostKey reports whether key was accepted for display earlier in
-// this process (the known_hosts write may have failed, or another dial may
-// have added it after this one read the files).
-func (d *Dialer) acceptedHostKey(display string, key ssh.PublicKey) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.ContainsFunc(d.hostKeys[display], func(k ssh.PublicKey) bool {
-		return bytes.Equal(k.Marshal(), key.Marshal())
-	})
-}
-
-func (d *Dialer) rememberHostKey(display string, key ssh.PublicKey) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.hostKeys[display] = append(d.hostKeys[display], key)
 }
