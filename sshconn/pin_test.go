@@ -181,6 +181,9 @@ func TestPoolPinsFirstHostKey(t *testing.T) {
 						t.Fatalf("first connection: %v\nlog:\n%s", errs[0], e.logs.String())
 					}
 					checkPinRefusal(t, errs[1], lost)
+					if w := e.warnings.String(); !strings.Contains(w, "HOST KEY DIFFERS BETWEEN CONNECTIONS") || !strings.Contains(w, ssh.FingerprintSHA256(lost)) {
+						t.Errorf("no warning names the refused key:\n%s", w)
+					}
 					if want := []string{knownLine(display, won)}; strings.Join(known, "\n") != strings.Join(want, "\n") {
 						t.Errorf("known_hosts = %q, want %q", known, want)
 					}
@@ -288,5 +291,37 @@ func TestPinnedKeyNoKnownHostsFile(t *testing.T) {
 			}
 			checkPinRefusal(t, errs[1], b.hostKey.PublicKey())
 		})
+	}
+}
+
+// slowPrompter answers yes to the host key question once wait is over, as
+// a user reading the fingerprint.
+type slowPrompter struct {
+	fakePrompter
+	wait <-chan time.Time
+}
+
+func (p *slowPrompter) ReadLine(prompt string) (string, error) {
+	<-p.wait
+	return p.fakePrompter.ReadLine(prompt)
+}
+
+// TestPinWaitIsNotTimed: a dial waiting for the verdict of one whose user
+// is still reading the host key question is not cut by ConnectTimeout.
+func TestPinWaitIsNotTimed(t *testing.T) {
+	defaultConnectTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { defaultConnectTimeout = DefaultConnectTimeout })
+	srv := newTestServer(t)
+	e := newEnv(t)
+	e.writeConfig(targetBlock("target", srv, "StrictHostKeyChecking ask"))
+	p := &slowPrompter{fakePrompter: fakePrompter{lines: []string{"yes"}}, wait: time.After(3 * defaultConnectTimeout)}
+	errs := dialBoth(t, NewDialer(e.options(p)), true)
+	for _, err := range errs {
+		if err != nil {
+			t.Errorf("dial: %v", err)
+		}
+	}
+	if n := len(p.prompts()); n != 1 {
+		t.Errorf("asked %d times, want once", n)
 	}
 }
