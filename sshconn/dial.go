@@ -556,6 +556,7 @@ type dialRun struct {
 	closers     []io.Closer
 
 	verifiedKey []byte
+	hostPin     *hostPin // of the host, once its key is checked
 	// noPasswords is set when a changed host key was accepted under
 	// StrictHostKeyChecking=no: OpenSSH then refuses to send passwords.
 	noPasswords bool

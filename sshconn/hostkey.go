@@ -360,7 +360,10 @@ type hostPin struct {
 	// whose key exchanges end together would each find the host unknown
 	// and each learn its own key. The others wait for its verdict.
 	turn chan struct{}
-	key  ssh.PublicKey // nil until a connection's key is accepted; under Dialer.mu
+	// Under Dialer.mu:
+	key ssh.PublicKey // nil until a connection's key is accepted
+	// declined holds the keys the user said no to, not asked about again.
+	declined [][]byte
 }
 
 func (d *Dialer) hostPin(display string) *hostPin {
@@ -378,6 +381,18 @@ func (d *Dialer) pinnedKey(p *hostPin) ssh.PublicKey {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return p.key
+}
+
+func (d *Dialer) decline(p *hostPin, key ssh.PublicKey) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p.declined = append(p.declined, key.Marshal())
+}
+
+func (d *Dialer) declined(p *hostPin, key ssh.PublicKey) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.ContainsFunc(p.declined, func(k []byte) bool { return bytes.Equal(k, key.Marshal()) })
 }
 
 func (d *Dialer) pin(p *hostPin, key ssh.PublicKey) {
@@ -437,6 +452,7 @@ func (r *dialRun) checkHostKey(remote net.Addr, key ssh.PublicKey) error {
 	}
 
 	p := r.d.hostPin(kh.display)
+	r.hostPin = p
 	pinned, release, err := r.awaitPin(p)
 	if err != nil {
 		return &Error{Op: "verify host key of", Host: kh.display, Err: err}
@@ -540,6 +556,10 @@ func (r *dialRun) unknownHostError(key ssh.PublicKey) *Error {
 
 // askHostKey asks the user about an unknown host key, as ssh does.
 func (r *dialRun) askHostKey(remote net.Addr, key ssh.PublicKey, otherTypes bool) error {
+	if r.d.declined(r.hostPin, key) {
+		return &Error{Op: "verify host key of", Host: r.kh.display,
+			Err: fmt.Errorf("%s host key %s declined earlier in this run; host key verification failed", keyTypeName(key), ssh.FingerprintSHA256(key))}
+	}
 	if err := r.acquirePrompt(); err != nil {
 		return &Error{Op: "verify host key of", Host: r.kh.display, Err: err}
 	}
@@ -562,6 +582,7 @@ func (r *dialRun) askHostKey(remote net.Addr, key ssh.PublicKey, otherTypes bool
 		ans = strings.TrimSpace(ans)
 		switch {
 		case err != nil || ans == "" || strings.EqualFold(ans, "no"):
+			r.d.decline(r.hostPin, key)
 			return &Error{Op: "verify host key of", Host: r.kh.display,
 				Err: errors.New("host key not accepted; host key verification failed")}
 		case strings.EqualFold(ans, "yes") || ans == fp:

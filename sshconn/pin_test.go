@@ -325,3 +325,28 @@ func TestPinWaitIsNotTimed(t *testing.T) {
 		t.Errorf("asked %d times, want once", n)
 	}
 }
+
+// TestDeclinedKeyAskedOnce: the user who said no to a host's key is not
+// asked again by the pool's other connections, sequential or at once.
+func TestDeclinedKeyAskedOnce(t *testing.T) {
+	for _, order := range []string{"sequential", "concurrent"} {
+		t.Run(order, func(t *testing.T) {
+			srv := newTestServer(t)
+			e := newEnv(t)
+			e.writeConfig(targetBlock("target", srv, "StrictHostKeyChecking ask"))
+			p := &fakePrompter{lines: []string{"no", "yes"}}
+			errs := dialBoth(t, NewDialer(e.options(p)), order == "concurrent")
+			for _, err := range errs {
+				if err == nil || KindOf(err) != KindHostKey {
+					t.Errorf("err = %v, want the host key refused", err)
+				}
+			}
+			if n := len(p.prompts()); n != 1 {
+				t.Errorf("asked %d times, want once: %q", n, p.prompts())
+			}
+			if lines := knownHostsLines(t, e.knownHosts); len(lines) != 0 {
+				t.Errorf("known_hosts = %q", lines)
+			}
+		})
+	}
+}
