@@ -228,9 +228,6 @@ func (d *Dialer) attempt(ctx context.Context, cfg *Config, o Options, ciphers []
 	if err != nil {
 		return nil, false, err
 	}
-	if o.hooks.Connected != nil {
-		o.hooks.Connected(conn)
-	}
 	r := &dialRun{
 		d:         d,
 		ctx:       ctx,
@@ -240,6 +237,12 @@ func (d *Dialer) attempt(ctx context.Context, cfg *Config, o Options, ciphers []
 		offered:   make(map[string]bool),
 	}
 	r.kh = loadKnownHosts(cfg, &o)
+	// Before the hook, which starts a pool's other dials: this one is
+	// connected first, so it is the one to decide on an unknown key.
+	r.claimTurn()
+	if o.hooks.Connected != nil {
+		o.hooks.Connected(conn)
+	}
 	cc := &ssh.ClientConfig{
 		User:              cfg.User,
 		HostKeyCallback:   r.verifyHostKey,
@@ -556,7 +559,8 @@ type dialRun struct {
 	closers     []io.Closer
 
 	verifiedKey []byte
-	hostPin     *hostPin // of the host, once its key is checked
+	hostPin     *hostPin // of the host
+	holdsTurn   bool     // hostPin.turn: this dial decides on the host's key
 	// noPasswords is set when a changed host key was accepted under
 	// StrictHostKeyChecking=no: OpenSSH then refuses to send passwords.
 	noPasswords bool
@@ -672,6 +676,7 @@ func (r *dialRun) releasePrompt() {
 // finish releases what the dial held during the handshake.
 func (r *dialRun) finish() {
 	r.releasePrompt()
+	r.releaseTurn()
 	for _, c := range r.closers {
 		c.Close()
 	}

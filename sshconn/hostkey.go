@@ -356,14 +356,17 @@ var testHookHostKey atomic.Pointer[func()]
 // accepted. So a later connection must present the pinned key, unless
 // known_hosts vouches for the one it presents.
 type hostPin struct {
-	// turn is held by the one dial deciding on the host's key: dials
-	// whose key exchanges end together would each find the host unknown
-	// and each learn its own key. The others wait for its verdict.
+	// turn is held by the one dial deciding on the host's key, from its
+	// connect to its verdict: dials whose key exchanges end together would
+	// each find the host unknown and each learn its own key. The others
+	// wait for its verdict.
 	turn chan struct{}
 	// Under Dialer.mu:
 	key ssh.PublicKey // nil until a connection's key is accepted
 	// declined holds the keys the user said no to, not asked about again.
 	declined [][]byte
+	// refused holds the keys refused for not being key, warned about once.
+	refused [][]byte
 }
 
 func (d *Dialer) hostPin(display string) *hostPin {
@@ -395,6 +398,19 @@ func (d *Dialer) declined(p *hostPin, key ssh.PublicKey) bool {
 	return slices.ContainsFunc(p.declined, func(k []byte) bool { return bytes.Equal(k, key.Marshal()) })
 }
 
+// firstRefusal records key as refused for not being the pinned key and
+// reports whether it was the first time.
+func (d *Dialer) firstRefusal(p *hostPin, key ssh.PublicKey) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	blob := key.Marshal()
+	if slices.ContainsFunc(p.refused, func(k []byte) bool { return bytes.Equal(k, blob) }) {
+		return false
+	}
+	p.refused = append(p.refused, blob)
+	return true
+}
+
 func (d *Dialer) pin(p *hostPin, key ssh.PublicKey) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -403,33 +419,57 @@ func (d *Dialer) pin(p *hostPin, key ssh.PublicKey) {
 	}
 }
 
-// awaitPin returns the key pinned for the host, or nil with the host's
-// turn taken: this dial decides, and release, called once it has, lets
-// the next one go.
-func (r *dialRun) awaitPin(p *hostPin) (pinned ssh.PublicKey, release func(), err error) {
-	nothing := func() {}
-	if k := r.d.pinnedKey(p); k != nil {
-		return k, nothing, nil
+// claimTurn takes the host's turn when no key is pinned and no other dial
+// holds it: the dial connected first decides on the key, however fast
+// another connection's key exchange (a nearer man in the middle's) ends.
+func (r *dialRun) claimTurn() {
+	r.hostPin = r.d.hostPin(r.kh.display)
+	if r.d.pinnedKey(r.hostPin) != nil {
+		return
 	}
 	select {
-	case p.turn <- struct{}{}:
+	case r.hostPin.turn <- struct{}{}:
+		r.holdsTurn = true
 	default:
-		// The dial deciding may be asking the user, whose time is no
-		// server's: as at a prompt, ConnectTimeout does not run meanwhile.
-		resume := r.pauseTimer()
+	}
+}
+
+func (r *dialRun) releaseTurn() {
+	if r.holdsTurn {
+		<-r.hostPin.turn
+		r.holdsTurn = false
+	}
+}
+
+// awaitPin returns the key pinned for the host, or nil with the host's
+// turn held: this dial decides, and releases the turn once it has.
+func (r *dialRun) awaitPin() (ssh.PublicKey, error) {
+	p := r.hostPin
+	if !r.holdsTurn {
+		if k := r.d.pinnedKey(p); k != nil {
+			return k, nil
+		}
 		select {
 		case p.turn <- struct{}{}:
-			resume()
-		case <-r.ctx.Done():
-			return nil, nothing, r.ctx.Err()
+		default:
+			// The dial deciding may be asking the user, whose time is no
+			// server's: as at a prompt, ConnectTimeout does not run
+			// meanwhile.
+			resume := r.pauseTimer()
+			select {
+			case p.turn <- struct{}{}:
+				resume()
+			case <-r.ctx.Done():
+				return nil, r.ctx.Err()
+			}
 		}
+		r.holdsTurn = true
 	}
-	release = func() { <-p.turn }
 	if k := r.d.pinnedKey(p); k != nil {
-		release()
-		return k, nothing, nil
+		r.releaseTurn()
+		return k, nil
 	}
-	return nil, release, nil
+	return nil, nil
 }
 
 func (r *dialRun) checkHostKey(remote net.Addr, key ssh.PublicKey) error {
@@ -451,13 +491,11 @@ func (r *dialRun) checkHostKey(remote net.Addr, key ssh.PublicKey) error {
 		}
 	}
 
-	p := r.d.hostPin(kh.display)
-	r.hostPin = p
-	pinned, release, err := r.awaitPin(p)
+	pinned, err := r.awaitPin()
 	if err != nil {
 		return &Error{Op: "verify host key of", Host: kh.display, Err: err}
 	}
-	defer release()
+	defer r.releaseTurn()
 	if pinned != nil {
 		switch {
 		case status == hostOK:
@@ -475,22 +513,19 @@ func (r *dialRun) checkHostKey(remote net.Addr, key ssh.PublicKey) error {
 	if err := r.judgeHostKey(remote, status, plain, offending, otherTypes); err != nil {
 		return err
 	}
-	r.d.pin(p, plain)
+	r.d.pin(r.hostPin, plain)
 	return nil
 }
 
 // pinMismatch refuses a connection whose key is not the one the host's
 // first connection presented, loudly: the pool may go on without it, and
-// the user must still learn that someone answered in the host's name.
+// the user must still learn that someone answered in the host's name
+// (once for each key, not for each of the pool's connections).
 func (r *dialRun) pinMismatch(pinned, key ssh.PublicKey) error {
 	display := r.kh.display
-	r.o.warnf("@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"+
-		"@    WARNING: HOST KEY DIFFERS BETWEEN CONNECTIONS!       @\n"+
-		"@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"+
-		"A connection to %s presented the %s key\n%s,\n"+
-		"but the first connection of this run presented the %s key\n%s.\n"+
-		"Someone may be intercepting connections to this host. The connection was closed.",
-		display, keyTypeName(key), ssh.FingerprintSHA256(key), keyTypeName(pinned), ssh.FingerprintSHA256(pinned))
+	if r.d.firstRefusal(r.hostPin, key) {
+		r.warnMismatch(pinned, key)
+	}
 	return &Error{
 		Op:   "verify host key of",
 		Host: display,
@@ -498,6 +533,16 @@ func (r *dialRun) pinMismatch(pinned, key ssh.PublicKey) error {
 			keyTypeName(key), ssh.FingerprintSHA256(key), keyTypeName(pinned), ssh.FingerprintSHA256(pinned)),
 		Hint: "every connection to one host must present the same key: someone may be intercepting connections; if the host's key has just been replaced, run again",
 	}
+}
+
+func (r *dialRun) warnMismatch(pinned, key ssh.PublicKey) {
+	r.o.warnf("@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"+
+		"@    WARNING: HOST KEY DIFFERS BETWEEN CONNECTIONS!       @\n"+
+		"@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"+
+		"A connection to %s presented the %s key\n%s,\n"+
+		"but the first connection of this run presented the %s key\n%s.\n"+
+		"Someone may be intercepting connections to this host: such connections are refused.",
+		r.kh.display, keyTypeName(key), ssh.FingerprintSHA256(key), keyTypeName(pinned), ssh.FingerprintSHA256(pinned))
 }
 
 // judgeHostKey decides on the host's first connection (or a changed key

@@ -22,6 +22,12 @@ import (
 // connections a man in the middle answers from the second one on.
 // It returns the port.
 func splitServer(t *testing.T, first, rest *testServer) int {
+	return splitServerHeld(t, first, rest, nil)
+}
+
+// splitServerHeld is splitServer whose first server starts its handshake
+// once hold is closed (nil: at once).
+func splitServerHeld(t *testing.T, first, rest *testServer, hold <-chan struct{}) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -35,7 +41,12 @@ func splitServer(t *testing.T, first, rest *testServer) int {
 				return
 			}
 			if n == 0 {
-				go first.handle(nc)
+				go func() {
+					if hold != nil {
+						<-hold
+					}
+					first.handle(nc)
+				}()
 			} else {
 				go rest.handle(nc)
 			}
@@ -348,5 +359,46 @@ func TestDeclinedKeyAskedOnce(t *testing.T) {
 				t.Errorf("known_hosts = %q", lines)
 			}
 		})
+	}
+}
+
+// TestFirstConnectedDecides: the dial connected first decides on the
+// host's key even when a later one's key exchange ends before its own, as
+// a man in the middle nearer than the host would make it: the later one
+// waits for the verdict and is refused.
+func TestFirstConnectedDecides(t *testing.T) {
+	a, b := newTestServer(t), newTestServer(t)
+	hold := make(chan struct{})
+	port := splitServerHeld(t, a, b, hold)
+	e := newEnv(t)
+	e.writeConfig(fmt.Sprintf("Host target\n  HostName 127.0.0.1\n  Port %d\n  StrictHostKeyChecking accept-new\n", port))
+	d := NewDialer(e.options(nil))
+
+	// The first host key check to start is the second dial's, the first
+	// server's handshake being held: let the first server go then.
+	var once sync.Once
+	hook := func() { once.Do(func() { close(hold) }) }
+	testHookHostKey.Store(&hook)
+	t.Cleanup(func() { testHookHostKey.Store(nil) })
+
+	second := make(chan error, 1)
+	c, err := d.DialWith(context.Background(), "target", DialHooks{Connected: func(net.Conn) {
+		// As a pool starts its other connections.
+		go func() {
+			c, err := d.Dial(context.Background(), "target")
+			if err == nil {
+				c.Close()
+			}
+			second <- err
+		}()
+	}})
+	if err != nil {
+		t.Fatalf("the first dial: %v", err)
+	}
+	c.Close()
+	checkPinRefusal(t, <-second, b.hostKey.PublicKey())
+	display := fmt.Sprintf("[127.0.0.1]:%d", port)
+	if got, want := knownHostsLines(t, e.knownHosts), []string{knownLine(display, a.hostKey.PublicKey())}; strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("known_hosts = %q, want %q", got, want)
 	}
 }
