@@ -365,7 +365,8 @@ type hostPin struct {
 	key ssh.PublicKey // nil until a connection's key is accepted
 	// declined holds the keys the user said no to, not asked about again.
 	declined [][]byte
-	// refused holds the keys refused for not being key, warned about once.
+	// refused holds the keys refused for differing from key, warned
+	// about once.
 	refused [][]byte
 }
 
