@@ -1,7 +1,6 @@
 package sshconn
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -31,21 +30,23 @@ const maxJumpDepth = 10
 // Dialer opens authenticated connections. It is safe for concurrent use and
 // remembers, for its lifetime, what worked: resolved configurations,
 // decrypted keys, passwords and keyboard-interactive answers that
-// succeeded, and host keys the user accepted. Prompts from concurrent dials
-// are asked one at a time, so a second dial reuses the first one's answer
-// instead of asking again.
+// succeeded, and each host's key as its first connection presented it,
+// which every later connection to the host must present too (hostPin).
+// Prompts from concurrent dials are asked one at a time, so a second dial
+// reuses the first one's answer instead of asking again.
 type Dialer struct {
 	opts Options
 	// prompt is held by the one dial that talks to the user, from its first
 	// prompt to the end of its authentication.
 	prompt chan struct{}
 
-	mu         sync.Mutex
-	configs    map[string]*Config
-	signers    map[string]ssh.Signer
-	passwords  map[string]string
-	kbd        map[string][]kbdRound
-	hostKeys   map[string][]ssh.PublicKey
+	mu        sync.Mutex
+	configs   map[string]*Config
+	signers   map[string]ssh.Signer
+	passwords map[string]string
+	kbd       map[string][]kbdRound
+	pins      map[string]*hostPin // by known_hosts name
+	// knownHosts is held while a key is appended to a known_hosts file.
 	knownHosts sync.Mutex
 }
 
@@ -58,7 +59,7 @@ func NewDialer(o Options) *Dialer {
 		signers:   make(map[string]ssh.Signer),
 		passwords: make(map[string]string),
 		kbd:       make(map[string][]kbdRound),
-		hostKeys:  make(map[string][]ssh.PublicKey),
+		pins:      make(map[string]*hostPin),
 	}
 }
 
@@ -227,9 +228,6 @@ func (d *Dialer) attempt(ctx context.Context, cfg *Config, o Options, ciphers []
 	if err != nil {
 		return nil, false, err
 	}
-	if o.hooks.Connected != nil {
-		o.hooks.Connected(conn)
-	}
 	r := &dialRun{
 		d:         d,
 		ctx:       ctx,
@@ -239,6 +237,12 @@ func (d *Dialer) attempt(ctx context.Context, cfg *Config, o Options, ciphers []
 		offered:   make(map[string]bool),
 	}
 	r.kh = loadKnownHosts(cfg, &o)
+	// Before the hook, which starts a pool's other dials: this one is
+	// connected first, so it is the one to decide on an unknown key.
+	r.claimTurn()
+	if o.hooks.Connected != nil {
+		o.hooks.Connected(conn)
+	}
 	cc := &ssh.ClientConfig{
 		User:              cfg.User,
 		HostKeyCallback:   r.verifyHostKey,
@@ -547,6 +551,7 @@ type dialRun struct {
 	// a connection closed after that was not refused at the door.
 	hostKeySeen bool
 	timer       *time.Timer
+	deadline    time.Time // the timer's, as the watch set it
 	watchDone   chan struct{}
 	watchMu     sync.Mutex
 	watching    bool // until endWatch: the watch may still close the connection
@@ -554,6 +559,8 @@ type dialRun struct {
 	closers     []io.Closer
 
 	verifiedKey []byte
+	hostPin     *hostPin // of the host
+	holdsTurn   bool     // hostPin.turn: this dial decides on the host's key
 	// noPasswords is set when a changed host key was accepted under
 	// StrictHostKeyChecking=no: OpenSSH then refuses to send passwords.
 	noPasswords bool
@@ -594,6 +601,7 @@ func (r *dialRun) watch(conn net.Conn, deadline time.Time) *atomic.Bool {
 		r.cut = true
 		conn.Close()
 	}
+	r.deadline = deadline
 	r.timer = time.AfterFunc(time.Until(deadline), func() { end(true) })
 	hook := testHookWatch.Load()
 	go func(done <-chan struct{}) {
@@ -617,6 +625,16 @@ func (r *dialRun) stopTimer() {
 	if r.timer != nil {
 		r.timer.Stop()
 	}
+}
+
+// pauseTimer stops ConnectTimeout until resume is called, which gives the
+// dial the time it had left; a timer that already fired stays fired.
+func (r *dialRun) pauseTimer() (resume func()) {
+	if r.timer == nil || !r.timer.Stop() {
+		return func() {}
+	}
+	left := time.Until(r.deadline)
+	return func() { r.timer.Reset(left) }
 }
 
 // endWatch stops watching once the handshake returned, and reports
@@ -658,6 +676,7 @@ func (r *dialRun) releasePrompt() {
 // finish releases what the dial held during the handshake.
 func (r *dialRun) finish() {
 	r.releasePrompt()
+	r.releaseTurn()
 	for _, c := range r.closers {
 		c.Close()
 	}
@@ -785,21 +804,4 @@ func (d *Dialer) storeKbd(key string, rounds []kbdRound) {
 		return
 	}
 	d.kbd[key] = rounds
-}
-
-// acceptedHostKey reports whether key was accepted for display earlier in
-// this process (the known_hosts write may have failed, or another dial may
-// have added it after this one read the files).
-func (d *Dialer) acceptedHostKey(display string, key ssh.PublicKey) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.ContainsFunc(d.hostKeys[display], func(k ssh.PublicKey) bool {
-		return bytes.Equal(k.Marshal(), key.Marshal())
-	})
-}
-
-func (d *Dialer) rememberHostKey(display string, key ssh.PublicKey) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.hostKeys[display] = append(d.hostKeys[display], key)
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/skeema/knownhosts"
 	"golang.org/x/crypto/ssh"
@@ -333,6 +334,9 @@ func (r *dialRun) hostKeyCheck(remote net.Addr, key ssh.PublicKey) error {
 		}
 		return &Error{Op: "verify host key of", Host: r.kh.display, Err: errors.New("host key changed during re-key")}
 	}
+	if hook := testHookHostKey.Load(); hook != nil {
+		(*hook)()
+	}
 	if err := r.checkHostKey(remote, key); err != nil {
 		return err
 	}
@@ -340,21 +344,144 @@ func (r *dialRun) hostKeyCheck(remote net.Addr, key ssh.PublicKey) error {
 	return nil
 }
 
-func (r *dialRun) checkHostKey(remote net.Addr, key ssh.PublicKey) error {
-	kh, o, strict := r.kh, r.o, r.cfg.StrictHostKeyChecking
-	o.logf("server host key: %s %s", keyTypeName(key), ssh.FingerprintSHA256(key))
-	if r.d.acceptedHostKey(kh.display, key) {
-		o.logf("host key for %s accepted earlier in this session", kh.display)
-		return nil
+// testHookHostKey, when set, runs as a connection's first host key check
+// starts.
+var testHookHostKey atomic.Pointer[func()]
+
+// hostPin is a host's key for the Dialer's lifetime. Only the first
+// connection to a host may learn its key (StrictHostKeyChecking
+// accept-new, ask or no); a man in the middle answering a later
+// connection of the pool would otherwise have its own key learned as
+// well (the host unknown, or known by a key of another type) or, with no,
+// accepted. So a later connection must present the pinned key, unless
+// known_hosts vouches for the one it presents.
+type hostPin struct {
+	// turn is held by the one dial deciding on the host's key, from its
+	// connect to its verdict: dials whose key exchanges end together would
+	// each find the host unknown and each learn its own key. The others
+	// wait for its verdict.
+	turn chan struct{}
+	// Under Dialer.mu:
+	key ssh.PublicKey // nil until a connection's key is accepted
+	// declined holds the keys the user said no to, not asked about again.
+	declined [][]byte
+	// refused holds the keys refused for differing from key, warned
+	// about once.
+	refused [][]byte
+}
+
+func (d *Dialer) hostPin(display string) *hostPin {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.pins[display]
+	if p == nil {
+		p = &hostPin{turn: make(chan struct{}, 1)}
+		d.pins[display] = p
 	}
+	return p
+}
+
+func (d *Dialer) pinnedKey(p *hostPin) ssh.PublicKey {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return p.key
+}
+
+func (d *Dialer) decline(p *hostPin, key ssh.PublicKey) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p.declined = append(p.declined, key.Marshal())
+}
+
+func (d *Dialer) declined(p *hostPin, key ssh.PublicKey) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.ContainsFunc(p.declined, func(k []byte) bool { return bytes.Equal(k, key.Marshal()) })
+}
+
+// firstRefusal records key as refused for not being the pinned key and
+// reports whether it was the first time.
+func (d *Dialer) firstRefusal(p *hostPin, key ssh.PublicKey) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	blob := key.Marshal()
+	if slices.ContainsFunc(p.refused, func(k []byte) bool { return bytes.Equal(k, blob) }) {
+		return false
+	}
+	p.refused = append(p.refused, blob)
+	return true
+}
+
+func (d *Dialer) pin(p *hostPin, key ssh.PublicKey) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if p.key == nil {
+		p.key = key
+	}
+}
+
+// claimTurn takes the host's turn when no key is pinned and no other dial
+// holds it: the dial connected first decides on the key, however fast
+// another connection's key exchange (a nearer man in the middle's) ends.
+func (r *dialRun) claimTurn() {
+	r.hostPin = r.d.hostPin(r.kh.display)
+	if r.d.pinnedKey(r.hostPin) != nil {
+		return
+	}
+	select {
+	case r.hostPin.turn <- struct{}{}:
+		r.holdsTurn = true
+	default:
+	}
+}
+
+func (r *dialRun) releaseTurn() {
+	if r.holdsTurn {
+		<-r.hostPin.turn
+		r.holdsTurn = false
+	}
+}
+
+// awaitPin returns the key pinned for the host, or nil with the host's
+// turn held: this dial decides, and releases the turn once it has.
+func (r *dialRun) awaitPin() (ssh.PublicKey, error) {
+	p := r.hostPin
+	if !r.holdsTurn {
+		if k := r.d.pinnedKey(p); k != nil {
+			return k, nil
+		}
+		select {
+		case p.turn <- struct{}{}:
+		default:
+			// The dial deciding may be asking the user, whose time is no
+			// server's: as at a prompt, ConnectTimeout does not run
+			// meanwhile.
+			resume := r.pauseTimer()
+			select {
+			case p.turn <- struct{}{}:
+				resume()
+			case <-r.ctx.Done():
+				return nil, r.ctx.Err()
+			}
+		}
+		r.holdsTurn = true
+	}
+	if k := r.d.pinnedKey(p); k != nil {
+		r.releaseTurn()
+		return k, nil
+	}
+	return nil, nil
+}
+
+func (r *dialRun) checkHostKey(remote net.Addr, key ssh.PublicKey) error {
+	kh, o := r.kh, r.o
+	o.logf("server host key: %s %s", keyTypeName(key), ssh.FingerprintSHA256(key))
 	status, plain, offending, otherTypes, err := kh.check(remote, key, o.logf)
 	fp := ssh.FingerprintSHA256(plain)
+	// Refused whatever an earlier connection presented.
 	switch status {
 	case hostError:
 		return &Error{Op: "verify host key of", Host: kh.display, Err: fmt.Errorf("check known_hosts: %w; host key verification failed", err)}
-	case hostOK:
-		o.logf("host %s found in known_hosts", kh.display)
-		return nil
 	case hostRevoked:
 		o.warnf("%s", revokedWarning(kh.display, plain))
 		return &Error{
@@ -363,6 +490,70 @@ func (r *dialRun) checkHostKey(remote net.Addr, key ssh.PublicKey) error {
 			Err:  fmt.Errorf("%s host key %s is revoked (%s:%d); host key verification failed", keyTypeName(plain), fp, offending[0].file, offending[0].line),
 			Hint: "a revoked key may be stolen; contact the host's administrator",
 		}
+	}
+
+	pinned, err := r.awaitPin()
+	if err != nil {
+		return &Error{Op: "verify host key of", Host: kh.display, Err: err}
+	}
+	defer r.releaseTurn()
+	if pinned != nil {
+		switch {
+		case status == hostOK:
+			o.logf("host %s found in known_hosts", kh.display)
+			return nil
+		case !bytes.Equal(pinned.Marshal(), plain.Marshal()):
+			return r.pinMismatch(pinned, plain)
+		case status == hostNew:
+			o.logf("host key for %s accepted earlier in this run", kh.display)
+			return nil
+		}
+		// A changed key, the first connection's: judged again, so that
+		// StrictHostKeyChecking=no withholds passwords from this one too.
+	}
+	if err := r.judgeHostKey(remote, status, plain, offending, otherTypes); err != nil {
+		return err
+	}
+	r.d.pin(r.hostPin, plain)
+	return nil
+}
+
+// pinMismatch refuses a connection whose key is not the one the host's
+// first connection presented, loudly: the pool may go on without it, and
+// the user must still learn that someone answered in the host's name
+// (once for each key, not for each of the pool's connections).
+func (r *dialRun) pinMismatch(pinned, key ssh.PublicKey) error {
+	display := r.kh.display
+	if r.d.firstRefusal(r.hostPin, key) {
+		r.warnMismatch(pinned, key)
+	}
+	return &Error{
+		Op:   "verify host key of",
+		Host: display,
+		Err: fmt.Errorf("the %s key %s is not the %s key %s this run's first connection presented; host key verification failed",
+			keyTypeName(key), ssh.FingerprintSHA256(key), keyTypeName(pinned), ssh.FingerprintSHA256(pinned)),
+		Hint: "every connection to one host must present the same key: someone may be intercepting connections; if the host's key has just been replaced, run again",
+	}
+}
+
+func (r *dialRun) warnMismatch(pinned, key ssh.PublicKey) {
+	r.o.warnf("@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"+
+		"@    WARNING: HOST KEY DIFFERS BETWEEN CONNECTIONS!       @\n"+
+		"@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@\n"+
+		"A connection to %s presented the %s key\n%s,\n"+
+		"but the first connection of this run presented the %s key\n%s.\n"+
+		"Someone may be intercepting connections to this host: such connections are refused.",
+		r.kh.display, keyTypeName(key), ssh.FingerprintSHA256(key), keyTypeName(pinned), ssh.FingerprintSHA256(pinned))
+}
+
+// judgeHostKey decides on the host's first connection (or a changed key
+// pinned by it), by known_hosts and StrictHostKeyChecking, as OpenSSH.
+func (r *dialRun) judgeHostKey(remote net.Addr, status hostKeyStatus, plain ssh.PublicKey, offending []knownKey, otherTypes bool) error {
+	kh, o, strict := r.kh, r.o, r.cfg.StrictHostKeyChecking
+	switch status {
+	case hostOK:
+		o.logf("host %s found in known_hosts", kh.display)
+		return nil
 	case hostChanged:
 		o.warnf("%s", changedWarning(kh.display, plain, offending))
 		if strict == "no" {
@@ -375,7 +566,7 @@ func (r *dialRun) checkHostKey(remote net.Addr, key ssh.PublicKey) error {
 			Op:   "verify host key of",
 			Host: kh.display,
 			Err: fmt.Errorf("REMOTE HOST IDENTIFICATION HAS CHANGED: the %s key is %s, offending key in %s:%d; host key verification failed",
-				keyTypeName(plain), fp, offending[0].file, offending[0].line),
+				keyTypeName(plain), ssh.FingerprintSHA256(plain), offending[0].file, offending[0].line),
 			Hint: fmt.Sprintf("if the host key really changed, remove the old one with: ssh-keygen -f %q -R %q", offending[0].file, kh.display),
 		}
 	}
@@ -411,12 +602,12 @@ func (r *dialRun) unknownHostError(key ssh.PublicKey) *Error {
 
 // askHostKey asks the user about an unknown host key, as ssh does.
 func (r *dialRun) askHostKey(remote net.Addr, key ssh.PublicKey, otherTypes bool) error {
+	if r.d.declined(r.hostPin, key) {
+		return &Error{Op: "verify host key of", Host: r.kh.display,
+			Err: fmt.Errorf("%s host key %s declined earlier in this run; host key verification failed", keyTypeName(key), ssh.FingerprintSHA256(key))}
+	}
 	if err := r.acquirePrompt(); err != nil {
 		return &Error{Op: "verify host key of", Host: r.kh.display, Err: err}
-	}
-	// Another dial may have had the answer while this one waited.
-	if r.d.acceptedHostKey(r.kh.display, key) {
-		return nil
 	}
 	ip := "no hostip for proxy command"
 	if ta, ok := remote.(*net.TCPAddr); ok && !ta.IP.IsUnspecified() {
@@ -437,6 +628,7 @@ func (r *dialRun) askHostKey(remote net.Addr, key ssh.PublicKey, otherTypes bool
 		ans = strings.TrimSpace(ans)
 		switch {
 		case err != nil || ans == "" || strings.EqualFold(ans, "no"):
+			r.d.decline(r.hostPin, key)
 			return &Error{Op: "verify host key of", Host: r.kh.display,
 				Err: errors.New("host key not accepted; host key verification failed")}
 		case strings.EqualFold(ans, "yes") || ans == fp:
@@ -446,17 +638,13 @@ func (r *dialRun) askHostKey(remote net.Addr, key ssh.PublicKey, otherTypes bool
 	}
 }
 
-// addHostKey records key in the first UserKnownHostsFile and in the
-// Dialer. Failing to write is a warning, as in OpenSSH: this connection
-// goes on.
+// addHostKey records key in the first UserKnownHostsFile. Failing to
+// write is a warning, as in OpenSSH: this connection goes on, and the
+// Dialer's pin holds the key for the others.
 func (r *dialRun) addHostKey(key ssh.PublicKey) error {
 	d := r.d
 	d.knownHosts.Lock()
 	defer d.knownHosts.Unlock()
-	if d.acceptedHostKey(r.kh.display, key) {
-		return nil
-	}
-	d.rememberHostKey(r.kh.display, key)
 	file := ""
 	if len(r.cfg.UserKnownHostsFiles) > 0 {
 		file = r.cfg.UserKnownHostsFiles[0]

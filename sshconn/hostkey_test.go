@@ -233,16 +233,20 @@ func TestAskAcceptsFingerprint(t *testing.T) {
 }
 
 // TestChangedKeyNoDisablesPasswords: with StrictHostKeyChecking=no a
-// changed key lets the connection go on, but no password is sent.
+// changed key lets the connection go on, but no password is sent, on the
+// first connection or a later one presenting the same key.
 func TestChangedKeyNoDisablesPasswords(t *testing.T) {
 	srv := newTestServer(t, withPassword("secret"), withKbd("secret"))
 	e := newEnv(t)
 	e.writeKnownHosts(knownLine(fmt.Sprintf("[127.0.0.1]:%d", srv.port), newSigner(t).PublicKey()))
 	e.writeConfig(targetBlock("target", srv, "StrictHostKeyChecking no"))
 	p := &fakePrompter{passwords: []string{"secret", "secret"}}
-	_, err := NewDialer(e.options(p)).Dial(context.Background(), "target")
-	if err == nil || !strings.Contains(err.Error(), "permission denied") {
-		t.Fatalf("err = %v, want permission denied", err)
+	d := NewDialer(e.options(p))
+	for i := range 2 {
+		_, err := d.Dial(context.Background(), "target")
+		if err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Fatalf("dial %d: err = %v, want permission denied", i, err)
+		}
 	}
 	if len(p.prompts()) != 0 || srv.passwordTries.Load() != 0 || srv.kbdTries.Load() != 0 {
 		t.Errorf("password sent after a changed host key: prompts %q, server saw %d passwords",
