@@ -19,9 +19,9 @@ import (
 // standard base64. Reading the report back gives the bytes. A name that
 // is valid UTF-8, nearly all of them, is written as it is, alone.
 //
-// encoding/json also writes the C1 control characters (U+0080 to
-// U+009F) as they are, and a terminal showing the report may act on
-// them as on ESC sequences (U+009B is CSI): Report's MarshalJSON escapes
+// encoding/json also writes DEL and the C1 control characters (U+0080
+// to U+009F) as they are, and a terminal showing the report may act on
+// C1 as on ESC sequences (U+009B is CSI): Report's MarshalJSON escapes
 // them (\u009b), as encoding/json does C0's.
 
 // nameJSON returns how a report writes name: in its field, and in the
@@ -72,7 +72,8 @@ func decodeStrict(data []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// MarshalJSON writes the report with the C1 control characters escaped.
+// MarshalJSON writes the report with DEL and the C1 control characters
+// escaped.
 func (r Report) MarshalJSON() ([]byte, error) {
 	type plain Report
 	b, err := marshalText(plain(r))
@@ -82,22 +83,29 @@ func (r Report) MarshalJSON() ([]byte, error) {
 	return escapeC1(b), nil
 }
 
-// escapeC1 writes each C1 control character of the JSON document b as a
-// \u escape. In encoding/json's output every byte above 0x7f is in a
-// string, as valid UTF-8, so the two bytes C2 80-9F are always one.
+// escapeC1 writes DEL and each C1 control character of the JSON
+// document b as a \u escape. In encoding/json's output every byte above
+// 0x7e is in a string, as valid UTF-8, so DEL is one and the two bytes
+// C2 80-9F are always one character.
 func escapeC1(b []byte) []byte {
 	var out []byte
 	start := 0
-	for i := 0; i+1 < len(b); i++ {
-		if b[i] != 0xc2 || b[i+1] < 0x80 || b[i+1] > 0x9f {
+	for i := 0; i < len(b); i++ {
+		n := 0
+		switch {
+		case b[i] == 0x7f:
+			n = 1
+		case b[i] == 0xc2 && i+1 < len(b) && b[i+1] >= 0x80 && b[i+1] <= 0x9f:
+			n = 2
+		default:
 			continue
 		}
 		if out == nil {
 			out = make([]byte, 0, len(b)+32)
 		}
 		out = append(out, b[start:i]...)
-		out = fmt.Appendf(out, `\u%04x`, b[i+1])
-		i++
+		out = fmt.Appendf(out, `\u%04x`, b[i+n-1])
+		i += n - 1
 		start = i + 1
 	}
 	if out == nil {

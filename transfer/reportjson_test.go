@@ -102,10 +102,10 @@ func TestMergeReportsNamesNotUTF8(t *testing.T) {
 }
 
 // The C1 control characters, which a terminal may read as ESC
-// sequences, are escaped, as are C0's and U+2028/U+2029; other text
+// sequences, are escaped, as are DEL, C0's and U+2028/U+2029; other text
 // stays as it is.
 func TestReportEscapesC1(t *testing.T) {
-	name := "c1 \u009b31m \u0085 \u009f \x1b[2J \u2028 é 名 <&>"
+	name := "c1 \u009b31m \u0085 \u009f \x1b[2J \u2028 \x7f é 名 <&>"
 	r := NewReport([]FileReport{{Path: name, Status: StatusFailed, Error: "open " + name + ": denied"}}, nil, time.Second)
 	r.ExitCode, r.Error = 1, &RunError{Message: name, Kind: KindFailed}
 	r.Planned = []PlannedChange{{Item: ">f+++++++++", Name: name, Line: ">f+++++++++ " + name}}
@@ -114,12 +114,12 @@ func TestReportEscapesC1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{"\u009b", "\u0085", "\u009f", "\x1b", "\u2028"} {
+	for _, c := range []string{"\u009b", "\u0085", "\u009f", "\x1b", "\u2028", "\x7f"} {
 		if bytes.Contains(data, []byte(c)) {
 			t.Errorf("the report holds %q raw:\n%s", c, data)
 		}
 	}
-	want := `c1 \u009b31m \u0085 \u009f \u001b[2J \u2028 é 名 <&>`
+	want := `c1 \u009b31m \u0085 \u009f \u001b[2J \u2028 \u007f é 名 <&>`
 	if n := bytes.Count(data, []byte(want)); n != 5 {
 		t.Errorf("%q found %d times, want 5 (path, error, message, name, line):\n%s", want, n, data)
 	}
