@@ -34,19 +34,19 @@ func nameJSON(name string) (field, b64 string) {
 }
 
 // nameFromJSON is the name nameJSON wrote as field and b64, checked as
-// hpncp writes them. what names the field in an error.
-func nameFromJSON(what, field string, b64 *string) (string, error) {
+// hpncp writes them. what and whatB64 name the fields in an error.
+func nameFromJSON(what, whatB64, field string, b64 *string) (string, error) {
 	if b64 == nil {
 		return field, nil
 	}
 	b, err := base64.StdEncoding.DecodeString(*b64)
 	switch {
 	case err != nil:
-		return "", fmt.Errorf("%s_b64: %w", what, err)
+		return "", fmt.Errorf("%s: %w", whatB64, err)
 	case utf8.Valid(b):
-		return "", fmt.Errorf("%s_b64 holds UTF-8 text: %s alone says it", what, what)
+		return "", fmt.Errorf("%s holds UTF-8 text: %s alone says it", whatB64, what)
 	case vis.String(string(b)) != field:
-		return "", fmt.Errorf("%s %q is not %s_b64 escaped", what, field, what)
+		return "", fmt.Errorf("%s %q is not %s escaped", what, field, whatB64)
 	}
 	return string(b), nil
 }
@@ -72,15 +72,69 @@ func decodeStrict(data []byte, v any) error {
 	return dec.Decode(v)
 }
 
+// reportJSON is a Report as JSON carries it: the job's operands are
+// names too.
+type reportJSON struct {
+	plainReport
+	// SourcesB64 is there when a source is not UTF-8: one entry for each
+	// of Sources, empty for those that are.
+	SourcesB64 []string `json:"sources_b64,omitempty"`
+	TargetB64  string   `json:"target_b64,omitempty"`
+}
+
+type plainReport Report
+
 // MarshalJSON writes the report with DEL and the C1 control characters
 // escaped.
 func (r Report) MarshalJSON() ([]byte, error) {
-	type plain Report
-	b, err := marshalText(plain(r))
+	w := reportJSON{plainReport: plainReport(r)}
+	w.Sources = nil
+	for i, src := range r.Sources {
+		field, b64 := nameJSON(src)
+		w.Sources = append(w.Sources, field)
+		if b64 != "" && w.SourcesB64 == nil {
+			w.SourcesB64 = make([]string, len(r.Sources))
+		}
+		if b64 != "" {
+			w.SourcesB64[i] = b64
+		}
+	}
+	w.Target, w.TargetB64 = nameJSON(r.Target)
+	b, err := marshalText(w)
 	if err != nil {
 		return nil, err
 	}
 	return escapeC1(b), nil
+}
+
+func (r *Report) UnmarshalJSON(data []byte) error {
+	var w struct {
+		plainReport
+		SourcesB64 []string `json:"sources_b64"`
+		TargetB64  *string  `json:"target_b64"`
+	}
+	if err := decodeStrict(data, &w); err != nil {
+		return err
+	}
+	if w.SourcesB64 != nil && len(w.SourcesB64) != len(w.Sources) {
+		return fmt.Errorf("sources_b64 has %d entries, sources %d", len(w.SourcesB64), len(w.Sources))
+	}
+	for i, b64 := range w.SourcesB64 {
+		if b64 == "" {
+			continue
+		}
+		src, err := nameFromJSON(fmt.Sprintf("sources[%d]", i), fmt.Sprintf("sources_b64[%d]", i), w.Sources[i], &b64)
+		if err != nil {
+			return err
+		}
+		w.Sources[i] = src
+	}
+	var err error
+	if w.Target, err = nameFromJSON("target", "target_b64", w.Target, w.TargetB64); err != nil {
+		return err
+	}
+	*r = Report(w.plainReport)
+	return nil
 }
 
 // escapeC1 writes DEL and each C1 control character of the JSON
@@ -137,10 +191,10 @@ func (f *FileReport) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	var err error
-	if w.Path, err = nameFromJSON("path", w.Path, w.PathB64); err != nil {
+	if w.Path, err = nameFromJSON("path", "path_b64", w.Path, w.PathB64); err != nil {
 		return err
 	}
-	if w.Target, err = nameFromJSON("target", w.Target, w.TargetB64); err != nil {
+	if w.Target, err = nameFromJSON("target", "target_b64", w.Target, w.TargetB64); err != nil {
 		return err
 	}
 	*f = FileReport(w.plain)
@@ -167,7 +221,7 @@ func (c *PlannedChange) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	var err error
-	if w.Name, err = nameFromJSON("name", w.Name, w.NameB64); err != nil {
+	if w.Name, err = nameFromJSON("name", "name_b64", w.Name, w.NameB64); err != nil {
 		return err
 	}
 	*c = PlannedChange(w.plain)

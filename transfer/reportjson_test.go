@@ -3,6 +3,7 @@ package transfer
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,5 +149,28 @@ func TestParseReportNameB64(t *testing.T) {
 		if _, err := ParseReport(doc(tc.entry)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one saying %q", tc.entry, err, tc.want)
 		}
+	}
+}
+
+// The job's operands are names too: reports of two sources that differ
+// only in bytes that are not UTF-8 are of two jobs, and merge refuses
+// them.
+func TestReportSourcesNotUTF8(t *testing.T) {
+	var reports []NamedReport
+	for i, src := range []string{"src\xff", "src\xfe"} {
+		r := NewReport(nil, nil, time.Second)
+		r.Sources, r.Target, r.Shards = []string{"ok", src}, "h:dst\xff", []string{Shard{i, 2}.String()}
+		data, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := checkReportSchema(t, data)
+		if len(back.Sources) != 2 || back.Sources[1] != src || back.Target != "h:dst\xff" {
+			t.Fatalf("sources %q, target %q read back from %s", back.Sources, back.Target, data)
+		}
+		reports = append(reports, NamedReport{fmt.Sprintf("shard%d.json", i), back})
+	}
+	if _, err := MergeReports(reports); err == nil || !strings.Contains(err.Error(), "shard1.json") {
+		t.Errorf("merge of two jobs: error %v, want shard1.json refused", err)
 	}
 }
