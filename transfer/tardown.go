@@ -76,14 +76,15 @@ func (run *tarRun) downloadStream(ctx context.Context, s *feedStream, n int) (er
 		cancel()
 	}
 	cerr := rc.Close()
+	bound := decompressionBound(rerr)
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case decompressionBound(rerr) != nil:
+	case bound != nil:
 		// The server's tar was stopped for it: what it says of that
 		// says nothing.
 		return &Error{Op: fmt.Sprintf("decompress tar stream %d of", n), Path: root.src().String(),
-			Err: decompressionBound(rerr), Hint: "copy without -C: a stream that is not compressed needs no such bound"}
+			Err: bound, Hint: "copy without -C: a stream that is not compressed needs no such bound"}
 	case rerr != nil:
 		// tar's own message, when it failed, says more than a cut stream.
 		if cerr != nil {
