@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
+
+	"github.com/hpncp/hpncp/internal/vis"
 )
 
 // errAuthExhausted ends authentication when no method is left to try.
@@ -450,15 +452,21 @@ func (r *dialRun) nextKbdInteractive() ssh.AuthMethod {
 				return c[0].answers, nil
 			}
 		}
+		// All of it is the server's text, shown on the user's terminal
+		// beside prompts for secrets: escaped, so that it cannot set the
+		// title, clear the screen or draw a prompt of its own. Newlines
+		// stay in the instruction and the prompts, where PAM puts its
+		// messages, and the name is one line.
 		header := ""
 		if name != "" {
-			header += name + "\n"
+			header += vis.String(name) + "\n"
 		}
 		if instruction != "" {
-			header += strings.TrimRight(instruction, "\n") + "\n"
+			header += vis.Text(strings.TrimRight(instruction, "\n")) + "\n"
 		}
 		answers := make([]string, len(questions))
 		for i, q := range questions {
+			q = vis.Text(q)
 			if i == 0 {
 				q = header + q
 			}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -186,6 +187,55 @@ func TestAuthKeyboardInteractive(t *testing.T) {
 	}
 	if srv.kbdTries.Load() != 2 {
 		t.Errorf("server saw %d keyboard-interactive tries, want 2", srv.kbdTries.Load())
+	}
+}
+
+// TestAuthKeyboardInteractiveEscaped: a server's name, instruction and
+// prompt reach the terminal escaped, so that none can retitle the window,
+// clear the screen or draw a prompt of its own over the real one. The
+// instruction keeps its line breaks.
+func TestAuthKeyboardInteractiveEscaped(t *testing.T) {
+	srv := newTestServer(t, withKbd("424242"), withKbdChallenge(
+		"evil\x1b]0;title\x07",
+		"line one\nline two\x1b[2J\r\u009b31m\x7f",
+		"\rPassword for local user: "))
+	e := authEnv(t, srv)
+	p := &fakePrompter{passwords: []string{"424242"}}
+	c, err := NewDialer(e.options(p)).Dial(context.Background(), "target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	asked := p.prompts()
+	want := `evil\033]0;title\007` + "\n" +
+		`line one` + "\n" + `line two\033[2J\015\302\23331m\177` + "\n" +
+		`\015Password for local user: `
+	if len(asked) != 1 || asked[0] != want {
+		t.Fatalf("prompts = %q, want %q", asked, want)
+	}
+	for _, r := range asked[0] {
+		if r != '\n' && !unicode.IsPrint(r) {
+			t.Errorf("prompt holds %U raw", r)
+		}
+	}
+}
+
+// TestBannerEscaped: the server's banner is handed on escaped, its lines
+// kept.
+func TestBannerEscaped(t *testing.T) {
+	srv := newTestServer(t, withKbd("424242"), withBanner("Welcome\r\n\x1b]0;title\x07\x1b[2J\n"))
+	e := authEnv(t, srv)
+	var got []string
+	o := e.options(&fakePrompter{passwords: []string{"424242"}})
+	o.Banner = func(msg string) { got = append(got, msg) }
+	c, err := NewDialer(o).Dial(context.Background(), "target")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	want := `Welcome\015` + "\n" + `\033]0;title\007\033[2J` + "\n"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("banners = %q, want %q", got, want)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/cpu"
 
 	"github.com/hpncp/hpncp/internal/starttrace"
+	"github.com/hpncp/hpncp/internal/vis"
 )
 
 // maxJumpDepth bounds ProxyJump chains, which configuration files can make
@@ -250,7 +251,7 @@ func (d *Dialer) attempt(ctx context.Context, cfg *Config, o Options, ciphers []
 		AuthCallback:      r.nextAuth,
 		BannerCallback: func(msg string) error {
 			if o.Banner != nil {
-				o.Banner(msg)
+				o.Banner(vis.Text(msg))
 			}
 			return nil
 		},

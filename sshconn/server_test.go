@@ -58,6 +58,9 @@ type testServer struct {
 	cfg      *ssh.ServerConfig
 	password string
 	kbd      string
+	// kbdName, kbdInstruction and kbdPrompt, when kbdPrompt is set, are
+	// the keyboard-interactive challenge in place of the usual one.
+	kbdName, kbdInstruction, kbdPrompt string
 	// authorized holds the marshalled public keys publickey accepts.
 	authorized [][]byte
 	// silentKeepalive makes the server never answer global requests, as a
@@ -79,6 +82,19 @@ type serverOption func(*testServer)
 
 func withPassword(pw string) serverOption { return func(s *testServer) { s.password = pw } }
 func withKbd(answer string) serverOption  { return func(s *testServer) { s.kbd = answer } }
+
+// withKbdChallenge makes keyboard-interactive ask one question, prompt,
+// under name and instruction, as a hostile server may word them.
+func withKbdChallenge(name, instruction, prompt string) serverOption {
+	return func(s *testServer) { s.kbdName, s.kbdInstruction, s.kbdPrompt = name, instruction, prompt }
+}
+
+// withBanner makes the server send msg as its pre-authentication banner.
+func withBanner(msg string) serverOption {
+	return func(s *testServer) {
+		s.cfg.BannerCallback = func(ssh.ConnMetadata) string { return msg }
+	}
+}
 func withKeys(keys ...ssh.PublicKey) serverOption {
 	return func(s *testServer) {
 		for _, k := range keys {
@@ -159,7 +175,11 @@ func newTestServer(t *testing.T, opts ...serverOption) *testServer {
 	if s.kbd != "" {
 		s.cfg.KeyboardInteractiveCallback = func(_ ssh.ConnMetadata, ch ssh.KeyboardInteractiveChallenge) (*ssh.Permissions, error) {
 			s.kbdTries.Add(1)
-			ans, err := ch("", "Answer the question.", []string{"Verification code: "}, []bool{false})
+			name, instruction, prompt := "", "Answer the question.", "Verification code: "
+			if s.kbdPrompt != "" {
+				name, instruction, prompt = s.kbdName, s.kbdInstruction, s.kbdPrompt
+			}
+			ans, err := ch(name, instruction, []string{prompt}, []bool{false})
 			if err != nil {
 				return nil, err
 			}

@@ -49,7 +49,9 @@ type Options struct {
 	// Warnf receives warnings that OpenSSH prints without -v (changed host
 	// keys, keys added to known_hosts, missing -i files); nil discards them.
 	Warnf func(format string, args ...any)
-	// Banner receives the server's pre-authentication banner; nil discards it.
+	// Banner receives the server's pre-authentication banner, escaped as
+	// vis.Text escapes it (its lines kept, no control character); nil
+	// discards it.
 	Banner func(message string)
 	// Tune, when not nil, is called on each direct TCP connection before
 	// the SSH handshake (socket buffer sizes); its error ends the dial.

@@ -26,7 +26,9 @@ const (
 // FileReport is what happened to one file, as hpncp --json prints it.
 type FileReport struct {
 	// Path is the source file as messages name it: "host:path" for a
-	// remote one.
+	// remote one. Path and Target hold the names' bytes, UTF-8 or not;
+	// JSON carries those that are not in path_b64 and target_b64
+	// (reportjson.go).
 	Path string `json:"path"`
 	// Bytes is the file bytes sent: its size when copied, 0 otherwise.
 	Bytes  int64  `json:"bytes"`

@@ -48,7 +48,7 @@ func (run *tarRun) downloadStream(ctx context.Context, s *feedStream, n int) (er
 	var r io.Reader = rc
 	switch po.Compress {
 	case "zstd":
-		zr, zerr := zstd.NewReader(rc, zstd.WithDecoderConcurrency(1))
+		zr, zerr := newZstdReader(rc)
 		if zerr != nil {
 			cancel()
 			_ = rc.Close()
@@ -65,16 +65,26 @@ func (run *tarRun) downloadStream(ctx context.Context, s *feedStream, n int) (er
 		}
 		r = gr
 	}
-	start := time.Now()
 	want := &tarWant{more: s.files, passed: s.arrived}
+	if po.Compress != "" {
+		want.bound = &expansion{r: r, left: expansionSlack}
+		r = want.bound
+	}
+	start := time.Now()
 	rerr := receiveWant(ctx, r, want, run.m)
 	if rerr != nil {
 		cancel()
 	}
 	cerr := rc.Close()
+	bound := decompressionBound(rerr)
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
+	case bound != nil:
+		// The server's tar was stopped for it: what it says of that
+		// says nothing.
+		return &Error{Op: fmt.Sprintf("decompress tar stream %d of", n), Path: root.src().String(),
+			Err: bound, Hint: "copy without -C: a stream that is not compressed needs no such bound"}
 	case rerr != nil:
 		// tar's own message, when it failed, says more than a cut stream.
 		if cerr != nil {
@@ -117,6 +127,82 @@ func (run *tarRun) downloadStream(ctx context.Context, s *feedStream, n int) (er
 			_ = t.dst.FS.Remove(t.tmp)
 		}
 	})
+	return nil
+}
+
+// zstdMaxWindow bounds the window a zstd frame of a download may ask
+// for: the decoder keeps that much of the stream's past in memory, and
+// a frame may claim up to 3.75 TB (klauspost/compress accepts 512 MiB by
+// default, about 545 MB of RSS per stream, and a copy runs many
+// streams). The server's zstd compresses with a window of 8 MiB or less
+// at every level up to 19 (2 MiB at its default level 3), and hpncp's
+// own encoder (zstdWriter) with 4 MiB: 16 MiB leaves room for a newer
+// zstd's tables and refuses only --ultra levels and --long, which tar
+// does not ask for.
+const zstdMaxWindow = 16 << 20
+
+// newZstdReader decodes a download's zstd stream in one goroutine and
+// within zstdMaxWindow.
+func newZstdReader(r io.Reader) (*zstd.Decoder, error) {
+	// MaxMemory bounds only the window of a streaming decode, not its
+	// length: a stream of any length decodes.
+	return zstd.NewReader(r, zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderMaxMemory(zstdMaxWindow))
+}
+
+// A compressed stream's bytes cost the server little to send and the
+// receiver much to decompress: a few kilobytes of gzip or zstd expand to
+// gigabytes. What tar may send is bounded by what the listing promised:
+// the files the stream took, each its listed size rounded to tar's
+// blocks plus expansionPerEntry for its headers (GNU tar's long names
+// and PAX records), and expansionSlack once, for the first header and
+// for files that grew after they were listed (they fail alone, but
+// their bytes are read through).
+const (
+	expansionSlack    = 64 << 20
+	expansionPerEntry = 16 << 10
+)
+
+// errExpanded ends a compressed stream that held more than its bound.
+var errExpanded = errors.New("the stream expands to more than the listing promised")
+
+// expansion is a compressed stream's archive, bounded as the constants
+// above say: left grows as each file is taken and shrinks as bytes are
+// read.
+type expansion struct {
+	r    io.Reader
+	left int64
+}
+
+func (e *expansion) Read(p []byte) (int, error) {
+	if e.left <= 0 {
+		return 0, errExpanded
+	}
+	if int64(len(p)) > e.left {
+		p = p[:e.left]
+	}
+	n, err := e.r.Read(p)
+	e.left -= int64(n)
+	return n, err
+}
+
+// promise allows the bytes a file of size listed may take in the
+// archive.
+func (e *expansion) promise(listed int64) {
+	e.left += (listed+511)/512*512 + expansionPerEntry
+}
+
+// decompressionBound returns, when err ended a stream for one of the
+// bounds on decompression, what to tell the user; nil otherwise.
+func decompressionBound(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
+		return fmt.Errorf("a zstd frame asks for a window larger than hpncp's bound of %d MiB", zstdMaxWindow>>20)
+	case errors.Is(err, errExpanded):
+		return errExpanded
+	}
 	return nil
 }
 
@@ -211,6 +297,9 @@ func receiveWant(ctx context.Context, r io.Reader, want *tarWant, m pipeline.Met
 			return fmt.Errorf("tar stream: refusing %q: not a regular file (type %q)", h.Name, h.Typeflag)
 		}
 		f, err := want.take(name)
+		if err == nil && want.bound != nil {
+			want.bound.promise(f.info.Size())
+		}
 		switch {
 		case err != nil:
 			return fmt.Errorf("tar stream: refusing %q: %w", h.Name, err)
@@ -288,6 +377,9 @@ type tarWant struct {
 	more func() []*tarFile
 	// passed, when not nil, is told of next as it moves on.
 	passed func(next int)
+	// bound, when not nil, is a compressed stream's archive, told of
+	// each file taken.
+	bound *expansion
 }
 
 // take returns the file an entry named name is for.

@@ -167,6 +167,13 @@ func (run *tarRun) checkUploaded(files []*tarFile) error {
 	return errors.Join(errs...)
 }
 
+// zstdWriter compresses an upload's stream. At its fastest level the
+// encoder's window is 4 MiB, within what hpncp's own decoder accepts
+// (zstdMaxWindow).
+func zstdWriter(w io.Writer) (*zstd.Encoder, error) {
+	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest))
+}
+
 // writeArchive writes the archive of dirs and files, compressed as
 // compress says, to w, its bytes metered until ctx is done.
 func (run *tarRun) writeArchive(ctx context.Context, w io.Writer, dirs []*tarNode, files []*tarFile) error {
@@ -176,7 +183,7 @@ func (run *tarRun) writeArchive(ctx context.Context, w io.Writer, dirs []*tarNod
 	var comp io.WriteCloser
 	switch run.po.Compress {
 	case "zstd":
-		zw, err := zstd.NewWriter(bw, zstd.WithEncoderLevel(zstd.SpeedFastest))
+		zw, err := zstdWriter(bw)
 		if err != nil {
 			return err
 		}

@@ -360,7 +360,7 @@ func (o *copyOptions) connOptions(stderr io.Writer) sshconn.Options {
 		co.Logf = logTo(stderr)
 	}
 	if !o.Quiet {
-		co.Warnf = func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+		co.Warnf = warnTo(stderr)
 	}
 	if !o.Batch {
 		co.Prompter = sshconn.TerminalPrompter()

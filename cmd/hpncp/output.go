@@ -21,6 +21,15 @@ func logTo(w io.Writer) func(format string, args ...any) {
 	}
 }
 
+// warnTo returns a Warnf that prints each warning to w as it is worded,
+// ssh's way, escaped but for its line breaks: a warning may name a host
+// or a key as the server or the config gave them.
+func warnTo(w io.Writer) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		fmt.Fprintf(w, "%s\n", vis.Text(fmt.Sprintf(format, args...)))
+	}
+}
+
 // report is the --json report of a copy that ended with err (nil for
 // success) at ended.
 func (r *copyRecord) report(err error, ended time.Time) transfer.Report {

@@ -311,7 +311,7 @@ func (o *sshOptions) connOptions(stderr io.Writer) sshconn.Options {
 		co.Logf = o.logf(stderr)
 	}
 	if !o.Quiet {
-		co.Warnf = func(format string, args ...any) { fmt.Fprintf(stderr, format+"\n", args...) }
+		co.Warnf = warnTo(stderr)
 		co.Banner = func(msg string) { io.WriteString(stderr, vis.Text(msg)) }
 	}
 	return co
