@@ -285,7 +285,7 @@ func (h *handler) Fileread(r *sftp.Request) (io.ReaderAt, error) {
 }
 
 func (h *handler) Filewrite(*sftp.Request) (io.WriterAt, error) { return nil, os.ErrPermission }
-func (h *handler) Filecmd(*sftp.Request) error                   { return os.ErrPermission }
+func (h *handler) Filecmd(*sftp.Request) error                  { return os.ErrPermission }
 
 func (h *handler) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
 	p, ok := rel(r.Filepath)
