@@ -142,7 +142,13 @@ func (c *confinement) check(t testing.TB, after string) {
 // minute.
 func runHostile(t testing.TB, srv *hostile.Server, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return runHostileFor(t, srv, time.Minute, args...)
+}
+
+// runHostileFor is runHostile with a limit of its own.
+func runHostileFor(t testing.TB, srv *hostile.Server, limit time.Duration, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	var full []string
 	if len(args) > 0 && args[0] == "sync" {
@@ -157,11 +163,11 @@ func runHostile(t testing.TB, srv *hostile.Server, args ...string) (int, string)
 	select {
 	case err := <-done:
 		code = report(&stderr, err)
-	case <-time.After(90 * time.Second):
+	case <-time.After(limit + 30*time.Second):
 		t.Fatalf("hpncp %q did not return after its context ended", full[1:])
 	}
 	if ctx.Err() == context.DeadlineExceeded {
-		t.Errorf("hpncp %q ran for more than a minute", full[1:])
+		t.Errorf("hpncp %q ran for more than %v", full[1:], limit)
 	}
 	return code, stderr.String()
 }

@@ -144,14 +144,21 @@ func (t *Tree) list(dir string) ([]Entry, bool) {
 // of each name, following symbolic links on the way and, when follow is
 // set, at the end. Links that leave the tree find nothing.
 func (t *Tree) lookup(p string, follow bool) (Entry, string, bool) {
+	return t.lookupN(p, follow, 0)
+}
+
+// maxHops bounds the links followed to resolve one path, as ELOOP does.
+const maxHops = 40
+
+func (t *Tree) lookupN(p string, follow bool, hops int) (Entry, string, bool) {
 	p = clean(p)
 	if e, ok := t.Stat[p]; ok {
 		if !follow || e.Kind != Symlink {
 			return e, p, true
 		}
 	}
-	for hops := 0; hops < 16; hops++ {
-		e, real, ok := t.walk(p)
+	for ; hops < maxHops; hops++ {
+		e, real, ok := t.walk(p, hops)
 		if !ok || e.Kind != Symlink || !follow {
 			return e, real, ok
 		}
@@ -168,7 +175,7 @@ func (t *Tree) lookup(p string, follow bool) (Entry, string, bool) {
 
 // walk resolves every element but the last through links; it returns the
 // entry and its path with the links resolved.
-func (t *Tree) walk(p string) (Entry, string, bool) {
+func (t *Tree) walk(p string, hops int) (Entry, string, bool) {
 	if p == "" {
 		return Entry{Name: ".", Kind: Dir}, "", true
 	}
@@ -197,7 +204,7 @@ func (t *Tree) walk(p string) (Entry, string, bool) {
 		case Dir:
 			dir = full
 		case Symlink:
-			e, real, ok := t.lookup(full, true)
+			e, real, ok := t.lookupN(full, true, hops+1)
 			if !ok || e.Kind != Dir {
 				return Entry{}, "", false
 			}
