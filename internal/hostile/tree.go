@@ -91,8 +91,10 @@ func (t *Tree) Add(dir string, e Entry) *Tree {
 	dir = clean(dir)
 	t.ensureDir(dir)
 	t.Dirs[dir] = append(t.Dirs[dir], e)
-	if e.Kind == Dir {
-		t.ensureDir(path.Join(dir, e.Name))
+	if child := path.Join(dir, e.Name); e.Kind == Dir {
+		if _, ok := t.Dirs[child]; !ok {
+			t.Dirs[child] = nil
+		}
 	}
 	return t
 }
