@@ -52,7 +52,8 @@ faults:
 # Confinement trials (cmd/hpncp/confine_test.go): CONFINE_TRIALS seeded
 # sequences of hostile trees and runs against internal/hostile, from
 # CONFINE_SEED on; prints the counts per front end (runs, exits 0, clean
-# failures, escapes) and each escape with the command that re-runs it.
+# failures, runs stopped after 5 s, escapes) and each escape with the
+# command that re-runs it.
 # make test runs a fixed 20.
 CONFINE_TRIALS ?= 5000
 CONFINE_SEED ?= 1

@@ -317,13 +317,24 @@ func (h *handler) Filelist(r *sftp.Request) (sftp.ListerAt, error) {
 	return nil, errors.New("unsupported")
 }
 
-// Readlink reads a link's target out as the tree gives it.
+// Readlink reads a link's target out as the tree gives it: of a name
+// listed twice, the entry that is a link, whatever STAT says, so that a
+// client that believes the listing gets the link it was shown.
 func (h *handler) Readlink(p string) (string, error) {
 	rp, ok := rel(p)
 	if !ok {
 		return "", os.ErrNotExist
 	}
-	e, _, ok := h.s.currentTree().lookup(rp, false)
+	t := h.s.currentTree()
+	if dir, real, ok := t.lookup(path.Dir(rp), true); ok && dir.Kind == Dir {
+		es, _ := t.list(real)
+		for _, e := range es {
+			if e.Name == path.Base(rp) && e.Kind == Symlink {
+				return e.Target, nil
+			}
+		}
+	}
+	e, _, ok := t.lookup(rp, false)
 	if !ok || e.Kind != Symlink {
 		return "", os.ErrNotExist
 	}

@@ -1,9 +1,11 @@
 package hostile
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
+	"sort"
 	"strings"
 	"time"
 )
@@ -253,3 +255,35 @@ func (i info) IsDir() bool        { return i.e.Kind == Dir }
 func (i info) Sys() any           { return nil }
 
 var _ os.FileInfo = info{}
+
+// String describes the tree, one listing a line, for a failing test's
+// message.
+func (t *Tree) String() string {
+	dirs := make([]string, 0, len(t.Dirs))
+	for d := range t.Dirs {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	var b strings.Builder
+	for _, d := range dirs {
+		fmt.Fprintf(&b, "%q:", d)
+		for _, e := range t.Dirs[d] {
+			fmt.Fprintf(&b, " %q(%s", e.Name, e.Kind)
+			if e.Kind == Symlink {
+				fmt.Fprintf(&b, " -> %q", e.Target)
+			}
+			if e.Ino != 0 {
+				fmt.Fprintf(&b, " ino %d", e.Ino)
+			}
+			b.WriteString(")")
+		}
+		b.WriteString("\n")
+	}
+	for p, e := range t.Stat {
+		fmt.Fprintf(&b, "stat %q: %s\n", p, e.Kind)
+	}
+	for _, r := range t.FindExtra {
+		fmt.Fprintf(&b, "find: %q\n", r)
+	}
+	return b.String()
+}
