@@ -57,10 +57,11 @@ faults:
 # make test runs a fixed 20.
 CONFINE_TRIALS ?= 5000
 CONFINE_SEED ?= 1
+CONFINE_PARALLEL ?= 4
 confine:
 	@report=$$(mktemp); \
 	HPNCP_CONFINE_TRIALS=$(CONFINE_TRIALS) HPNCP_CONFINE_SEED=$(CONFINE_SEED) HPNCP_CONFINE_REPORT=$$report \
-		$(GO) test -count=1 -timeout 12h -run '^TestConfine$$' ./cmd/hpncp; \
+		$(GO) test -count=1 -timeout 12h -parallel $(CONFINE_PARALLEL) -run '^TestConfine$$' ./cmd/hpncp; \
 	status=$$?; cat $$report; rm -f $$report; exit $$status
 
 # Benchmarks (root: network namespaces). Not part of test: they take

@@ -74,11 +74,31 @@ func TestConfine(t *testing.T) {
 			seeds = append(seeds, first+i)
 		}
 	}
+	// Trials run as many at once as go test's -parallel allows: most of
+	// a trial's time goes in waiting for the server. Their resume
+	// journals share one directory, an entry per target.
 	hostileEnv(t)
 	var mu sync.Mutex
 	counts := map[string]*confineCounts{}
+	t.Cleanup(func() {
+		report := confineReport(len(seeds), counts)
+		t.Log("\n" + report)
+		if path := os.Getenv("HPNCP_CONFINE_REPORT"); path != "" {
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err == nil {
+				_, err = f.WriteString(report)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				t.Errorf("write the confinement report: %v", err)
+			}
+		}
+	})
 	for _, seed := range seeds {
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+			t.Parallel()
 			for name, n := range confineTrial(t, seed) {
 				mu.Lock()
 				c := counts[name]
@@ -94,18 +114,6 @@ func TestConfine(t *testing.T) {
 				mu.Unlock()
 			}
 		})
-	}
-	report := confineReport(len(seeds), counts)
-	t.Log("\n" + report)
-	if path := os.Getenv("HPNCP_CONFINE_REPORT"); path != "" {
-		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if _, err := f.WriteString(report); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
 
@@ -138,7 +146,7 @@ func confineTrial(t *testing.T, seed uint64) map[string]confineCounts {
 	c := newConfinement(t)
 	tr := confineTree(rng, c.outside)
 	srv := hostile.Start(t, hostile.Options{Tree: tr})
-	rerun := fmt.Sprintf("HPNCP_CONFINE_SEED=%d HPNCP_CONFINE_TRIALS=1 go test -count=1 -run '^TestConfine$' ./cmd/hpncp", seed)
+	rerun := fmt.Sprintf("HPNCP_CONFINE_SEED=%d HPNCP_CONFINE_TRIALS=1 go test -count=1 -v -run '^TestConfine$' ./cmd/hpncp", seed)
 	counts := map[string]confineCounts{}
 	runs := 2 + rng.IntN(3)
 	var done []string
