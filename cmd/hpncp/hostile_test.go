@@ -444,7 +444,7 @@ func findPathArg(cmd string) (string, bool) {
 	}
 	for _, a := range w[1:] {
 		switch a {
-		case "-H", "-L", "-P":
+		case "-H", "-L", "-P", "--":
 			continue
 		}
 		return a, true

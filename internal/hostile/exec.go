@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math/bits"
 	"path"
 	"strings"
 
@@ -92,6 +93,9 @@ func Words(cmd string) []string {
 // files of the tree below DIR with an Ino, walked through the first
 // entry of each name as the listings give it, then FindExtra.
 func (t *Tree) find(args []string, stdout, stderr io.Writer) int {
+	for len(args) > 0 && (args[0] == "-H" || args[0] == "-L" || args[0] == "-P" || args[0] == "--") {
+		args = args[1:]
+	}
 	if len(args) == 0 {
 		return 1
 	}
@@ -206,14 +210,17 @@ type TarFile struct {
 // "zstd" or "gzip"); window, when not 0, is the window a zstd frame
 // claims, whatever the data needs.
 func WriteTar(w io.Writer, files []TarFile, compress string, window int) error {
+	if compress == "zstd" && window != 0 {
+		var tarball bytes.Buffer
+		if err := WriteTar(&tarball, files, "", 0); err != nil {
+			return err
+		}
+		return writeZstdFrame(w, tarball.Bytes(), window)
+	}
 	var cw io.WriteCloser
 	switch compress {
 	case "zstd":
-		opts := []zstd.EOption{zstd.WithEncoderConcurrency(1)}
-		if window != 0 {
-			opts = append(opts, zstd.WithWindowSize(window))
-		}
-		zw, err := zstd.NewWriter(w, opts...)
+		zw, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(1))
 		if err != nil {
 			return err
 		}
@@ -376,4 +383,33 @@ func (t *Tree) scpSource(args []string, stdin io.Reader, stdout io.Writer) int {
 		}
 	}
 	return status
+}
+
+// writeZstdFrame writes data as one zstd frame of raw blocks whose header
+// claims window (a power of two of 1 KiB or more) and no content size,
+// so that a decoder believing it must be ready to keep that much; no
+// encoder writes such a frame for little data, it fits the window to it
+// (RFC 8878, 3.1.1).
+func writeZstdFrame(w io.Writer, data []byte, window int) error {
+	exp := bits.Len(uint(window)) - 1
+	if window < 1<<10 || window != 1<<exp {
+		return fmt.Errorf("zstd window %d: want a power of two of 1 KiB or more", window)
+	}
+	// Magic number, a descriptor with no flags (so a window descriptor
+	// follows), and the window's exponent above 2^10, mantissa 0.
+	frame := []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, byte(exp-10) << 3}
+	const maxBlock = 128 << 10
+	for first := true; first || len(data) > 0; first = false {
+		n := min(len(data), maxBlock)
+		last := 0
+		if n == len(data) {
+			last = 1
+		}
+		h := uint32(last) | uint32(n)<<3 // block type 0: raw
+		frame = append(frame, byte(h), byte(h>>8), byte(h>>16))
+		frame = append(frame, data[:n]...)
+		data = data[n:]
+	}
+	_, err := w.Write(frame)
+	return err
 }

@@ -1,10 +1,12 @@
 package hostile
 
 import (
+	"bytes"
 	"os"
 	"reflect"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/pkg/sftp"
 	"golang.org/x/crypto/ssh"
 )
@@ -63,5 +65,21 @@ func TestHostileWords(t *testing.T) {
 	want := []string{"find", "-del'ete", "-printf", `%D %i %P\0`}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Words = %q, want %q", got, want)
+	}
+}
+
+// TestHostileZstdWindowClaim checks that WriteTar's frame claims the
+// window it is given, which is what a test of a bounded decoder needs.
+func TestHostileZstdWindowClaim(t *testing.T) {
+	var buf bytes.Buffer
+	if err := WriteTar(&buf, []TarFile{{Name: "f", Entry: Entry{Data: []byte("data")}}}, "zstd", 512<<20); err != nil {
+		t.Fatal(err)
+	}
+	var h zstd.Header
+	if err := h.Decode(buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if h.WindowSize != 512<<20 {
+		t.Errorf("the frame claims a window of %d bytes, want %d", h.WindowSize, 512<<20)
 	}
 }
