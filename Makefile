@@ -11,7 +11,7 @@ GOTESTFLAGS ?=
 FUZZTIME ?= 8s
 FUZZTIME_LONG ?= 5m
 
-.PHONY: test fuzz build faults bench-wan bench-lan bench-many release-check
+.PHONY: test fuzz build faults confine bench-wan bench-lan bench-many release-check
 
 test:
 	./scripts/ensure-deps.sh
@@ -47,6 +47,21 @@ faults:
 	HPNCP_E2E=$(HPNCP_E2E) HPNCP_FAULT_TRIALS=$(FAULT_TRIALS) HPNCP_FAULT_SSHD_TRIALS=$(FAULT_SSHD_TRIALS) \
 		HPNCP_FAULT_SEED=$(FAULT_SEED) HPNCP_FAULT_REPORT=$$report \
 		$(GO) test -count=1 -timeout 6h -parallel $(FAULT_PARALLEL) -run '^TestFaults(SSHD)?$$' ./cmd/hpncp; \
+	status=$$?; cat $$report; rm -f $$report; exit $$status
+
+# Confinement trials (cmd/hpncp/confine_test.go): CONFINE_TRIALS seeded
+# sequences of hostile trees and runs against internal/hostile, from
+# CONFINE_SEED on; prints the counts per front end (runs, exits 0, clean
+# failures, runs stopped after 5 s, escapes) and each escape with the
+# command that re-runs it.
+# make test runs a fixed 20.
+CONFINE_TRIALS ?= 5000
+CONFINE_SEED ?= 1
+CONFINE_PARALLEL ?= 4
+confine:
+	@report=$$(mktemp); \
+	HPNCP_CONFINE_TRIALS=$(CONFINE_TRIALS) HPNCP_CONFINE_SEED=$(CONFINE_SEED) HPNCP_CONFINE_REPORT=$$report \
+		$(GO) test -count=1 -timeout 12h -parallel $(CONFINE_PARALLEL) -run '^TestConfine$$' ./cmd/hpncp; \
 	status=$$?; cat $$report; rm -f $$report; exit $$status
 
 # Benchmarks (root: network namespaces). Not part of test: they take

@@ -143,35 +143,13 @@ func Start(t testing.TB, o Options) *Server {
 		opts:    o,
 		conns:   make(map[net.Conn]struct{}),
 	}
-	keyDir := t.TempDir()
-	s.ClientKeyFile = filepath.Join(keyDir, "id_ed25519")
-	s.clientKey = writeClientKey(t, s.ClientKeyFile)
-
 	s.ln, err = net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("sshtest: listen on 127.0.0.1: %v", err)
 	}
 	s.Addr = s.ln.Addr().String()
 	s.Port = s.ln.Addr().(*net.TCPAddr).Port
-
-	s.KnownHostsFile = filepath.Join(keyDir, "known_hosts")
-	hostLine := fmt.Sprintf("[%s]:%d %s", s.Host, s.Port, ssh.MarshalAuthorizedKey(hostKey.PublicKey()))
-	writeFile(t, s.KnownHostsFile, hostLine, 0o644)
-
-	s.ConfigFile = filepath.Join(keyDir, "ssh_config")
-	writeFile(t, s.ConfigFile, strings.Join([]string{
-		"Host testhost",
-		"\tHostName " + s.Host,
-		"\tPort " + strconv.Itoa(s.Port),
-		"\tUser " + configValue(t, currentUser(t)),
-		"\tIdentityFile " + configValue(t, s.ClientKeyFile),
-		"\tIdentitiesOnly yes",
-		"\tUserKnownHostsFile " + configValue(t, s.KnownHostsFile),
-		"\tGlobalKnownHostsFile /dev/null",
-		"\tStrictHostKeyChecking yes",
-		"\tBatchMode yes",
-		"",
-	}, "\n"), 0o644)
+	s.ClientKeyFile, s.KnownHostsFile, s.ConfigFile, s.clientKey = ClientFiles(t, s.Host, s.Port, hostKey.PublicKey())
 
 	s.config = s.serverConfig()
 	s.wg.Add(1)
@@ -377,6 +355,35 @@ func (s *Server) drop() bool {
 	}
 	s.dropped++
 	return true
+}
+
+// ClientFiles writes, in a temporary directory of t's, what a client
+// needs to log in to a server on host:port whose key is hostKey: a new
+// client key, a known_hosts line and an ssh_config naming the server
+// "testhost" (see Server.ConfigFile). Other in-process servers
+// (internal/hostile) accept clientKey the way Server does.
+func ClientFiles(t testing.TB, host string, port int, hostKey ssh.PublicKey) (keyFile, knownHosts, config string, clientKey ssh.PublicKey) {
+	t.Helper()
+	keyDir := t.TempDir()
+	keyFile = filepath.Join(keyDir, "id_ed25519")
+	clientKey = writeClientKey(t, keyFile)
+	knownHosts = filepath.Join(keyDir, "known_hosts")
+	writeFile(t, knownHosts, fmt.Sprintf("[%s]:%d %s", host, port, ssh.MarshalAuthorizedKey(hostKey)), 0o644)
+	config = filepath.Join(keyDir, "ssh_config")
+	writeFile(t, config, strings.Join([]string{
+		"Host testhost",
+		"\tHostName " + host,
+		"\tPort " + strconv.Itoa(port),
+		"\tUser " + configValue(t, currentUser(t)),
+		"\tIdentityFile " + configValue(t, keyFile),
+		"\tIdentitiesOnly yes",
+		"\tUserKnownHostsFile " + configValue(t, knownHosts),
+		"\tGlobalKnownHostsFile /dev/null",
+		"\tStrictHostKeyChecking yes",
+		"\tBatchMode yes",
+		"",
+	}, "\n"), 0o644)
+	return keyFile, knownHosts, config, clientKey
 }
 
 func writeClientKey(t testing.TB, path string) ssh.PublicKey {
