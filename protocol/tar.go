@@ -420,13 +420,13 @@ func (s *SFTP) TarCreate(ctx context.Context, dir string, names iter.Seq[[]strin
 
 // appendTarName adds name, a path relative to tar's -C directory, to a
 // list tar -c reads with --null -T -. GNU tar reads a listed name that
-// starts with "-" as an option unless --verbatim-files-from is in force,
-// which --null implies only in later versions, and busybox and bsdtar
-// have no such option: every name goes as "./name", which starts with no
-// dash on any tar and names the same file; the archive then names it so
-// too (tarSkipped, receiveTar). A name holding a NUL, which no file on
-// the server can have, is left out rather than split into two names:
-// the copy then reports it missing from the stream.
+// starts with "-" as an option unless --verbatim-files-from is in force
+// (1.34 takes --null for it; not every version need), and busybox and
+// bsdtar have no such option: every name goes as "./name", which starts
+// with no dash on any tar and names the same file; the archive then
+// names it so too (tarSkipped, receiveTar). A name holding a NUL, which
+// no file on the server can have, is left out rather than split into
+// two names: the copy then reports it missing from the stream.
 func appendTarName(b *bytes.Buffer, name string) {
 	if strings.IndexByte(name, 0) >= 0 {
 		return
