@@ -88,8 +88,8 @@ func argvs(t *testing.T, dir string, cmds []string) [][]string {
 
 // checkPathReached checks that each command of remoteCommands(p)
 // called its tool with the arguments want, which it has for the
-// harmless path "PATH", but for p (or "./"+p) where "PATH" was, and no
-// argument starting with "-" there.
+// harmless path "PATH", but for p (or "./"+p, where p is relative) where
+// "PATH" was, and no argument starting with "-" there.
 func checkPathReached(t *testing.T, dir string, want [][]string, p string) {
 	t.Helper()
 	got := argvs(t, dir, remoteCommands(p))
@@ -98,7 +98,8 @@ func checkPathReached(t *testing.T, dir string, want [][]string, p string) {
 		if at < 0 {
 			t.Fatalf("%s: no path among %q", remoteCommands("PATH")[i], want[i])
 		}
-		if len(argv) != len(want[i]) || argv[at] != p && argv[at] != "./"+p {
+		same := argv[at] == p || !strings.HasPrefix(p, "/") && argv[at] == "./"+p
+		if len(argv) != len(want[i]) || !same {
 			t.Fatalf("%s: the tool got %q, want %q with %q for PATH", remoteCommands(p)[i], argv, want[i], p)
 		}
 		if strings.HasPrefix(argv[at], "-") {
