@@ -156,3 +156,20 @@ func (s *stderrBuffer) contents() (string, bool) {
 func QuoteArg(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
+
+// PathArg quotes the path p as one word for the remote shell (QuoteArg)
+// that no command can take for an option: every path hpncp puts in a
+// remote command goes through it. A relative path starting with "-" gets
+// "./" in front, which names the same file; "--" alone would not do, as
+// find takes no "--" before its paths and reads "-delete" as an action.
+// An absolute path never starts with "-".
+func PathArg(p string) string { return QuoteArg(NotOption(p)) }
+
+// NotOption is p as PathArg gives it, before quoting: for callers that
+// quote it otherwise (scp's glob patterns).
+func NotOption(p string) string {
+	if strings.HasPrefix(p, "-") {
+		return "./" + p
+	}
+	return p
+}

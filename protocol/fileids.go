@@ -23,8 +23,7 @@ const maxFileIDs = 64 << 20
 // their paths relative to dir, with their FileIDs. It fails when the
 // server runs no commands or its find lacks -printf (GNU find has it).
 func (s *SFTP) HardLinked(ctx context.Context, dir string) (map[string]FileID, error) {
-	cmd := "find " + QuoteArg(dir) + " -type f -links +1 -printf '%D %i %P\\0'"
-	out, err := runCommandMax(ctx, s.pool.firstConn(), cmd, maxFileIDs)
+	out, err := runCommandMax(ctx, s.pool.firstConn(), hardLinksCommand(dir), maxFileIDs)
 	if err != nil {
 		return nil, fmt.Errorf("list hard links below %s%s on the server: %w", s.label, dir, err)
 	}
@@ -33,6 +32,13 @@ func (s *SFTP) HardLinked(ctx context.Context, dir string) (map[string]FileID, e
 		return nil, fmt.Errorf("list hard links below %s%s on the server: %w", s.label, dir, err)
 	}
 	return ids, nil
+}
+
+// hardLinksCommand is HardLinked's find. %P names each file relative to
+// the directory as find was given it, so that the "./" PathArg may put
+// before dir changes nothing in the names.
+func hardLinksCommand(dir string) string {
+	return "find " + PathArg(dir) + " -type f -links +1 -printf '%D %i %P\\0'"
 }
 
 // ParseFileIDs reads find's "-printf '%D %i %P\0'" records: the device,

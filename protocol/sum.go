@@ -20,7 +20,7 @@ func (s *SFTP) Sum256(ctx context.Context, name string) ([]byte, error) {
 	conn := s.pool.firstConn()
 	var lastErr error
 	for _, tool := range []string{"sha256sum", "shasum -a 256"} {
-		out, err := runCommand(ctx, conn, tool+" -- "+QuoteArg(name))
+		out, err := runCommand(ctx, conn, sumCommand(tool, name))
 		if err != nil {
 			lastErr = err
 			continue
@@ -28,6 +28,12 @@ func (s *SFTP) Sum256(ctx context.Context, name string) ([]byte, error) {
 		return parseSum(out)
 	}
 	return nil, fmt.Errorf("hash %s%s on the server: %w", s.label, name, lastErr)
+}
+
+// sumCommand is the command that hashes name with tool: the name only
+// is read from its output (parseSum), which "./" before it leaves alone.
+func sumCommand(tool, name string) string {
+	return tool + " -- " + PathArg(name)
 }
 
 // parseSum reads the hash from a "HEX  NAME" line.

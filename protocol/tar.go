@@ -125,7 +125,7 @@ func tarExtractCommand(dir string, o TarOptions) string {
 	} else {
 		cmd += " --no-same-permissions -m"
 	}
-	return cmd + o.compressFlag() + " -C " + QuoteArg(dir)
+	return cmd + o.compressFlag() + " -C " + PathArg(dir)
 }
 
 // tarCreateCommand is the command that writes an archive of the files
@@ -136,7 +136,7 @@ func tarExtractCommand(dir string, o TarOptions) string {
 // unasked.
 func tarCreateCommand(dir string, o TarOptions) string {
 	return "tar -c -f - -h --hard-dereference --no-recursion" + o.compressFlag() +
-		" -C " + QuoteArg(dir) + " --null -T -"
+		" -C " + PathArg(dir) + " --null -T -"
 }
 
 // tarConn is the connection tar streams run on: one of their own, so that
@@ -400,9 +400,7 @@ func (s *SFTP) TarCreate(ctx context.Context, dir string, names iter.Seq[[]strin
 		var b bytes.Buffer
 		for batch := range names {
 			for _, n := range batch {
-				b.WriteString("./")
-				b.WriteString(n)
-				b.WriteByte(0)
+				appendTarName(&b, n)
 				if b.Len() >= 32<<10 {
 					if _, err := stdin.Write(b.Bytes()); err != nil {
 						return
@@ -418,6 +416,24 @@ func (s *SFTP) TarCreate(ctx context.Context, dir string, names iter.Seq[[]strin
 		_ = stdin.Close()
 	}()
 	return &tarSource{t: t, r: stdout}, nil
+}
+
+// appendTarName adds name, a path relative to tar's -C directory, to a
+// list tar -c reads with --null -T -. GNU tar reads a listed name that
+// starts with "-" as an option unless --verbatim-files-from is in force
+// (1.34 takes --null for it; not every version need), and busybox and
+// bsdtar have no such option: every name goes as "./name", which starts
+// with no dash on any tar and names the same file; the archive then
+// names it so too (tarSkipped, receiveTar). A name holding a NUL, which
+// no file on the server can have, is left out rather than split into
+// two names: the copy then reports it missing from the stream.
+func appendTarName(b *bytes.Buffer, name string) {
+	if strings.IndexByte(name, 0) >= 0 {
+		return
+	}
+	b.WriteString("./")
+	b.WriteString(name)
+	b.WriteByte(0)
 }
 
 // startCreate starts the tar -c of TarCreate, on the connection of

@@ -35,6 +35,7 @@ targets=(
 	internal/filter:FuzzMatch
 	protocol:FuzzParseFileIDs
 	internal/trace:FuzzParse
+	protocol:FuzzRemoteCommandPaths
 )
 
 # Every func FuzzXxx in a _test.go file, as package:FuzzXxx.

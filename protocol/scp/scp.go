@@ -353,6 +353,22 @@ func quoteRemotePattern(s string) string {
 	return b.String()
 }
 
+// receiveCommand is the command Receive runs for p. A relative pattern
+// gets "./" in front, so that no name the shell expands it to starts
+// with "-", and any other path goes as protocol.PathArg puts it; the
+// "--" before it ends scp's options all the same.
+func receiveCommand(p string, o Options) string {
+	if !strings.HasPrefix(p, "/") && strings.ContainsAny(p, "*?[") {
+		p = "./" + p
+	}
+	return "scp" + o.flags() + " -f -- " + quoteRemotePattern(protocol.NotOption(p))
+}
+
+// sendCommand is the command Send runs for target.
+func sendCommand(target string, o Options) string {
+	return "scp" + o.flags() + " -t -- " + protocol.PathArg(target)
+}
+
 // scpConn is one remote scp command and its streams.
 type scpConn struct {
 	ctx   context.Context
@@ -556,7 +572,7 @@ func (s *Host) Receive(ctx context.Context, p string, o Options) (*Receiver, err
 		return nil, fmt.Errorf("%q does not end in a name scp can send (one path element without control characters)", p)
 	}
 	o.TargetIsDir = false
-	c, err := s.start(ctx, "scp"+o.flags()+" -f -- "+quoteRemotePattern(p))
+	c, err := s.start(ctx, receiveCommand(p, o))
 	if err != nil {
 		return nil, err
 	}
@@ -785,7 +801,7 @@ func (s *Host) Send(ctx context.Context, target string, o Options) (*Sender, err
 	if target == "" {
 		target = "."
 	}
-	c, err := s.start(ctx, "scp"+o.flags()+" -t -- "+protocol.QuoteArg(target))
+	c, err := s.start(ctx, sendCommand(target, o))
 	if err != nil {
 		return nil, err
 	}
