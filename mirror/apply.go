@@ -366,12 +366,10 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 		r.res.Engine = &transfer.Result{}
 		return
 	}
-	byRel := map[string]*Change{}
 	files := make([]transfer.Listed, 0, len(cs))
 	dstTop := r.dstPath(r.p.SrcName).Path
 	for _, c := range cs {
 		rel := r.relOf(c.Name)
-		byRel[rel] = c
 		f := transfer.Listed{Rel: rel, Info: c.src.Info, Fresh: c.dst == nil}
 		if st, below, ok := r.stageOf(c.Name); ok {
 			// Below a staged directory: CopyFiles writes it there, under
@@ -397,9 +395,17 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 		c := cs[0]
 		rel := srcRoot.FS.Base(srcRoot.Path)
 		files = []transfer.Listed{{Rel: rel, To: dstRoot.FS.Base(dstRoot.Path), Info: c.src.Info, Fresh: c.dst == nil}}
-		byRel = map[string]*Change{rel: c}
 		srcRoot.Path = srcRoot.FS.Dir(srcRoot.Path)
 		dstRoot.Path = dstRoot.FS.Dir(dstRoot.Path)
+	}
+	// A report names its source file as CopyFiles made its path, by
+	// joining Rel to srcRoot; the same join finds the change again. (The
+	// root's path is the user's text, "src/" or "./f", which the joined
+	// path does not begin with.)
+	bySource := make(map[string]*Change, len(files))
+	for i, f := range files {
+		s := transfer.Endpoint{FS: srcRoot.FS, Path: srcRoot.FS.Join(append([]string{srcRoot.Path}, strings.Split(f.Rel, "/")...)...)}
+		bySource[s.String()] = cs[i]
 	}
 	report := eo.Report
 	eo.Report = func(f transfer.FileReport) {
@@ -411,7 +417,7 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 		if f.Status != transfer.StatusCopied {
 			return
 		}
-		c := r.changeOf(byRel, f.Path)
+		c := bySource[f.Path]
 		if c == nil {
 			return
 		}
@@ -430,22 +436,6 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 	if r.o.Owner || r.o.Group {
 		r.fixAttrs(ctx, cs, true)
 	}
-}
-
-// changeOf finds the change a report of the engine is about: its Path is
-// the source file as messages name it.
-func (r *runner) changeOf(byRel map[string]*Change, reported string) *Change {
-	root := r.srcPath(r.p.SrcName)
-	prefix := root.String() + "/"
-	if rel, ok := strings.CutPrefix(reported, prefix); ok {
-		return byRel[rel]
-	}
-	for rel, c := range byRel {
-		if r.srcPath(c.Name).String() == reported {
-			return byRel[rel]
-		}
-	}
-	return nil
 }
 
 // learnOwner looks at one file the run created to learn who owns what

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -252,5 +253,56 @@ func sameTree(t *testing.T, want, got string) {
 				t.Errorf("%s holds %q, %v; want %q", g, gb, err, wb)
 			}
 		}
+	}
+}
+
+// TestSentFileNamedByItsSourcePath: each file the engine reports copied
+// is itemized and, with --remove-source-files, its source removed,
+// whatever form the source's path has: the engine's report names the
+// file by a path joined and clean, the user's root may be "src/",
+// "src/." or "dir/./f".
+func TestSentFileNamedByItsSourcePath(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		src      func(dir string) string
+		rootName string
+		contents bool
+		want     []string
+	}{
+		{"directory with slash", func(dir string) string { return dir + "/src/" }, ".", true, []string{"f", "sub/g"}},
+		{"directory with dot", func(dir string) string { return dir + "/src/." }, ".", true, []string{"f", "sub/g"}},
+		{"file with dot", func(dir string) string { return dir + "/src/./f" }, "f", false, []string{"f"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, filepath.Join(dir, "src"), map[string]string{"f": "f", "sub/g": "g"})
+			dst := filepath.Join(dir, "dst")
+			if c.contents {
+				dst += "/"
+				write(t, dst, map[string]string{})
+			}
+			ctx := context.Background()
+			o := archive()
+			p, err := Sync(ctx, transfer.Endpoint{FS: transfer.Local{}, Path: c.src(dir)}, transfer.Endpoint{FS: transfer.Local{}, Path: dst}, c.rootName, c.contents, false, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var printed []string
+			res, err := p.Run(ctx, o, RunOptions{RemoveSource: true, Print: func(l string) { printed = append(printed, l) }})
+			if err != nil || len(res.Errors) > 0 {
+				t.Fatalf("run: %v %v", err, res.Errors)
+			}
+			for _, n := range c.want {
+				if !slices.Contains(printed, ">f+++++++++ "+n) {
+					t.Errorf("no itemized line for %s in %q", n, printed)
+				}
+				if _, err := os.Lstat(filepath.Join(dir, "src", n)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("source %s not removed (%v)", n, err)
+				}
+			}
+			if res.Removed != len(c.want) {
+				t.Errorf("%d sources removed, want %d", res.Removed, len(c.want))
+			}
+		})
 	}
 }
