@@ -54,13 +54,15 @@ type runner struct {
 	ownUID     int
 	ownGID     int
 	// staged are the new directories made under a temporary name until
-	// their contents are in place (stage); dstPath maps names below them.
-	staged []stage
+	// their contents are in place (stage), by rsync name; dstPath maps
+	// names below them.
+	staged map[string]stage
 }
 
 // stage is a new directory of the target, made as tmp and renamed to
-// final once everything inside it is in place.
-type stage struct{ final, tmp string }
+// final once everything inside it is in place. name is its rsync name,
+// tmpName the rsync name of tmp.
+type stage struct{ name, tmpName, final, tmp string }
 
 func (r *runner) fail(err error) {
 	r.mu.Lock()
@@ -87,7 +89,11 @@ func (r *runner) message(line string) {
 
 // dstPath and srcPath are where a name is on either end.
 func (r *runner) dstPath(n string) transfer.Endpoint {
-	return transfer.Endpoint{FS: r.p.Dst.Root.FS, Path: r.staging(pathOf(r.p.Dst.Root, r.p.SrcName, n))}
+	if st, rest, ok := r.stageOf(n); ok {
+		fsys := r.p.Dst.Root.FS
+		return transfer.Endpoint{FS: fsys, Path: fsys.Join(append([]string{st.tmp}, splitName(rest)...)...)}
+	}
+	return r.finalPath(n)
 }
 
 // finalPath is where a name is on the target once the run is done:
@@ -96,21 +102,23 @@ func (r *runner) finalPath(n string) transfer.Endpoint {
 	return transfer.Endpoint{FS: r.p.Dst.Root.FS, Path: pathOf(r.p.Dst.Root, r.p.SrcName, n)}
 }
 
-// staging returns where the target path p is while the run builds it:
-// below a staged directory's temporary name, or p itself.
-func (r *runner) staging(p string) string {
-	for _, st := range r.staged {
-		if p == st.final {
-			return st.tmp
-		}
-		if rest, ok := strings.CutPrefix(p, st.final+"/"); ok {
-			return st.tmp + "/" + rest
+// stageOf finds the staged directory that is n or holds it, and the
+// rest of n's name below it. It goes by rsync names, never by paths:
+// the target's root path is the user's text ("dir/", "/abs/dir/", ""),
+// which a path made by joining names below it does not begin with.
+func (r *runner) stageOf(n string) (st stage, rest string, ok bool) {
+	if len(r.staged) == 0 {
+		return stage{}, "", false
+	}
+	for d := n; d != "."; d = path.Dir(d) {
+		if st, ok := r.staged[d]; ok {
+			return st, strings.TrimPrefix(n[len(d):], "/"), true
 		}
 	}
-	return p
+	return stage{}, "", false
 }
 
-// unstaged is staging's inverse for a message naming a target.
+// unstaged is dstPath's inverse for a message naming a target.
 func (r *runner) unstaged(s string) string {
 	for _, st := range r.staged {
 		s = strings.Replace(s, st.tmp, st.final, 1)
@@ -140,8 +148,12 @@ func (r *runner) stage(mk []*Change) {
 			continue
 		}
 		final := pathOf(root, r.p.SrcName, c.Name)
-		tmp := root.FS.Join(root.FS.Dir(final), transfer.TempName(root.FS.Base(final)))
-		r.staged = append(r.staged, stage{final, tmp})
+		tmpBase := transfer.TempName(path.Base(c.Name))
+		tmp := root.FS.Join(root.FS.Dir(final), tmpBase)
+		if r.staged == nil {
+			r.staged = map[string]stage{}
+		}
+		r.staged[c.Name] = stage{name: c.Name, tmpName: joinName(path.Dir(c.Name), tmpBase), final: final, tmp: tmp}
 		if r.ro.Engine.Logf != nil {
 			r.ro.Engine.Logf("sync: new directory %s made as %s until its contents are in place", final, tmp)
 		}
@@ -152,15 +164,19 @@ func (r *runner) stage(mk []*Change) {
 // was cancelled: what is in them is whole. One that cannot be renamed
 // stays staged, and is reported.
 func (r *runner) unstage() {
-	var left []stage
+	all := make([]stage, 0, len(r.staged))
+	for _, st := range r.staged {
+		all = append(all, st)
+	}
+	left := map[string]stage{}
 	var mu sync.Mutex
 	fsys := r.p.Dst.Root.FS
-	slots.ForEach(len(r.staged), dirRequests, func(i int) {
-		st := r.staged[i]
+	slots.ForEach(len(all), dirRequests, func(i int) {
+		st := all[i]
 		if err := fsys.Rename(st.tmp, st.final); err != nil {
 			r.fail(&transfer.Error{Op: "rename " + st.tmp + " into place as", Path: fsys.Label() + ":" + st.final, Err: err})
 			mu.Lock()
-			left = append(left, st)
+			left[st.name] = st
 			mu.Unlock()
 		}
 	})
@@ -348,20 +364,18 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 		r.res.Engine = &transfer.Result{}
 		return
 	}
-	byRel := map[string]*Change{}
 	files := make([]transfer.Listed, 0, len(cs))
 	dstTop := r.dstPath(r.p.SrcName).Path
 	for _, c := range cs {
 		rel := r.relOf(c.Name)
-		byRel[rel] = c
 		f := transfer.Listed{Rel: rel, Info: c.src.Info, Fresh: c.dst == nil}
-		if final := pathOf(r.p.Dst.Root, r.p.SrcName, c.Name); len(r.staged) > 0 {
-			if at := r.staging(final); at != final {
-				// Below a staged directory: CopyFiles writes it there.
-				f.Direct = true
-				if to := strings.TrimPrefix(at, dstTop+"/"); to != rel {
-					f.To = to
-				}
+		if st, below, ok := r.stageOf(c.Name); ok {
+			// Below a staged directory: CopyFiles writes it there, under
+			// the temporary name of the directory staged, unless that
+			// is the top CopyFiles writes below (dstTop).
+			f.Direct = true
+			if st.name != r.p.SrcName {
+				f.To = r.relOf(st.tmpName + "/" + below)
 			}
 		}
 		files = append(files, f)
@@ -379,9 +393,17 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 		c := cs[0]
 		rel := srcRoot.FS.Base(srcRoot.Path)
 		files = []transfer.Listed{{Rel: rel, To: dstRoot.FS.Base(dstRoot.Path), Info: c.src.Info, Fresh: c.dst == nil}}
-		byRel = map[string]*Change{rel: c}
 		srcRoot.Path = srcRoot.FS.Dir(srcRoot.Path)
 		dstRoot.Path = dstRoot.FS.Dir(dstRoot.Path)
+	}
+	// A report names its source file as CopyFiles made its path, by
+	// joining Rel to srcRoot; the same join finds the change again. (The
+	// root's path is the user's text, "src/" or "./f", which the joined
+	// path does not begin with.)
+	bySource := make(map[string]*Change, len(files))
+	for i, f := range files {
+		s := transfer.Endpoint{FS: srcRoot.FS, Path: srcRoot.FS.Join(append([]string{srcRoot.Path}, strings.Split(f.Rel, "/")...)...)}
+		bySource[s.String()] = cs[i]
 	}
 	report := eo.Report
 	eo.Report = func(f transfer.FileReport) {
@@ -393,7 +415,7 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 		if f.Status != transfer.StatusCopied {
 			return
 		}
-		c := r.changeOf(byRel, f.Path)
+		c := bySource[f.Path]
 		if c == nil {
 			return
 		}
@@ -412,22 +434,6 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 	if r.o.Owner || r.o.Group {
 		r.fixAttrs(ctx, cs, true)
 	}
-}
-
-// changeOf finds the change a report of the engine is about: its Path is
-// the source file as messages name it.
-func (r *runner) changeOf(byRel map[string]*Change, reported string) *Change {
-	root := r.srcPath(r.p.SrcName)
-	prefix := root.String() + "/"
-	if rel, ok := strings.CutPrefix(reported, prefix); ok {
-		return byRel[rel]
-	}
-	for rel, c := range byRel {
-		if r.srcPath(c.Name).String() == reported {
-			return byRel[rel]
-		}
-	}
-	return nil
 }
 
 // learnOwner looks at one file the run created to learn who owns what

@@ -17,6 +17,14 @@ import (
 // openSFTP opens an SFTP end on an in-process server started with o.
 func openSFTP(t *testing.T, o sshtest.Options) *protocol.SFTP {
 	t.Helper()
+	end, _ := serveSFTP(t, o)
+	return end
+}
+
+// serveSFTP is openSFTP that also returns the server, whose Root is the
+// directory relative remote paths start from.
+func serveSFTP(t *testing.T, o sshtest.Options) (*protocol.SFTP, *sshtest.Server) {
+	t.Helper()
 	srv := sshtest.Start(t, o)
 	conn, err := ssh.Dial("tcp", srv.Addr, srv.ClientConfig(t))
 	if err != nil {
@@ -28,7 +36,7 @@ func openSFTP(t *testing.T, o sshtest.Options) *protocol.SFTP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { end.Close() })
-	return end
+	return end, srv
 }
 
 // TestLinkTimesOverSFTP: sync -a gives a link its own time over SFTP

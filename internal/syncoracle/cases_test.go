@@ -72,6 +72,14 @@ func cases() []Case {
 
 		// Many at once, as a migration would use them.
 		{Flags: []string{"-aHS", "--delete", "--exclude=*.log", "--exclude=cache/"}, Target: OlderCopy, Again: true},
+
+		// DEST that exists, named with a trailing slash, by its absolute
+		// path or relative to the remote home: the new directories of
+		// the source (odd names inside) are made in a directory there.
+		{Flags: []string{"-a"}, Target: EmptyTarget, DestSlash: true},
+		{Flags: []string{"-r", "--delete"}, Target: OlderCopy, DestSlash: true},
+		{Flags: []string{"-a"}, Target: EmptyTarget, DestSlash: true, Relative: true},
+		{Flags: []string{"-a", "--delete"}, Target: OlderCopy, DestSlash: true, Relative: true, Again: true},
 	}
 	for i := range cs {
 		cs[i].Name = caseName(cs[i])
@@ -79,13 +87,25 @@ func cases() []Case {
 	return cs
 }
 
-// caseName reads as the command line: "-a --delete SRC/ into older".
+// caseName reads as the command line: "-a --delete SRC/ into older",
+// "-a SRC/ into empty DEST/" for DEST named with a trailing slash, and
+// "~/" before the operand on the host when it is relative to the home.
 func caseName(c Case) string {
-	src := "SRC/"
+	src, dest := "SRC/", "DEST"
 	if c.NoSlash {
 		src = "SRC"
 	}
-	return strings.Join(c.Flags, " ") + " " + src + " into " + c.Target.Name
+	if c.DestSlash {
+		dest += "/"
+	}
+	name := strings.Join(c.Flags, " ") + " " + src + " into " + c.Target.Name
+	if c.DestSlash || c.Relative {
+		name += " " + dest
+	}
+	if c.Relative {
+		name += ", the remote one relative to ~"
+	}
+	return name
 }
 
 // knownDifferences are the cases hpncp sync does not yet do as rsync

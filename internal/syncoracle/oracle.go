@@ -21,6 +21,10 @@ type Tool struct {
 	Argv []string
 	// Remote names path on the host the tests' sshd serves.
 	Remote func(path string) string
+	// Home is the directory the host starts a relative path from (the
+	// login's home), for the cases that name their remote operand
+	// relative to it.
+	Home string
 	// Rewrite, when set, changes the flags of each run (-n and -i
 	// included): the harness's own test makes a tool that is wrong on
 	// purpose with it.
@@ -44,6 +48,12 @@ type Case struct {
 	// that it lands inside DEST rather than as DEST.
 	NoSlash bool
 	Target  State
+	// DestSlash names DEST with a trailing slash, as a directory that
+	// exists is often named.
+	DestSlash bool
+	// Relative names the remote operand relative to Tool.Home rather
+	// than by its absolute path.
+	Relative bool
 	// Again runs the command a second time after the real run: a re-run
 	// must land in the same place and find nothing left to do.
 	Again bool
@@ -86,20 +96,41 @@ func Run(ctx context.Context, tool Tool, c Case, d Direction, src, dir string) (
 		return o, err
 	}
 	srcOp, dstOp := src, dst
+	remote := func(p string) (string, error) {
+		if c.Relative {
+			rel, err := filepath.Rel(tool.Home, p)
+			if err != nil || tool.Home == "" {
+				return "", fmt.Errorf("name %s relative to the remote home %q: %v", p, tool.Home, err)
+			}
+			p = rel
+		}
+		return tool.Remote(p), nil
+	}
 	switch d {
 	case Push:
-		dstOp = tool.Remote(dst)
+		dstOp, err = remote(dst)
 	case Pull:
-		srcOp = tool.Remote(src)
+		srcOp, err = remote(src)
 	default:
 		return o, fmt.Errorf("unknown direction %q", d)
+	}
+	if err != nil {
+		return o, err
 	}
 	if !c.NoSlash {
 		srcOp += "/"
 	}
+	if c.DestSlash {
+		dstOp += "/"
+	}
 	// Paths in the output ("created directory /tmp/…/dst") name the
-	// run's own directories; two tools' runs must read the same.
-	names := strings.NewReplacer(dst, "DST", src, "SRC")
+	// run's own directories, as the command line named them; two tools'
+	// runs must read the same.
+	pairs := []string{dst, "DST", src, "SRC"}
+	if rel, err := filepath.Rel(tool.Home, dst); c.Relative && err == nil {
+		pairs = append(pairs, rel, "DST")
+	}
+	names := strings.NewReplacer(pairs...)
 
 	fresh := time.Now()
 	before, err := Snapshot(dir, fresh)

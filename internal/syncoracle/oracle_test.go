@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -88,11 +89,18 @@ func TestSyncAgainstRsync(t *testing.T) {
 // with sshOpts after it, and HOST:PATH for a remote operand.
 func sshTool(name string, argv []string, srv *sshdtest.Server, sshOpts ...string) Tool {
 	ssh := strings.Join(append([]string{"ssh", "-F", srv.ConfigFile}, sshOpts...), " ")
-	return Tool{
+	tool := Tool{
 		Name:   name,
 		Argv:   append(slices.Clone(argv), "-e", ssh),
 		Remote: func(path string) string { return "e2e:" + path },
 	}
+	// sshd starts a session in the home its user database gives, which
+	// a relative remote operand is relative to; a case that needs it
+	// fails without it.
+	if u, err := user.Lookup(srv.User); err == nil {
+		tool.Home = u.HomeDir
+	}
+	return tool
 }
 
 // references runs rsync once for each case and direction, for all the

@@ -37,7 +37,9 @@ func pseudoRandom(n int) string {
 // symlinks inside and out of the tree, dangling and to the tree itself,
 // hard-link groups, a sparse file, modes from 0444 to 0755 on files and a
 // 0555 directory, old and equal mtimes, names with spaces, unicode and
-// leading dashes, and entries owned by otherUID:otherGID.
+// leading dashes (also in directories no starting state has, which a
+// copy into DEST that exists makes afresh), and entries owned by
+// otherUID:otherGID.
 func Source() []Entry {
 	return []Entry{
 		{Path: ".", Kind: Dir, Mtime: mid},
@@ -84,6 +86,12 @@ func Source() []Entry {
 		{Path: "a/b/hard3", Kind: Hardlink, Target: "hard1"},
 		{Path: "hl-x", Data: "pair\n", Mode: 0o600, Mtime: shared},
 		{Path: "hl-y", Kind: Hardlink, Target: "hl-x"},
+		{Path: "new dir ü", Kind: Dir, Mtime: mid},
+		{Path: "new dir ü/name with spaces.txt", Data: "spaces inside\n", Mtime: shared},
+		{Path: "new dir ü/ünïcödé файл", Kind: Dir, Mtime: old},
+		{Path: "new dir ü/ünïcödé файл/-leading-dash", Data: "dash inside\n", Mtime: old},
+		{Path: "-dash dir", Kind: Dir, Mtime: old},
+		{Path: "-dash dir/--double-dash", Data: "double dash inside\n", Mode: 0o600, Mtime: mid},
 	}
 }
 
