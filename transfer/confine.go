@@ -46,7 +46,7 @@ func ConfineAt(e Endpoint, dir string) (Endpoint, error) {
 		return e, nil
 	}
 	if fi, err := l.Stat(dir); err != nil || !fi.IsDir() {
-		dir = filepath.Dir(dir)
+		dir = filepath.Dir(filepath.Clean(dir))
 	}
 	r, err := openRoot(dir)
 	if err != nil {

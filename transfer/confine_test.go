@@ -367,3 +367,20 @@ func TestSourceSwapped(t *testing.T) {
 	}
 	_ = f.Close()
 }
+
+// TestConfineMissingTarget: a target that does not exist yet, named with
+// a trailing slash or not, is confined to its parent, where it will be
+// made.
+func TestConfineMissingTarget(t *testing.T) {
+	for _, name := range []string{"new", "new/", "new/."} {
+		dir := t.TempDir()
+		e, err := Confine(Endpoint{Local{}, filepath.Join(dir, "x") + "/../" + name})
+		if err != nil {
+			t.Errorf("Confine %q: %v", name, err)
+			continue
+		}
+		if err := e.FS.Mkdir(filepath.Join(dir, "new")); err != nil {
+			t.Errorf("Mkdir below the target %q: %v", name, err)
+		}
+	}
+}
