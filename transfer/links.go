@@ -3,7 +3,6 @@ package transfer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"slices"
@@ -249,8 +248,8 @@ func (c *copier) makeSymlink(src, dst Endpoint) error {
 		return &Error{Op: "read link", Path: src.String(), Err: err}
 	}
 	op := "copy link " + src.String() + " to"
-	if strings.ContainsRune(target, 0) {
-		return &Error{Op: op, Path: dst.String(), Err: fmt.Errorf("the link's target holds a NUL byte")}
+	if err := CheckLinkTarget(target); err != nil {
+		return &Error{Op: op, Path: dst.String(), Err: err}
 	}
 	dr, _ := dst.FS.(LinkReader)
 	var existing fs.FileInfo
