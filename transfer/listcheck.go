@@ -62,3 +62,8 @@ func CheckLinkTarget(target string) error {
 	}
 	return nil
 }
+
+// MaxDepth is how many levels of directories below its operand a walk
+// goes before it calls the tree endless (maxDepth); hpncp sync's lister
+// stops at the same depth.
+const MaxDepth = maxDepth
