@@ -179,6 +179,24 @@ func TestDuplicateNameRefused(t *testing.T) {
 	}
 }
 
+// A target that lists a name twice has it refused too, and named.
+func TestDuplicateInTarget(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	write(t, src, map[string]string{"d/x": "x"})
+	write(t, dst, map[string]string{"d/": ""})
+	lie := lyingFS{extra: map[string][]fs.FileInfo{dst: {fakeInfo{"d", 0o644}}}}
+	o := archive()
+	o.Delete = true
+	p, err := Sync(context.Background(), transfer.Endpoint{FS: transfer.Local{}, Path: src}, transfer.Endpoint{FS: lie, Path: dst}, ".", true, false, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := errorsNaming(p.Errors, transfer.ErrDuplicateName, "d"); n != 1 {
+		t.Errorf("%d errors name d as listed twice, want 1: %v", n, p.Errors)
+	}
+}
+
 // A link whose target holds a NUL or is longer than PATH_MAX is refused
 // and named; the rest arrives.
 func TestLinkTargetChecked(t *testing.T) {
