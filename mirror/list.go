@@ -143,8 +143,8 @@ type lister struct {
 // listTree lists the tree at root, whose rsync name is rootName ("." when
 // the root's contents are the transfer, its base name when the root
 // itself is), without following links. A missing root gives an empty
-// tree and its error; so does a tree of more than maxTreeEntries names
-// (ErrTreeTooLarge).
+// tree and its error; so does a tree past maxTreeEntries names or
+// maxTreeNameBytes of them (ErrTreeTooLarge).
 //
 // What the end lists is believed only once checked: a name listed twice
 // in a directory, a link target no file system stores, a directory
