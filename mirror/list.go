@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path"
 	"sort"
@@ -100,6 +101,26 @@ func joinName(dir, base string) string {
 // whose SFTP session answers them one after another anyway.
 const listers = 64
 
+// maxTreeEntries and maxTreeNameBytes bound one listed tree, so that a
+// server whose tree never ends (each directory naming new ones) ends the
+// run with an error rather than exhausting memory. A listed name costs
+// about 260 bytes in its tree and 160 in the plan (measured: a million
+// names, 251 MiB listed, 150 MiB more planned): a sync of 4 million
+// names needs 1.7 GiB, and of bench/many.sh's million a quarter of that,
+// while an endless tree reaches the bound in seconds. Names are full
+// paths, so a tree both deep and wide costs by its names' bytes: 256 MiB
+// of them (held twice, in the name and in a directory's path) stops it
+// however few its names. The endless deep tree (a/a/a/...) stops far
+// sooner, at transfer.MaxDepth.
+const (
+	maxTreeEntries   = 4 << 20
+	maxTreeNameBytes = 256 << 20
+)
+
+// ErrTreeTooLarge is the failure of a listing that reached
+// maxTreeEntries names or maxTreeNameBytes of them.
+var ErrTreeTooLarge = fmt.Errorf("more than %d names, or more than %d MiB of them", maxTreeEntries, maxTreeNameBytes>>20)
+
 // lister says how listTree lists.
 type lister struct {
 	// filter, when not nil, leaves out what it excludes; an excluded
@@ -114,14 +135,32 @@ type lister struct {
 	follow bool
 	// ids asks a remote end for the inodes of its hard links (-H).
 	ids bool
+	// maxEntries and maxNameBytes, when not 0, are the bounds a test
+	// wants instead of maxTreeEntries and maxTreeNameBytes.
+	maxEntries, maxNameBytes int
 }
 
 // listTree lists the tree at root, whose rsync name is rootName ("." when
 // the root's contents are the transfer, its base name when the root
 // itself is), without following links. A missing root gives an empty
-// tree and its error.
+// tree and its error; so does a tree past maxTreeEntries names or
+// maxTreeNameBytes of them (ErrTreeTooLarge).
+//
+// What the end lists is believed only once checked: a name listed twice
+// in a directory, a link target no file system stores, a directory
+// deeper than transfer.MaxDepth, an entry whose parent is not a
+// directory of the listing, and a hard-link record of -H naming anything
+// but a listed regular file are left out, and each, but the last, is one
+// of the tree's Errors.
 func (l lister) listTree(ctx context.Context, root transfer.Endpoint, rootName string) (*Tree, error) {
 	t := &Tree{Root: root, Entries: map[string]*Entry{}}
+	maxEntries, maxNameBytes := l.maxEntries, l.maxNameBytes
+	if maxEntries == 0 {
+		maxEntries = maxTreeEntries
+	}
+	if maxNameBytes == 0 {
+		maxNameBytes = maxTreeNameBytes
+	}
 	look := lstat
 	if l.follow {
 		look = func(e transfer.Endpoint) (fs.FileInfo, error) { return e.FS.Stat(e.Path) }
@@ -163,17 +202,23 @@ func (l lister) listTree(ctx context.Context, root transfer.Endpoint, rootName s
 			if t.idsErr != nil {
 				t.Errors = append(t.Errors, t.idsErr)
 			}
+			t.keepFileIDs()
 		}
 	}()
 	// A queue of directories and a fixed set of workers: the listings in
 	// flight stay bounded however wide the tree.
-	type dirJob struct{ path, name string }
+	type dirJob struct {
+		path, name string
+		depth      int // levels below root
+	}
 	var (
-		mu     sync.Mutex
-		cond   = sync.NewCond(&mu)
-		queue  = []dirJob{{root.Path, rootName}}
-		active int
-		wg     sync.WaitGroup
+		mu      sync.Mutex
+		cond    = sync.NewCond(&mu)
+		queue   = []dirJob{{root.Path, rootName, 0}}
+		active  int
+		wg      sync.WaitGroup
+		tooMany bool
+		bytes   int // of the names held
 	)
 	work := func() {
 		defer wg.Done()
@@ -196,16 +241,43 @@ func (l lister) listTree(ctx context.Context, root transfer.Endpoint, rootName s
 			active++
 			mu.Unlock()
 
-			found, dirs, errs := l.listDir(ctx, t, j.path, j.name)
+			var (
+				found []*Entry
+				dirs  []listedDir
+				errs  []error
+			)
+			if j.depth >= transfer.MaxDepth {
+				errs = []error{&transfer.Error{Op: "list", Path: root.FS.Label() + j.path,
+					Err:  fmt.Errorf("more than %d levels of directories", transfer.MaxDepth),
+					Hint: "the tree is endless, as a broken or hostile server's may be; what is below was not copied"}}
+			} else {
+				found, dirs, errs = l.listDir(ctx, t, j.path, j.name)
+			}
 
-			mu.Lock()
+			add := 0
 			for _, e := range found {
-				t.Entries[e.Name] = e
+				add += len(e.Name)
 			}
 			for _, d := range dirs {
-				queue = append(queue, dirJob{d.path, d.name})
+				add += len(d.path)
 			}
-			t.Errors = append(t.Errors, errs...)
+			mu.Lock()
+			bytes += add
+			if !tooMany && (len(t.Entries)+len(found) > maxEntries || bytes > maxNameBytes) {
+				// The tree is dropped as a whole, so listings in flight
+				// add nothing more; the names held go with it.
+				tooMany = true
+				queue = nil
+			}
+			if !tooMany {
+				for _, e := range found {
+					t.Entries[e.Name] = e
+				}
+				for _, d := range dirs {
+					queue = append(queue, dirJob{d.path, d.name, j.depth + 1})
+				}
+				t.Errors = append(t.Errors, errs...)
+			}
 			active--
 			cond.Broadcast()
 			mu.Unlock()
@@ -216,7 +288,51 @@ func (l lister) listTree(ctx context.Context, root transfer.Endpoint, rootName s
 		go work()
 	}
 	wg.Wait()
+	if tooMany {
+		return &Tree{Root: root, Entries: map[string]*Entry{}}, &transfer.Error{Op: "list", Path: root.String(), Err: ErrTreeTooLarge,
+			Hint: "the tree may be endless, as a broken or hostile server's can be; sync a part of it at a time"}
+	}
+	t.dropOrphans(rootName)
 	return t, nil
+}
+
+// dropOrphans leaves out every entry whose parent the tree does not have
+// as a directory, with what is below it, each an error. A listing of the
+// directories it descends into cannot make one, while names are unique
+// (listDir): the check holds that, so that nothing is ever made through
+// a link or a file the tree has where it thought a directory was.
+func (t *Tree) dropOrphans(rootName string) {
+	for {
+		var orphans []string
+		for n := range t.Entries {
+			if n == rootName {
+				continue
+			}
+			if p := t.Entries[parentName(n)]; p == nil || !p.isDir() {
+				orphans = append(orphans, n)
+			}
+		}
+		if len(orphans) == 0 {
+			return
+		}
+		for _, n := range orphans {
+			delete(t.Entries, n)
+			t.Errors = append(t.Errors, &transfer.Error{Op: "list", Path: t.Root.String(),
+				Err: fmt.Errorf("%q: its directory is not one of the listing's", n)})
+		}
+	}
+}
+
+// keepFileIDs keeps, of the hard-link records of -H, those of names the
+// listing has as regular files: a record of find's is another listing of
+// the same server, and one naming a directory, a link or a name not
+// listed must make no link.
+func (t *Tree) keepFileIDs() {
+	for n := range t.ids {
+		if e := t.Entries[n]; e == nil || !e.isFile() {
+			delete(t.ids, n)
+		}
+	}
 }
 
 type listedDir struct{ path, name string }
@@ -226,6 +342,11 @@ type listedDir struct{ path, name string }
 func (l lister) listDir(ctx context.Context, t *Tree, dir, name string) ([]*Entry, []listedDir, []error) {
 	end := t.Root.FS
 	entries, err := transfer.ReadDir(ctx, end, dir)
+	if err == nil && len(entries) > protocol.MaxDirEntries {
+		// SFTP's listings stop there already (protocol.ReadDir); an
+		// end of another kind is held to the same.
+		err = protocol.ErrTooManyEntries
+	}
 	if err != nil {
 		return nil, nil, []error{&transfer.Error{Op: "read directory", Path: end.Label() + dir, Err: err}}
 	}
@@ -234,8 +355,15 @@ func (l lister) listDir(ctx context.Context, t *Tree, dir, name string) ([]*Entr
 		dirs  []listedDir
 		errs  []error
 	)
-	for _, fi := range entries {
+	dups := transfer.SortListing(entries)
+	for i, fi := range entries {
 		base := fi.Name()
+		if dups[base] {
+			if i == 0 || entries[i-1].Name() != base {
+				errs = append(errs, transfer.DuplicateError(end.Label()+dir, base))
+			}
+			continue
+		}
 		if err := transfer.ValidName(base); err != nil {
 			errs = append(errs, &transfer.Error{Op: "list", Path: end.Label() + dir, Err: err})
 			continue
@@ -266,6 +394,9 @@ func (t *Tree) readLink(e *Entry, p string) error {
 		return &transfer.Error{Op: "read link", Path: t.Root.FS.Label() + p, Err: errors.ErrUnsupported}
 	}
 	target, err := r.ReadLink(p)
+	if err == nil {
+		err = transfer.CheckLinkTarget(target)
+	}
 	if err != nil {
 		return &transfer.Error{Op: "read link", Path: t.Root.FS.Label() + p, Err: err}
 	}

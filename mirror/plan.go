@@ -183,7 +183,10 @@ const modeBits = transfer.ModeBits
 func MakePlan(ctx context.Context, src, dst *Tree, srcName string, o Options) *Plan {
 	p := &Plan{Src: src, Dst: dst, SrcName: srcName}
 	o.linkTimes = transfer.CanLchtimes(dst.Root.FS)
+	// The target's listing failing is an error too: a target that lies
+	// (a remote one) is refused, and its deletions are off.
 	p.Errors = append(p.Errors, src.Errors...)
+	p.Errors = append(p.Errors, dst.Errors...)
 	y := byte('>')
 	if o.Push {
 		y = '<'

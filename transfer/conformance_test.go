@@ -112,6 +112,8 @@ var knownDifferences = []struct {
 		why: "a name with a control character from an scp source is refused as hostile, and the refusal ends that source's session: its later entries are not copied (one error names the source)"}},
 	{"scp-inproc-down", "hostile names", difference{expect: "no error names the hostile entry",
 		why: "a hostile name from an scp source is a protocol error that ends the session: the first is refused and named, the later ones are never read"}},
+	{"scp-inproc-down", "duplicate names", difference{expect: "want one naming",
+		why: "an scp source's stream is not a listing: a name sent twice is written twice, in the target (-O's sink is checked elsewhere)"}},
 	// Tar carries no access times, and tar -x on the server sets none.
 	{"tar-*-up", "preserve", difference{expect: "atime",
 		why: "--tar -p uploads carry no access times (README says so); scp -p and SFTP -p do"}},
@@ -238,6 +240,12 @@ func confCases() []confCase {
 			}
 			return ""
 		}, run: caseHostile},
+		confCase{name: "duplicate names", skip: func(e end) string {
+			if e.hostile == nil {
+				return "its far side cannot be made to send hostile names"
+			}
+			return ""
+		}, run: caseDuplicates},
 		confCase{name: "preserve", run: casePreserve},
 		confCase{name: "modes without -p", run: caseModes},
 		confCase{name: "empty files and dirs", run: caseEmpty},
@@ -364,6 +372,33 @@ func caseHostile(t *testing.T, e end, cp copyFunc, p *problems) {
 	}
 	if _, err := os.Lstat("/tmp/abs-escape"); err == nil {
 		p.add("/tmp/abs-escape was written")
+	}
+}
+
+// caseDuplicates: a listing that names an entry twice is refused for
+// that name, which is named in the error, and the rest is copied.
+func caseDuplicates(t *testing.T, e end, cp copyFunc, p *problems) {
+	src := t.TempDir()
+	// Of the size the hostile listing gives: five bytes on the local
+	// end, none (no size at all) on the servers'.
+	content := ""
+	if e.name == "local" {
+		content = "hello"
+	}
+	mkTree(t, src, "d/good="+content, "d/dup="+content)
+	outer := t.TempDir()
+	dst := filepath.Join(outer, "target")
+	mkTree(t, outer, "target/")
+	res, err := e.hostile(t, filepath.Join(src, "d"), []string{"dup", "good", "dup"})(
+		context.Background(), under(src, "d"), filepath.Join(dst, "out"), transfer.Options{Recursive: true})
+	switch {
+	case err != nil:
+		p.add("copy gave up: %v; want the duplicate refused alone", err)
+	case len(res.Errors) != 1 || !errors.Is(res.Errors[0], transfer.ErrDuplicateName) || !strings.Contains(res.Errors[0].Error(), `"dup"`):
+		p.add("errors %q, want one naming \"dup\" as listed twice", joinErrors(res.Errors))
+	}
+	if got := listTree(t, outer); !slices.Equal(got, []string{"target/", "target/out/", "target/out/good:" + content}) {
+		p.add("after the listing with a duplicate the tree is %q, want only good copied", got)
 	}
 }
 

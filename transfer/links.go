@@ -3,7 +3,6 @@ package transfer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"slices"
@@ -126,30 +125,40 @@ type LinkOptions struct {
 const ReasonUnsafeLink = "unsafe-link"
 
 // UnsafeSymlink reports whether a symbolic link with target, depth
-// directories below the top of the copied tree, leads outside the tree,
-// with rsync's rule for --safe-links: an empty or absolute target does;
-// a relative one does when its ".." elements, taken in order, climb
-// above the top. The top directory's own name counts as a level, as
-// rsync counts it: a link directly in the source operand dir is at depth
-// 1, so "../dir/x" stays inside; a link that is itself an operand is at
-// depth 0.
+// directories below the top of the copied tree, may lead outside the
+// tree, by the rule rsync 3.4 and later apply for --safe-links:
+//
+//   - an empty or absolute target is unsafe;
+//   - ".." may only open the target: one after a name or "." is unsafe
+//     whatever the depth, since the name it climbs back from may be, or
+//     later become, a link to somewhere else (s/up -> .. makes
+//     s/esc -> up/../outside leave the tree);
+//   - a target of several elements that ends in ".." is unsafe, as rsync
+//     has it, so that both tools keep the same links;
+//   - the opening ".." elements may climb at most depth levels.
+//
+// The top directory's own name counts as a level, as rsync counts it: a
+// link directly in the source operand dir is at depth 1, so "../dir/x"
+// stays inside; a link that is itself an operand is at depth 0.
 func UnsafeSymlink(target string, depth int) bool {
-	if target == "" || target[0] == '/' {
+	if target == "" || target[0] == '/' || strings.HasSuffix(target, "/..") {
 		return true
 	}
-	for _, elem := range strings.Split(target, "/") {
+	climbs, named := 0, false
+	for elem := range strings.SplitSeq(target, "/") {
 		switch elem {
-		case "", ".":
+		case "":
+			// Repeated and trailing slashes name no element.
 		case "..":
-			depth--
-			if depth < 0 {
+			if named {
 				return true
 			}
+			climbs++
 		default:
-			depth++
+			named = true
 		}
 	}
-	return false
+	return climbs > depth
 }
 
 // levels is the depth UnsafeSymlink wants of an entry of d: one more
@@ -268,8 +277,8 @@ func (c *copier) makeSymlink(src, dst Endpoint) error {
 		return &Error{Op: "read link", Path: src.String(), Err: err}
 	}
 	op := "copy link " + src.String() + " to"
-	if strings.ContainsRune(target, 0) {
-		return &Error{Op: op, Path: dst.String(), Err: fmt.Errorf("the link's target holds a NUL byte")}
+	if err := CheckLinkTarget(target); err != nil {
+		return &Error{Op: op, Path: dst.String(), Err: err}
 	}
 	dr, _ := dst.FS.(LinkReader)
 	var existing fs.FileInfo

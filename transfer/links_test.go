@@ -458,16 +458,86 @@ func TestUnsafeSymlink(t *testing.T) {
 		{"/etc", 5, true},
 		{"f", 0, false},
 		{"..", 0, true},
+		{"..", 1, false},
 		{"../x", 1, false},
 		{"../../x", 1, true},
-		{"a/../../x", 1, false},
-		{"a/../../../x", 1, true},
-		{"./.././x", 1, false},
-		{"x/..//../..", 2, false},
-		{"x/..//../../..", 2, true},
+		{"..//../x/./y/", 2, false},
+		// rsync 3.4: a ".." after a name or "." is unsafe at any depth.
+		{"up/../outside", 1, true},
+		{"a/../../x", 5, true},
+		{"./.././x", 5, true},
+		{"x/..//../..", 5, true},
+		{"x/..", 5, true},
+		{"../x/../y", 5, true},
+		// A target of several elements ending in ".." too, but not one
+		// ending in "../".
+		{"../..", 5, true},
+		{"../../", 5, false},
 	} {
 		if got := transfer.UnsafeSymlink(c.target, c.depth); got != c.unsafe {
 			t.Errorf("UnsafeSymlink(%q, %d) = %v, want %v", c.target, c.depth, got, c.unsafe)
+		}
+	}
+}
+
+// TestUnsafeSymlinkAgainstRsync makes links of many targets at several
+// depths and checks that UnsafeSymlink calls unsafe exactly the links
+// rsync -r --links --safe-links leaves out, with the source's contents
+// as the transfer (src/) and with the source directory itself (src).
+func TestUnsafeSymlinkAgainstRsync(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	levels := []string{"", "a", "a/b", "a/b/c"}
+	for _, l := range levels {
+		if err := os.MkdirAll(filepath.Join(src, l), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every target of up to four elements, an empty element making a
+	// doubled, leading or trailing slash.
+	targets := []string{""}
+	var grow func(prefix string, n int)
+	grow = func(prefix string, n int) {
+		if n == 0 {
+			return
+		}
+		for _, e := range []string{"..", ".", "x", ""} {
+			t := e
+			if prefix != "" || len(targets) > 0 && e == "" {
+				t = prefix + "/" + e
+			}
+			targets = append(targets, t)
+			grow(t, n-1)
+		}
+	}
+	grow("", 4)
+	links := map[string]string{} // rsync name below src -> target
+	for _, l := range levels {
+		for i, target := range targets {
+			if target == "" {
+				continue // no symlink can have it
+			}
+			name := strings.TrimPrefix(l+"/l"+strconv.Itoa(i), "/")
+			if _, ok := links[name]; ok {
+				continue
+			}
+			if err := os.Symlink(target, filepath.Join(src, name)); err != nil {
+				t.Fatal(err)
+			}
+			links[name] = target
+		}
+	}
+	for _, operand := range []string{"src/", "src"} {
+		kept := rsyncShape(t, dir+"/"+operand, "--links", "--safe-links")
+		for name, target := range links {
+			rel := name
+			if operand == "src" {
+				rel = "src/" + name
+			}
+			rsyncUnsafe := kept[rel] == ""
+			if got := transfer.UnsafeSymlink(target, strings.Count(rel, "/")); got != rsyncUnsafe {
+				t.Errorf("operand %s: link %s -> %q: UnsafeSymlink says unsafe=%v, rsync says %v", operand, rel, target, got, rsyncUnsafe)
+			}
 		}
 	}
 }

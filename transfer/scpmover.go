@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"iter"
-	"sort"
 )
 
 // The steps of the engine the legacy scp movers (scp.go) share with
@@ -42,19 +41,28 @@ type dirEntry struct {
 
 // dirEntries yields the entries of the directory src, as listed, whose
 // place on the walk is at, in the walk's order: sorted by name, a name
-// that is not one path element refused, links followed unless --links
-// keeps them, those --safe-links leaves out reported. An entry that
-// cannot be looked at is told to c.fail and left out. Links are followed
-// as the entries are taken, so that the first are on their way while
-// the others are looked at; none is once ctx is done.
+// listed twice or that is not one path element refused (SortListing,
+// ValidName), links followed unless --links keeps them, those
+// --safe-links leaves out reported. An entry that cannot be looked at is
+// told to c.fail and left out. Links are followed as the entries are
+// taken, so that the first are on their way while the others are looked
+// at; none is once ctx is done.
 func (c *copier) dirEntries(ctx context.Context, src Endpoint, listed []fs.FileInfo, at *walkDir) iter.Seq[dirEntry] {
-	sort.Slice(listed, func(i, j int) bool { return listed[i].Name() < listed[j].Name() })
+	dups := SortListing(listed)
 	return func(yield func(dirEntry) bool) {
+		var lastDup string
 		for _, e := range listed {
 			if ctx.Err() != nil {
 				return
 			}
 			name := e.Name()
+			if dups[name] {
+				if name != lastDup {
+					c.fail(DuplicateError(src.String(), name))
+				}
+				lastDup = name
+				continue
+			}
 			if err := ValidName(name); err != nil {
 				c.fail(&Error{Op: "read directory", Path: src.String(), Err: err,
 					Hint: "the server sent a name that could escape the target; it was skipped"})
