@@ -113,7 +113,7 @@ var knownDifferences = []struct {
 	{"scp-inproc-down", "hostile names", difference{expect: "no error names the hostile entry",
 		why: "a hostile name from an scp source is a protocol error that ends the session: the first is refused and named, the later ones are never read"}},
 	{"scp-inproc-down", "duplicate names", difference{expect: "want one naming",
-		why: "an scp source's stream is not a listing: a name sent twice is written twice, in the target (-O's sink is checked elsewhere)"}},
+		why: "an scp source's stream is not a listing: a name sent again comes after its first entry was written (below the target); the second is refused and named, and this test's scp source, which sends the refused file's bytes all the same, ends the session with a protocol error"}},
 	// Tar carries no access times, and tar -x on the server sets none.
 	{"tar-*-up", "preserve", difference{expect: "atime",
 		why: "--tar -p uploads carry no access times (README says so); scp -p and SFTP -p do"}},

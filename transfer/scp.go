@@ -344,6 +344,10 @@ func (d *scpDownload) dir(ctx context.Context, rec scp.Record, rpath string, dst
 	if err := d.rcv.Reply(nil); err != nil {
 		return err
 	}
+	// A stream is not a listing: a name comes again only after its first
+	// entry was received. The second is refused and named; the first
+	// stays, written below the target as any entry.
+	seen := map[string]bool{}
 	for {
 		child, err := d.rcv.Next()
 		if d.remoteWarning(err, "copy", src) {
@@ -355,6 +359,13 @@ func (d *scpDownload) dir(ctx context.Context, rec scp.Record, rpath string, dst
 		if child.Type == scp.End {
 			break
 		}
+		if seen[child.Name] {
+			if err := d.refuse(DuplicateError(src, child.Name)); err != nil {
+				return err
+			}
+			continue
+		}
+		seen[child.Name] = true
 		at := Endpoint{dst.FS, dst.FS.Join(dst.Path, child.Name)}
 		if err := d.entry(ctx, child, path.Join(rpath, child.Name), at, depth+1); err != nil {
 			return err
