@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"path"
 	"sort"
@@ -272,7 +273,16 @@ func (l *tarLister) add(dst Endpoint, si fs.FileInfo, rel string) (*tarNode, err
 	if x, ok := parent.dir.targets[path.Base(rel)]; ok {
 		if x.Mode()&fs.ModeSymlink != 0 {
 			var err error
-			if x, err = dst.FS.Stat(dst.Path); err != nil {
+			look := dst.FS.Stat
+			if si.IsDir() {
+				// A link where a directory goes is replaced on a
+				// confined end, as the walk replaces it (dirTarget).
+				look = func(string) (fs.FileInfo, error) { return dirTarget(dst) }
+			}
+			switch x, err = look(dst.Path); {
+			case errors.Is(err, fs.ErrNotExist):
+				return n, nil
+			case err != nil:
 				return nil, &Error{Op: "stat", Path: dst.String(), Err: err}
 			}
 		}
