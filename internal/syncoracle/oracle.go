@@ -83,8 +83,12 @@ type Outcome struct {
 	Stderr string // all runs'
 }
 
-// runTimeout bounds one run of a tool: the trees are a few hundred KiB.
-const runTimeout = 60 * time.Second
+// runTimeout bounds one run of a tool, so that a run that hangs ends the
+// case; it is no measure of speed. The trees are a few hundred KiB, but
+// a -c run asks the server for a checksum command per file, each a login
+// shell of its own: on a loaded 2-core machine whose root login costs
+// seconds, such a run took more than a minute with nothing wrong.
+const runTimeout = 4 * time.Minute
 
 // Run prepares dir/dst in state c.Target, runs tool on it in direction d
 // with src (a directory built with Source) as the source, and records
