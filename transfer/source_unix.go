@@ -3,6 +3,7 @@
 package transfer
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"syscall"
@@ -20,7 +21,7 @@ func openRegular(name string, noFollow bool) (*os.File, error) {
 	}
 	f, err := os.OpenFile(name, flags, 0)
 	if err != nil {
-		if noFollow && isLoop(err) {
+		if noFollow && errors.Is(err, syscall.ELOOP) {
 			err = &fs.PathError{Op: "open", Path: name, Err: errSwappedForLink}
 		}
 		return nil, err
@@ -38,9 +39,4 @@ func openRegular(name string, noFollow bool) (*os.File, error) {
 	// without the poller.
 	_ = syscall.SetNonblock(int(f.Fd()), false)
 	return f, nil
-}
-
-func isLoop(err error) bool {
-	pe, ok := err.(*fs.PathError)
-	return ok && pe.Err == syscall.ELOOP
 }
