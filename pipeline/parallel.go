@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/hpncp/hpncp/pipeline/bufpool"
+	"github.com/hpncp/hpncp/internal/bufpool"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/window"
 )
