@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/sleep"
 )
 
 // dialGap staggers new connections so that sshd's MaxStartups (10:30:100 by
@@ -443,7 +445,7 @@ func (p *pool) awaitDialTurn(ctx context.Context) (bool, error) {
 	}
 	if wait := time.Until(laterOf(p.lastDial.Add(dialGap), p.nextDial)); wait > 0 {
 		p.mu.Unlock()
-		return true, sleep(ctx, wait)
+		return true, sleep.For(ctx, wait)
 	}
 	return false, nil
 }
@@ -657,17 +659,6 @@ func (p *pool) close() {
 		if pc.owned {
 			_ = pc.c.Close()
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/hpncp/hpncp/internal/sleep"
 )
 
 // A connection dialed ahead for an upload waits several round trips
@@ -97,7 +99,7 @@ func (c *Client) warm(ctx context.Context, most, shortest time.Duration) (WarmRe
 			_, _, err := c.SendRequest(warmRequestName, false, pad[:n])
 			return err
 		},
-		sleep:    sleep,
+		sleep:    sleep.For,
 		now:      time.Now,
 		shortest: shortest,
 	}
