@@ -36,8 +36,7 @@ var (
 	_ modeMkdirer   = Local{}
 	_ umaskProber   = (*protocol.SFTP)(nil)
 
-	// Listings and sums done by the server (fs.go, verify.go); loop.go
-	// asserts its linkReader beside it.
+	// Listings and sums done by the server (fs.go, verify.go).
 	_ contextDirReader = (*protocol.SFTP)(nil)
 	_ Summer           = (*protocol.SFTP)(nil)
 

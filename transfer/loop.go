@@ -7,8 +7,6 @@ import (
 	"os"
 	"path"
 	"sync"
-
-	"github.com/hpncp/hpncp/protocol"
 )
 
 // scp -r follows symbolic links to directories, and so does hpncp. A link
@@ -109,7 +107,7 @@ func (d *walkDir) resolve() string {
 		return cleanOrEmpty(p, err)
 	}
 	up := d.up.canonical()
-	r, ok := d.at.FS.(linkReader)
+	r, ok := d.at.FS.(LinkReader)
 	if up == "" || !ok || p != path.Join(up, d.at.FS.Base(d.at.Path)) {
 		return p
 	}
@@ -129,10 +127,3 @@ func cleanOrEmpty(p string, err error) string {
 	}
 	return path.Clean(p)
 }
-
-// linkReader is an end that reads symbolic links (protocol.SFTP).
-type linkReader interface {
-	ReadLink(name string) (string, error)
-}
-
-var _ linkReader = (*protocol.SFTP)(nil)

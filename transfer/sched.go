@@ -160,10 +160,11 @@ func (c *copier) goDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, r
 	}()
 }
 
-// goFile copies a regular file in a job of its own once one of the
-// slots for files is free. fresh says dst's directory was created by
-// this run, so dst cannot exist.
-func (c *copier) goFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo, fresh bool) {
+// goFileJob runs job in a goroutine of its own once one of the slots
+// for files is free, holding the slot until job returns; the error job
+// returns fails the file src. Regular files and symbolic links share
+// these slots.
+func (c *copier) goFileJob(ctx context.Context, src Endpoint, job func() error) {
 	if c.files.Acquire(ctx) != nil {
 		return
 	}
@@ -171,16 +172,26 @@ func (c *copier) goFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo, 
 	go func() {
 		defer c.wg.Done()
 		defer c.files.Release()
-		if err := c.copyFile(ctx, src, dst, si, fresh); err != nil {
-			if noSpace(err) && ctx.Err() == nil {
-				c.mu.Lock()
-				c.retries = append(c.retries, retry{src, dst, si, err})
-				c.mu.Unlock()
-				return
-			}
+		if err := job(); err != nil {
 			c.failFile(src, err)
 		}
 	}()
+}
+
+// goFile copies a regular file in a job of its own. fresh says dst's
+// directory was created by this run, so dst cannot exist. A file that
+// failed for want of space is kept to be tried again alone (retryAlone).
+func (c *copier) goFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo, fresh bool) {
+	c.goFileJob(ctx, src, func() error {
+		err := c.copyFile(ctx, src, dst, si, fresh)
+		if err != nil && noSpace(err) && ctx.Err() == nil {
+			c.mu.Lock()
+			c.retries = append(c.retries, retry{src, dst, si, err})
+			c.mu.Unlock()
+			return nil
+		}
+		return err
+	})
 }
 
 // retry is a file that failed for want of space while others were in
