@@ -39,8 +39,8 @@ func StartReady(conn *ssh.Client, n int, pre *PreOpen) Readying {
 	return Readying{N: n, Wait: func() []ReadySession { return <-ready }}
 }
 
-// ReadyNow is the Readying of sessions already open.
-func ReadyNow(rs []ReadySession) Readying {
+// readyNow is the Readying of sessions already open.
+func readyNow(rs []ReadySession) Readying {
 	return Readying{N: len(rs), Wait: func() []ReadySession { return rs }}
 }
 

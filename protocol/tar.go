@@ -28,8 +28,8 @@ type TarSupport struct {
 	Version string
 }
 
-// ErrNoExec reports a server that refuses to run commands.
-var ErrNoExec = errors.New("the server runs no commands")
+// errNoExec reports a server that refuses to run commands.
+var errNoExec = errors.New("the server runs no commands")
 
 // tarProbe asks in one command for the compressors and tar's version; it
 // exits 0 whatever is missing, so that the output alone tells.
@@ -47,7 +47,7 @@ func (s *SFTP) TarProbe(ctx context.Context) (TarSupport, error) {
 		return TarSupport{}, fmt.Errorf("probe tar on %s: %w", strings.TrimSuffix(s.label, ":"), err)
 	default:
 		// x/crypto's message would only repeat the probe's text.
-		return TarSupport{}, fmt.Errorf("probe tar on %s: %w", strings.TrimSuffix(s.label, ":"), ErrNoExec)
+		return TarSupport{}, fmt.Errorf("probe tar on %s: %w", strings.TrimSuffix(s.label, ":"), errNoExec)
 	}
 	return parseTarProbe(out), nil
 }

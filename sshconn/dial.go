@@ -268,7 +268,7 @@ func (d *Dialer) attempt(ctx context.Context, cfg *Config, o Options, ciphers []
 	if err != nil {
 		conn.Close()
 		he := r.handshakeError(err, addr, timedOut.Load())
-		return nil, KindOf(he) == KindDropped && cfg.ProxyCommand == "", he
+		return nil, kindOf(he) == KindDropped && cfg.ProxyCommand == "", he
 	}
 
 	c := &Client{

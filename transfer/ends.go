@@ -38,7 +38,7 @@ var (
 
 	// Listings and sums done by the server (fs.go, verify.go).
 	_ contextDirReader = (*protocol.SFTP)(nil)
-	_ Summer           = (*protocol.SFTP)(nil)
+	_ summer           = (*protocol.SFTP)(nil)
 
 	// Links and owners kept as they are (links.go).
 	_ LinkReader = Local{}

@@ -19,8 +19,8 @@ import (
 // known by the path the server resolves it to (REALPATH), asked only of
 // directories reached through a link, since a loop needs one.
 
-// ErrDirLoop says a directory is one of the directories that hold it.
-var ErrDirLoop = errors.New("directory loop")
+// errDirLoop says a directory is one of the directories that hold it.
+var errDirLoop = errors.New("directory loop")
 
 // walkDir is a directory on the walk's current path, linked to the one
 // that holds it.
@@ -76,7 +76,7 @@ func (d *walkDir) loop() error {
 
 func loopError(d, a *walkDir) error {
 	return &Error{Op: "copy", Path: d.at.String(),
-		Err:  fmt.Errorf("%w: it leads back to %s", ErrDirLoop, a.at),
+		Err:  fmt.Errorf("%w: it leads back to %s", errDirLoop, a.at),
 		Hint: "a symbolic link points to a directory that holds it; it was not followed, the rest was copied"}
 }
 

@@ -102,9 +102,9 @@ import (
 	"github.com/hpncp/hpncp/internal/units"
 )
 
-// DefaultChannelWindow is the channel window of stock OpenSSH
+// defaultChannelWindow is the channel window of stock OpenSSH
 // (CHAN_SES_WINDOW_DEFAULT) and of golang.org/x/crypto/ssh.
-const DefaultChannelWindow = 2 << 20
+const defaultChannelWindow = 2 << 20
 
 // DefaultMaxConns is Config.MaxConns's default.
 const DefaultMaxConns = 16
@@ -182,7 +182,7 @@ type Config struct {
 	// still gain a core at the far end.
 	Cores int
 	// ChannelWindow is the flow-control window of one channel in bytes
-	// (default DefaultChannelWindow).
+	// (default defaultChannelWindow).
 	ChannelWindow int64
 	// Fixed, when above zero, fixes the stream count (--streams N): the
 	// controller then only reports goodput and RTT, ignoring the bounds
@@ -378,7 +378,7 @@ func New(cfg Config) *Controller {
 	}
 	cfg.LossyConns = max(cfg.LossyConns, cfg.MaxConns)
 	if cfg.ChannelWindow <= 0 {
-		cfg.ChannelWindow = DefaultChannelWindow
+		cfg.ChannelWindow = defaultChannelWindow
 	}
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = defaultMaxStreams
