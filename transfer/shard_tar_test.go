@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpncp/hpncp/report"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -50,7 +51,7 @@ func TestShardsAtOnceTar(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					o := transfer.Options{Recursive: true, Shard: transfer.Shard{Index: i, Count: n}}
+					o := transfer.Options{Recursive: true, Shard: report.Shard{Index: i, Count: n}}
 					res, err := copies[i](ctx, []string{src}, dst, o)
 					if res != nil {
 						files[i] = res.Files
