@@ -132,7 +132,7 @@ func TestReportEscapesC1(t *testing.T) {
 	}
 }
 
-// ParseReport holds a _b64 field to what hpncp writes.
+// Parse holds a _b64 field to what hpncp writes.
 func TestParseReportNameB64(t *testing.T) {
 	doc := func(entry string) []byte {
 		return []byte(`{"version":1,"exit_code":0,"files":[` + entry + `],"totals":{"files":1,"copied":1,"skipped":0,"failed":0,"bytes":1,"seconds":1,"mb_per_s":0,"streams":0}}`)

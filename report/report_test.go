@@ -11,7 +11,7 @@ import (
 	"github.com/hpncp/hpncp/transfer"
 )
 
-// checkReportSchema decodes a --json report with ParseReport.
+// checkReportSchema decodes a --json report with Parse.
 func checkReportSchema(t *testing.T, data []byte) Report {
 	t.Helper()
 	r, err := Parse(data)
