@@ -29,7 +29,7 @@ targets=(
 	protocol:FuzzParseTarProbe
 	transfer:FuzzReceiveTar
 	transfer:FuzzReadJournal
-	transfer:FuzzParseReport
+	report:FuzzParse
 	transfer:FuzzReadFileList
 	sshconn:FuzzSSHG
 	internal/filter:FuzzMatch

@@ -76,8 +76,9 @@ type Options struct {
 	// Verify compares the SHA-256 of each source with that of the written
 	// file before it takes its final name; a mismatch fails the file.
 	Verify bool
-	// Shard keeps only the files of one shard of the run.
-	Shard Shard
+	// Shard, when not nil, keeps only the files of the run's part of a
+	// job split between runs (--shard).
+	Shard Part
 	// FilesFrom, when not nil, lists the paths (clean, relative,
 	// slash-separated, as ReadFileList returns them) to copy from the one
 	// source directory to the same paths below the target directory,
@@ -203,7 +204,7 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *
 			c.fail(&Error{Op: "read", Path: s.String(), Err: err})
 			continue
 		}
-		if !targetIsDir && si.IsDir() && o.Shard.Split() {
+		if !targetIsDir && si.IsDir() && o.Split() {
 			c.fail(errShardTarget(s, target))
 			continue
 		}
@@ -317,7 +318,7 @@ func (c *copier) copyAny(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		if rel == "" {
 			rel = src.FS.Base(src.Path)
 		}
-		if !c.opts.Shard.Keep(rel) || c.laterName(src, dst, si, fresh) {
+		if !c.opts.keeps(rel) || c.laterName(src, dst, si, fresh) {
 			return
 		}
 		if c.plan != nil {

@@ -97,12 +97,12 @@ func (c *copier) copyList(ctx context.Context, srcs []Endpoint, target Endpoint)
 		src := Endpoint{root.FS, root.FS.Join(append([]string{root.Path}, elems...)...)}
 		si, err := src.FS.Stat(src.Path)
 		if err != nil {
-			if c.opts.Shard.Keep(rel) {
+			if c.opts.keeps(rel) {
 				c.failFile(src, &Error{Op: "read", Path: src.String(), Err: err})
 			}
 			continue
 		}
-		if !si.IsDir() && !c.opts.Shard.Keep(rel) {
+		if !si.IsDir() && !c.opts.keeps(rel) {
 			continue
 		}
 		if err := c.mkdirAll(target, elems[:len(elems)-1]); err != nil {

@@ -96,7 +96,7 @@ func TestCopyFilesFromShards(t *testing.T) {
 	dst := filepath.Join(dir, "dst")
 	total := 0
 	for i := range 2 {
-		res, err := copyLocal(t, Options{FilesFrom: list, Shard: Shard{i, 2}}, src, dst)
+		res, err := copyLocal(t, Options{FilesFrom: list, Shard: testPart{i, 2}}, src, dst)
 		if err != nil || len(res.Errors) > 0 {
 			t.Fatalf("shard %d: %v %v", i, err, res.Errors)
 		}

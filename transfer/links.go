@@ -235,7 +235,7 @@ func (c *copier) copySymlink(ctx context.Context, src, dst Endpoint, rel string)
 			return
 		}
 	}
-	if !c.opts.Shard.Keep(rel) {
+	if !c.opts.keeps(rel) {
 		return
 	}
 	if c.plan != nil {

@@ -66,7 +66,7 @@ func CopyFiles(ctx context.Context, src, dst Endpoint, files []Listed, o Options
 			c.fail(&Error{Op: "copy", Path: src.FS.Join(src.Path, rel), Err: errNotRegular})
 			continue
 		}
-		if !c.opts.Shard.Keep(rel) {
+		if !c.opts.keeps(rel) {
 			continue
 		}
 		s := Endpoint{src.FS, src.FS.Join(append([]string{src.Path}, strings.Split(rel, "/")...)...)}

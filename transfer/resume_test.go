@@ -3,7 +3,6 @@ package transfer
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -390,24 +389,5 @@ func BenchmarkJournalSave(b *testing.B) {
 		if err := p.save(); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-func TestReportSumsResumedBytes(t *testing.T) {
-	files := []FileReport{
-		{Path: "a", Bytes: 100, Status: StatusCopied, ResumedFrom: 900},
-		{Path: "b", Bytes: 50, Status: StatusCopied},
-		{Path: "c", Status: StatusSkipped},
-	}
-	r := NewReport(files, &Result{}, time.Second)
-	if r.Totals.Bytes != 150 || r.Totals.ResumedBytes != 900 {
-		t.Errorf("totals: bytes %d, resumed %d; want 150 and 900", r.Totals.Bytes, r.Totals.ResumedBytes)
-	}
-	b, err := json.Marshal(NewReport(files[1:], &Result{}, time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(b), "resumed") {
-		t.Errorf("a run that resumed nothing reports resumed fields: %s", b)
 	}
 }

@@ -25,7 +25,7 @@ func (run *tarRun) makeBase(ctx context.Context) bool {
 	// The shards of a job build one tree at once: each writes into it, as
 	// a run into an existing tree does, since only one could rename a
 	// tree of its own into place.
-	run.whole = run.upload && root.existing == nil && !c.opts.Shard.Split()
+	run.whole = run.upload && root.existing == nil && !c.opts.Split()
 	if run.whole {
 		run.base = dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
 	}

@@ -48,7 +48,7 @@ func (o Options) ValidateSCP() error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if o.Verify || o.Skip == SkipChecksum || o.Skip == SkipExisting || o.Shard != (Shard{}) || o.FilesFrom != nil || o.Resume {
+	if o.Verify || o.Skip == SkipChecksum || o.Skip == SkipExisting || o.Shard != nil || o.FilesFrom != nil || o.Resume {
 		return &OptionError{
 			"--verify, --checksum, --ignore-existing, --shard, --files-from and --resume do not work with the legacy scp protocol (-O)",
 			"the legacy scp protocol sends files blind: these need an SFTP server"}

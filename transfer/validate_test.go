@@ -16,7 +16,7 @@ func TestValidate(t *testing.T) {
 		wantHint bool
 	}{
 		{name: "plain", o: Options{}},
-		{name: "every SFTP feature", o: Options{Recursive: true, Verify: true, Skip: SkipChecksum, Shard: Shard{0, 2}, FilesFrom: []string{"a"}, Resume: true},
+		{name: "every SFTP feature", o: Options{Recursive: true, Verify: true, Skip: SkipChecksum, Shard: testPart{0, 2}, FilesFrom: []string{"a"}, Resume: true},
 			wantSCP: "do not work with the legacy scp protocol (-O)", wantHint: true},
 		{name: "tar tree", o: Options{Recursive: true, Tar: tar},
 			wantSCP: "--tar does not work with the legacy scp protocol", wantHint: true},
@@ -38,7 +38,7 @@ func TestValidate(t *testing.T) {
 		{name: "skip existing", o: Options{Skip: SkipExisting}, wantSCP: "legacy scp", wantHint: true},
 		{name: "quick check", o: Options{Skip: SkipQuick}},
 		{name: "always", o: Options{Skip: CopyAlways}},
-		{name: "one shard", o: Options{Shard: Shard{0, 1}}, wantSCP: "legacy scp", wantHint: true},
+		{name: "one shard", o: Options{Shard: testPart{0, 1}}, wantSCP: "legacy scp", wantHint: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			check := func(what string, err error, want string) {

@@ -17,7 +17,7 @@ func runArgs(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	defer cancel()
 	var out, errb bytes.Buffer
 	err := run(ctx, append([]string{"hpncp"}, args...), strings.NewReader(""), &out, &errb)
-	code = report(&errb, err)
+	code = reportError(&errb, err)
 	return out.String(), errb.String(), code
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/hpncp/hpncp/internal/units"
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/report"
 	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
 	"github.com/hpncp/hpncp/window"
@@ -394,14 +395,14 @@ type copyRecord struct {
 	res     *transfer.Result // nil when the copy did not start
 	elapsed time.Duration    // from the connected ends on, as the summary's
 	legacy  bool
-	planned []transfer.PlannedChange // hpncp sync's plan
+	planned []report.PlannedChange // hpncp sync's plan
 	// perFile says files is kept, for --json: a run of a million files
 	// without it would hold a million entries nobody reads.
 	perFile bool
 	// The job, for report merge: the command line's operands and the
 	// shard, once --shard was read.
 	operands []string
-	shard    transfer.Shard
+	shard    report.Shard
 }
 
 // reporter is the Options.Report that fills in rec's files, nil when
@@ -442,10 +443,11 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	}
 	to.Limiter = pipeline.NewLimiter(limit)
 	if o.Shard != "" {
-		if to.Shard, err = transfer.ParseShard(o.Shard); err != nil {
+		s, err := report.ParseShard(o.Shard)
+		if err != nil {
 			return usagef("run n copies with --shard 0/n to --shard n-1/n to split one migration", "--shard: %v", err)
 		}
-		rec.shard = to.Shard
+		to.Shard, rec.shard = s, s
 	}
 	if to.FilesFrom, err = o.fileList(stdin); err != nil {
 		return err
@@ -607,9 +609,9 @@ func explainLost(stderr io.Writer, hosts *ends.Hosts, err error) error {
 // legacyReport fills in a report of a legacy-protocol run (-O), which
 // tells no files one by one: its files list holds only the failures and
 // the totals come from the run's result.
-func legacyReport(rep transfer.Report, res *transfer.Result) transfer.Report {
+func legacyReport(rep report.Report, res *transfer.Result) report.Report {
 	for _, e := range res.Errors {
-		rep.Files = append(rep.Files, transfer.FileReport{Path: pathOf(e), Status: transfer.StatusFailed, Error: e.Error()})
+		rep.Files = append(rep.Files, report.File{Path: pathOf(e), Status: transfer.StatusFailed, Error: e.Error()})
 	}
 	rep.Totals.Copied = res.Files
 	rep.Totals.Failed = len(res.Errors)
@@ -782,7 +784,7 @@ func preCreate(locs []transfer.Location, to transfer.Options, other bool) protoc
 	// touch the directory.
 	sends := to.Skip == transfer.CopyAlways || to.Skip == transfer.SkipQuick && !to.Preserve
 	if other || len(locs) != 2 || locs[0].Remote() || !locs[1].Remote() ||
-		!sends || to.Verify || to.Resume || to.FilesFrom != nil || to.Shard.Split() {
+		!sends || to.Verify || to.Resume || to.FilesFrom != nil || to.Split() {
 		return protocol.PreCreate{}
 	}
 	fi, err := os.Lstat(locs[0].Path)

@@ -104,9 +104,9 @@ func outcomeOf(err error) outcome {
 	return o
 }
 
-// report prints err as hpncp's error and hint lines and returns the exit
+// reportError prints err as hpncp's error and hint lines and returns the exit
 // code it maps to.
-func report(stderr io.Writer, err error) int {
+func reportError(stderr io.Writer, err error) int {
 	if err == nil {
 		return exitOK
 	}

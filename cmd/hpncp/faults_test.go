@@ -657,7 +657,7 @@ func (ft *faultTrial) copy(t *testing.T, args []string) (code int, stderr string
 	go func() { done <- run(ctx, args, nil, io.Discard, &out) }()
 	select {
 	case err := <-done:
-		code = report(&out, err)
+		code = reportError(&out, err)
 	case <-time.After(ft.timeout + 30*time.Second):
 		// A run that ignores its context cannot be stopped; the rest of
 		// the trials would run beside it. Where it is stuck is kept for

@@ -166,7 +166,7 @@ func runHostileFor(t testing.TB, srv *hostile.Server, limit time.Duration, args 
 	go func() { done <- run(ctx, full, strings.NewReader(""), io.Discard, &out) }()
 	select {
 	case err := <-done:
-		code = report(&out, err)
+		code = reportError(&out, err)
 	case <-time.After(limit + 30*time.Second):
 		t.Fatalf("hpncp %q did not return after its context ended", full[1:])
 	}

@@ -55,5 +55,5 @@ func mainExit() int {
 		}
 		defer stop()
 	}
-	return report(os.Stderr, run(ctx, os.Args, os.Stdin, os.Stdout, os.Stderr))
+	return reportError(os.Stderr, run(ctx, os.Args, os.Stdin, os.Stdout, os.Stderr))
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/internal/vis"
-	"github.com/hpncp/hpncp/transfer"
+	"github.com/hpncp/hpncp/report"
 )
 
 // logTo returns a Logf that prints each line to w as "hpncp: ...",
@@ -32,14 +32,14 @@ func warnTo(w io.Writer) func(format string, args ...any) {
 
 // report is the --json report of a copy that ended with err (nil for
 // success) at ended.
-func (r *copyRecord) report(err error, ended time.Time) transfer.Report {
-	rep := transfer.NewReport(r.files, r.res, r.elapsed)
+func (r *copyRecord) report(err error, ended time.Time) report.Report {
+	rep := report.New(r.files, r.res, r.elapsed)
 	if r.legacy && r.res != nil {
 		rep = legacyReport(rep, r.res)
 	}
 	bi, _ := debug.ReadBuildInfo()
 	rep.HPNCP = strings.TrimPrefix(versionLine(version, commit, date, bi), "hpncp ")
-	rep.Started, rep.Ended = transfer.ReportTime(r.started), transfer.ReportTime(ended)
+	rep.Started, rep.Ended = report.Time(r.started), report.Time(ended)
 	rep.ExitCode, rep.Error = runError(err)
 	if n := len(r.operands); n >= 2 {
 		rep.Sources, rep.Target = r.operands[:n-1], r.operands[n-1]
@@ -53,7 +53,7 @@ func (r *copyRecord) report(err error, ended time.Time) transfer.Report {
 // runError is the exit code err ends hpncp with, and the error as the
 // report gives it: the message and hint stderr says (outcomeOf), and the
 // code's kind. Both are 0 and nil for success.
-func runError(err error) (int, *transfer.RunError) {
+func runError(err error) (int, *report.RunError) {
 	if err == nil {
 		return exitOK, nil
 	}
@@ -61,7 +61,7 @@ func runError(err error) (int, *transfer.RunError) {
 	if o.code == exitOK {
 		return o.code, nil
 	}
-	return o.code, &transfer.RunError{Message: o.msg, Hint: o.hint, Kind: exitKind(o.code)}
+	return o.code, &report.RunError{Message: o.msg, Hint: o.hint, Kind: exitKind(o.code)}
 }
 
 // exitKind names what an exit code of a copy means, for scripts that
@@ -69,19 +69,19 @@ func runError(err error) (int, *transfer.RunError) {
 func exitKind(code int) string {
 	switch code {
 	case exitUsage:
-		return transfer.KindUsage
+		return report.KindUsage
 	case exitPartial:
-		return transfer.KindPartial
+		return report.KindPartial
 	case exitInterrupted:
-		return transfer.KindInterrupted
+		return report.KindInterrupted
 	case exitConnection:
-		return transfer.KindConnection
+		return report.KindConnection
 	}
-	return transfer.KindFailed
+	return report.KindFailed
 }
 
 // writeReport prints rep on w as indented JSON.
-func writeReport(w io.Writer, rep transfer.Report) error {
+func writeReport(w io.Writer, rep report.Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	// Names and itemized lines stay readable: <, > and & as they are.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/hpncp/hpncp/report"
 	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
 )
@@ -18,21 +19,21 @@ func TestRunError(t *testing.T) {
 		name string
 		err  error
 		code int
-		want *transfer.RunError
+		want *report.RunError
 	}{
 		{"success", nil, 0, nil},
-		{"usage", usagef("try this", "bad flag"), 2, &transfer.RunError{Message: "bad flag", Hint: "try this", Kind: transfer.KindUsage}},
+		{"usage", usagef("try this", "bad flag"), 2, &report.RunError{Message: "bad flag", Hint: "try this", Kind: report.KindUsage}},
 		{"connection", fmt.Errorf("open: %w", conn), 255,
-			&transfer.RunError{Message: conn.Error(), Hint: "is sshd listening?", Kind: transfer.KindConnection}},
+			&report.RunError{Message: conn.Error(), Hint: "is sshd listening?", Kind: report.KindConnection}},
 		{"partial", &partialError{failed: 1, done: 2}, 3,
-			&transfer.RunError{Message: "1 file(s) or directories could not be copied", Kind: transfer.KindPartial}},
+			&report.RunError{Message: "1 file(s) or directories could not be copied", Kind: report.KindPartial}},
 		{"partial, connection lost", &partialError{failed: 1, done: 2, lost: true}, 255,
-			&transfer.RunError{Message: "1 file(s) or directories could not be copied", Kind: transfer.KindConnection}},
+			&report.RunError{Message: "1 file(s) or directories could not be copied", Kind: report.KindConnection}},
 		{"nothing copied", &partialError{failed: 2}, 1,
-			&transfer.RunError{Message: "2 file(s) or directories could not be copied", Kind: transfer.KindFailed}},
+			&report.RunError{Message: "2 file(s) or directories could not be copied", Kind: report.KindFailed}},
 		{"file error", &transfer.Error{Op: "read", Path: "x", Err: errors.New("gone"), Hint: "look"}, 1,
-			&transfer.RunError{Message: "read x: gone", Hint: "look", Kind: transfer.KindFailed}},
-		{"interrupted", fmt.Errorf("copy: %w", context.Canceled), 130, &transfer.RunError{Message: "interrupted", Kind: transfer.KindInterrupted}},
+			&report.RunError{Message: "read x: gone", Hint: "look", Kind: report.KindFailed}},
+		{"interrupted", fmt.Errorf("copy: %w", context.Canceled), 130, &report.RunError{Message: "interrupted", Kind: report.KindInterrupted}},
 	} {
 		code, got := runError(tc.err)
 		if code != tc.code || (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {

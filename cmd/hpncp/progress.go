@@ -5,42 +5,66 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"time"
+	"unicode/utf8"
 
-	"github.com/hpncp/hpncp/internal/units"
+	"github.com/schollz/progressbar/v3"
+
 	"github.com/hpncp/hpncp/transfer"
 )
 
-// runLine shows a whole run on one line of a terminal, redrawn in place:
-// bytes and files done of those known, the rate over the last seconds,
-// the time left and a file in flight. The totals grow as the walk,
-// which runs beside the copy, hands out files; a caller that knows them
-// first (a sync's plan) sets them with Plan. Finish ends the line with
-// the run's totals, which are the summary line's: both count the files
-// and bytes each copy told, in the same units.
+// runLine shows a whole run on one line of a terminal: one progressbar/v3
+// bar of the bytes done of those known, with their rate and the time left,
+// whose description is the files done of those started and a file in
+// flight. The totals grow as the walk, which runs beside the copy, hands
+// out files. Finish clears the line: the summary printed after it says
+// the run's totals.
 type runLine struct {
-	mu    sync.Mutex
-	line  lineWriter
-	now   func() time.Time
-	start time.Time // from Begin or the first file's start
-	last  time.Time // the last redraw
-	any   bool      // a file started
+	oneFile // the calls of a plain Progress
 
-	planFiles int
-	planBytes int64
+	mu    sync.Mutex
+	bar   *progressbar.ProgressBar
+	w     io.Writer
+	width func() int // the terminal's columns
+
 	files     int   // files started
-	size      int64 // their bytes
-	doneFiles int
-	done      int64
-	rate      rateWindow
+	doneFiles int   // files ended
+	size      int64 // the bytes of the files started
+	done      int64 // bytes told
+	shown     int64 // bytes told to the bar (update)
 	inFlight  []*lineFile
-	finished  bool
-	cur       transfer.FileProgress // the file of the plain Progress calls
+	desc      string // the bar's description
+	// fixed is the cells of the line besides its description, as last
+	// drawn: what the name of the file in flight must leave room for.
+	fixed    int
+	any      bool // a file started
+	finished bool
 }
+
+// barWidth is the bar's own width: progressbar/v3 narrows it when the line
+// would not fit the terminal.
+const barWidth = 15
+
+// nameSlack is the cells the name leaves free beyond the line last drawn:
+// the rate and the time left grow between two redraws.
+const nameSlack = 8
 
 // newRunLine returns a runLine drawing on w, a terminal.
 func newRunLine(w io.Writer) *runLine {
-	return &runLine{line: lineWriter{w: w, width: terminalWidth(w), clear: "\x1b[K"}, now: time.Now}
+	l := &runLine{w: w, width: terminalWidth(w), fixed: 40}
+	l.oneFile.start = l.Start
+	l.bar = progressbar.NewOptions64(1,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionThrottle(redrawEvery),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowCount(),
+		progressbar.OptionUseIECUnits(true),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionSetWidth(barWidth),
+		progressbar.OptionShowDescriptionAtLineEnd(),
+		progressbar.OptionClearOnFinish(),
+		progressbar.OptionUseANSICodes(true),
+	)
+	return l
 }
 
 var _ transfer.FilesProgress = (*runLine)(nil)
@@ -58,35 +82,26 @@ type lineFile struct {
 func (l *runLine) Begin() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.begin(l.now())
-}
-
-func (l *runLine) begin(t time.Time) {
-	if l.start.IsZero() {
-		l.start = t
-		l.rate.add(t, 0)
-	}
-}
-
-// Plan sets the run's totals, files and bytes, known before it starts.
-// Files started beyond them raise them.
-func (l *runLine) Plan(files int, bytes int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.planFiles, l.planBytes = files, bytes
+	l.bar.StartWithoutRender()
 }
 
 func (l *runLine) Start(name string, files int, size int64) transfer.FileProgress {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t := l.now()
-	l.begin(t)
+	l.bar.StartWithoutRender()
 	l.any = true
 	f := &lineFile{l: l, name: name, files: files, at: len(l.inFlight)}
 	l.inFlight = append(l.inFlight, f)
 	l.files += files
 	l.size += size
-	l.redraw(t, false)
+	if l.finished {
+		return f
+	}
+	// Each call redraws when the last redraw is old enough: the bytes
+	// first, and the description at the next.
+	l.bar.ChangeMax64(max(l.size, 1))
+	l.describe()
+	l.update()
 	return f
 }
 
@@ -95,7 +110,22 @@ func (f *lineFile) Add(n int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.done += int64(n)
-	l.redraw(l.now(), false)
+	if !l.finished {
+		l.update()
+	}
+}
+
+// update tells the bar the bytes done. Its count stays one short of its
+// total until Finish: progressbar/v3 ends a bar for good once its count
+// reaches its total, and the files started so far may all be done while
+// the walk has more to hand out; and a file that grew while it was
+// copied sends more than its size.
+func (l *runLine) update() {
+	if show := min(l.done, l.size-1); show > l.shown {
+		_ = l.bar.Add64(show - l.shown)
+		l.shown = show
+	}
+	l.measure()
 }
 
 func (f *lineFile) End() {
@@ -111,37 +141,49 @@ func (f *lineFile) End() {
 	l.inFlight = l.inFlight[:last]
 	f.at = -1
 	l.doneFiles += f.files
-	l.redraw(l.now(), false)
-}
-
-// The calls of a plain Progress, for a caller that copies one file at a
-// time.
-func (l *runLine) StartFile(name string, size int64) { l.cur = l.Start(name, 1, size) }
-func (l *runLine) Add(n int) {
-	if l.cur != nil {
-		l.cur.Add(n)
-	}
-}
-func (l *runLine) EndFile() {
-	if l.cur != nil {
-		l.cur.End()
-		l.cur = nil
+	if !l.finished {
+		l.describe()
 	}
 }
 
-// Finish draws the line a last time, with the time the run took, and
-// ends it. Nothing is drawn after it.
+// describe sets the bar's description: the files, and the name of the
+// file in flight started last, escaped and cut to the room the line has.
+func (l *runLine) describe() {
+	var b strings.Builder
+	fmt.Fprintf(&b, " %d/%d files", l.doneFiles, l.files)
+	if n := len(l.inFlight); n > 0 {
+		room := l.width() - 1 - l.fixed - nameSlack - utf8.RuneCountInString(b.String()) - 2
+		if name := fitName(l.inFlight[n-1].name, room); name != "" {
+			b.WriteString("  " + name)
+		}
+	}
+	if d := b.String(); d != l.desc {
+		l.desc = d
+		l.bar.Describe(d)
+	}
+}
+
+// measure takes the cells of the line besides its description from the
+// line last drawn, when it was drawn with the description now set.
+func (l *runLine) measure() {
+	s := strings.TrimSuffix(strings.TrimPrefix(l.bar.String(), "\r"), "\x1b[0K")
+	if body, ok := strings.CutSuffix(s, l.desc); ok && s != "" {
+		l.fixed = utf8.RuneCountInString(body)
+	}
+}
+
+// Finish clears the line, so that what follows is printed where it was.
+// Nothing is drawn after it.
 func (l *runLine) Finish() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.finished {
 		return
 	}
-	if l.any {
-		l.redraw(l.now(), true)
-	}
-	l.line.end()
 	l.finished = true
+	if l.any {
+		_ = l.bar.Finish()
+	}
 }
 
 // Above returns a writer for lines printed while the run goes, the -v
@@ -155,62 +197,32 @@ func (a aboveLine) Write(p []byte) (int, error) {
 	l := a.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.line.wipe()
-	l.last = time.Time{} // redraw at the next call
-	return l.line.w.Write(p)
+	if !l.finished {
+		_ = l.bar.Clear()
+	}
+	return l.w.Write(p)
 }
 
-// redraw draws the line when the last redraw is old enough, or now when
-// final.
-func (l *runLine) redraw(t time.Time, final bool) {
-	if l.finished || !final && !l.last.IsZero() && t.Sub(l.last) < redrawEvery {
-		return
-	}
-	l.last = t
-	l.rate.add(t, l.done)
-	l.line.draw(l.format(t, final))
+// oneFile gives a transfer.FilesProgress the calls of a plain
+// transfer.Progress, for a caller that copies one file at a time: each
+// file is a Start of its own, ended by EndFile. The progress displays
+// embed it, with start their own Start.
+type oneFile struct {
+	start func(name string, files int, size int64) transfer.FileProgress
+	cur   transfer.FileProgress
 }
 
-// format writes the line: "  3.1 MiB/12.0 MiB  26%  412/3000 files
-// 1.2 MiB/s  ETA 0:07  name", or, final, the rate over the whole run and
-// the time it took in place of the time left.
-func (l *runLine) format(t time.Time, final bool) string {
-	files, size := max(l.files, l.planFiles), max(l.size, l.planBytes)
-	pct := 100
-	if size > 0 && l.done < size {
-		pct = int(100 * float64(l.done) / float64(size))
+func (o *oneFile) StartFile(name string, size int64) { o.cur = o.start(name, 1, size) }
+
+func (o *oneFile) Add(n int) {
+	if o.cur != nil {
+		o.cur.Add(n)
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s/%s %3d%%  %d/%d files  ", units.FormatSize(l.done), units.FormatSize(size), pct, l.doneFiles, files)
-	elapsed := t.Sub(l.start)
-	switch rate, ok := l.rate.rate(); {
-	case final:
-		if secs := elapsed.Seconds(); secs > 0 {
-			b.WriteString(units.FormatSize(int64(float64(l.done)/secs)) + "/s")
-		} else {
-			b.WriteString("-- B/s")
-		}
-		b.WriteString("  in " + clockTime(elapsed))
-	case ok && rate > 0:
-		b.WriteString(units.FormatSize(int64(rate)) + "/s  ETA " + clockTime(time.Duration(float64(max(size-l.done, 0))/rate*float64(time.Second))))
-	case ok:
-		b.WriteString("0 B/s  ETA --:--")
-	default:
-		b.WriteString("-- B/s  ETA --:--")
+}
+
+func (o *oneFile) EndFile() {
+	if o.cur != nil {
+		o.cur.End()
+		o.cur = nil
 	}
-	if final || len(l.inFlight) == 0 {
-		return b.String()
-	}
-	room := 0
-	if l.line.width != nil {
-		room = l.line.width() - 1 - len([]rune(b.String())) - 2
-	}
-	name := l.inFlight[len(l.inFlight)-1].name
-	if l.line.width == nil || room > 0 {
-		if l.line.width == nil {
-			room = len(name) * 4
-		}
-		b.WriteString("  " + fitName(name, room))
-	}
-	return b.String()
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -14,9 +13,9 @@ import (
 	"github.com/hpncp/hpncp/internal/vis"
 )
 
-// What the progress displays share: a line redrawn in place at most a few
-// times a second, a rate over the last seconds, and the numbers and names
-// they print.
+// What the progress displays share: for rsync's formats, a line redrawn
+// in place and a rate over the last seconds; for all, how often they
+// redraw and the numbers and names they print.
 
 // redrawEvery bounds how often a line is redrawn: more often costs the
 // terminal more than it tells anyone.
@@ -73,28 +72,23 @@ func (w *rateWindow) rate() (float64, bool) {
 }
 
 // lineWriter draws a line that is redrawn in place: a carriage return,
-// the line, and the end of the previous one cleared.
+// and the line padded with spaces over the previous one, for rsync's
+// formats, whose output may be a file rather than a terminal.
 type lineWriter struct {
-	w     io.Writer
-	width func() int // the terminal's columns; 0 for no bound
-	// clear is written after the line: the terminal's clear-to-end, or,
-	// where the output may be a file (rsync's formats), nothing, the line
-	// padded with spaces over the previous one.
-	clear  string
+	w      io.Writer
 	prev   int  // cells of the line drawn last
 	drawn  bool // a line is on screen, not yet ended
 	broken bool // a write failed: the output is gone, stop drawing
 }
 
-// draw replaces the line on screen with s, cut to the terminal's width.
+// draw replaces the line on screen with s.
 func (l *lineWriter) draw(s string) {
-	s = l.fit(s)
 	n := utf8.RuneCountInString(s)
 	pad := ""
-	if l.clear == "" && n < l.prev {
+	if n < l.prev {
 		pad = strings.Repeat(" ", l.prev-n)
 	}
-	l.write("\r" + s + pad + l.clear)
+	l.write("\r" + s + pad)
 	l.prev, l.drawn = n, true
 }
 
@@ -112,11 +106,7 @@ func (l *lineWriter) wipe() {
 	if !l.drawn {
 		return
 	}
-	if l.clear != "" {
-		l.write("\r" + l.clear)
-	} else {
-		l.write("\r" + strings.Repeat(" ", l.prev) + "\r")
-	}
+	l.write("\r" + strings.Repeat(" ", l.prev) + "\r")
 	l.prev, l.drawn = 0, false
 }
 
@@ -127,21 +117,6 @@ func (l *lineWriter) write(s string) {
 	if _, err := io.WriteString(l.w, s); err != nil {
 		l.broken = true
 	}
-}
-
-// fit cuts s to one cell less than the terminal's width: a character in
-// the last column makes some terminals wrap, and the next \r would then
-// redraw only the second half.
-func (l *lineWriter) fit(s string) string {
-	if l.width == nil {
-		return s
-	}
-	w := l.width()
-	if w <= 1 || utf8.RuneCountInString(s) < w {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:w-1])
 }
 
 // terminalWidth returns a function that reads w's width when w is a
@@ -211,13 +186,4 @@ func commas(n int64) string {
 		return "-" + b.String()
 	}
 	return b.String()
-}
-
-// clockTime writes d as m:ss, or h:mm:ss from an hour on.
-func clockTime(d time.Duration) string {
-	s := int64(d.Round(time.Second) / time.Second)
-	if s < 3600 {
-		return fmt.Sprintf("%d:%02d", s/60, s%60)
-	}
-	return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/hpncp/hpncp/report"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -105,7 +106,7 @@ func runReportMerge(o *reportOptions, stdin io.Reader, stdout, stderr io.Writer)
 	if i := slices.Index(o.Reports, "-"); i >= 0 && slices.Contains(o.Reports[i+1:], "-") {
 		return usagef(reportHint, "report merge: - twice: standard input holds one report")
 	}
-	var reports []transfer.NamedReport
+	var reports []report.Named
 	for _, name := range o.Reports {
 		var data []byte
 		var err error
@@ -118,18 +119,18 @@ func runReportMerge(o *reportOptions, stdin io.Reader, stdout, stderr io.Writer)
 		if err != nil {
 			return &transfer.Error{Op: "read report", Path: name, Err: err}
 		}
-		r, err := transfer.ParseReport(data)
+		r, err := report.Parse(data)
 		if err != nil {
 			return &transfer.Error{Op: "read report", Path: name, Err: err,
 				Hint: "hpncp report merge takes the JSON reports hpncp --json printed"}
 		}
-		reports = append(reports, transfer.NamedReport{Name: name, Report: r})
+		reports = append(reports, report.Named{Name: name, Report: r})
 	}
-	merged, err := transfer.MergeReports(reports)
+	merged, err := report.Merge(reports)
 	if err != nil {
 		return err
 	}
-	if missing := transfer.MissingShards(merged); len(missing) > 0 {
+	if missing := report.MissingShards(merged); len(missing) > 0 {
 		fmt.Fprintf(stderr, "hpncp: warning: no report of shard %s: the merged report lacks its files\n",
 			strings.Join(missing, ", "))
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/internal/sshtest"
-	"github.com/hpncp/hpncp/transfer"
+	"github.com/hpncp/hpncp/report"
 )
 
 // TestResumeAfterLostConnection cuts every connection of an upload with
@@ -63,7 +63,7 @@ func TestResumeAfterLostConnection(t *testing.T) {
 	if err := run(ctx, append(args[:len(args)-2:len(args)-2], "--json", from, to), nil, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	var rep transfer.Report
+	var rep report.Report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}

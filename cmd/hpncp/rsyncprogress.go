@@ -97,6 +97,8 @@ func (c *rsyncCounts) chk(final bool) string {
 // without bound, once maxWaiting of them wait they are shown at once,
 // and the long file's name is shown again above its line.
 type rsyncFiles struct {
+	oneFile // the calls of a plain Progress
+
 	mu     sync.Mutex
 	line   lineWriter
 	now    func() time.Time
@@ -104,7 +106,6 @@ type rsyncFiles struct {
 	queue  []*rsyncFile // started, not yet shown whole; queue[0] has the line
 	shown  bool         // queue[0]'s name is printed
 	wait   int          // files of queue[1:] that ended
-	cur    transfer.FileProgress
 }
 
 const maxWaiting = 256
@@ -113,7 +114,9 @@ var _ transfer.FilesProgress = (*rsyncFiles)(nil)
 
 // newRsyncFiles returns rsync's --progress, printed to w.
 func newRsyncFiles(w io.Writer) *rsyncFiles {
-	return &rsyncFiles{line: lineWriter{w: w}, now: time.Now}
+	p := &rsyncFiles{line: lineWriter{w: w}, now: time.Now}
+	p.oneFile.start = p.Start
+	return p
 }
 
 type rsyncFile struct {
@@ -263,21 +266,6 @@ func (p *rsyncFiles) flushWaiting() {
 	p.showHead(p.now())
 }
 
-// The calls of a plain Progress, for a caller that copies one file at a
-// time.
-func (p *rsyncFiles) StartFile(name string, size int64) { p.cur = p.Start(name, 1, size) }
-func (p *rsyncFiles) Add(n int) {
-	if p.cur != nil {
-		p.cur.Add(n)
-	}
-}
-func (p *rsyncFiles) EndFile() {
-	if p.cur != nil {
-		p.cur.End()
-		p.cur = nil
-	}
-}
-
 // Finish ends the line of a file still going (a run that failed or was
 // cut), so that what follows starts on a line of its own.
 func (p *rsyncFiles) Finish() {
@@ -292,6 +280,8 @@ func (p *rsyncFiles) Finish() {
 // this redraws it once a second, however many files end in it. Finish draws it a last time with the
 // run's average rate and the time it took.
 type rsyncTotal struct {
+	oneFile // the calls of a plain Progress
+
 	mu     sync.Mutex
 	line   lineWriter
 	now    func() time.Time
@@ -300,7 +290,6 @@ type rsyncTotal struct {
 	counts rsyncCounts
 	done   int64
 	rate   rateWindow
-	cur    transfer.FileProgress
 	ended  bool
 }
 
@@ -308,7 +297,9 @@ var _ transfer.FilesProgress = (*rsyncTotal)(nil)
 
 // newRsyncTotal returns rsync's --info=progress2, printed to w.
 func newRsyncTotal(w io.Writer) *rsyncTotal {
-	return &rsyncTotal{line: lineWriter{w: w}, now: time.Now}
+	p := &rsyncTotal{line: lineWriter{w: w}, now: time.Now}
+	p.oneFile.start = p.Start
+	return p
 }
 
 type totalFile struct {
@@ -378,19 +369,6 @@ func (p *rsyncTotal) draw(t time.Time, chk string) {
 		rate = -1
 	}
 	p.line.draw(rsyncLine(p.done, size, rate, left, ok && rate > 0, chk))
-}
-
-func (p *rsyncTotal) StartFile(name string, size int64) { p.cur = p.Start(name, 1, size) }
-func (p *rsyncTotal) Add(n int) {
-	if p.cur != nil {
-		p.cur.Add(n)
-	}
-}
-func (p *rsyncTotal) EndFile() {
-	if p.cur != nil {
-		p.cur.End()
-		p.cur = nil
-	}
 }
 
 // Finish draws the line a last time, with the average rate of the run

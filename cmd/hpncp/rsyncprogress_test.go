@@ -37,6 +37,12 @@ func TestRsyncLineIsRsyncs(t *testing.T) {
 	}
 }
 
+// fakeClock is a clock a test moves by hand.
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time          { return c.t }
+func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
+
 func testRsyncFiles() (*rsyncFiles, *bytes.Buffer, *fakeClock) {
 	var out bytes.Buffer
 	clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}

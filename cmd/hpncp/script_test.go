@@ -20,7 +20,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/hpncp/hpncp/internal/sshtest"
-	"github.com/hpncp/hpncp/transfer"
+	"github.com/hpncp/hpncp/report"
 )
 
 func TestMain(m *testing.M) {
@@ -469,12 +469,12 @@ func cmdMtime(ts *testscript.TestScript, neg bool, args []string) {
 }
 
 // jsonreport FILE checks that FILE is a --json report as README documents
-// it (transfer.ParseReport: strict fields, statuses, totals that add up).
+// it (report.Parse: strict fields, statuses, totals that add up).
 func cmdJSONReport(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
 		ts.Fatalf("usage: jsonreport file")
 	}
-	_, err := transfer.ParseReport([]byte(ts.ReadFile(args[0])))
+	_, err := report.Parse([]byte(ts.ReadFile(args[0])))
 	switch {
 	case neg && err == nil:
 		ts.Fatalf("%s is a valid report", args[0])

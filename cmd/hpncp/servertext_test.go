@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/report"
 	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
 )
@@ -48,7 +49,7 @@ func TestServerTextEscaped(t *testing.T) {
 			Err: fmt.Errorf("ssh: disconnect, reason 2: %s", hostileText)},
 	} {
 		var b bytes.Buffer
-		report(&b, err)
+		reportError(&b, err)
 		checkEscaped(t, what, b.String())
 	}
 	var b bytes.Buffer
@@ -64,9 +65,9 @@ func TestServerTextEscaped(t *testing.T) {
 	(&sshOptions{}).connOptions(&b).Banner(hostileText + "\n")
 	checkEscaped(t, "the banner", b.String())
 	b.Reset()
-	rep := transfer.NewReport([]transfer.FileReport{{Path: "host:/x/" + hostileText, Status: transfer.StatusFailed,
+	rep := report.New([]transfer.FileReport{{Path: "host:/x/" + hostileText, Status: transfer.StatusFailed,
 		Error: "read host:/x: " + hostileText}}, nil, 0)
-	rep.ExitCode, rep.Error = 1, &transfer.RunError{Message: hostileText, Kind: transfer.KindFailed}
+	rep.ExitCode, rep.Error = 1, &report.RunError{Message: hostileText, Kind: report.KindFailed}
 	if err := writeReport(&b, rep); err != nil {
 		t.Fatal(err)
 	}

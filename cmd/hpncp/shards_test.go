@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/internal/sshdtest"
+	"github.com/hpncp/hpncp/report"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -119,7 +120,7 @@ func makeShardTree(t *testing.T, root string) []string {
 // or skipped, relative to the target directory.
 type shardRun struct {
 	file   string
-	report transfer.Report
+	report report.Report
 	done   map[string]string // target relative to the target directory: status
 }
 
@@ -168,7 +169,7 @@ func runShards(t *testing.T, par, bin string, srv *sshdtest.Server, label, src, 
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := transfer.ParseReport(data)
+		r, err := report.Parse(data)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", file, err, data)
 		}
@@ -248,7 +249,7 @@ func checkTreeEq(t *testing.T, a, b string) {
 
 // mergeShards runs hpncp report merge -o on the runs' reports and reads
 // the result back with the schema's checks.
-func mergeShards(t *testing.T, bin string, runs ...shardRun) transfer.Report {
+func mergeShards(t *testing.T, bin string, runs ...shardRun) report.Report {
 	t.Helper()
 	merged := filepath.Join(t.TempDir(), "merged.json")
 	args := []string{"report", "merge", "-o", merged}
@@ -265,7 +266,7 @@ func mergeShards(t *testing.T, bin string, runs ...shardRun) transfer.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := transfer.ParseReport(data)
+	m, err := report.Parse(data)
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", merged, err, data)
 	}
@@ -274,7 +275,7 @@ func mergeShards(t *testing.T, bin string, runs ...shardRun) transfer.Report {
 
 // checkMerged checks a merged report: every file of tree once, with
 // status, the four shards, exit code 0.
-func checkMerged(t *testing.T, m transfer.Report, tree []string, status string) {
+func checkMerged(t *testing.T, m report.Report, tree []string, status string) {
 	t.Helper()
 	want := []string{}
 	for i := range shardCount {

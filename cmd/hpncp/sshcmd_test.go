@@ -188,7 +188,7 @@ func TestSSHSession(t *testing.T) {
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), "start subsystem nosuch on testhost") {
 			t.Errorf("got %v, want an sshconn error starting the subsystem", err)
 		}
-		if code := report(io.Discard, err); code != exitConnection {
+		if code := reportError(io.Discard, err); code != exitConnection {
 			t.Errorf("exit code %d, want %d", code, exitConnection)
 		}
 	})
@@ -207,7 +207,7 @@ func TestSSHConnectionLostIs255(t *testing.T) {
 	if !errors.As(err, &ce) {
 		t.Fatalf("got %v, want an sshconn error", err)
 	}
-	if code := report(io.Discard, err); code != exitConnection {
+	if code := reportError(io.Discard, err); code != exitConnection {
 		t.Errorf("exit code %d, want %d", code, exitConnection)
 	}
 }

@@ -44,7 +44,7 @@ func TestStalledPathReported(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("the copy ended %v after the stall, want within 5s", took)
 	}
-	code := report(&stderr, err)
+	code := reportError(&stderr, err)
 	want := "hpncp: error: connection to stalled: server not responding (no reply to 1 keepalive at 1s intervals)"
 	if code != exitConnection || !strings.Contains(stderr.String(), want) {
 		t.Errorf("exit %d, stderr:\n%s\nwant the line %q", code, stderr.String(), want)
@@ -110,7 +110,7 @@ func TestInterruptOnStalledPath(t *testing.T) {
 	start := time.Now()
 	select {
 	case err := <-done:
-		if code := report(io.Discard, err); code != exitInterrupted {
+		if code := reportError(io.Discard, err); code != exitInterrupted {
 			t.Errorf("exit %d (%v), want %d", code, err, exitInterrupted)
 		}
 	case <-time.After(ends.AbortGrace + 5*time.Second):

@@ -18,6 +18,7 @@ import (
 	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/mirror"
 	"github.com/hpncp/hpncp/pipeline"
+	"github.com/hpncp/hpncp/report"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -306,7 +307,7 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 			continue
 		}
 		for _, c := range p.Changes {
-			rec.planned = append(rec.planned, transfer.PlannedChange{Item: c.Item, Name: c.Name, Line: c.Line()})
+			rec.planned = append(rec.planned, report.PlannedChange{Item: c.Item, Name: c.Name, Line: c.Line()})
 		}
 		for _, e := range p.Errors {
 			failures = append(failures, e)

@@ -80,6 +80,10 @@ var layers = []row{
 		"internal/slots", "internal/starttrace", "internal/vis",
 		"github.com/klauspost/compress", "golang.org/x/sys", "golang.org/x/time"}},
 
+	// The --json report, its merge and a job's shards: built from what
+	// the engine tells of each file; the engine never imports it.
+	{"report", []string{"transfer", "internal/vis"}},
+
 	// sync's semantics over the engine, and a run's ends opened.
 	{"mirror", []string{"transfer", "protocol", "internal/slots"}},
 	{"ends", []string{"transfer", "protocol", "protocol/scp", "sshconn", "window",
@@ -96,10 +100,11 @@ var layers = []row{
 
 	// The CLI, which nothing imports.
 	// TODO(issue 34): the job layer removes protocol, pipeline, window, sshconn, sftp
-	{"cmd/hpncp", []string{"bench", "ends", "mirror", "transfer", "pipeline", "protocol", "sshconn", "window",
+	{"cmd/hpncp", []string{"bench", "ends", "mirror", "report", "transfer", "pipeline", "protocol", "sshconn", "window",
 		"internal/filter", "internal/recommend", "internal/starttrace", "internal/trace",
 		"internal/units", "internal/vis",
-		"github.com/urfave/cli/v3", "golang.org/x/crypto", "golang.org/x/sys", "golang.org/x/term"}},
+		"github.com/schollz/progressbar/v3", "github.com/urfave/cli/v3",
+		"golang.org/x/crypto", "golang.org/x/sys", "golang.org/x/term"}},
 }
 
 // restrictedStd are the standard packages a row must name to import.

@@ -1,4 +1,4 @@
-package transfer
+package report
 
 import (
 	"encoding/json"
@@ -9,13 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hpncp/hpncp/transfer"
 )
 
 // mergeChecked merges reports and checks that the result passes the
 // schema, as it reads back from JSON.
-func mergeChecked(t *testing.T, reports ...NamedReport) Report {
+func mergeChecked(t *testing.T, reports ...Named) Report {
 	t.Helper()
-	m, err := MergeReports(reports)
+	m, err := Merge(reports)
 	if err != nil {
 		t.Fatalf("merge: %v", err)
 	}
@@ -42,26 +44,26 @@ func TestMergeShardRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	var reports []NamedReport
+	var reports []Named
 	for i := range 4 {
-		var files []FileReport
+		var files []transfer.FileReport
 		shard := Shard{i, 4}
-		o := Options{Recursive: true, Shard: shard, Report: func(f FileReport) { files = append(files, f) }}
+		o := transfer.Options{Recursive: true, Shard: shard, Report: func(f transfer.FileReport) { files = append(files, f) }}
 		res, err := copyLocal(t, o, src, dst)
 		if err != nil || len(res.Errors) > 0 {
 			t.Fatalf("shard %d: %v %v", i, err, res.Errors)
 		}
-		r := NewReport(files, res, time.Second)
+		r := New(files, res, time.Second)
 		r.HPNCP, r.Sources, r.Target, r.Shards = "1.0", []string{"src"}, "h:dst", []string{shard.String()}
 		// All four at once, ending a tenth of a second apart.
-		r.Started = ReportTime(start)
-		r.Ended = ReportTime(start.Add(time.Second + time.Duration(i)*100*time.Millisecond))
-		reports = append(reports, NamedReport{fmt.Sprintf("shard%d.json", i), r})
+		r.Started = Time(start)
+		r.Ended = Time(start.Add(time.Second + time.Duration(i)*100*time.Millisecond))
+		reports = append(reports, Named{fmt.Sprintf("shard%d.json", i), r})
 	}
 	m := mergeChecked(t, reports...)
 	var got []string
 	for _, f := range m.Files {
-		if f.Status != StatusCopied {
+		if f.Status != transfer.StatusCopied {
 			t.Errorf("%+v: want copied", f)
 		}
 		got = append(got, f.Path)
@@ -76,7 +78,7 @@ func TestMergeShardRuns(t *testing.T) {
 	if want := []string{"0/4", "1/4", "2/4", "3/4"}; !slices.Equal(m.Shards, want) || len(MissingShards(m)) > 0 {
 		t.Errorf("shards %q, missing %q: want %q, none", m.Shards, MissingShards(m), want)
 	}
-	if m.Started != ReportTime(start) || m.Ended != ReportTime(start.Add(1300*time.Millisecond)) {
+	if m.Started != Time(start) || m.Ended != Time(start.Add(1300*time.Millisecond)) {
 		t.Errorf("started %s, ended %s: want the earliest and the latest", m.Started, m.Ended)
 	}
 	// Copying from 12:00:00 (the first to start copying ended at 1 s
@@ -91,7 +93,7 @@ func TestMergeShardRuns(t *testing.T) {
 		t.Errorf("missing %q, want 2/4", got)
 	}
 	// A merged report merges again.
-	again := mergeChecked(t, NamedReport{"part.json", part}, reports[2])
+	again := mergeChecked(t, Named{"part.json", part}, reports[2])
 	if again.Totals != m.Totals || len(MissingShards(again)) > 0 {
 		t.Errorf("merged in two steps %+v, want %+v", again.Totals, m.Totals)
 	}
@@ -100,21 +102,21 @@ func TestMergeShardRuns(t *testing.T) {
 // testReport is a report of a run of job "a" to "h:x" that started at
 // second sec of a day, with the files given as "path status".
 func testReport(sec int, shard string, code int, files ...string) Report {
-	var list []FileReport
+	var list []transfer.FileReport
 	for _, f := range files {
 		path, status, _ := strings.Cut(f, " ")
-		e := FileReport{Path: path, Status: status, Target: "h:x/" + path}
+		e := transfer.FileReport{Path: path, Status: status, Target: "h:x/" + path}
 		switch status {
-		case StatusFailed:
+		case transfer.StatusFailed:
 			e.Error = "read " + path + ": permission denied"
-		case StatusCopied:
+		case transfer.StatusCopied:
 			e.Bytes = 10
 		}
 		list = append(list, e)
 	}
-	r := NewReport(list, &Result{MaxStreams: 1}, time.Second)
+	r := New(list, &transfer.Result{MaxStreams: 1}, time.Second)
 	start := time.Date(2026, 12, 1, 0, 0, sec, 0, time.UTC)
-	r.Started, r.Ended = ReportTime(start), ReportTime(start.Add(time.Second))
+	r.Started, r.Ended = Time(start), Time(start.Add(time.Second))
 	r.Sources, r.Target = []string{"a"}, "h:x"
 	if shard != "" {
 		r.Shards = []string{shard}
@@ -146,7 +148,7 @@ func TestMergeExitCode(t *testing.T) {
 		{"usage over all", []int{130, 2, 255}, nil, 2, KindUsage, "shard 0/3: failed 130; shard 1/3: failed 2; shard 2/3: failed 255"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var reports []NamedReport
+			var reports []Named
 			n := len(tc.codes)
 			for i, code := range tc.codes {
 				var files []string
@@ -154,7 +156,7 @@ func TestMergeExitCode(t *testing.T) {
 					files = tc.files[i]
 				}
 				r := testReport(i, fmt.Sprintf("%d/%d", i, n), code, files...)
-				reports = append(reports, NamedReport{fmt.Sprint(i), r})
+				reports = append(reports, Named{fmt.Sprint(i), r})
 			}
 			m := mergeChecked(t, reports...)
 			if m.ExitCode != tc.want {
@@ -180,7 +182,7 @@ func TestMergeRerun(t *testing.T) {
 	other := testReport(1, "1/2", 0, "c copied")
 	rerun := testReport(60, "0/2", 0, "a skipped", "b copied")
 	// Given in any order, the later run wins.
-	m := mergeChecked(t, NamedReport{"rerun", rerun}, NamedReport{"first", first}, NamedReport{"other", other})
+	m := mergeChecked(t, Named{"rerun", rerun}, Named{"first", first}, Named{"other", other})
 	if m.ExitCode != 0 || m.Error != nil {
 		t.Errorf("exit code %d, %+v: the re-run succeeded", m.ExitCode, m.Error)
 	}
@@ -200,16 +202,16 @@ func TestMergeRerun(t *testing.T) {
 	// one with them, wherever it is on the command line.
 	old := testReport(0, "0/2", 3, "b failed")
 	old.Started, old.Ended = "", ""
-	m = mergeChecked(t, NamedReport{"rerun", rerun}, NamedReport{"old", old})
-	if m.ExitCode != 0 || len(m.Files) != 2 || m.Files[1].Status != StatusCopied {
+	m = mergeChecked(t, Named{"rerun", rerun}, Named{"old", old})
+	if m.ExitCode != 0 || len(m.Files) != 2 || m.Files[1].Status != transfer.StatusCopied {
 		t.Errorf("merged %+v: want the timed re-run to win", m)
 	}
 
 	// A re-run that failed where the first run had copied: the file's
 	// state is the failure's, not the older success.
 	worse := testReport(60, "0/2", 3, "a failed")
-	m = mergeChecked(t, NamedReport{"first", testReport(0, "0/2", 0, "a copied")}, NamedReport{"worse", worse})
-	if m.ExitCode != 3 || len(m.Files) != 1 || m.Files[0].Status != StatusFailed || m.Totals.Copied != 0 {
+	m = mergeChecked(t, Named{"first", testReport(0, "0/2", 0, "a copied")}, Named{"worse", worse})
+	if m.ExitCode != 3 || len(m.Files) != 1 || m.Files[0].Status != transfer.StatusFailed || m.Totals.Copied != 0 {
 		t.Errorf("merged %+v: want a failed, exit code 3", m)
 	}
 }
@@ -231,13 +233,13 @@ func TestMergeRefuses(t *testing.T) {
 		{"overlap", overlap, "merge reports second: a is listed copied by shard 0/2 (first) and skipped by shard 1/2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := MergeReports([]NamedReport{{"first", testReport(0, "0/2", 0, "a copied")}, {"second", tc.r}})
+			_, err := Merge([]Named{{"first", testReport(0, "0/2", 0, "a copied")}, {"second", tc.r}})
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("error %v\nwant %s", err, tc.want)
 			}
 		})
 	}
-	if _, err := MergeReports(nil); err == nil {
+	if _, err := Merge(nil); err == nil {
 		t.Error("merged no report")
 	}
 
@@ -246,7 +248,7 @@ func TestMergeRefuses(t *testing.T) {
 	// directories.
 	a, b := testReport(0, "0/2", 1, "d failed"), testReport(0, "1/2", 1, "d failed")
 	a.Sources, a.Target, b.Sources, b.Target = nil, "", nil, ""
-	if m := mergeChecked(t, NamedReport{"a", a}, NamedReport{"b", b}); len(m.Files) != 1 || m.Totals.Failed != 1 {
+	if m := mergeChecked(t, Named{"a", a}, Named{"b", b}); len(m.Files) != 1 || m.Totals.Failed != 1 {
 		t.Errorf("merged %+v: want d failed once", m)
 	}
 }
@@ -263,10 +265,10 @@ func TestParseReportShards(t *testing.T) {
 		{[]string{"1/4", "1/4"}, false},
 		{[]string{"one"}, false},
 	} {
-		r := NewReport(nil, nil, 0)
+		r := New(nil, nil, 0)
 		r.Shards = tc.shards
 		data, _ := json.Marshal(r)
-		if _, err := ParseReport(data); (err == nil) != tc.ok {
+		if _, err := Parse(data); (err == nil) != tc.ok {
 			t.Errorf("shards %q: %v, want ok %v", tc.shards, err, tc.ok)
 		}
 	}
@@ -277,7 +279,7 @@ func TestMergePlanned(t *testing.T) {
 	a, b := testReport(0, "", 0, "a copied"), testReport(5, "", 0, "b copied")
 	a.Planned = []PlannedChange{{Item: ">f+++++++++", Name: "a", Line: ">f+++++++++ a"}}
 	b.Planned = []PlannedChange{{Item: ">f+++++++++", Name: "b", Line: ">f+++++++++ b"}}
-	m := mergeChecked(t, NamedReport{"b", b}, NamedReport{"a", a})
+	m := mergeChecked(t, Named{"b", b}, Named{"a", a})
 	if len(m.Planned) != 2 || m.Planned[0].Name != "a" || m.Planned[1].Name != "b" {
 		t.Errorf("planned %+v: want a's, then b's", m.Planned)
 	}

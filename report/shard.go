@@ -1,7 +1,6 @@
-package transfer
+package report
 
 import (
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -14,7 +13,8 @@ import (
 // belongs to shard Index when the FNV-1a 64 hash of its path, relative to
 // its source operand and slash-separated, is Index modulo Count. Runs of
 // every shard of the same sources cover each file exactly once, with no
-// coordinator. The zero Shard keeps every file.
+// coordinator. The zero Shard keeps every file. A Shard is the
+// transfer.Part of a run given --shard.
 type Shard struct {
 	Index, Count int
 }
@@ -22,24 +22,6 @@ type Shard struct {
 // Split reports whether s keeps only part of the files: other runs copy
 // the rest, at the same time as this one, into the same tree.
 func (s Shard) Split() bool { return s.Count > 1 }
-
-// madeByOther reports whether dst, a directory this run failed to
-// create, is one now: the shards of a job create the same directories at
-// once, and all but one find another's.
-func madeByOther(dst Endpoint) bool {
-	fi, err := dst.FS.Stat(dst.Path)
-	return err == nil && fi.IsDir()
-}
-
-// errShardTarget refuses to copy the directory src as target, which does
-// not exist: the shards of a job, run at once, would each lay the tree
-// out by whether another had made target yet (as it, or inside it, by
-// scp's rule), and split it between the two.
-func errShardTarget(src, target Endpoint) error {
-	return &Error{Op: "copy " + src.String() + " to", Path: target.String(),
-		Err:  errors.New("a shard copies a directory only into an existing one"),
-		Hint: "create the target directory first, then run every shard into it"}
-}
 
 // ParseShard reads "i/n", with 0 <= i < n.
 func ParseShard(s string) (Shard, error) {

@@ -1,4 +1,4 @@
-package transfer
+package report
 
 import (
 	"bytes"
@@ -64,7 +64,7 @@ func marshalText(v any) ([]byte, error) {
 }
 
 // decodeStrict decodes data into v refusing unknown fields, as
-// ParseReport does the whole report: a type with its own UnmarshalJSON
+// Parse does the whole report: a type with its own UnmarshalJSON
 // is not told of the outer decoder's setting.
 func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -168,8 +168,8 @@ func escapeC1(b []byte) []byte {
 	return append(out, b[start:]...)
 }
 
-func (f FileReport) MarshalJSON() ([]byte, error) {
-	type plain FileReport
+func (f File) MarshalJSON() ([]byte, error) {
+	type plain File
 	w := struct {
 		plain
 		PathB64   string `json:"path_b64,omitempty"`
@@ -180,8 +180,8 @@ func (f FileReport) MarshalJSON() ([]byte, error) {
 	return marshalText(w)
 }
 
-func (f *FileReport) UnmarshalJSON(data []byte) error {
-	type plain FileReport
+func (f *File) UnmarshalJSON(data []byte) error {
+	type plain File
 	var w struct {
 		plain
 		PathB64   *string `json:"path_b64"`
@@ -197,7 +197,7 @@ func (f *FileReport) UnmarshalJSON(data []byte) error {
 	if w.Target, err = nameFromJSON("target", "target_b64", w.Target, w.TargetB64); err != nil {
 		return err
 	}
-	*f = FileReport(w.plain)
+	*f = File(w.plain)
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package transfer
+package report
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/hpncp/hpncp/transfer"
 )
 
 func TestParseShard(t *testing.T) {
@@ -74,8 +76,8 @@ func TestShardsCoverOnce(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for i := range 3 {
-		o := Options{Recursive: true, Shard: Shard{i, 3}, Report: func(f FileReport) {
-			if f.Status != StatusCopied {
+		o := transfer.Options{Recursive: true, Shard: Shard{i, 3}, Report: func(f transfer.FileReport) {
+			if f.Status != transfer.StatusCopied {
 				t.Errorf("shard %d: %+v", i, f)
 			}
 			rel, _ := filepath.Rel(dir, f.Path)
@@ -105,32 +107,5 @@ func TestShardsCoverOnce(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(dst, p)); err != nil || string(b) != strings.TrimPrefix(p, "src/") {
 			t.Errorf("%s: %q, %v", p, b, err)
 		}
-	}
-}
-
-// A shard copies a directory only into an existing directory: shards run
-// at once would otherwise split the tree between target and target/src,
-// by whether another had made target yet. A file may take a new name.
-func TestShardNeedsTargetDirectory(t *testing.T) {
-	dir := t.TempDir()
-	write(t, filepath.Join(dir, "src", "d", "f"), "f")
-	write(t, filepath.Join(dir, "one"), "1")
-	o := Options{Recursive: true, Shard: Shard{0, 2}}
-	res, err := copyLocal(t, o, filepath.Join(dir, "src"), filepath.Join(dir, "new"))
-	if err != nil || len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), "a shard copies a directory only into an existing one") {
-		t.Errorf("errors %v, %v: want the directory refused", err, res.Errors)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "new")); err == nil {
-		t.Error("the refused copy created its target")
-	}
-	for i := range 2 {
-		o.Shard = Shard{i, 2}
-		res, err := copyLocal(t, o, filepath.Join(dir, "one"), filepath.Join(dir, "renamed"))
-		if err != nil || len(res.Errors) > 0 {
-			t.Errorf("file to a new name, shard %d: %v %v", i, err, res.Errors)
-		}
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "renamed")); err != nil || string(b) != "1" {
-		t.Errorf("renamed: %q, %v", b, err)
 	}
 }

@@ -1,4 +1,4 @@
-package transfer
+package report
 
 import (
 	"cmp"
@@ -7,16 +7,18 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/hpncp/hpncp/transfer"
 )
 
-// NamedReport is a report to merge and the name messages give it: the
+// Named is a report to merge and the name messages give it: the
 // file it was read from.
-type NamedReport struct {
+type Named struct {
 	Name   string
 	Report Report
 }
 
-// MergeReports combines the reports of one job, the runs of its shards
+// Merge combines the reports of one job, the runs of its shards
 // and any re-runs, into one report of the same schema, the one a single
 // run of the whole job would have printed:
 //
@@ -43,10 +45,10 @@ type NamedReport struct {
 // where both reports record them, or shards of different splits. It
 // refuses a file that two reports of different shards both list as
 // copied or skipped: each shard's files are its own, so one of them
-// copied a file it should not have. Reports are taken as ParseReport
+// copied a file it should not have. Reports are taken as Parse
 // read them.
-func MergeReports(reports []NamedReport) (Report, error) {
-	m := Report{Version: ReportVersion, Files: []FileReport{}}
+func Merge(reports []Named) (Report, error) {
+	m := Report{Version: Version, Files: []File{}}
 	if len(reports) == 0 {
 		return m, errors.New("merge reports: no report")
 	}
@@ -60,7 +62,7 @@ func MergeReports(reports []NamedReport) (Report, error) {
 			return m, fmt.Errorf("merge reports: %s: %w", nr.Name, err)
 		}
 		started, _ := time.Parse(time.RFC3339Nano, nr.Report.Started)
-		runs[i] = &mergeRun{NamedReport: nr, order: i, started: started, shards: shards}
+		runs[i] = &mergeRun{Named: nr, order: i, started: started, shards: shards}
 	}
 	// Later runs last, so that what they say of a file wins. Runs
 	// without a start time (reports of older versions) count as the
@@ -87,7 +89,7 @@ func MergeReports(reports []NamedReport) (Report, error) {
 
 // mergeRun is one report being merged.
 type mergeRun struct {
-	NamedReport
+	Named
 	order   int // on the command line
 	started time.Time
 	shards  []Shard
@@ -113,8 +115,8 @@ func disjoint(a, b *mergeRun) bool {
 
 // sameJob refuses reports whose runs were of different jobs: other
 // sources, another target, or shards of another split.
-func sameJob(reports []NamedReport) error {
-	var withOps, withShards *NamedReport
+func sameJob(reports []Named) error {
+	var withOps, withShards *Named
 	for i := range reports {
 		nr := &reports[i]
 		r := nr.Report
@@ -122,7 +124,7 @@ func sameJob(reports []NamedReport) error {
 			if withOps == nil {
 				withOps = nr
 			} else if o := withOps.Report; !slices.Equal(o.Sources, r.Sources) || o.Target != r.Target {
-				return &Error{Op: "merge reports", Path: nr.Name,
+				return &transfer.Error{Op: "merge reports", Path: nr.Name,
 					Err: fmt.Errorf("a run of another job than %s's: %s to %s, not %s to %s", withOps.Name,
 						strings.Join(r.Sources, " "), r.Target, strings.Join(o.Sources, " "), o.Target),
 					Hint: "merge only the reports of runs of one command line (bar --shard)"}
@@ -132,7 +134,7 @@ func sameJob(reports []NamedReport) error {
 			if withShards == nil {
 				withShards = nr
 			} else if a, b := withShards.Report.Shards[0], r.Shards[0]; shardCount(a) != shardCount(b) {
-				return &Error{Op: "merge reports", Path: nr.Name,
+				return &transfer.Error{Op: "merge reports", Path: nr.Name,
 					Err:  fmt.Errorf("shard %s is of another split than %s's shard %s", b, withShards.Name, a),
 					Hint: "merge the reports of one --shard i/n split: the same n"}
 			}
@@ -141,7 +143,7 @@ func sameJob(reports []NamedReport) error {
 	return nil
 }
 
-// shardCount is n of a shard "i/n" that ParseReport has checked.
+// shardCount is n of a shard "i/n" that Parse has checked.
 func shardCount(s string) string {
 	_, n, _ := strings.Cut(s, "/")
 	return n
@@ -176,8 +178,8 @@ func (m *Report) mergeFiles(runs []*mergeRun) error {
 			}
 			for _, at := range prev.at {
 				old := m.Files[at]
-				if old.Status != StatusFailed && f.Status != StatusFailed && disjoint(prev.run, run) {
-					return &Error{Op: "merge reports", Path: run.Name,
+				if old.Status != transfer.StatusFailed && f.Status != transfer.StatusFailed && disjoint(prev.run, run) {
+					return &transfer.Error{Op: "merge reports", Path: run.Name,
 						Err: fmt.Errorf("%s is listed %s by shard %s (%s) and %s by shard %s", f.Path,
 							old.Status, prev.run.part(), prev.run.Name, f.Status, run.part()),
 						Hint: "each file belongs to one shard: were these runs given the same sources?"}
@@ -185,11 +187,11 @@ func (m *Report) mergeFiles(runs []*mergeRun) error {
 				dropped[at] = true
 				m.Totals.Files--
 				switch old.Status {
-				case StatusCopied:
+				case transfer.StatusCopied:
 					m.Totals.Copied--
-				case StatusSkipped:
+				case transfer.StatusSkipped:
 					m.Totals.Skipped--
-				case StatusFailed:
+				case transfer.StatusFailed:
 					m.Totals.Failed--
 				}
 			}
@@ -205,7 +207,7 @@ func (m *Report) mergeFiles(runs []*mergeRun) error {
 		}
 	}
 	m.Files = files
-	slices.SortStableFunc(m.Files, func(a, b FileReport) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortStableFunc(m.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
 	return nil
 }
 
@@ -266,10 +268,10 @@ func (m *Report) mergeRuns(runs []*mergeRun) {
 		}
 	}
 	if !first.IsZero() {
-		m.Started = ReportTime(first)
+		m.Started = Time(first)
 	}
 	if !last.IsZero() {
-		m.Ended = ReportTime(last)
+		m.Ended = Time(last)
 	}
 	if allEnded {
 		// Every run said when it ended: the union of their spans.
@@ -294,7 +296,7 @@ func (m *Report) mergeRuns(runs []*mergeRun) {
 	}
 }
 
-// exitRank orders exit codes from best to worst for MergeReports: from
+// exitRank orders exit codes from best to worst for Merge: from
 // a run that went to its end to one that never started. A code hpncp
 // does not give ranks as failed.
 func exitRank(code int) int {

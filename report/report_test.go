@@ -1,4 +1,4 @@
-package transfer
+package report
 
 import (
 	"encoding/json"
@@ -7,12 +7,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hpncp/hpncp/transfer"
 )
 
-// checkReportSchema decodes a --json report with ParseReport.
+// checkReportSchema decodes a --json report with Parse.
 func checkReportSchema(t *testing.T, data []byte) Report {
 	t.Helper()
-	r, err := ParseReport(data)
+	r, err := Parse(data)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}
@@ -34,13 +36,13 @@ func TestReport(t *testing.T) {
 	if err := os.Chtimes(filepath.Join(dst, "src", "b"), fi.ModTime(), fi.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	var files []FileReport
-	o := Options{Recursive: true, Skip: SkipQuick, Verify: true, Report: func(f FileReport) { files = append(files, f) }}
+	var files []transfer.FileReport
+	o := transfer.Options{Recursive: true, Skip: transfer.SkipQuick, Verify: true, Report: func(f transfer.FileReport) { files = append(files, f) }}
 	res, err := copyLocal(t, o, src, filepath.Join(dir, "missing"), dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.Marshal(NewReport(files, res, 2*time.Second))
+	data, err := json.Marshal(New(files, res, 2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,17 +52,17 @@ func TestReport(t *testing.T) {
 		t.Errorf("totals = %+v, want %+v", r.Totals, want)
 	}
 	// Sorted by path: dir/missing, dir/src/a, dir/src/b.
-	if r.Files[1].Status != StatusCopied || r.Files[1].SHA256 == "" || filepath.Base(r.Files[1].Path) != "a" {
+	if r.Files[1].Status != transfer.StatusCopied || r.Files[1].SHA256 == "" || filepath.Base(r.Files[1].Path) != "a" {
 		t.Errorf("second entry %+v: want a, copied with its sha256", r.Files[1])
 	}
-	if r.Files[0].Status != StatusFailed || r.Files[2].Status != StatusSkipped {
+	if r.Files[0].Status != transfer.StatusFailed || r.Files[2].Status != transfer.StatusSkipped {
 		t.Errorf("entries %+v: want missing failed first, b skipped last", r.Files)
 	}
 	if got, want := r.Files[1].Target, filepath.Join(dst, "src", "a"); got != want {
 		t.Errorf("a's target = %q, want %q", got, want)
 	}
-	if b := r.Files[2]; b.Reason != ReasonQuickCheck || b.Target != filepath.Join(dst, "src", "b") {
-		t.Errorf("b: reason %q, target %q; want %q and its target", b.Reason, b.Target, ReasonQuickCheck)
+	if b := r.Files[2]; b.Reason != transfer.ReasonQuickCheck || b.Target != filepath.Join(dst, "src", "b") {
+		t.Errorf("b: reason %q, target %q; want %q and its target", b.Reason, b.Target, transfer.ReasonQuickCheck)
 	}
 }
 
@@ -68,9 +70,9 @@ func TestReport(t *testing.T) {
 // prints it, reads back as it was written.
 func TestReportRun(t *testing.T) {
 	start := time.Date(2026, 12, 1, 13, 0, 0, 5e6, time.FixedZone("CET", 3600))
-	rep := NewReport(nil, nil, 0)
+	rep := New(nil, nil, 0)
 	rep.HPNCP, rep.ExitCode = "1.2.3", 255
-	rep.Started, rep.Ended = ReportTime(start), ReportTime(start.Add(1500*time.Millisecond))
+	rep.Started, rep.Ended = Time(start), Time(start.Add(1500*time.Millisecond))
 	rep.Error = &RunError{Message: "connect to 127.0.0.1:1: connection refused", Kind: KindConnection}
 	data, err := json.Marshal(rep)
 	if err != nil {
@@ -86,7 +88,7 @@ func TestReportRun(t *testing.T) {
 }
 
 func TestReportEmpty(t *testing.T) {
-	data, err := json.Marshal(NewReport(nil, &Result{}, 0))
+	data, err := json.Marshal(New(nil, &transfer.Result{}, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,10 +109,10 @@ func TestParseReportRejects(t *testing.T) {
 	// still read.
 	old := `{"version":1,"files":[{"path":"a","bytes":4,"status":"copied"},{"path":"c","bytes":0,"status":"skipped"}],` +
 		`"totals":{"files":2,"copied":1,"skipped":1,"failed":0,"bytes":4,"seconds":1,"mb_per_s":0.000004,"streams":1}}`
-	if _, err := ParseReport([]byte(old)); err != nil {
+	if _, err := Parse([]byte(old)); err != nil {
 		t.Fatalf("a report of an earlier hpncp: %v", err)
 	}
-	if _, err := ParseReport([]byte(good)); err != nil {
+	if _, err := Parse([]byte(good)); err != nil {
 		t.Fatalf("a valid report: %v", err)
 	}
 	for _, tc := range []struct{ name, old, new string }{
@@ -145,8 +147,27 @@ func TestParseReportRejects(t *testing.T) {
 		if bad == good {
 			t.Fatalf("%s: the replacement changed nothing", tc.name)
 		}
-		if _, err := ParseReport([]byte(bad)); err == nil {
+		if _, err := Parse([]byte(bad)); err == nil {
 			t.Errorf("%s: accepted %s", tc.name, bad)
 		}
+	}
+}
+
+func TestReportSumsResumedBytes(t *testing.T) {
+	files := []transfer.FileReport{
+		{Path: "a", Bytes: 100, Status: transfer.StatusCopied, ResumedFrom: 900},
+		{Path: "b", Bytes: 50, Status: transfer.StatusCopied},
+		{Path: "c", Status: transfer.StatusSkipped},
+	}
+	r := New(files, &transfer.Result{}, time.Second)
+	if r.Totals.Bytes != 150 || r.Totals.ResumedBytes != 900 {
+		t.Errorf("totals: bytes %d, resumed %d; want 150 and 900", r.Totals.Bytes, r.Totals.ResumedBytes)
+	}
+	b, err := json.Marshal(New(files[1:], &transfer.Result{}, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "resumed") {
+		t.Errorf("a run that resumed nothing reports resumed fields: %s", b)
 	}
 }

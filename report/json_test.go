@@ -1,4 +1,4 @@
-package transfer
+package report
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hpncp/hpncp/transfer"
 )
 
 // fileEntries returns the JSON text of each of a report's files, in
@@ -39,12 +41,12 @@ func TestReportNamesNotUTF8(t *testing.T) {
 	if err := os.Mkdir(dst, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	var files []FileReport
-	res, err := copyLocal(t, Options{Recursive: true, Report: func(f FileReport) { files = append(files, f) }}, src, dst)
+	var files []transfer.FileReport
+	res, err := copyLocal(t, transfer.Options{Recursive: true, Report: func(f transfer.FileReport) { files = append(files, f) }}, src, dst)
 	if err != nil || len(res.Errors) > 0 {
 		t.Fatalf("%v %v", err, res.Errors)
 	}
-	data, err := json.Marshal(NewReport(files, res, time.Second))
+	data, err := json.Marshal(New(files, res, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,15 +83,15 @@ func TestReportNamesNotUTF8(t *testing.T) {
 
 // The merge of two shards' reports keeps the two names apart and whole.
 func TestMergeReportsNamesNotUTF8(t *testing.T) {
-	var reports []NamedReport
+	var reports []Named
 	for i, name := range []string{"src/a\xff", "src/a\xfe"} {
-		r := NewReport([]FileReport{{Path: name, Bytes: 1, Status: StatusCopied, Target: "h:" + name}}, nil, time.Second)
+		r := New([]transfer.FileReport{{Path: name, Bytes: 1, Status: transfer.StatusCopied, Target: "h:" + name}}, nil, time.Second)
 		r.Sources, r.Target, r.Shards = []string{"src"}, "h:", []string{Shard{i, 2}.String()}
 		data, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		reports = append(reports, NamedReport{"shard.json", checkReportSchema(t, data)})
+		reports = append(reports, Named{"shard.json", checkReportSchema(t, data)})
 	}
 	m := mergeChecked(t, reports...)
 	if len(m.Files) != 2 || m.Files[0].Path != "src/a\xfe" || m.Files[1].Path != "src/a\xff" ||
@@ -107,7 +109,7 @@ func TestMergeReportsNamesNotUTF8(t *testing.T) {
 // stays as it is.
 func TestReportEscapesC1(t *testing.T) {
 	name := "c1 \u009b31m \u0085 \u009f \x1b[2J \u2028 \x7f é 名 <&>"
-	r := NewReport([]FileReport{{Path: name, Status: StatusFailed, Error: "open " + name + ": denied"}}, nil, time.Second)
+	r := New([]transfer.FileReport{{Path: name, Status: transfer.StatusFailed, Error: "open " + name + ": denied"}}, nil, time.Second)
 	r.ExitCode, r.Error = 1, &RunError{Message: name, Kind: KindFailed}
 	r.Planned = []PlannedChange{{Item: ">f+++++++++", Name: name, Line: ">f+++++++++ " + name}}
 	// As hpncp's writeReport encodes it: <, > and & as they are.
@@ -130,12 +132,12 @@ func TestReportEscapesC1(t *testing.T) {
 	}
 }
 
-// ParseReport holds a _b64 field to what hpncp writes.
+// Parse holds a _b64 field to what hpncp writes.
 func TestParseReportNameB64(t *testing.T) {
 	doc := func(entry string) []byte {
 		return []byte(`{"version":1,"exit_code":0,"files":[` + entry + `],"totals":{"files":1,"copied":1,"skipped":0,"failed":0,"bytes":1,"seconds":1,"mb_per_s":0,"streams":0}}`)
 	}
-	r, err := ParseReport(doc(`{"path":"a\\377","bytes":1,"status":"copied","path_b64":"Yf8="}`))
+	r, err := Parse(doc(`{"path":"a\\377","bytes":1,"status":"copied","path_b64":"Yf8="}`))
 	if err != nil || r.Files[0].Path != "a\xff" {
 		t.Fatalf("path %q, err %v; want a\\xff", r.Files[0].Path, err)
 	}
@@ -146,7 +148,7 @@ func TestParseReportNameB64(t *testing.T) {
 		{`{"path":"a","bytes":1,"status":"copied","target":"t","target_b64":"Yf8="}`, "target"},
 		{`{"path":"a","bytes":1,"status":"copied","other":1}`, "unknown field"},
 	} {
-		if _, err := ParseReport(doc(tc.entry)); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Parse(doc(tc.entry)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one saying %q", tc.entry, err, tc.want)
 		}
 	}
@@ -156,9 +158,9 @@ func TestParseReportNameB64(t *testing.T) {
 // only in bytes that are not UTF-8 are of two jobs, and merge refuses
 // them.
 func TestReportSourcesNotUTF8(t *testing.T) {
-	var reports []NamedReport
+	var reports []Named
 	for i, src := range []string{"src\xff", "src\xfe"} {
-		r := NewReport(nil, nil, time.Second)
+		r := New(nil, nil, time.Second)
 		r.Sources, r.Target, r.Shards = []string{"ok", src}, "h:dst\xff", []string{Shard{i, 2}.String()}
 		data, err := json.Marshal(r)
 		if err != nil {
@@ -168,9 +170,9 @@ func TestReportSourcesNotUTF8(t *testing.T) {
 		if len(back.Sources) != 2 || back.Sources[1] != src || back.Target != "h:dst\xff" {
 			t.Fatalf("sources %q, target %q read back from %s", back.Sources, back.Target, data)
 		}
-		reports = append(reports, NamedReport{fmt.Sprintf("shard%d.json", i), back})
+		reports = append(reports, Named{fmt.Sprintf("shard%d.json", i), back})
 	}
-	if _, err := MergeReports(reports); err == nil || !strings.Contains(err.Error(), "shard1.json") {
+	if _, err := Merge(reports); err == nil || !strings.Contains(err.Error(), "shard1.json") {
 		t.Errorf("merge of two jobs: error %v, want shard1.json refused", err)
 	}
 }
