@@ -155,8 +155,7 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *
 	if err != nil {
 		return &Result{}, err
 	}
-	legacy := overSCP(srcs, target)
-	if legacy {
+	if overSCP(srcs, target) {
 		if err := o.ValidateSCP(); err != nil {
 			return &Result{}, err
 		}

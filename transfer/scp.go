@@ -35,17 +35,15 @@ func (s SCP) unsupported(op, name string) error {
 	return &fs.PathError{Op: op, Path: s.Label() + name, Err: errSCPStreams}
 }
 
-func (s SCP) Stat(name string) (fs.FileInfo, error) { return nil, s.unsupported("stat", name) }
-func (s SCP) ReadDir(name string) ([]fs.FileInfo, error) {
-	return nil, s.unsupported("read directory", name)
-}
-func (s SCP) Glob(pattern string) ([]string, error)   { return nil, s.unsupported("expand", pattern) }
-func (s SCP) Open(name string) (io.ReadCloser, error) { return nil, s.unsupported("open", name) }
+func (s SCP) Stat(name string) (fs.FileInfo, error)      { return nil, s.unsupported("stat", name) }
+func (s SCP) ReadDir(name string) ([]fs.FileInfo, error) { return nil, s.unsupported("list", name) }
+func (s SCP) Glob(pattern string) ([]string, error)      { return nil, s.unsupported("expand", pattern) }
+func (s SCP) Open(name string) (io.ReadCloser, error)    { return nil, s.unsupported("open", name) }
 func (s SCP) CreateExclusive(name string) (io.WriteCloser, error) {
 	return nil, s.unsupported("create", name)
 }
 func (s SCP) Mkdir(name string) error                   { return s.unsupported("create directory", name) }
-func (s SCP) Rename(oldname, newname string) error      { return s.unsupported("rename", oldname) }
+func (s SCP) Rename(oldname, _ string) error            { return s.unsupported("rename", oldname) }
 func (s SCP) Remove(name string) error                  { return s.unsupported("remove", name) }
 func (s SCP) Chmod(name string, _ fs.FileMode) error    { return s.unsupported("set mode of", name) }
 func (s SCP) Chtimes(name string, _, _ time.Time) error { return s.unsupported("set times of", name) }
