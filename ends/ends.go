@@ -193,15 +193,16 @@ type Run struct {
 	Options transfer.Options
 
 	sftp []transfer.Endpoint
-	scp  []transfer.SCPEndpoint
+	scp  []transfer.Endpoint
 }
 
 // Copy runs the copy: the last end is the target, the others its sources.
 func (r *Run) Copy(ctx context.Context) (*transfer.Result, error) {
+	ends := r.sftp
 	if r.Legacy {
-		return transfer.CopySCP(ctx, r.scp[:len(r.scp)-1], r.scp[len(r.scp)-1], r.Options)
+		ends = r.scp
 	}
-	return transfer.Copy(ctx, r.sftp[:len(r.sftp)-1], r.sftp[len(r.sftp)-1], r.Options)
+	return transfer.Copy(ctx, ends[:len(ends)-1], ends[len(ends)-1], r.Options)
 }
 
 // Open connects to the hosts of locs and returns the copy of every
@@ -250,7 +251,7 @@ func (h *Hosts) Open(ctx context.Context, locs []transfer.Location, o transfer.O
 		return r, nil
 	}
 	r.sftp = nil
-	r.scp = make([]transfer.SCPEndpoint, len(locs))
+	r.scp = make([]transfer.Endpoint, len(locs))
 	for i, l := range locs {
 		e, err := h.SCPEndpoint(ctx, l)
 		if err != nil {
@@ -533,16 +534,16 @@ func (s *spares) take(ctx context.Context) (d dialed, ok bool) {
 
 // SCPEndpoint returns l as a legacy scp protocol end, connecting to its
 // host on first use.
-func (h *Hosts) SCPEndpoint(ctx context.Context, l transfer.Location) (transfer.SCPEndpoint, error) {
+func (h *Hosts) SCPEndpoint(ctx context.Context, l transfer.Location) (transfer.Endpoint, error) {
 	if !l.Remote() {
-		return transfer.SCPEndpoint{Path: l.Path}, nil
+		return transfer.Endpoint{FS: transfer.Local{}, Path: l.Path}, nil
 	}
 	key, o := h.destination(l)
 	s, ok := h.scp[key]
 	if !ok {
 		c, err := sshconn.NewDialer(o).Dial(ctx, l.Host)
 		if err != nil {
-			return transfer.SCPEndpoint{}, err
+			return transfer.Endpoint{}, err
 		}
 		h.mu.Lock()
 		h.clients = append(h.clients, c)
@@ -550,7 +551,7 @@ func (h *Hosts) SCPEndpoint(ctx context.Context, l transfer.Location) (transfer.
 		s = scp.NewHost(c.Client, l.HostLabel())
 		h.scp[key] = s
 	}
-	return transfer.SCPEndpoint{Host: s, Path: RemotePath(l.Path)}, nil
+	return transfer.Endpoint{FS: transfer.SCP{Host: s}, Path: RemotePath(l.Path)}, nil
 }
 
 // minRTT is the smallest RTT the kernel reports for the connections: the

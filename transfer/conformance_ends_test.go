@@ -299,20 +299,12 @@ func scpEnds(s server) []end {
 }
 
 func scpCopy(h *scp.Host, up bool) copyFunc {
+	far := transfer.SCP{Host: h}
 	return func(ctx context.Context, srcs []string, target string, o transfer.Options) (*transfer.Result, error) {
-		var from []transfer.SCPEndpoint
-		to := transfer.SCPEndpoint{Path: target}
-		for _, p := range srcs {
-			from = append(from, transfer.SCPEndpoint{Path: p})
-		}
 		if up {
-			to.Host = h
-		} else {
-			for i := range from {
-				from[i].Host = h
-			}
+			return transfer.Copy(ctx, endpoints(transfer.Local{}, srcs), transfer.Endpoint{FS: far, Path: target}, o)
 		}
-		return transfer.CopySCP(ctx, from, to, o)
+		return transfer.Copy(ctx, endpoints(far, srcs), transfer.Endpoint{FS: transfer.Local{}, Path: target}, o)
 	}
 }
 

@@ -145,10 +145,22 @@ var errNotRegular = errors.New("not a regular file")
 // allowed). A failing source is recorded in the result and the others are
 // still copied. The returned error is non-nil only when the run could not
 // go on: the target is unusable, or ctx was cancelled.
+//
+// A source on an SCP end, or any source to an SCP target, goes over the
+// legacy scp protocol (scp.go), with the options it can honour
+// (ValidateSCP); one end of each such copy must be local. The legacy
+// protocol tells no files one by one: such a run calls no Report, and the
+// caller builds its report from the result.
 func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *Result, err error) {
 	target, err = Confine(target)
 	if err != nil {
 		return &Result{}, err
+	}
+	if overSCP(srcs, target) {
+		if err := o.ValidateSCP(); err != nil {
+			return &Result{}, err
+		}
+		o.Report = nil
 	}
 	if o.Links.Symlinks {
 		srcs = slices.Clone(srcs)
@@ -188,16 +200,27 @@ func Copy(ctx context.Context, srcs []Endpoint, target Endpoint, o Options) (_ *
 		return c.copyList(ctx, expanded, target)
 	}
 
-	targetIsDir, st, err := checkTarget(target, len(srcs) > 1 || len(expanded) > 1, len(expanded) > 0)
-	if err != nil {
-		return c.res, err
+	several := len(srcs) > 1 || len(expanded) > 1
+	// The remote scp -t looks at its target itself, told that it must be
+	// a directory when several sources go to it.
+	targetIsDir := several
+	if !isSCP(target.FS) {
+		var st *statted
+		targetIsDir, st, err = checkTarget(target, several, len(expanded) > 0)
+		if err != nil {
+			return c.res, err
+		}
+		c.target = st
 	}
-	c.target = st
 
 	targets := map[string]bool{}
 	for _, s := range expanded {
 		if err := ctx.Err(); err != nil {
 			return c.res, err
+		}
+		if isSCP(s.FS) || isSCP(target.FS) {
+			c.copySCP(ctx, s, target, targetIsDir)
+			continue
 		}
 		si, err := c.statSource(s)
 		if err != nil {
@@ -350,40 +373,52 @@ func (c *copier) copyDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo,
 		c.walkEntries(ctx, src, dst, rel, depth, false, listed, at)
 		return
 	}
-	created := false
+	created, err := c.targetDir(ctx, src.String(), dst, si.Mode().Perm(), fresh)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	if c.walkEntries(ctx, src, dst, rel, depth, created, listed, at) && c.opts.Preserve {
+		c.addFix(dst, attrsOf(si), depth)
+	}
+}
+
+// targetDir makes ready the directory dst, where the directory src of
+// permissions perm goes, for its entries: dst is made when missing, a
+// link there replaced (dirTarget), and an existing directory taken as it
+// is. fresh says dst's parent was made by this run: dst cannot exist. It
+// reports whether this run made dst; an error says dst cannot take the
+// entries. Every mover that writes a tree entry by entry (the walk, an
+// scp download) readies its directories here.
+func (c *copier) targetDir(ctx context.Context, src string, dst Endpoint, perm fs.FileMode, fresh bool) (created bool, err error) {
 	var di fs.FileInfo
-	err := fs.ErrNotExist
+	err = fs.ErrNotExist
 	if !fresh {
 		di, err = dirTarget(dst)
 	}
 	switch {
 	case err == nil && !di.IsDir():
-		c.fail(&Error{Op: "copy " + src.String() + " to", Path: dst.String(), Err: ErrNotDirectory})
-		return
+		return false, &Error{Op: "copy " + src + " to", Path: dst.String(), Err: ErrNotDirectory}
 	case err == nil:
-	case errors.Is(err, fs.ErrNotExist):
-		made, err := c.makeDir(ctx, dst, si.Mode().Perm())
-		if !made {
-			// Shards of one run create the same directories at once.
-			if di, serr := dst.FS.Stat(dst.Path); serr == nil && di.IsDir() {
-				break
-			}
-			c.fail(&Error{Op: "create directory", Path: dst.String(), Err: err})
-			return
-		}
-		created = true
-		c.record(func(r *Result) { r.Dirs++ })
-		c.logf("created directory %s", dst)
-		if err != nil {
-			c.fail(err)
-		}
-	default:
-		c.fail(&Error{Op: "stat", Path: dst.String(), Err: err})
-		return
+		return false, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, &Error{Op: "stat", Path: dst.String(), Err: err}
 	}
-	if c.walkEntries(ctx, src, dst, rel, depth, created, listed, at) && c.opts.Preserve {
-		c.addFix(dst, si, depth)
+	made, err := c.makeDir(ctx, dst, perm)
+	if !made {
+		// Shards of one run, and sessions of an scp run, create the same
+		// directories at once.
+		if di, serr := dst.FS.Stat(dst.Path); serr == nil && di.IsDir() {
+			return false, nil
+		}
+		return false, &Error{Op: "create directory", Path: dst.String(), Err: err, Hint: hintFor(err)}
 	}
+	c.record(func(r *Result) { r.Dirs++ })
+	c.logf("created directory %s", dst)
+	if err != nil {
+		c.fail(err)
+	}
+	return true, nil
 }
 
 // walkEntries lists the directory src and copies each entry to dst, or
@@ -700,7 +735,8 @@ func sourceBase(s Endpoint) (string, error) {
 // expand turns a source into the paths it names: a remote pattern is
 // globbed on the server, as scp does; local patterns were the shell's job.
 func expand(s Endpoint) ([]string, error) {
-	if s.FS.Label() == "" || !strings.ContainsAny(s.Path, "*?[") {
+	// The remote scp -f expands its own.
+	if s.FS.Label() == "" || isSCP(s.FS) || !strings.ContainsAny(s.Path, "*?[") {
 		return []string{s.Path}, nil
 	}
 	matches, err := s.FS.Glob(s.Path)

@@ -14,6 +14,7 @@ import (
 var (
 	_ FS = Local{}
 	_ FS = (*protocol.SFTP)(nil)
+	_ FS = SCP{}
 
 	// Several streams for one file (parallel.go, resume.go).
 	_ streamReader   = Local{}

@@ -405,7 +405,7 @@ func TestCopyLinksRefused(t *testing.T) {
 			}
 			_, err := scpCopy(scp.NewHost(s.connect(t), "inproc:"), true)(context.Background(), []string{src}, t.TempDir(), o)
 			if err == nil {
-				t.Errorf("CopySCP with %+v copied", lo)
+				t.Errorf("Copy over scp with %+v copied", lo)
 			}
 		})
 	}

@@ -35,6 +35,10 @@ type Listed struct {
 // and finishing as Copy's. Failures are in the result, as Copy's.
 func CopyFiles(ctx context.Context, src, dst Endpoint, files []Listed, o Options) (_ *Result, err error) {
 	o.Recursive = true // the small-file batches are prepared for a tree
+	if overSCP([]Endpoint{src}, dst) {
+		return &Result{}, &OptionError{Msg: "a list of files cannot be copied over the legacy scp protocol",
+			Hint: "the legacy scp protocol copies whole operands: this needs an SFTP server"}
+	}
 	dst, err = Confine(dst)
 	if err != nil {
 		return &Result{}, err

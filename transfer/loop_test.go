@@ -137,7 +137,7 @@ func TestTreeLinkLoopSCP(t *testing.T) {
 	dst := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := CopySCP(ctx, []SCPEndpoint{localSCP(d)}, remote(h, dst), Options{Recursive: true})
+	res, err := Copy(ctx, []Endpoint{local(d)}, remote(h, dst), Options{Recursive: true})
 	if err != nil {
 		t.Fatalf("copy: %v", err)
 	}

@@ -78,13 +78,16 @@ type sched struct {
 	known map[string]bool
 	umask umasks // each end's umask, for new files (umask.go)
 	links linkState
+
+	sessions slots.Slots // scp sessions open at once (scp.go)
+	active   int         // scp sessions open now, under mu
 }
 
 // dirFix is a directory whose mode and times -p sets once every file
 // below it is in place: each file renamed into it changes its times.
 type dirFix struct {
 	dst   Endpoint
-	si    fs.FileInfo
+	attrs fileAttrs
 	depth int
 }
 
@@ -94,12 +97,13 @@ func newSched(remote bool) *sched {
 		files, dirs = remoteFiles, remoteDirs
 	}
 	return &sched{
-		files:   slots.New(files),
-		dirs:    slots.New(dirs),
-		ahead:   slots.New(4 * dirs),
-		dirJobs: slots.New(64 * dirs),
-		memory:  newBudget(smallMemory),
-		streams: slots.New(remoteStreams),
+		files:    slots.New(files),
+		dirs:     slots.New(dirs),
+		ahead:    slots.New(4 * dirs),
+		dirJobs:  slots.New(64 * dirs),
+		memory:   newBudget(smallMemory),
+		streams:  slots.New(remoteStreams),
+		sessions: slots.New(scpSessions),
 	}
 }
 
@@ -116,7 +120,8 @@ func newCopier(o Options, srcs []Endpoint, target Endpoint) *copier {
 	c := &copier{opts: o, res: &Result{MaxStreams: 1}, sched: newSched(remote),
 		parallel: slots.New(files)}
 	if o.Progress != nil {
-		c.opts.Progress = newRunProgress(o.Progress, &c.mu, false).job()
+		// An scp run's sessions show one file at a time.
+		c.opts.Progress = newRunProgress(o.Progress, &c.mu, overSCP(srcs, target)).job()
 	}
 	return c
 }
@@ -262,12 +267,12 @@ func (c *copier) finish(ctx context.Context) {
 	c.fixes = nil
 }
 
-func (c *copier) fixDir(f dirFix) { c.setDirAttrs(f.dst, attrsOf(f.si)) }
+func (c *copier) fixDir(f dirFix) { c.setDirAttrs(f.dst, f.attrs) }
 
-// addFix records a directory for finish.
-func (c *copier) addFix(dst Endpoint, si fs.FileInfo, depth int) {
+// addFix records a directory for finish, to be given a.
+func (c *copier) addFix(dst Endpoint, a fileAttrs, depth int) {
 	c.mu.Lock()
-	c.fixes = append(c.fixes, dirFix{dst, si, depth})
+	c.fixes = append(c.fixes, dirFix{dst, a, depth})
 	c.mu.Unlock()
 }
 

@@ -8,38 +8,65 @@ import (
 	"io/fs"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/pipeline"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/protocol/scp"
 )
 
-// SCPEndpoint is one operand of a copy over the legacy scp protocol (-O):
-// a path on the local end when Host is nil, else a path on Host.
-type SCPEndpoint struct {
+// SCP is a remote end reached over the legacy scp protocol (-O). The
+// protocol has no requests to stat, list, open or rename a file: its
+// files move only by the streams of the server's scp, one session for
+// each source operand. Copy moves a source from an SCP end by an
+// "scp -f" (a download) and a source to one by an "scp -t" (an upload),
+// never by the FS's calls, which fail with errors.ErrUnsupported. Its
+// paths are the server's, slash-separated.
+type SCP struct {
 	Host *scp.Host
-	Path string
-	// FS is the local end, where Host is nil: Local{} when FS is nil.
-	// The scp movers read and write it as Copy does any end.
-	FS FS
 }
 
-func (e SCPEndpoint) String() string {
-	if e.Host == nil {
-		return e.local().String()
-	}
-	return e.Host.Label() + e.Path
+// errSCPStreams is what an SCP end answers the FS's calls with.
+var errSCPStreams = fmt.Errorf("%w: the legacy scp protocol moves files only by its scp -f and scp -t streams", errors.ErrUnsupported)
+
+func (s SCP) Label() string { return s.Host.Label() }
+
+func (s SCP) unsupported(op, name string) error {
+	return &fs.PathError{Op: op, Path: s.Label() + name, Err: errSCPStreams}
 }
 
-// local is the endpoint as the engine sees a local one.
-func (e SCPEndpoint) local() Endpoint {
-	if e.FS == nil {
-		return Endpoint{Local{}, e.Path}
+func (s SCP) Stat(name string) (fs.FileInfo, error)      { return nil, s.unsupported("stat", name) }
+func (s SCP) ReadDir(name string) ([]fs.FileInfo, error) { return nil, s.unsupported("list", name) }
+func (s SCP) Glob(pattern string) ([]string, error)      { return nil, s.unsupported("expand", pattern) }
+func (s SCP) Open(name string) (io.ReadCloser, error)    { return nil, s.unsupported("open", name) }
+func (s SCP) CreateExclusive(name string) (io.WriteCloser, error) {
+	return nil, s.unsupported("create", name)
+}
+func (s SCP) Mkdir(name string) error                   { return s.unsupported("create directory", name) }
+func (s SCP) Rename(oldname, _ string) error            { return s.unsupported("rename", oldname) }
+func (s SCP) Remove(name string) error                  { return s.unsupported("remove", name) }
+func (s SCP) Chmod(name string, _ fs.FileMode) error    { return s.unsupported("set mode of", name) }
+func (s SCP) Chtimes(name string, _, _ time.Time) error { return s.unsupported("set times of", name) }
+func (s SCP) Abs(name string) (string, error)           { return "", s.unsupported("resolve", name) }
+func (SCP) Join(elem ...string) string                  { return path.Join(elem...) }
+func (SCP) Dir(name string) string                      { return path.Dir(name) }
+func (SCP) Base(name string) string                     { return path.Base(name) }
+
+// isSCP reports whether f is reached over the legacy scp protocol.
+func isSCP(f FS) bool {
+	_, ok := f.(SCP)
+	return ok
+}
+
+// overSCP reports whether a run from srcs to target has an end reached
+// over the legacy scp protocol.
+func overSCP(srcs []Endpoint, target Endpoint) bool {
+	for _, s := range srcs {
+		if isSCP(s.FS) {
+			return true
+		}
 	}
-	return Endpoint{e.FS, e.Path}
+	return isSCP(target.FS)
 }
 
 // scpSessions bounds the scp sessions a run has open at once, each on a
@@ -51,130 +78,92 @@ const scpSessions = 4
 // sticky bit, and -p must give what "scp -O -p" gives.
 const scpModeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid
 
-// CopySCP copies every source to target as Copy does, with scp's rules for
-// existing and missing targets, over the legacy scp protocol: each remote
-// source is fetched by an "scp -f" of its own, each local source sent to
-// an "scp -t", up to scpSessions at once, each on its own channel. One end
-// must be local; local-to-local copies are plain copies.
+// The legacy protocol's movers. Copy hands each source operand with an
+// SCP end to one: the source's session runs beside up to scpSessions-1
+// others, on the copier every other file of the run goes through, whose
+// result, log, progress, umasks and -p directory fixes it uses as the
+// walk's files do.
 //
-// Each session is a mover under the engine Copy runs on: an upload sends
-// what the engine's walk of the source reaches (enterDir, dirEntries) as
-// the protocol's records, in the walk's order; a download writes the
-// records it receives through the local end's FS and finishes each file
-// as Copy does (tempFile.finish).
-//
-// Downloads get Copy's guarantees: every name the server sends is checked
-// before it touches the disk (one path element; at the top level, the
-// name asked for), a file with a setuid or setgid mode is refused without
-// -p, and every file is written under a temporary name and renamed only
-// once all of it arrived. Uploads cannot have the last: the remote scp
-// writes each file in place, under its final name, as the protocol has
-// no way to ask it for anything else. The result's MaxStreams is the most
-// sessions that were open at once.
-func CopySCP(ctx context.Context, srcs []SCPEndpoint, target SCPEndpoint, o Options) (*Result, error) {
-	run := newSCPRun(o)
-	if err := o.linksSCP(); err != nil {
-		return run.res, err
-	}
-	var jobs []func(context.Context, *scpJob)
-	if target.Host == nil {
-		dst, err := Confine(target.local())
-		if err != nil {
-			return run.res, err
-		}
-		targetIsDir, _, err := checkTarget(dst, len(srcs) > 1, len(srcs) > 0)
-		if err != nil {
-			return run.res, err
-		}
-		for _, s := range srcs {
-			if s.Host == nil {
-				jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.local(ctx, s.local(), dst) })
-				continue
-			}
-			jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.download(ctx, s, dst, targetIsDir) })
-		}
-	} else {
-		for _, s := range srcs {
-			if s.Host != nil {
-				run.fail(&Error{Op: "copy", Path: s.String(), Err: errors.New("a copy between two remote hosts needs SFTP"),
-					Hint: "leave out -O, or copy through a local directory"})
-				continue
-			}
-			several := len(srcs) > 1
-			jobs = append(jobs, func(ctx context.Context, j *scpJob) { j.upload(ctx, s.local(), target, several) })
-		}
-	}
+// A download writes the records the server sends through the local end's
+// FS, confined to the target as every receiving end (Confine): every name
+// the server sends is checked before it touches the disk (one path
+// element; at the top level, the name asked for), a name sent twice in a
+// directory is refused, a link where a directory goes is replaced
+// (dirTarget), a file with a setuid or setgid mode is refused without -p,
+// and every file is written under a temporary name and finished as the
+// walk's files are (tempFile.finish). An upload sends what the engine's
+// walk of the source reaches (enterDir, dirEntries) as the protocol's
+// records, in the walk's order. It cannot write under a temporary name:
+// the remote scp writes each file in place, under its final name, as the
+// protocol has no way to ask it for anything else. The result's
+// MaxStreams is the most sessions that were open at once.
 
-	sessions := slots.New(scpSessions)
-	var wg sync.WaitGroup
-	for _, job := range jobs {
-		if sessions.Acquire(ctx) != nil || ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer sessions.Release()
-			run.begin()
-			defer run.end()
-			job(ctx, &scpJob{scpRun: run, progress: run.progress.job()})
+// scpSession starts job as one scp session of the run, once fewer than
+// scpSessions are open.
+func (c *copier) scpSession(ctx context.Context, job func(*scpJob)) {
+	if c.sessions.Acquire(ctx) != nil {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer c.sessions.Release()
+		c.mu.Lock()
+		c.active++
+		c.res.MaxStreams = max(c.res.MaxStreams, c.active)
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			c.active--
+			c.mu.Unlock()
 		}()
+		j := &scpJob{copier: c, progress: newRunProgress(nil, nil, true).job()}
+		if p, ok := c.opts.Progress.(*jobProgress); ok {
+			// A session shows its files one after another.
+			j.progress = p.r.job()
+		}
+		job(j)
+	}()
+}
+
+// copySCP hands the source operand s, to dst, to a session of its own:
+// a download when s is on an SCP end, else an upload to an SCP target.
+// targetIsDir says dst is a directory, or must be one (several sources).
+func (c *copier) copySCP(ctx context.Context, s, dst Endpoint, targetIsDir bool) {
+	if isRemote(s.FS) && isRemote(dst.FS) {
+		c.fail(&Error{Op: "copy", Path: s.String(), Err: errors.New("a copy between two remote hosts needs SFTP"),
+			Hint: "leave out -O, or copy through a local directory"})
+		return
 	}
-	wg.Wait()
-	// A umask probe still running would leave its directory behind.
-	run.umask.wait()
-	if err := ctx.Err(); err != nil {
-		return run.res, err
+	if isSCP(s.FS) {
+		c.scpSession(ctx, func(j *scpJob) { j.download(ctx, s, dst, targetIsDir) })
+		return
 	}
-	return run.res, nil
-}
-
-// scpRun is the state the sessions of one CopySCP share: the engine's
-// copier, whose result, log, umasks and finishing steps the scp movers
-// use as Copy's files do, and the run's progress, which shows one file
-// at a time.
-type scpRun struct {
-	*copier
-	orig     Options // as the caller gave them, for the local copies
-	progress *runProgress
-	active   int // sessions open; c.mu guards it
-}
-
-func newSCPRun(o Options) *scpRun {
-	co := o
-	// The legacy protocol tells no files one by one: the caller builds
-	// its report from the result (and a local copy beside it reports
-	// its own files).
-	co.Report = nil
-	co.Progress = nil
-	c := &copier{opts: co, res: &Result{MaxStreams: 1}, sched: newSched(false)}
-	return &scpRun{copier: c, orig: o, progress: newRunProgress(o.Progress, nil, true)}
-}
-
-func (r *scpRun) begin() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.active++
-	r.res.MaxStreams = max(r.res.MaxStreams, r.active)
-}
-
-func (r *scpRun) end() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.active--
+	si, err := s.FS.Stat(s.Path)
+	if err != nil {
+		c.fail(&Error{Op: "read", Path: s.String(), Err: err})
+		return
+	}
+	switch {
+	case si.IsDir() && !c.opts.Recursive:
+		c.fail(&Error{Op: "copy", Path: s.String(), Err: errors.New("is a directory"), Hint: "use -r to copy directories"})
+		return
+	case !si.IsDir() && !si.Mode().IsRegular():
+		c.fail(&Error{Op: "copy", Path: s.String(), Err: errNotRegular})
+		return
+	}
+	name, err := sourceBase(s)
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	c.scpSession(ctx, func(j *scpJob) { j.upload(ctx, s, name, si, dst, targetIsDir) })
 }
 
 // scpJob is one session's view of the run.
 type scpJob struct {
-	*scpRun
+	*copier
 	progress *jobProgress
-}
-
-func (j *scpJob) addFile(n int64) {
-	j.record(func(r *Result) {
-		r.Files++
-		r.Bytes += n
-	})
 }
 
 func (j *scpJob) addDir() { j.record(func(r *Result) { r.Dirs++ }) }
@@ -182,29 +171,10 @@ func (j *scpJob) addDir() { j.record(func(r *Result) { r.Dirs++ }) }
 // pipelineOptions are the pipeline's options for one file of this job.
 func (j *scpJob) pipelineOptions() pipeline.Options {
 	po := pipeline.Options{BufferSize: j.opts.BufferSize, Limiter: j.opts.Limiter}
-	if j.orig.Progress != nil {
+	if j.opts.Progress != nil {
 		po.Progress = j.progress.Add
 	}
 	return po
-}
-
-// local copies a local source to the local target as Copy does, sharing
-// the run's progress and log with the sessions beside it.
-func (j *scpJob) local(ctx context.Context, src, target Endpoint) {
-	o := j.orig
-	if o.Progress != nil {
-		o.Progress = j.progress
-	}
-	if o.Logf != nil {
-		o.Logf = j.logf
-	}
-	res, _ := Copy(ctx, []Endpoint{src}, target, o)
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.res.Files += res.Files
-	j.res.Dirs += res.Dirs
-	j.res.Bytes += res.Bytes
-	j.res.Errors = append(j.res.Errors, res.Errors...)
 }
 
 // scpHint says what to do about a failed scp session.
@@ -229,17 +199,17 @@ func (j *scpJob) remoteWarning(err error, op, p string) bool {
 	return false
 }
 
-// download fetches one remote source into the local target.
-func (j *scpJob) download(ctx context.Context, src SCPEndpoint, target Endpoint, targetIsDir bool) {
+// download fetches one source from an SCP end into the local target.
+func (j *scpJob) download(ctx context.Context, src, target Endpoint, targetIsDir bool) {
 	o := j.opts
-	rcv, err := src.Host.Receive(ctx, src.Path, scp.Options{Recursive: o.Recursive, Preserve: o.Preserve})
+	rcv, err := src.FS.(SCP).Host.Receive(ctx, src.Path, scp.Options{Recursive: o.Recursive, Preserve: o.Preserve})
 	if err != nil {
 		if ctx.Err() == nil {
 			j.fail(&Error{Op: "copy", Path: src.String(), Err: err, Hint: scpHint(err)})
 		}
 		return
 	}
-	d := &scpDownload{scpJob: j, rcv: rcv, label: src.Host.Label(), req: src.Path}
+	d := &scpDownload{scpJob: j, rcv: rcv, src: src}
 	err = d.run(ctx, target, targetIsDir)
 	cerr := rcv.Close()
 	switch {
@@ -255,10 +225,12 @@ func (j *scpJob) download(ctx context.Context, src SCPEndpoint, target Endpoint,
 // the server sends through the target's FS, as Copy writes a download.
 type scpDownload struct {
 	*scpJob
-	rcv   *scp.Receiver
-	label string // "host:"
-	req   string // the remote path asked for
+	rcv *scp.Receiver
+	src Endpoint // the remote path asked for
 }
+
+// at is the remote path rpath on the source's end.
+func (d *scpDownload) at(rpath string) Endpoint { return Endpoint{d.src.FS, rpath} }
 
 // run receives the top-level entries the server sends: one, or those a
 // pattern matched. A returned error ends the session.
@@ -269,22 +241,22 @@ func (d *scpDownload) run(ctx context.Context, target Endpoint, targetIsDir bool
 		if err == io.EOF {
 			return nil
 		}
-		if d.remoteWarning(err, "copy", d.label+d.req) {
+		if d.remoteWarning(err, "copy", d.src.String()) {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		rpath := d.req
-		if strings.ContainsAny(d.req, "*?[") {
-			rpath = path.Join(path.Dir(d.req), rec.Name)
+		rpath := d.src.Path
+		if strings.ContainsAny(rpath, "*?[") {
+			rpath = path.Join(path.Dir(rpath), rec.Name)
 		}
 		dst := target
 		switch {
 		case targetIsDir:
 			dst.Path = target.FS.Join(target.Path, rec.Name)
 		case entries > 0:
-			if err := d.refuse(&Error{Op: "copy " + d.label + rpath + " to", Path: target.String(), Err: ErrNotDirectory,
+			if err := d.refuse(&Error{Op: "copy " + d.at(rpath).String() + " to", Path: target.String(), Err: ErrNotDirectory,
 				Hint: "several files match; the target must be an existing directory"}); err != nil {
 				return err
 			}
@@ -306,7 +278,7 @@ func (d *scpDownload) refuse(err error) error {
 // entry receives a file or directory the server announced, to dst.
 func (d *scpDownload) entry(ctx context.Context, rec scp.Record, rpath string, dst Endpoint, depth int) error {
 	if err := ValidName(rec.Name); err != nil {
-		return d.refuse(&Error{Op: "copy", Path: d.label + rpath, Err: err,
+		return d.refuse(&Error{Op: "copy", Path: d.at(rpath).String(), Err: err,
 			Hint: "the server sent a name that could escape the target; it was skipped"})
 	}
 	if rec.Type == scp.Dir {
@@ -316,30 +288,14 @@ func (d *scpDownload) entry(ctx context.Context, rec scp.Record, rpath string, d
 }
 
 func (d *scpDownload) dir(ctx context.Context, rec scp.Record, rpath string, dst Endpoint, depth int) error {
-	o := d.opts
-	src := d.label + rpath
+	src := d.at(rpath).String()
 	if depth >= maxDepth {
 		return d.refuse(&Error{Op: "copy", Path: src,
 			Err:  fmt.Errorf("more than %d levels of directories", maxDepth),
 			Hint: "a symbolic link on the server may point to one of its own parent directories"})
 	}
-	di, err := dirTarget(dst)
-	switch {
-	case err == nil && !di.IsDir():
-		return d.refuse(&Error{Op: "copy " + src + " to", Path: dst.String(), Err: ErrNotDirectory})
-	case err == nil:
-	case errors.Is(err, fs.ErrNotExist):
-		made, err := d.makeDir(ctx, dst, rec.Mode.Perm())
-		if !made {
-			return d.refuse(&Error{Op: "create directory", Path: dst.String(), Err: err, Hint: hintFor(err)})
-		}
-		d.addDir()
-		d.logf("created directory %s", dst)
-		if err != nil {
-			d.fail(err)
-		}
-	default:
-		return d.refuse(&Error{Op: "stat", Path: dst.String(), Err: err})
+	if _, err := d.targetDir(ctx, src, dst, rec.Mode.Perm(), false); err != nil {
+		return d.refuse(err)
 	}
 	if err := d.rcv.Reply(nil); err != nil {
 		return err
@@ -371,9 +327,8 @@ func (d *scpDownload) dir(ctx context.Context, rec scp.Record, rpath string, dst
 			return err
 		}
 	}
-	if o.Preserve {
-		// Every entry below is in place: the directory's times stay.
-		d.setDirAttrs(dst, recAttrs(rec))
+	if d.opts.Preserve {
+		d.addFix(dst, recAttrs(rec), depth)
 	}
 	return nil
 }
@@ -387,8 +342,8 @@ func recAttrs(rec scp.Record) fileAttrs {
 // dst, renamed to dst only when every byte arrived and the server vouched
 // for them.
 func (d *scpDownload) file(ctx context.Context, rec scp.Record, rpath string, dst Endpoint) error {
-	src := d.label + rpath
-	op := "copy " + src + " to"
+	src := d.at(rpath)
+	op := "copy " + src.String() + " to"
 	if !d.opts.Preserve && rec.Mode&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
 		return d.refuse(&Error{Op: op, Path: dst.String(),
 			Err:  fmt.Errorf("the server sent mode %s, with setuid or setgid bits; refused without -p", octal(rec.Mode)),
@@ -439,9 +394,9 @@ func (d *scpDownload) file(ctx context.Context, rec scp.Record, rpath string, ds
 		fileErr = &Error{Op: op, Path: dst.String(), Err: werr, Hint: hintFor(werr)}
 	case ferr != nil:
 		// The server could not read its file whole: what came is not it.
-		fileErr = &Error{Op: "copy", Path: src, Err: ferr}
+		fileErr = &Error{Op: "copy", Path: src.String(), Err: ferr}
 	default:
-		fileErr = d.finish(ctx, rec, src, tmp, dst, n, existing)
+		fileErr = d.finish(ctx, rec, op, tmp, dst, n, existing)
 	}
 	renamed = fileErr == nil
 	if fileErr != nil {
@@ -451,8 +406,7 @@ func (d *scpDownload) file(ctx context.Context, rec scp.Record, rpath string, ds
 		return err
 	}
 	if fileErr == nil {
-		d.addFile(n)
-		d.logf("copied %s to %s: %d bytes in %s", src, dst, n, since(start))
+		d.done(src, dst, n, 0, "", start)
 	}
 	return nil
 }
@@ -460,8 +414,7 @@ func (d *scpDownload) file(ctx context.Context, rec scp.Record, rpath string, ds
 // finish checks that a received temporary file holds every byte the
 // server announced, and has the engine give it its mode and times and
 // its final name (tempFile.finish).
-func (d *scpDownload) finish(ctx context.Context, rec scp.Record, src, tmp string, dst Endpoint, n int64, existing fs.FileInfo) error {
-	op := "copy " + src + " to"
+func (d *scpDownload) finish(ctx context.Context, rec scp.Record, op, tmp string, dst Endpoint, n int64, existing fs.FileInfo) error {
 	ti, err := dst.FS.Stat(tmp)
 	if err != nil {
 		return &Error{Op: op, Path: dst.String(), Err: err}
@@ -485,28 +438,11 @@ func octal(mode fs.FileMode) string {
 	return fmt.Sprintf("%04o", protocol.UnixMode(mode))
 }
 
-// upload sends one local source to the remote target.
-func (j *scpJob) upload(ctx context.Context, src Endpoint, target SCPEndpoint, several bool) {
+// upload sends the local source src, of info si, to the SCP target
+// under name.
+func (j *scpJob) upload(ctx context.Context, src Endpoint, name string, si fs.FileInfo, target Endpoint, several bool) {
 	o := j.opts
-	si, err := src.FS.Stat(src.Path)
-	if err != nil {
-		j.fail(&Error{Op: "read", Path: src.String(), Err: err})
-		return
-	}
-	switch {
-	case si.IsDir() && !o.Recursive:
-		j.fail(&Error{Op: "copy", Path: src.String(), Err: errors.New("is a directory"), Hint: "use -r to copy directories"})
-		return
-	case !si.IsDir() && !si.Mode().IsRegular():
-		j.fail(&Error{Op: "copy", Path: src.String(), Err: errNotRegular})
-		return
-	}
-	name, err := sourceBase(src)
-	if err != nil {
-		j.fail(err)
-		return
-	}
-	snd, err := target.Host.Send(ctx, target.Path,
+	snd, err := target.FS.(SCP).Host.Send(ctx, target.Path,
 		scp.Options{Recursive: o.Recursive, Preserve: o.Preserve, TargetIsDir: several})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -514,15 +450,15 @@ func (j *scpJob) upload(ctx context.Context, src Endpoint, target SCPEndpoint, s
 		}
 		return
 	}
-	u := &scpUpload{scpJob: j, snd: snd, target: target.String()}
+	u := &scpUpload{scpJob: j, snd: snd, target: target}
 	err = u.entry(ctx, src, name, si, 0, nil)
 	cerr := snd.Close()
 	switch {
 	case ctx.Err() != nil:
 	case err != nil:
-		j.fail(&Error{Op: "copy " + src.String() + " to", Path: u.target, Err: err, Hint: scpHint(err)})
+		j.fail(&Error{Op: "copy " + src.String() + " to", Path: target.String(), Err: err, Hint: scpHint(err)})
 	case cerr != nil:
-		j.fail(&Error{Op: "copy " + src.String() + " to", Path: u.target, Err: cerr})
+		j.fail(&Error{Op: "copy " + src.String() + " to", Path: target.String(), Err: cerr})
 	}
 }
 
@@ -531,7 +467,7 @@ func (j *scpJob) upload(ctx context.Context, src Endpoint, target SCPEndpoint, s
 type scpUpload struct {
 	*scpJob
 	snd    *scp.Sender
-	target string // "host:path", for messages
+	target Endpoint
 }
 
 // entry sends a file or directory of the source; a returned error ends
@@ -559,7 +495,7 @@ func (u *scpUpload) entry(ctx context.Context, src Endpoint, name string, si fs.
 // refused records the server's refusal of one entry and reports whether
 // err was one.
 func (u *scpUpload) refused(err error, src Endpoint) bool {
-	return u.remoteWarning(err, "copy "+src.String()+" to", u.target)
+	return u.remoteWarning(err, "copy "+src.String()+" to", u.target.String())
 }
 
 func (u *scpUpload) dir(ctx context.Context, src Endpoint, name string, si fs.FileInfo, depth int, at *walkDir) error {
@@ -646,8 +582,7 @@ func (u *scpUpload) file(ctx context.Context, src Endpoint, name string, si fs.F
 		}
 		return err
 	}
-	u.addFile(n)
-	u.logf("copied %s to %s: %d bytes in %s", src, u.target, n, since(start))
+	u.done(src, u.target, n, 0, "", start)
 	return nil
 }
 

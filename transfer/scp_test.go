@@ -34,8 +34,7 @@ func realSCP(t *testing.T) execFunc {
 	return sshtest.ShellExec(t.TempDir())
 }
 
-func remote(h *scp.Host, p string) SCPEndpoint { return SCPEndpoint{Host: h, Path: p} }
-func localSCP(p string) SCPEndpoint            { return SCPEndpoint{Path: p} }
+func remote(h *scp.Host, p string) Endpoint { return Endpoint{SCP{Host: h}, p} }
 
 // scpTree builds a tree with the sizes and names that trip scp
 // implementations: empty files, sizes around buffer edges, a quote, a
@@ -68,11 +67,11 @@ func scpTree(t *testing.T, root string) {
 	}
 }
 
-func mustCopySCP(t *testing.T, o Options, srcs []SCPEndpoint, target SCPEndpoint) *Result {
+func mustCopyOverSCP(t *testing.T, o Options, srcs []Endpoint, target Endpoint) *Result {
 	t.Helper()
-	res, err := CopySCP(context.Background(), srcs, target, o)
+	res, err := Copy(context.Background(), srcs, target, o)
 	if err != nil || len(res.Errors) > 0 {
-		t.Fatalf("CopySCP: %v %v", err, res.Errors)
+		t.Fatalf("Copy: %v %v", err, res.Errors)
 	}
 	return res
 }
@@ -88,18 +87,18 @@ func noTemps(t *testing.T, root string) {
 	})
 }
 
-func TestCopySCPRoundTrip(t *testing.T) {
+func TestSCPRoundTrip(t *testing.T) {
 	h := scpHost(t, realSCP(t))
 	src, far, back := t.TempDir(), t.TempDir(), t.TempDir()
 	scpTree(t, filepath.Join(src, "tree"))
 
-	res := mustCopySCP(t, Options{Recursive: true}, []SCPEndpoint{localSCP(filepath.Join(src, "tree"))},
+	res := mustCopyOverSCP(t, Options{Recursive: true}, []Endpoint{local(filepath.Join(src, "tree"))},
 		remote(h, filepath.Join(far, "up")))
 	if res.Files != 11 {
 		t.Errorf("upload copied %d files, want 11", res.Files)
 	}
-	res = mustCopySCP(t, Options{Recursive: true}, []SCPEndpoint{remote(h, filepath.Join(far, "up"))},
-		localSCP(filepath.Join(back, "down")))
+	res = mustCopyOverSCP(t, Options{Recursive: true}, []Endpoint{remote(h, filepath.Join(far, "up"))},
+		local(filepath.Join(back, "down")))
 	if res.Files != 11 || res.Bytes != 32767+32768+32769+100000+59 {
 		t.Errorf("download copied %d files, %d bytes", res.Files, res.Bytes)
 	}
@@ -112,10 +111,10 @@ func TestCopySCPRoundTrip(t *testing.T) {
 	noTemps(t, back)
 }
 
-// TestCopySCPSessionsAtOnce checks that several sources go over
+// TestSCPSessionsAtOnce checks that several sources go over
 // sessions running at the same time: each remote scp waits until a
 // second one has started.
-func TestCopySCPSessionsAtOnce(t *testing.T) {
+func TestSCPSessionsAtOnce(t *testing.T) {
 	run := realSCP(t)
 	var mu sync.Mutex
 	started := 0
@@ -134,12 +133,12 @@ func TestCopySCPSessionsAtOnce(t *testing.T) {
 		return run(cmd, stdin, stdout, stderr)
 	})
 	src, dst := t.TempDir(), t.TempDir()
-	var srcs []SCPEndpoint
+	var srcs []Endpoint
 	for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
 		write(t, filepath.Join(src, n), n+n)
 		srcs = append(srcs, remote(h, filepath.Join(src, n)))
 	}
-	res := mustCopySCP(t, Options{}, srcs, localSCP(dst))
+	res := mustCopyOverSCP(t, Options{}, srcs, local(dst))
 	select {
 	case <-second:
 	default:
@@ -153,25 +152,25 @@ func TestCopySCPSessionsAtOnce(t *testing.T) {
 	}
 }
 
-func TestCopySCPPattern(t *testing.T) {
+func TestSCPPattern(t *testing.T) {
 	h := scpHost(t, realSCP(t))
 	src, dst := t.TempDir(), t.TempDir()
 	for _, n := range []string{"k1.gz", "k2.gz", "other", "it's.gz"} {
 		write(t, filepath.Join(src, n), n)
 	}
-	mustCopySCP(t, Options{}, []SCPEndpoint{remote(h, filepath.Join(src, "*.gz"))}, localSCP(dst))
+	mustCopyOverSCP(t, Options{}, []Endpoint{remote(h, filepath.Join(src, "*.gz"))}, local(dst))
 	if got := strings.Join(tree(t, dst), " "); got != "it's.gz:it's.gz k1.gz:k1.gz k2.gz:k2.gz" {
 		t.Errorf("target tree %q", got)
 	}
 	// Several matches need a directory to land in.
-	res, err := CopySCP(context.Background(), []SCPEndpoint{remote(h, filepath.Join(src, "k*"))},
-		localSCP(filepath.Join(dst, "single")), Options{})
+	res, err := Copy(context.Background(), []Endpoint{remote(h, filepath.Join(src, "k*"))},
+		local(filepath.Join(dst, "single")), Options{})
 	if err != nil || len(res.Errors) != 1 || !errors.Is(res.Errors[0], ErrNotDirectory) {
-		t.Fatalf("CopySCP of two matches to a file: %v %v", err, res.Errors)
+		t.Fatalf("Copy of two matches to a file: %v %v", err, res.Errors)
 	}
 }
 
-func TestCopySCPSetuidNeedsPreserve(t *testing.T) {
+func TestSCPSetuidNeedsPreserve(t *testing.T) {
 	h := scpHost(t, realSCP(t))
 	src, dst := t.TempDir(), t.TempDir()
 	write(t, filepath.Join(src, "tool"), "#!/bin/sh\n")
@@ -179,23 +178,23 @@ func TestCopySCPSetuidNeedsPreserve(t *testing.T) {
 	if err := os.Chmod(filepath.Join(src, "tool"), 0o755|fs.ModeSetuid); err != nil {
 		t.Fatal(err)
 	}
-	srcs := []SCPEndpoint{remote(h, filepath.Join(src, "tool")), remote(h, filepath.Join(src, "plain"))}
-	res, err := CopySCP(context.Background(), srcs, localSCP(dst), Options{})
+	srcs := []Endpoint{remote(h, filepath.Join(src, "tool")), remote(h, filepath.Join(src, "plain"))}
+	res, err := Copy(context.Background(), srcs, local(dst), Options{})
 	if err != nil || len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), "setuid or setgid bits; refused without -p") {
-		t.Fatalf("CopySCP of a setuid file without -p: %v %v", err, res.Errors)
+		t.Fatalf("Copy of a setuid file without -p: %v %v", err, res.Errors)
 	}
 	if got := strings.Join(tree(t, dst), " "); got != "plain:plain" {
 		t.Errorf("target tree %q", got)
 	}
 	noTemps(t, dst)
 
-	mustCopySCP(t, Options{Preserve: true}, srcs[:1], localSCP(dst))
+	mustCopyOverSCP(t, Options{Preserve: true}, srcs[:1], local(dst))
 	if fi, err := os.Stat(filepath.Join(dst, "tool")); err != nil || fi.Mode() != 0o755|fs.ModeSetuid {
 		t.Fatalf("with -p: %v %v", fi, err)
 	}
 }
 
-func TestCopySCPRemoteErrors(t *testing.T) {
+func TestSCPRemoteErrors(t *testing.T) {
 	h := scpHost(t, realSCP(t))
 	src, dst := t.TempDir(), t.TempDir()
 	write(t, filepath.Join(src, "good"), "good")
@@ -203,11 +202,11 @@ func TestCopySCPRemoteErrors(t *testing.T) {
 
 	// A missing source and a directory without -r are reported; the
 	// other sources still go.
-	srcs := []SCPEndpoint{remote(h, filepath.Join(src, "missing")), remote(h, filepath.Join(src, "adir")),
+	srcs := []Endpoint{remote(h, filepath.Join(src, "missing")), remote(h, filepath.Join(src, "adir")),
 		remote(h, filepath.Join(src, "good"))}
-	res, err := CopySCP(context.Background(), srcs, localSCP(dst), Options{})
+	res, err := Copy(context.Background(), srcs, local(dst), Options{})
 	if err != nil || len(res.Errors) != 2 || res.Files != 1 {
-		t.Fatalf("CopySCP: %v, %d files, errors %v", err, res.Files, res.Errors)
+		t.Fatalf("Copy: %v, %d files, errors %v", err, res.Files, res.Errors)
 	}
 	msgs := res.Errors[0].Error() + "\n" + res.Errors[1].Error()
 	for _, want := range []string{"missing: No such file or directory", "adir: not a regular file"} {
@@ -218,30 +217,30 @@ func TestCopySCPRemoteErrors(t *testing.T) {
 
 	// Several sources to a remote name that is not a directory.
 	write(t, filepath.Join(dst, "afile"), "keep")
-	res, err = CopySCP(context.Background(),
-		[]SCPEndpoint{localSCP(filepath.Join(src, "good")), localSCP(filepath.Join(src, "good"))},
+	res, err = Copy(context.Background(),
+		[]Endpoint{local(filepath.Join(src, "good")), local(filepath.Join(src, "good"))},
 		remote(h, filepath.Join(dst, "afile")), Options{})
 	if err != nil || len(res.Errors) != 2 || !strings.Contains(res.Errors[0].Error(), "afile: Not a directory") {
-		t.Fatalf("CopySCP of two files to a remote file: %v %v", err, res.Errors)
+		t.Fatalf("Copy of two files to a remote file: %v %v", err, res.Errors)
 	}
 	if b, _ := os.ReadFile(filepath.Join(dst, "afile")); string(b) != "keep" {
 		t.Errorf("afile was overwritten: %q", b)
 	}
 
 	// Remote to remote is refused, not tried.
-	res, err = CopySCP(context.Background(), []SCPEndpoint{remote(h, filepath.Join(src, "good"))},
+	res, err = Copy(context.Background(), []Endpoint{remote(h, filepath.Join(src, "good"))},
 		remote(h, filepath.Join(dst, "r2r")), Options{})
 	if err != nil || len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), "needs SFTP") {
-		t.Fatalf("CopySCP remote to remote: %v %v", err, res.Errors)
+		t.Fatalf("Copy remote to remote: %v %v", err, res.Errors)
 	}
 }
 
-func TestCopySCPExecRefused(t *testing.T) {
+func TestSCPExecRefused(t *testing.T) {
 	h := scpHost(t, nil)
-	res, err := CopySCP(context.Background(), []SCPEndpoint{remote(h, "f")}, localSCP(t.TempDir()), Options{})
+	res, err := Copy(context.Background(), []Endpoint{remote(h, "f")}, local(t.TempDir()), Options{})
 	var te *Error
 	if err != nil || len(res.Errors) != 1 || !errors.As(res.Errors[0], &te) || !strings.Contains(te.Hint, "leave out -O") {
-		t.Fatalf("CopySCP from a server that runs no commands: %v %v", err, res.Errors)
+		t.Fatalf("Copy from a server that runs no commands: %v %v", err, res.Errors)
 	}
 }
 
@@ -261,11 +260,11 @@ func hostileSource(out string) execFunc {
 	}
 }
 
-// TestCopySCPRefusesHostileSources has a malicious server answer a
+// TestSCPRefusesHostileSources has a malicious server answer a
 // download with what CVE-2018-20685 and CVE-2019-6111 style attacks send:
 // each must be refused with a clear error, and nothing may appear outside
 // the target, nor in it under a final name.
-func TestCopySCPRefusesHostileSources(t *testing.T) {
+func TestSCPRefusesHostileSources(t *testing.T) {
 	base := t.TempDir()
 	tests := []struct {
 		name      string
@@ -303,13 +302,13 @@ func TestCopySCPRefusesHostileSources(t *testing.T) {
 			if err := os.Mkdir(out, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			res, err := CopySCP(context.Background(), []SCPEndpoint{remote(h, tt.req)}, localSCP(out),
+			res, err := Copy(context.Background(), []Endpoint{remote(h, tt.req)}, local(out),
 				Options{Recursive: tt.recursive})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(res.Errors) == 0 {
-				t.Fatal("CopySCP reported no error")
+				t.Fatal("Copy reported no error")
 			}
 			var all []string
 			for _, e := range res.Errors {
@@ -338,9 +337,9 @@ func prefixAll(prefix string, names []string) []string {
 	return out
 }
 
-// TestCopySCPCancelLeavesNothing interrupts a download in the middle of
+// TestSCPCancelLeavesNothing interrupts a download in the middle of
 // a file: no file may be left under its final name, nor a temporary one.
-func TestCopySCPCancelLeavesNothing(t *testing.T) {
+func TestSCPCancelLeavesNothing(t *testing.T) {
 	h := scpHost(t, func(_ string, stdin io.Reader, stdout, _ io.Writer) int {
 		io.ReadFull(stdin, make([]byte, 1))
 		io.WriteString(stdout, "C0644 1000000 big\n")
@@ -359,35 +358,35 @@ func TestCopySCPCancelLeavesNothing(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	_, err := CopySCP(ctx, []SCPEndpoint{remote(h, "big")}, localSCP(dst), Options{})
+	_, err := Copy(ctx, []Endpoint{remote(h, "big")}, local(dst), Options{})
 	cancel()
 	if !errors.Is(err, context.Canceled) {
-		t.Fatalf("CopySCP = %v, want context.Canceled", err)
+		t.Fatalf("Copy = %v, want context.Canceled", err)
 	}
 	if got := tree(t, dst); len(got) != 0 {
 		t.Errorf("left behind: %q", got)
 	}
 }
 
-// TestCopySCPRefusesOneEntry has the local side refuse one file (a
+// TestSCPRefusesOneEntry has the local side refuse one file (a
 // directory is in its way): the session goes on with the next one.
-func TestCopySCPRefusesOneEntry(t *testing.T) {
+func TestSCPRefusesOneEntry(t *testing.T) {
 	h := scpHost(t, realSCP(t))
 	src, dst := t.TempDir(), t.TempDir()
 	write(t, filepath.Join(src, "d/a/x"), "x")
 	write(t, filepath.Join(src, "d/b/y"), "y")
 	write(t, filepath.Join(dst, "d/a/x/keep"), "keep")
-	res, err := CopySCP(context.Background(), []SCPEndpoint{remote(h, filepath.Join(src, "d"))}, localSCP(dst),
+	res, err := Copy(context.Background(), []Endpoint{remote(h, filepath.Join(src, "d"))}, local(dst),
 		Options{Recursive: true})
 	if err != nil || len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Error(), "x: is a directory") {
-		t.Fatalf("CopySCP: %v %v", err, res.Errors)
+		t.Fatalf("Copy: %v %v", err, res.Errors)
 	}
 	if got := strings.Join(tree(t, dst), " "); got != "d/ d/a/ d/a/x/ d/a/x/keep:keep d/b/ d/b/y:y" {
 		t.Errorf("target tree %q", got)
 	}
 }
 
-func TestCopySCPProgressAndLog(t *testing.T) {
+func TestSCPProgressAndLog(t *testing.T) {
 	h := scpHost(t, realSCP(t))
 	src, dst := t.TempDir(), t.TempDir()
 	write(t, filepath.Join(src, "a"), strings.Repeat("a", 100))
@@ -400,7 +399,7 @@ func TestCopySCPProgressAndLog(t *testing.T) {
 		logged = append(logged, format)
 		mu.Unlock()
 	}}
-	mustCopySCP(t, o, []SCPEndpoint{remote(h, filepath.Join(src, "a")), remote(h, filepath.Join(src, "b"))}, localSCP(dst))
+	mustCopyOverSCP(t, o, []Endpoint{remote(h, filepath.Join(src, "a")), remote(h, filepath.Join(src, "b"))}, local(dst))
 	if p.started == 0 || p.started != p.ended || p.bytes > 150 || p.bytes == 0 {
 		t.Errorf("progress saw %d files started, %d ended, %d bytes", p.started, p.ended, p.bytes)
 	}
@@ -409,7 +408,7 @@ func TestCopySCPProgressAndLog(t *testing.T) {
 	}
 }
 
-// countingProgress counts what it is told; CopySCP must call it from one
+// countingProgress counts what it is told; an scp run must call it from one
 // goroutine at a time.
 type countingProgress struct {
 	started, ended int
@@ -432,18 +431,18 @@ func (p *countingProgress) EndFile() {
 	p.ended++
 }
 
-// TestCopySCPDownloadFinishesLikeCopy has a download's writes fail on
+// TestSCPDownloadFinishesLikeCopy has a download's writes fail on
 // the local end (a full disk, say): the file's previous content stays
 // under its name, no temporary file is left, and the files beside it
 // still arrive, as Copy gives every download.
-func TestCopySCPDownloadFinishesLikeCopy(t *testing.T) {
+func TestSCPDownloadFinishesLikeCopy(t *testing.T) {
 	h := scpHost(t, realSCP(t))
 	src, dst := t.TempDir(), t.TempDir()
 	write(t, filepath.Join(src, "d/big"), strings.Repeat("x", 3<<20))
 	write(t, filepath.Join(src, "d/small"), "small")
 	write(t, filepath.Join(dst, "d/big"), "previous")
-	target := SCPEndpoint{Path: dst, FS: failingFS{failAfter: 1 << 20}}
-	res, err := CopySCP(context.Background(), []SCPEndpoint{remote(h, filepath.Join(src, "d"))}, target,
+	target := Endpoint{failingFS{failAfter: 1 << 20}, dst}
+	res, err := Copy(context.Background(), []Endpoint{remote(h, filepath.Join(src, "d"))}, target,
 		Options{Recursive: true, BufferSize: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
@@ -457,15 +456,15 @@ func TestCopySCPDownloadFinishesLikeCopy(t *testing.T) {
 	noTemps(t, dst)
 }
 
-// TestCopySCPUploadWalksLikeCopy gives an upload a source whose listing
+// TestSCPUploadWalksLikeCopy gives an upload a source whose listing
 // holds a name that is not one path element: the walk Copy uses refuses
 // it, and the remote scp is sent the directory without it.
-func TestCopySCPUploadWalksLikeCopy(t *testing.T) {
+func TestSCPUploadWalksLikeCopy(t *testing.T) {
 	h := scpHost(t, realSCP(t))
 	src, dst := t.TempDir(), t.TempDir()
 	write(t, filepath.Join(src, "d/f"), "f")
-	source := SCPEndpoint{Path: filepath.Join(src, "d"), FS: failingFS{failAfter: -1, names: []string{"../evil"}}}
-	res, err := CopySCP(context.Background(), []SCPEndpoint{source}, remote(h, dst), Options{Recursive: true})
+	source := Endpoint{failingFS{failAfter: -1, names: []string{"../evil"}}, filepath.Join(src, "d")}
+	res, err := Copy(context.Background(), []Endpoint{source}, remote(h, dst), Options{Recursive: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -265,9 +265,9 @@ func (c *copier) copyDirTar(ctx context.Context, src, dst Endpoint, si fs.FileIn
 	if c.opts.Preserve {
 		// -p sets the directories' modes and times once every file is in,
 		// deepest first, with the walk's own (finish).
-		c.addFix(root.dst(), root.info, 0)
+		c.addFix(root.dst(), attrsOf(root.info), 0)
 		for _, d := range p.dirs {
-			c.addFix(d.dst(), d.info, strings.Count(d.rel, "/")+1)
+			c.addFix(d.dst(), attrsOf(d.info), strings.Count(d.rel, "/")+1)
 		}
 	}
 	return true

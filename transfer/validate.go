@@ -42,7 +42,7 @@ func (o Options) Validate() error {
 }
 
 // ValidateSCP is Validate for a copy over the legacy scp protocol
-// (CopySCP), which sends files blind: it cannot hash, list or stat a
+// (an SCP end), which sends files blind: it cannot hash, list or stat a
 // target, nor keep a partial file, and has no tar mode.
 func (o Options) ValidateSCP() error {
 	if err := o.Validate(); err != nil {
