@@ -19,7 +19,7 @@ func TestCopyPathDoesNotImportBench(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
 	const module = "github.com/hpncp/hpncp/"
-	for _, start := range []string{"transfer", "pipeline", "protocol", "window", "sshconn", "internal/recommend", "internal/units"} {
+	for _, start := range []string{"job", "ends", "mirror", "transfer", "pipeline", "protocol", "window", "sshconn", "internal/recommend", "internal/units"} {
 		seen := map[string]bool{}
 		var walk func(pkg string, path []string)
 		walk = func(pkg string, path []string) {
