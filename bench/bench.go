@@ -265,10 +265,10 @@ func (r *Row) countStreams(run Runner) {
 }
 
 func (r *Row) summarize() {
-	r.MBpsSummary = Summarize(r.MBps)
-	r.SecSummary = Summarize(r.Seconds)
+	r.MBpsSummary = summarize(r.MBps)
+	r.SecSummary = summarize(r.Seconds)
 	if len(r.Connect) > 0 {
-		c := Summarize(r.Connect)
+		c := summarize(r.Connect)
 		r.ConnectSummary = &c
 	}
 }

@@ -112,7 +112,7 @@ func (d *Demo) setup(rtt time.Duration, bitsPerSec float64) error {
 	d.wg.Add(1)
 	go d.accept()
 
-	d.Relay, err = StartRelay(d.ln.Addr().String(), rtt, bitsPerSec)
+	d.Relay, err = startRelay(d.ln.Addr().String(), rtt, bitsPerSec)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

@@ -55,9 +55,9 @@ func (l *link) schedule(n int) time.Time {
 	return l.free
 }
 
-// StartRelay listens on 127.0.0.1 and relays each connection to target
+// startRelay listens on 127.0.0.1 and relays each connection to target
 // with the given round-trip time and rate in bits per second (0 for none).
-func StartRelay(target string, rtt time.Duration, bitsPerSec float64) (*Relay, error) {
+func startRelay(target string, rtt time.Duration, bitsPerSec float64) (*Relay, error) {
 	if rtt < 0 || bitsPerSec < 0 {
 		return nil, fmt.Errorf("relay to %s: negative RTT or rate", target)
 	}

@@ -31,9 +31,9 @@ func echoServer(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func startRelay(t *testing.T, target string, rtt time.Duration, bits float64) *Relay {
+func testRelay(t *testing.T, target string, rtt time.Duration, bits float64) *Relay {
 	t.Helper()
-	r, err := StartRelay(target, rtt, bits)
+	r, err := startRelay(target, rtt, bits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func startRelay(t *testing.T, target string, rtt time.Duration, bits float64) *R
 // emulated RTT, not less, and that data arrives intact.
 func TestRelayDelay(t *testing.T) {
 	const rtt = 40 * time.Millisecond
-	r := startRelay(t, echoServer(t), rtt, 0)
+	r := testRelay(t, echoServer(t), rtt, 0)
 	c, err := net.Dial("tcp", r.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestRelayDelay(t *testing.T) {
 // 80 Mbit/s takes at least 0.4 s each way.
 func TestRelayRate(t *testing.T) {
 	const bits = 80e6
-	r := startRelay(t, echoServer(t), 0, bits)
+	r := testRelay(t, echoServer(t), 0, bits)
 	c, err := net.Dial("tcp", r.Addr)
 	if err != nil {
 		t.Fatal(err)

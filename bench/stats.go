@@ -17,8 +17,8 @@ type Summary struct {
 	SD float64 `json:"sd"`
 }
 
-// Summarize returns the summary of xs; the zero Summary for none.
-func Summarize(xs []float64) Summary {
+// summarize returns the summary of xs; the zero Summary for none.
+func summarize(xs []float64) Summary {
 	if len(xs) == 0 {
 		return Summary{}
 	}

@@ -21,7 +21,7 @@ func TestSummarize(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Summarize(tt.in)
+			got := summarize(tt.in)
 			for _, f := range []struct {
 				what      string
 				got, want float64
@@ -30,11 +30,11 @@ func TestSummarize(t *testing.T) {
 				{"avg", got.Avg, tt.want.Avg}, {"sd", got.SD, tt.want.SD},
 			} {
 				if math.Abs(f.got-f.want) > 1e-9 {
-					t.Errorf("Summarize(%v).%s = %g, want %g", tt.in, f.what, f.got, f.want)
+					t.Errorf("summarize(%v).%s = %g, want %g", tt.in, f.what, f.got, f.want)
 				}
 			}
 			if len(tt.in) > 0 && !(got.Min <= got.Median && got.Median <= got.Max) {
-				t.Errorf("Summarize(%v) = %+v: not min ≤ median ≤ max", tt.in, got)
+				t.Errorf("summarize(%v) = %+v: not min ≤ median ≤ max", tt.in, got)
 			}
 		})
 	}
@@ -42,9 +42,9 @@ func TestSummarize(t *testing.T) {
 
 func TestSummarizeKeepsInput(t *testing.T) {
 	in := []float64{3, 1, 2}
-	Summarize(in)
+	summarize(in)
 	if in[0] != 3 || in[1] != 1 || in[2] != 2 {
-		t.Errorf("Summarize reordered its input: %v", in)
+		t.Errorf("summarize reordered its input: %v", in)
 	}
 }
 

@@ -96,7 +96,7 @@ func (rep *Report) connectMedian() (float64, bool) {
 	if len(all) == 0 {
 		return 0, false
 	}
-	return Summarize(all).Median, true
+	return summarize(all).Median, true
 }
 
 // WriteJSON prints rep as one JSON document.

@@ -96,8 +96,8 @@ func joinName(dir, base string) string {
 
 // listers bounds the directory listings, and the requests on
 // directories and links, a run has in flight: enough to hide round trips
-// on a long path (a listing is several of them, and 100 directories at 50
-// ms took 1.4 s 16 at a time), few enough to stay polite to a server,
+// on a long path (a listing is several of them, and a wide tree's level
+// should list in about that time), few enough to stay polite to a server,
 // whose SFTP session answers them one after another anyway.
 const listers = 64
 

@@ -178,9 +178,9 @@ func (o Options) attrCode(s, d *Entry, sending, sumDiffers bool) string {
 // modeBits are the mode bits -p keeps, the engine's.
 const modeBits = transfer.ModeBits
 
-// MakePlan compares the listed source and target and decides every
+// makePlan compares the listed source and target and decides every
 // change, as rsync's generator would.
-func MakePlan(ctx context.Context, src, dst *Tree, srcName string, o Options) *Plan {
+func makePlan(ctx context.Context, src, dst *Tree, srcName string, o Options) *Plan {
 	p := &Plan{Src: src, Dst: dst, SrcName: srcName}
 	o.linkTimes = transfer.CanLchtimes(dst.Root.FS)
 	// The target's listing failing is an error too: a target that lies

@@ -1,7 +1,7 @@
 // Package mirror makes a target tree match a source tree with rsync's
 // semantics: it lists both ends (listTree), decides every change as
 // rsync's generator would, itemized in rsync's --itemize-changes format
-// (MakePlan), and carries the plan out (Plan.Run), the files through the
+// (makePlan), and carries the plan out (Plan.Run), the files through the
 // copy engine (transfer.CopyFiles). hpncp sync is its command line.
 package mirror
 
@@ -79,7 +79,7 @@ func Sync(ctx context.Context, src, dst transfer.Endpoint, name string, contents
 	if d := dt.Entries[name]; d != nil && !root.isDir() && d.isDir() && contents {
 		return nil, &transfer.Error{Op: "sync to", Path: dst.String(), Err: errors.New("is a directory")}
 	}
-	return MakePlan(ctx, st, dt, name, o), nil
+	return makePlan(ctx, st, dt, name, o), nil
 }
 
 // Counts returns the tree's regular files, directories and links.

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/hpncp/hpncp/pipeline/bufpool"
+	"github.com/hpncp/hpncp/internal/bufpool"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/window"
 )
@@ -279,8 +279,7 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 // what they hold now: when a plan stops lanes, the chunks handed out
 // under the larger bound are still out, and a bound that shrank under
 // them held every lane at once until the slowest connection's chunks
-// came in (seen at 100 ms: 30 streams trimmed to 10 moved 2 MB in a
-// second).
+// came in, and the copy all but stopped.
 var (
 	minAhead int64 = 64 << 20  // a variable for the tests
 	maxAhead int64 = 512 << 20 // a variable for the tests
@@ -419,9 +418,8 @@ func (p *parallel) apply(plan window.Plan) {
 // which the plan gave up), else the newest on the connection with the
 // most running lanes. Stopping the newest lanes of all would stop those
 // on the connections opened last, leaving the plan's streams on fewer
-// connections than it says, whose buffers then bind (seen at 100 ms:
-// 32 streams on 8 connections trimmed to 8 left four connections idle);
-// p.mu is held.
+// connections than it says, whose buffers then bind while the others
+// stand idle; p.mu is held.
 func (p *parallel) crowded(conns int) *lane {
 	count := map[int]int{}
 	for _, l := range p.lanes {
@@ -512,16 +510,14 @@ type flight struct {
 // time, and at least hedgeMin, is handed to that lane too, lowest first:
 // the chunks holding the watermark. One loss on a long path halves a
 // connection's window and slows its lanes tenfold; the chunk the spread
-// waits for is then on it, and every other lane stood idle behind it (seen
-// at 100 ms with 0.01 % loss: 2.5 s at 5 MB/s; at 50 ms, with a
-// straggler's time of four usual chunk times, 1.2 s at nothing). Both
-// copies move the same bytes to the same offset; the first to be checked
-// counts, the other is dropped. Second copies are bytes the link carries
-// twice: at most one chunk per four live lanes flies twice at a time.
-// With one per live lane and hedgeFactor 1, a lossless 1 GiB upload at
-// 100 ms sent 206 chunks twice, a fifth of the file; now 1 GiB at 50 ms
-// moves 101.1 MB/s up against 99.0, and 100 ms with 0.01 % loss 53.6 down
-// against 45.6 (stock settings, medians of 3 and 5, side by side).
+// waits for is then on it, and every other lane stands idle behind it
+// for seconds; a straggler's time much longer than twice the usual
+// leaves them idle as long. Both copies move the same bytes to the same
+// offset; the first to be checked counts, the other is dropped. Second
+// copies are bytes the link carries twice: at most one chunk per four
+// live lanes flies twice at a time, since with one per live lane and no
+// wait a lossless copy sent a good share of its file twice (figures in
+// bench/results-design.md).
 const (
 	hedgeFactor = 2
 	hedgeMin    = 50 * time.Millisecond
@@ -589,9 +585,8 @@ func (p *parallel) choose(l *lane) (int64, bool) {
 // to faster lanes: l takes slowFactor times the usual chunk time or more,
 // longer than the copy at its rate so far needs for the chunks not yet
 // handed out, and a lane at most twice as slow as usual is running. A
-// chunk it took would be the last in and would set the end of the copy
-// (seen at 100 ms with 0.01 % loss: the last 1.5 s at 1-3 MB/s, on the
-// lanes of one connection recovering from losses); p.mu is held.
+// chunk it took would be the last in and would set the end of the copy,
+// at the pace of a connection recovering from losses; p.mu is held.
 func (p *parallel) slowAtTail(l *lane) bool {
 	if p.chunkTime == 0 || l.chunkTime < slowFactor*p.chunkTime || p.done <= 0 {
 		return false
@@ -627,10 +622,9 @@ func (p *parallel) fly(off int64, l *lane) {
 // A chunk whose lane a plan stopped is handed out again at once, and
 // not counted against the bound on second copies: the lane finishes it
 // on a connection the plan gave up, as slowly as that goes, and the
-// lanes kept wait behind it (seen at 100 ms: 30 streams on 10
-// connections trimmed to 15 on 5, whose lanes stood 1.5 s at the spread
-// bound while the stopped ones finished their chunks at 3 MB/s, the
-// hedging bound letting three of them be copied again at a time).
+// lanes kept wait behind it at the spread bound; under the bound on
+// second copies only a few of those chunks would be copied again at a
+// time after a large trim.
 func (p *parallel) straggler() (int64, bool) {
 	if p.chunkTime == 0 {
 		return 0, false // no chunk has finished: nothing to judge by
@@ -666,17 +660,13 @@ func (p *parallel) straggler() (int64, bool) {
 // Tail second copies: once every chunk is handed out, the copy ends when
 // the slowest lane has read the chunks queued on it. Each lane keeps its
 // depth of requests in flight, served in order; on a long path with loss
-// the lanes of a connection recovering from one held the last seconds
-// (seen at 100 ms with 0.01 % loss: 64 MB in flight as the last chunk
-// went out, the fast lanes idle within 0.7 s, then 0.8-2.9 s at 2-6
-// MB/s). Where the slow copies can be abandoned (Stream.Abort), a lane
-// with fewer than tailDepth chunks of its own left copies again the chunk
-// handed out last on another connection, the furthest from done of those
-// in flight there: the link is otherwise idle for it. The first copy
-// checked counts; a copy still reading when the last chunk is in is
-// abandoned (Parallel). 1 GiB at 100 ms with 0.01 % loss: the tail, from
-// the goodput's fall below half its peak to the end, 0-0.4 s against
-// 0.8-2.9 s; medians of 10 runs 14.3 s against 16.1 s.
+// the lanes of a connection recovering from one held the last seconds,
+// the fast lanes idle. Where the slow copies can be abandoned
+// (Stream.Abort), a lane with fewer than tailDepth chunks of its own left
+// copies again the chunk handed out last on another connection, the
+// furthest from done of those in flight there: the link is otherwise idle
+// for it. The first copy checked counts; a copy still reading when the
+// last chunk is in is abandoned (Parallel).
 const tailDepth = 2
 
 // tailCopy picks the chunk l should copy again at the tail, as above;
@@ -842,9 +832,7 @@ func (p *parallel) work(l *lane) {
 
 // complete calls Complete once every chunk is copied and no lane is
 // still copying one (a second copy, whose write would land after what
-// Complete starts: 40-50 of a 1 GiB upload's chunks at 100 ms were
-// copied twice while a session's writer could be held, section 4 of
-// docs/DESIGN.md); p.mu is held.
+// Complete starts, section 4 of docs/DESIGN.md); p.mu is held.
 func (p *parallel) complete() {
 	if p.completed || p.o.Complete == nil || p.done != p.total {
 		return

@@ -3,7 +3,7 @@ package protocol
 import (
 	"io/fs"
 
-	"github.com/hpncp/hpncp/pipeline/bufpool"
+	"github.com/hpncp/hpncp/internal/bufpool"
 )
 
 // aheadReader reads a file front to back on a session of its own with

@@ -27,7 +27,7 @@ func (s *SFTP) HardLinked(ctx context.Context, dir string) (map[string]FileID, e
 	if err != nil {
 		return nil, fmt.Errorf("list hard links below %s%s on the server: %w", s.label, dir, err)
 	}
-	ids, err := ParseFileIDs(out)
+	ids, err := parseFileIDs(out)
 	if err != nil {
 		return nil, fmt.Errorf("list hard links below %s%s on the server: %w", s.label, dir, err)
 	}
@@ -41,10 +41,10 @@ func hardLinksCommand(dir string) string {
 	return "find " + PathArg(dir) + " -type f -links +1 -printf '%D %i %P\\0'"
 }
 
-// ParseFileIDs reads find's "-printf '%D %i %P\0'" records: the device,
+// parseFileIDs reads find's "-printf '%D %i %P\0'" records: the device,
 // the inode and a path relative to the directory searched, which must
 // stay below it.
-func ParseFileIDs(out []byte) (map[string]FileID, error) {
+func parseFileIDs(out []byte) (map[string]FileID, error) {
 	ids := map[string]FileID{}
 	for len(out) > 0 {
 		i := bytes.IndexByte(out, 0)

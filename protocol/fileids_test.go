@@ -6,7 +6,7 @@ import (
 )
 
 func TestParseFileIDs(t *testing.T) {
-	ids, err := ParseFileIDs([]byte("64769 1234 a/b c\x0064769 1234 top\x00"))
+	ids, err := parseFileIDs([]byte("64769 1234 a/b c\x0064769 1234 top\x00"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -14,7 +14,7 @@ func TestParseFileIDs(t *testing.T) {
 		t.Fatalf("got %v", ids)
 	}
 	for _, bad := range []string{"1 2 ../x\x00", "1 2 /etc/passwd\x00", "1 2 a/../../x\x00", "x 2 a\x00", "1 2\x00", "1 2 a", "1 2 \x00", "1 2 ./a\x00"} {
-		if _, err := ParseFileIDs([]byte(bad)); err == nil {
+		if _, err := parseFileIDs([]byte(bad)); err == nil {
 			t.Errorf("%q: accepted", bad)
 		}
 	}
@@ -24,7 +24,7 @@ func FuzzParseFileIDs(f *testing.F) {
 	f.Add([]byte("64769 1234 a/b c\x0064769 1234 top\x00"))
 	f.Add([]byte("1 2 ../x\x00"))
 	f.Fuzz(func(t *testing.T, out []byte) {
-		ids, err := ParseFileIDs(out)
+		ids, err := parseFileIDs(out)
 		if err != nil {
 			return
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/internal/sleep"
 )
 
 // dialGap staggers new connections so that sshd's MaxStartups (10:30:100 by
@@ -193,10 +195,10 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 		var best, reuse, spare *pconn
 		live := 0
 		// A stream is placed by the streams a connection carries: the
-		// sessions held for other things leave its buffers to them
-		// (seen at 100 ms: the first connection's temporary file and
-		// its probe counted as two streams, it got one where the others
-		// got three or four, and carried 16 MB/s beside their 26).
+		// sessions held for other things leave its buffers to them.
+		// Counted as streams, the first connection's temporary file and
+		// probe left it one stream where the others got three or four,
+		// and it carried well below its share.
 		held := func(pc *pconn) int {
 			if together {
 				return pc.held
@@ -234,8 +236,8 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 		// and filled its socket buffers, and stayed there; and streams
 		// started on one connection ahead of the others fill the
 		// bottleneck's queue before the others' slow starts end, which
-		// then (cubic's HyStart, seen at 50 ms: cwnd 100 segments beside
-		// 4,900) carry a fraction of their share for seconds.
+		// then, cubic's HyStart ending them early, carry a small
+		// fraction of their share for seconds.
 		if spare != nil && (live < conns || best == nil) {
 			// A connection on standby is up: it is the one to grow to,
 			// without a dial.
@@ -258,10 +260,10 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 		// opening another. The streams it was opened for wait for it
 		// however long it takes; a session for anything else does not
 		// wait for one still waiting for the connections its copy asked
-		// for: at 50 ms that is a dial, nine round trips, and the
-		// temporary files and small files of a tree, which need one
-		// session on any connection, waited half a second behind the
-		// large files' streams.
+		// for, a dial of some nine round trips: the temporary files and
+		// small files of a tree, which need one session on any
+		// connection, would wait that long behind the large files'
+		// streams.
 		if p.dial != nil && p.aheadConns > p.dialing && live+p.dialing < conns {
 			// A connection dialed ahead is up or nearly: taken at
 			// once, without the gap between dials (it was dialed
@@ -443,7 +445,7 @@ func (p *pool) awaitDialTurn(ctx context.Context) (bool, error) {
 	}
 	if wait := time.Until(laterOf(p.lastDial.Add(dialGap), p.nextDial)); wait > 0 {
 		p.mu.Unlock()
-		return true, sleep(ctx, wait)
+		return true, sleep.For(ctx, wait)
 	}
 	return false, nil
 }
@@ -507,9 +509,9 @@ func (p *pool) dialOne(ctx context.Context, reserve bool) {
 		// The connection counts as up before its sessions are: the
 		// streams waiting for the copy's connections (get's barrier)
 		// then start on the sessions of each as they come, not on the
-		// last one's (seen at 100 ms: one connection's OPEN reply held
-		// a round trip behind its VERSION by the server's Nagle, and
-		// every stream waited for it).
+		// last one's: a server's Nagle can hold one connection's OPEN
+		// reply a round trip behind its VERSION, and every stream would
+		// wait for it.
 		p.expectLocked(pc, ready.N, ready.Wait)
 		if reserve {
 			p.logf("opened connection %d, on standby", len(p.conns))
@@ -524,8 +526,8 @@ func (p *pool) dialOne(ctx context.Context, reserve bool) {
 // and keeps the new ones out of the streams' placement until a plan asks
 // for more connections than the others (get). A plan that turns to many
 // connections then finds them up: on a long path a dial is some ten
-// round trips, and six at a time brought a plan of 24 connections up
-// 2-3 s after it asked (100 ms, 0.01 % loss). Like growth, it stops at
+// round trips, a few at a time, and a plan of many connections would
+// wait seconds for them. Like growth, it stops at
 // the first failed dial, and once the pool is closed.
 func (p *pool) standby(conns int) {
 	p.mu.Lock()
@@ -657,17 +659,6 @@ func (p *pool) close() {
 		if pc.owned {
 			_ = pc.c.Close()
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }
 

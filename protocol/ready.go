@@ -39,8 +39,8 @@ func StartReady(conn *ssh.Client, n int, pre *PreOpen) Readying {
 	return Readying{N: n, Wait: func() []ReadySession { return <-ready }}
 }
 
-// ReadyNow is the Readying of sessions already open.
-func ReadyNow(rs []ReadySession) Readying {
+// readyNow is the Readying of sessions already open.
+func readyNow(rs []ReadySession) Readying {
 	return Readying{N: len(rs), Wait: func() []ReadySession { return rs }}
 }
 
@@ -96,9 +96,8 @@ func OpenReady(conn *ssh.Client, n int, pre *PreOpen) []ReadySession {
 		wg.Go(func() {
 			// Decided as INIT goes out, not as the channel is asked
 			// for: the start's stat, which says whether the file may be
-			// opened, is often answered between the two (seen at 100
-			// ms: asked for 100 ms before the answer, INIT sent 150 ms
-			// after it, and each stream spent a round trip on its OPEN).
+			// opened, is often answered between the two, and a stream
+			// decided at the ask spends a round trip on its OPEN.
 			var name string
 			ch, err := startSession(conn, func() [][]byte {
 				if name = pre.name(); name == "" {

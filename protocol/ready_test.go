@@ -56,7 +56,7 @@ func openPreOpenEnd(t *testing.T, content []byte) *preOpenEnd {
 				}
 			}
 			e.mu.Unlock()
-			return c, ReadyNow(rs), nil
+			return c, readyNow(rs), nil
 		}})
 	if err != nil {
 		t.Fatal(err)

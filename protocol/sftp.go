@@ -365,11 +365,10 @@ func (s *SFTP) openStream(ctx context.Context, name string, pflags uint32, conns
 // a relay, a jump host or a proxy the kernel sees only the first hop, and
 // a path taken for a LAN would get one stream. Otherwise the request's
 // round trip, which also holds the server's time to answer, is not taken
-// for the path's: at 100 ms, with the connections dialed ahead
-// authenticating on the server at that moment, it read 128 ms where the
-// kernel had 101, and the first plan wanted six connections where five
-// had been dialed for it; its streams then waited over a second for the
-// sixth.
+// for the path's: with the connections dialed ahead authenticating on
+// the server at that moment, it reads well above the path, the first
+// plan asks for more connections than were dialed for it, and its
+// streams wait a dial for the last.
 func (s *SFTP) RTT() time.Duration {
 	var kernel time.Duration
 	if s.rtt != nil {

@@ -585,9 +585,8 @@ func (s *rawSession) open(name string, pflags uint32) (*rawFile, error) {
 // openAhead opens the existing file name for reading, like open, but
 // where the server's handle for the session's first file is known
 // (guess), it returns at once: the file's first reads then go out behind
-// its OPEN rather than a round trip after it (at 100 ms, a download's
-// streams moved their first bytes at 1.39 s rather than 1.49). Until the
-// reply is in, the file's handle is that guess (rawFile.opening).
+// its OPEN rather than a round trip after it. Until the reply is in,
+// the file's handle is that guess (rawFile.opening).
 func (s *rawSession) openAhead(name string) (*rawFile, error) {
 	if f := s.takePre(name, fxfRead); f != nil {
 		return f, nil

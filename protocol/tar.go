@@ -28,8 +28,8 @@ type TarSupport struct {
 	Version string
 }
 
-// ErrNoExec reports a server that refuses to run commands.
-var ErrNoExec = errors.New("the server runs no commands")
+// errNoExec reports a server that refuses to run commands.
+var errNoExec = errors.New("the server runs no commands")
 
 // tarProbe asks in one command for the compressors and tar's version; it
 // exits 0 whatever is missing, so that the output alone tells.
@@ -47,7 +47,7 @@ func (s *SFTP) TarProbe(ctx context.Context) (TarSupport, error) {
 		return TarSupport{}, fmt.Errorf("probe tar on %s: %w", strings.TrimSuffix(s.label, ":"), err)
 	default:
 		// x/crypto's message would only repeat the probe's text.
-		return TarSupport{}, fmt.Errorf("probe tar on %s: %w", strings.TrimSuffix(s.label, ":"), ErrNoExec)
+		return TarSupport{}, fmt.Errorf("probe tar on %s: %w", strings.TrimSuffix(s.label, ":"), errNoExec)
 	}
 	return parseTarProbe(out), nil
 }
@@ -273,12 +273,11 @@ func (s *SFTP) startTar(ctx context.Context, conn *ssh.Client, cmd, what string)
 // the tar streams' own for the first, and the others in turn on it and
 // on the pool's live connections that have a channel to spare, so that
 // one connection the server's congestion control holds back does not
-// hold back every stream. At 50 ms with stock cubic, a connection whose
-// first round trips met the queue the others built left slow start at
-// a window of 28 segments, and the four streams it carried alone took
-// 4.5 s where they took 1.1 (bench/results-many.md). A stream on another
-// connection takes files from the same download (transfer's feed),
-// so the slow one carries less.
+// hold back every stream: a connection whose first round trips met the
+// queue the others built can leave slow start at a small window, and
+// the streams it carried alone would take several times as long. A
+// stream on another connection takes files from the same download
+// (transfer's feed), so the slow one carries less.
 func (s *SFTP) streamConn(ctx context.Context, n int) *ssh.Client {
 	own := s.tarClient(ctx)
 	if n == 0 || own == nil {

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/sys/cpu"
 
+	"github.com/hpncp/hpncp/internal/sleep"
 	"github.com/hpncp/hpncp/internal/starttrace"
 	"github.com/hpncp/hpncp/internal/vis"
 )
@@ -174,7 +175,7 @@ func (d *Dialer) dial(ctx context.Context, host string, o Options, depth int) (*
 			return nil, err
 		}
 		o.logf("%v; trying again in %s", err, wait.Round(time.Millisecond))
-		if err := sleep(ctx, wait); err != nil {
+		if err := sleep.For(ctx, wait); err != nil {
 			if jump != nil {
 				jump.Close()
 			}
@@ -208,17 +209,6 @@ func droppedError(err error, attempts int, timeout time.Duration) error {
 	n.Err = fmt.Errorf("%w (%d attempts in %s)", e.Err, attempts, timeout)
 	n.Hint = "the server dropped the connection before the key exchange: sshd's MaxStartups or PerSourcePenalties may be limiting new connections; try fewer parallel copies or --connections 1"
 	return &n
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // attempt is one try at a connection, to be over by deadline. dropped
@@ -278,7 +268,7 @@ func (d *Dialer) attempt(ctx context.Context, cfg *Config, o Options, ciphers []
 	if err != nil {
 		conn.Close()
 		he := r.handshakeError(err, addr, timedOut.Load())
-		return nil, KindOf(he) == KindDropped && cfg.ProxyCommand == "", he
+		return nil, kindOf(he) == KindDropped && cfg.ProxyCommand == "", he
 	}
 
 	c := &Client{

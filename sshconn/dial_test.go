@@ -384,7 +384,7 @@ func TestErrorKinds(t *testing.T) {
 			if err == nil {
 				c.Close()
 			}
-			if got := KindOf(err); got != tc.want || (tc.want == KindOther) != (err == nil) {
+			if got := kindOf(err); got != tc.want || (tc.want == KindOther) != (err == nil) {
 				t.Fatalf("err = %v, kind %v, want %v", err, got, tc.want)
 			}
 			if err != nil && !errors.Is(err, tc.want) {

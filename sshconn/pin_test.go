@@ -144,8 +144,8 @@ func checkPinRefusal(t *testing.T, err error, key ssh.PublicKey) {
 	if err == nil {
 		t.Fatal("a connection presenting another host key was accepted")
 	}
-	if KindOf(err) != KindHostKey {
-		t.Errorf("error %v: kind %v, want KindHostKey", err, KindOf(err))
+	if kindOf(err) != KindHostKey {
+		t.Errorf("error %v: kind %v, want KindHostKey", err, kindOf(err))
 	}
 	for _, s := range []string{"host key verification failed", ssh.FingerprintSHA256(key)} {
 		if !strings.Contains(err.Error(), s) {
@@ -278,7 +278,7 @@ func TestPinnedKeyRevoked(t *testing.T) {
 	c.Close()
 	e.writeKnownHosts(knownLine("@revoked *", srv.hostKey.PublicKey()))
 	_, err = d.Dial(context.Background(), "target")
-	if err == nil || KindOf(err) != KindHostKey || !strings.Contains(err.Error(), "revoked") {
+	if err == nil || kindOf(err) != KindHostKey || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("err = %v, want the revoked key refused", err)
 	}
 }
@@ -348,7 +348,7 @@ func TestDeclinedKeyAskedOnce(t *testing.T) {
 			p := &fakePrompter{lines: []string{"no", "yes"}}
 			errs := dialBoth(t, NewDialer(e.options(p)), order == "concurrent")
 			for _, err := range errs {
-				if err == nil || KindOf(err) != KindHostKey {
+				if err == nil || kindOf(err) != KindHostKey {
 					t.Errorf("err = %v, want the host key refused", err)
 				}
 			}

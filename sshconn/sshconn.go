@@ -188,8 +188,8 @@ func (k Kind) Error() string {
 	return "connection failed"
 }
 
-// KindOf returns the Kind of err's *Error, KindOther when it has none.
-func KindOf(err error) Kind {
+// kindOf returns the Kind of err's *Error, KindOther when it has none.
+func kindOf(err error) Kind {
 	if e, ok := asError(err); ok {
 		return e.Kind
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/hpncp/hpncp/internal/sleep"
 )
 
 // A connection dialed ahead for an upload waits several round trips
@@ -15,19 +17,16 @@ import (
 // growing the window: it keeps a part of it in flight with padding, which
 // TCP counts as use (a window grows in slow start only while the sender
 // fills half of it). The padding is global requests without a reply,
-// which servers ignore (RFC 4254 section 4). 1 GiB up at 100 ms on stock
-// buffers, five connections: windows of about 500 segments when the
-// first write went out, for 500-1000 KB of padding on each; at link
-// speed 0.3 s sooner than without padding when it filled 0.8 of the
-// window, and a round trip sooner again now.
+// which servers ignore (RFC 4254 section 4). A warmed connection's first
+// write goes out into a window tens of times TCP's initial one, and an
+// upload on a long path reaches link speed a good part of a second
+// sooner.
 const (
 	// warmShare is the part of the window the padding fills: all of it,
-	// never more. In slow start the window then doubles each round trip
-	// (0.8 of it grew it 1.8 times); the requests that set the copy up
-	// find no padding queued before them, only a window opening with
-	// each acknowledgment. 1 GiB up at 100 ms: windows of about 500
-	// segments at the first write against 250, and the copy at link
-	// speed a round trip sooner (server-side captures).
+	// never more. In slow start the window then doubles each round trip,
+	// where filling less of it grows it by less; the requests that set
+	// the copy up find no padding queued before them, only a window
+	// opening with each acknowledgment.
 	warmShare = 1.0
 	// warmData is how many bytes beyond the padding the connection sends
 	// before Warm takes it for the copy's data and stops.
@@ -43,10 +42,10 @@ const (
 	ssthreshInfinite = 0x7fffffff
 	// warmBudget bounds a connection's padding: growing a window takes
 	// about twice the window in padding, and this one grows it to about
-	// 500 KiB, six doublings from where TCP starts. A 1 GiB upload at 100
-	// ms sent 300 KiB before its data flowed; a tree's connections, idle
-	// for nine round trips at 50 ms, sent 6 MiB each without it, to windows
-	// as large as their send buffers.
+	// 500 KiB, six doublings from where TCP starts. A large upload's data
+	// flows before the budget is spent; a tree's connections, idle for
+	// many round trips before their first file, would without it pad
+	// all that time, to windows as large as their send buffers.
 	warmBudget = 1 << 20
 	// warmMinRTT is the shortest path worth warming: below it slow start
 	// is over in a few milliseconds anyway, and on loopback the window,
@@ -97,7 +96,7 @@ func (c *Client) warm(ctx context.Context, most, shortest time.Duration) (WarmRe
 			_, _, err := c.SendRequest(warmRequestName, false, pad[:n])
 			return err
 		},
-		sleep:    sleep,
+		sleep:    sleep.For,
 		now:      time.Now,
 		shortest: shortest,
 	}

@@ -36,10 +36,9 @@ var (
 	_ modeMkdirer   = Local{}
 	_ umaskProber   = (*protocol.SFTP)(nil)
 
-	// Listings and sums done by the server (fs.go, verify.go); loop.go
-	// asserts its linkReader beside it.
+	// Listings and sums done by the server (fs.go, verify.go).
 	_ contextDirReader = (*protocol.SFTP)(nil)
-	_ Summer           = (*protocol.SFTP)(nil)
+	_ summer           = (*protocol.SFTP)(nil)
 
 	// Links and owners kept as they are (links.go).
 	_ LinkReader = Local{}

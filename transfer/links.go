@@ -249,17 +249,7 @@ func (c *copier) copySymlink(ctx context.Context, src, dst Endpoint, rel string)
 
 // goSymlink makes dst a copy of the link src in a job of its own.
 func (c *copier) goSymlink(ctx context.Context, src, dst Endpoint) {
-	if c.files.Acquire(ctx) != nil {
-		return
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		defer c.files.Release()
-		if err := c.makeSymlink(src, dst); err != nil {
-			c.failFile(src, err)
-		}
-	}()
+	c.goFileJob(ctx, src, func() error { return c.makeSymlink(src, dst) })
 }
 
 // makeSymlink makes dst a symbolic link with the target of the link src.

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path"
 	"sync"
-
-	"github.com/hpncp/hpncp/protocol"
 )
 
 // scp -r follows symbolic links to directories, and so does hpncp. A link
@@ -21,8 +19,8 @@ import (
 // known by the path the server resolves it to (REALPATH), asked only of
 // directories reached through a link, since a loop needs one.
 
-// ErrDirLoop says a directory is one of the directories that hold it.
-var ErrDirLoop = errors.New("directory loop")
+// errDirLoop says a directory is one of the directories that hold it.
+var errDirLoop = errors.New("directory loop")
 
 // walkDir is a directory on the walk's current path, linked to the one
 // that holds it.
@@ -78,7 +76,7 @@ func (d *walkDir) loop() error {
 
 func loopError(d, a *walkDir) error {
 	return &Error{Op: "copy", Path: d.at.String(),
-		Err:  fmt.Errorf("%w: it leads back to %s", ErrDirLoop, a.at),
+		Err:  fmt.Errorf("%w: it leads back to %s", errDirLoop, a.at),
 		Hint: "a symbolic link points to a directory that holds it; it was not followed, the rest was copied"}
 }
 
@@ -109,7 +107,7 @@ func (d *walkDir) resolve() string {
 		return cleanOrEmpty(p, err)
 	}
 	up := d.up.canonical()
-	r, ok := d.at.FS.(linkReader)
+	r, ok := d.at.FS.(LinkReader)
 	if up == "" || !ok || p != path.Join(up, d.at.FS.Base(d.at.Path)) {
 		return p
 	}
@@ -129,10 +127,3 @@ func cleanOrEmpty(p string, err error) string {
 	}
 	return path.Clean(p)
 }
-
-// linkReader is an end that reads symbolic links (protocol.SFTP).
-type linkReader interface {
-	ReadLink(name string) (string, error)
-}
-
-var _ linkReader = (*protocol.SFTP)(nil)

@@ -55,7 +55,7 @@ func loopErrors(t *testing.T, errs []error, label, d string, want ...string) {
 	t.Helper()
 	var got []string
 	for _, err := range errs {
-		if !errors.Is(err, ErrDirLoop) {
+		if !errors.Is(err, errDirLoop) {
 			t.Errorf("unexpected error: %v", err)
 			continue
 		}

@@ -88,8 +88,8 @@ func (c *copier) parallelOK(src, dst FS, size int64) bool {
 // dst's end can (attrSetter), the mode and times final gives are set in
 // the same round trip, before the stat, and returned as applied: the
 // file's bytes are all there, and the rename follows the size check with
-// no round trip between (1 GiB up at 100 ms: three round trips after the
-// last write's reply, now two).
+// no round trip between: two round trips after the last write's reply
+// rather than three.
 func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64, part *partial, prog Progress, final func() fileAttrs) (int64, fs.FileInfo, *fileAttrs, error) {
 	p := c.opts.Parallel
 	r := src.FS.(streamReader)

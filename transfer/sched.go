@@ -34,21 +34,18 @@ const (
 	remoteStreams = 4
 	// parallelFiles bounds files on the parallel pipeline, each of which
 	// takes as many streams as its window controller plans: several keep
-	// the path busy while another sets up or finishes. With a tree's
-	// connections dialed at its start, three did better than two on
-	// downloads at 50 ms on stock TCP settings (bench/many.sh's tree,
-	// medians of 10 and 6 in two runs, each order once: 1,000 files 2.36
-	// and 2.40 s against 2.60 and 2.76; 10,000 files 3.09 and 3.09
-	// against 3.68 and 3.03), five no better than three (2.27 and 2.46;
-	// 3.09 and 3.38).
+	// the path busy while another sets up or finishes. Three: with a
+	// tree's connections dialed at its start, two leave the path idle
+	// while one of them starts or ends, and more than three only split
+	// the same streams (bench/results-design.md).
 	parallelFiles = 3
 	// uploadParallelFiles is parallelFiles for uploads. Each file costs
 	// about a dozen round trips around its bytes (create, open the
 	// streams, close, stat, chmod, rename), and a lone file's plan runs
-	// on what the window guessed: at 50 ms on stock TCP settings, the
-	// five 10 MiB files of bench/many.sh's tree took 2.9-3.0 s five at a
-	// time, their first plans split between them (window's Share), and
-	// 3.4-3.5 s two at a time with a whole plan each.
+	// on what the window guessed: side by side, the files hide one
+	// another's round trips, their first plans split between them
+	// (window's Share), which costs less than a whole plan each two at a
+	// time.
 	uploadParallelFiles = 5
 
 	localFiles = 4
@@ -160,10 +157,11 @@ func (c *copier) goDir(ctx context.Context, src, dst Endpoint, si fs.FileInfo, r
 	}()
 }
 
-// goFile copies a regular file in a job of its own once one of the
-// slots for files is free. fresh says dst's directory was created by
-// this run, so dst cannot exist.
-func (c *copier) goFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo, fresh bool) {
+// goFileJob runs job in a goroutine of its own once one of the slots
+// for files is free, holding the slot until job returns; the error job
+// returns fails the file src. Regular files and symbolic links share
+// these slots.
+func (c *copier) goFileJob(ctx context.Context, src Endpoint, job func() error) {
 	if c.files.Acquire(ctx) != nil {
 		return
 	}
@@ -171,16 +169,26 @@ func (c *copier) goFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo, 
 	go func() {
 		defer c.wg.Done()
 		defer c.files.Release()
-		if err := c.copyFile(ctx, src, dst, si, fresh); err != nil {
-			if noSpace(err) && ctx.Err() == nil {
-				c.mu.Lock()
-				c.retries = append(c.retries, retry{src, dst, si, err})
-				c.mu.Unlock()
-				return
-			}
+		if err := job(); err != nil {
 			c.failFile(src, err)
 		}
 	}()
+}
+
+// goFile copies a regular file in a job of its own. fresh says dst's
+// directory was created by this run, so dst cannot exist. A file that
+// failed for want of space is kept to be tried again alone (retryAlone).
+func (c *copier) goFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo, fresh bool) {
+	c.goFileJob(ctx, src, func() error {
+		err := c.copyFile(ctx, src, dst, si, fresh)
+		if err != nil && noSpace(err) && ctx.Err() == nil {
+			c.mu.Lock()
+			c.retries = append(c.retries, retry{src, dst, si, err})
+			c.mu.Unlock()
+			return nil
+		}
+		return err
+	})
 }
 
 // retry is a file that failed for want of space while others were in

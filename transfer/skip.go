@@ -22,7 +22,7 @@ const (
 	SkipQuick
 	// SkipChecksum skips a file whose target has the same size and the
 	// same SHA-256 (--checksum). It reads both ends, or asks an end that
-	// is a Summer for the hash.
+	// is a summer for the hash.
 	SkipChecksum
 	// SkipExisting skips every file whose target exists, whatever its
 	// content (--ignore-existing).

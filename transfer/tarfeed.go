@@ -11,11 +11,10 @@ import (
 // them in, rather than cut into one batch per stream beforehand: a
 // stream is sent names while what it was sent before is arriving, so
 // that a stream on a connection the server's congestion control holds
-// back carries less, and the others carry the rest. At 50 ms on stock
-// cubic, one connection in about four runs left slow start at a window
-// of 28 segments because its first round trips met the queue the other
-// connections had built; with fixed batches its streams took 4.5 s where
-// they took 1.1 (bench/results-many.md).
+// back carries less, and the others carry the rest. A connection whose
+// first round trips meet the queue the others built can leave slow
+// start at a small window, and with fixed batches its streams would set
+// the end of the copy at several times its length.
 
 const (
 	// feedStart is what a stream is handed before anything arrived.

@@ -352,10 +352,8 @@ func flatten(n *tarNode, dirs, files *[]*tarNode) {
 // tarFilesPerStream files or tarBytesPerStream bytes, whichever asks for
 // more, up to defaultTarStreams. Each stream costs a command on the
 // server, whose login shell may take a good part of a second to start,
-// and its CPU (root's ~/.bashrc here: 0.4 s): at 50 ms on stock TCP
-// settings (bench/many.sh) 1,000 files of 4 KiB went in 2.72 s up and
-// 2.85 s down on one stream, 2.80 and 3.02 on four; 10,000 went in 3.38 s
-// and 3.20 s on four, 3.48 and 3.29 on two and 3.92 and 3.50 on one.
+// and its CPU: a thousand small files go faster on one stream than on
+// four, ten thousand faster on four than on one or two.
 const (
 	tarFilesPerStream = 2500
 	tarBytesPerStream = 16 << 20
@@ -365,9 +363,8 @@ const (
 // without --tar-streams, where they are enough for that many
 // (tarStreamFiles each): its streams take their files from one feed
 // (tarfeed.go), so that a second connection carries what a first the
-// server's congestion control held back cannot. At 50 ms on stock cubic,
-// 10 alternating runs each: 1,000 files 2.19-2.70 s on two streams
-// against 2.20-3.37 s on one, 2,000 files 2.23-3.02 s against 2.27-3.27 s.
+// server's congestion control held back cannot: two streams cut the
+// slow runs a single stream has when cubic backs off.
 const minDownloadStreams = 2
 
 // tarStreamsFor is how many streams the small files should take: asked,

@@ -11,20 +11,20 @@ import (
 	"io"
 )
 
-// Summer is an end that can hash one of its files where it lives, without
+// summer is an end that can hash one of its files where it lives, without
 // sending the bytes: a remote end running sha256sum or shasum -a 256.
 // Ends that are not Summers, or whose Sum256 fails, are read back instead.
-type Summer interface {
+type summer interface {
 	Sum256(ctx context.Context, name string) ([]byte, error)
 }
 
-// ErrChecksumMismatch is the cause of a --verify failure: the written file
+// errChecksumMismatch is the cause of a --verify failure: the written file
 // does not hold what was read from the source.
-var ErrChecksumMismatch = errors.New("checksum mismatch")
+var errChecksumMismatch = errors.New("checksum mismatch")
 
 // sum256 returns the SHA-256 of the file at e.
 func sum256(ctx context.Context, e Endpoint) ([]byte, error) {
-	if s, ok := e.FS.(Summer); ok {
+	if s, ok := e.FS.(summer); ok {
 		if sum, err := s.Sum256(ctx, e.Path); err == nil && len(sum) == sha256.Size {
 			return sum, nil
 		}
@@ -89,7 +89,7 @@ func verify(ctx context.Context, src, dst, tmp Endpoint, srcSum []byte) (string,
 	}
 	if !bytes.Equal(srcSum, got) {
 		return "", &Error{Op: "verify", Path: dst.String(),
-			Err:  fmt.Errorf("%w: source sha256 %x, written file %x", ErrChecksumMismatch, srcSum, got),
+			Err:  fmt.Errorf("%w: source sha256 %x, written file %x", errChecksumMismatch, srcSum, got),
 			Hint: "the written file was removed and the target left as it was; check the target's disk and run the copy again"}
 	}
 	return hex.EncodeToString(got), nil

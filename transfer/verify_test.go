@@ -89,7 +89,7 @@ func TestVerify(t *testing.T) {
 				t.Errorf("temporary files left: %q", leftovers)
 			}
 			if tt.wantErr {
-				if len(res.Errors) != 1 || !errors.Is(res.Errors[0], ErrChecksumMismatch) {
+				if len(res.Errors) != 1 || !errors.Is(res.Errors[0], errChecksumMismatch) {
 					t.Fatalf("errors = %v, want a checksum mismatch", res.Errors)
 				}
 				if string(got) != "previous" {

@@ -47,8 +47,8 @@
 //     alone beyond (on a longer path, or where TCP_INFO says congestion
 //     control held the connections, a connection adds a flow): what a connection
 //     adds on a LAN is a core's worth of crypto, and connections beyond
-//     the cores only contend for them (measured on a 2-core loopback: 8
-//     connections slower than 2). A probe is kept when it raises goodput by
+//     the cores only contend for them and carry less. A probe is kept
+//     when it raises goodput by
 //     more than 10 %, and the next probe starts from it. No probe runs
 //     from a plan whose round trips are 10 % or more above the path's own
 //     (at 5 ms and more): the streams' windows bound what is in flight, so
@@ -102,9 +102,9 @@ import (
 	"github.com/hpncp/hpncp/internal/units"
 )
 
-// DefaultChannelWindow is the channel window of stock OpenSSH
+// defaultChannelWindow is the channel window of stock OpenSSH
 // (CHAN_SES_WINDOW_DEFAULT) and of golang.org/x/crypto/ssh.
-const DefaultChannelWindow = 2 << 20
+const defaultChannelWindow = 2 << 20
 
 // DefaultMaxConns is Config.MaxConns's default.
 const DefaultMaxConns = 16
@@ -114,16 +114,15 @@ const (
 	defaultStreamsPerConn = 4
 	// Sixteen connections: on a long path with a little loss each cubic
 	// connection spends most of its time recovering from the last loss,
-	// and TCP itself needs about 16 to fill the path (iperf3 at 100 ms,
-	// 0.01 % loss: 102 MB/s with 16 connections, 74 with 8). Probes
-	// reach them only while goodput rises.
+	// and TCP itself needs about 16 to fill the path: with 8, even plain
+	// TCP leaves it part empty. Probes reach them only while goodput
+	// rises.
 	defaultMaxConns = DefaultMaxConns
-	// A lossy path's plan takes more: sixteen cubic connections at
-	// 100 ms and 0.01 % loss carried 110-120 MB/s for a few seconds and
-	// then, each loss cutting one for seconds, fell to 65-80 within a
-	// 1 GiB download; twenty-four stayed at 105-120 (1 GiB in 12.6-12.9 s
-	// against 14.0-14.6, stock Debian TCP on both ends, alternating
-	// runs), and thirty-two did no better than twenty-four.
+	// A lossy path's plan takes more: each loss cuts one cubic
+	// connection for seconds, so sixteen fill the path only until the
+	// losses start, where twenty-four keep it full through a large copy;
+	// thirty-two gain nothing over twenty-four (figures in
+	// bench/results-design.md).
 	defaultLossyConns = 24
 
 	// guessRate is the link rate assumed before any measurement (1 Gbit/s):
@@ -141,9 +140,9 @@ const (
 	// as long as it must stay up, before the controller probes again: a
 	// loss on one of the sender's connections (a download's sender is the
 	// server, whose cubic halves its window) dips the goodput for a second
-	// or two, and the probe's extra connections then filled the very
-	// queue that had overflowed (seen at 100 ms: 114 MiB/s, two intervals
-	// at 89, then 30 streams on 10 connections at 54-72 MiB/s for 1.5 s).
+	// or two, and the probe's extra connections then fill the very
+	// queue that had overflowed, and carry less than the plan they were
+	// added to.
 	fallSamples = 2 * measureSamples
 
 	// New connections need TCP, key exchange, auth, channel and SFTP set-up
@@ -182,7 +181,7 @@ type Config struct {
 	// still gain a core at the far end.
 	Cores int
 	// ChannelWindow is the flow-control window of one channel in bytes
-	// (default DefaultChannelWindow).
+	// (default defaultChannelWindow).
 	ChannelWindow int64
 	// Fixed, when above zero, fixes the stream count (--streams N): the
 	// controller then only reports goodput and RTT, ignoring the bounds
@@ -283,11 +282,10 @@ type Plan struct {
 	// them: set at the first plan's first interval with a loss on a
 	// route where a lossy plan (LossyConns, above MaxConns) could
 	// follow. That plan comes an interval later, and its connections,
-	// dialed only then, took 2-3 s to come up at 100 ms (six dials at a
-	// time, some ten round trips each). Dialed at the copy's start
-	// instead, on every long path, their handshakes slowed the first
-	// plan's slow starts: 1 GiB down at 100 ms without loss 93.7 MB/s
-	// against 95.0, medians of 5 side by side on the 2-core lab.
+	// dialed only then, take seconds to come up on a long path (a few
+	// dials at a time, some ten round trips each). Dialed at the copy's
+	// start on every long path instead, their handshakes would slow the
+	// first plan's slow starts on the paths that see no loss.
 	Standby int
 }
 
@@ -335,9 +333,9 @@ type Controller struct {
 	// measured: its base was measured while the connections were still
 	// coming down from their slow starts' windows to what the loss
 	// allows, and the probe's new connections' slow starts into the full
-	// link can overflow its queue (seen at 100 ms: 16 connections at
-	// 5 MiB/s for a second); with the fewer connections, the copy then
-	// ran at half the rate.
+	// link can overflow its queue and crawl for a second; kept with the
+	// fewer connections, the copy would run well below what the path
+	// carries.
 	baseLossy, probeLossy bool
 	lossRun               int     // lossyStart's intervals with loss in a row
 	standby               int     // Plan.Standby
@@ -378,7 +376,7 @@ func New(cfg Config) *Controller {
 	}
 	cfg.LossyConns = max(cfg.LossyConns, cfg.MaxConns)
 	if cfg.ChannelWindow <= 0 {
-		cfg.ChannelWindow = DefaultChannelWindow
+		cfg.ChannelWindow = defaultChannelWindow
 	}
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = defaultMaxStreams
@@ -423,9 +421,8 @@ func (c *Controller) Start(rtt time.Duration) Plan {
 		// the connections it needs at once, each with the channels that
 		// fill its buffers. Their slow starts then run side by side;
 		// connections added by probes later start into a queue the
-		// others keep, and cubic's HyStart leaves them at a fraction of
-		// their share for seconds (seen at 100 ms: cwnd 100 segments
-		// beside 5,600).
+		// others keep, and cubic's HyStart leaves them at a small
+		// fraction of their share for seconds.
 		conns = n
 		streams = max(streams, n*(c.connStreams()+1))
 	}
@@ -455,9 +452,8 @@ const connHeadroom = 1.25
 // move for the start to open more connections for it: a connection
 // costs about ten round trips (TCP, key exchange, auth, channels, slow
 // start) before it carries its share, and what moves in a few dozen
-// round trips is better left to the connections there are (a tree's five
-// 10 MiB files at 50 ms took a second longer over connections opened
-// for them).
+// round trips is better left to the connections there are: by the time
+// a new connection carries its share, the copy is over.
 const connsWorth = 20
 
 // bufferConns is how many connections the start needs for the guessed
@@ -663,9 +659,8 @@ func (c *Controller) accept(sh shape, rate float64) {
 // windows bound what is in flight, so a queue forms only once they hold
 // more than the link carries in a round trip: the link is full, and
 // neither more windows nor more connections can carry more. Probing then
-// would only deepen the queue until the router drops (measured at 100 ms:
-// 16 streams where 8 filled the link, 4 s at 20 % less goodput and
-// thousands of drops). Below queueMinRTT the test is left out: there a
+// would only deepen the queue until the router drops, and the drops cost
+// goodput for seconds. Below queueMinRTT the test is left out: there a
 // millisecond of buffering is a large share of the round trip, and the
 // CPU, which connections add, is the limit.
 func (c *Controller) queued() bool { return c.queuedAt(c.baseRTT) }
@@ -710,8 +705,7 @@ func (c *Controller) probeNext() {
 		// Never below the windows that fill the connections' buffers, as
 		// many as the start gives each: fewer leave a connection waiting
 		// on its windows, and where buffers bind, they, not the windows,
-		// bound the queue (at 50 ms, 18 streams on 5 connections trimmed
-		// to 10 lost a fifth of the goodput).
+		// bound the queue, and trimming below them costs goodput.
 		if n := c.connStreams(); n > 0 {
 			need = max(need, c.base.conns*(n+1))
 		}
@@ -783,8 +777,8 @@ func (c *Controller) candidates() []shape {
 	lan := c.minRTT > 0 && c.minRTT < queueMinRTT
 	if c.lossyPath() && b.conns < c.cfg.LossyConns {
 		// Each connection's congestion control holds it to what the
-		// loss rate allows (cubic at 100 ms and 0.01 % loss: about 3 MB/s
-		// once the first losses are past), so only more connections
+		// loss rate allows, a small share of the path once the first
+		// losses are past, so only more connections
 		// carry more, and doubling them a probe at a time spends seconds
 		// per step: open them all at once.
 		return []shape{c.normalize(shape{limit, c.cfg.LossyConns})}
@@ -812,10 +806,8 @@ const bufferShare = 0.85
 // held neither by their congestion windows nor by loss, and base, bound
 // by its connections' buffers, carried well short of what they allow per
 // round trip: the path, full, holds it, not the buffers. More
-// connections then only start slow starts into the full link's queue
-// (seen at 100 ms: five more beside five that carried 119 MB/s
-// overflowed it, the goodput fell to 46 MB/s, and the trim back cost a
-// second; 1 GiB in 12.3-12.9 s against 11.5).
+// connections then only start slow starts into the full link's queue,
+// overflow it, and cost more in the trim back than they could gain.
 func (c *Controller) pathHolds(sh shape) bool {
 	if !c.baseTold || c.baseCongested || !c.buffersBind(sh) || c.minRTT <= 0 {
 		return false
@@ -931,11 +923,11 @@ const lossyInFlight = 2
 // lossyInFlight times the bandwidth-delay product measured, at least an
 // eighth of a window. There the plan's connections are many because each
 // carries only what its congestion window, cut by the losses, allows, not
-// because more must be in flight: 32 streams of a window each kept 64 MB
-// in flight on a path of 12 MB (100 ms, 0.01 % loss), queued at the
-// server behind the slow connections' windows. A chunk waited there 2-6 s,
-// the copy's watermark trailed by 300 MB, and the spread bound stopped
-// every lane until those chunks were copied again.
+// because more must be in flight: a window for each of them keeps
+// several times the path's bandwidth-delay product in flight, queued at
+// the server behind the slow connections' windows. Chunks wait there for
+// seconds, the copy's watermark trails far behind, and the spread bound
+// stops every lane until those chunks are copied again.
 func (c *Controller) inFlightPerStream() int64 {
 	w := c.cfg.ChannelWindow
 	if !c.lossyPath() || c.baseRate <= 0 || c.minRTT <= 0 || c.cur.streams <= 0 {
@@ -1005,8 +997,8 @@ func (c *Controller) lossyRoute(rtt float64) bool {
 // lossyEarly is how many intervals in a row in which a connection lost
 // segments tell, from when the first plan's streams run, that the path
 // is lossy: its connections then open at once, without waiting for the
-// new connections' settling and a measurement (2.5 s at 100 ms, a
-// fifth of a 1 GiB copy).
+// new connections' settling and a measurement, seconds on a long path
+// and a good share of a large copy.
 const lossyEarly = 2
 
 // lossyStart counts the first plan's intervals that saw loss, and once

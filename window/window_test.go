@@ -9,7 +9,7 @@ import (
 const (
 	mbit = 1e6 / 8 // bytes per second
 	gbit = 1e9 / 8
-	w    = DefaultChannelWindow
+	w    = defaultChannelWindow
 )
 
 // link is a simulated path: goodput is the smallest of the link rate, the
@@ -589,7 +589,7 @@ func TestNoProbeNearTheEnd(t *testing.T) {
 		c := New(Config{})
 		p := c.Start(rtt)
 		// Window-limited goodput: the streams' windows over the round trip.
-		rate := float64(p.Streams) * DefaultChannelWindow / rtt.Seconds() * 0.9
+		rate := float64(p.Streams) * defaultChannelWindow / rtt.Seconds() * 0.9
 		// Until the first decision: the start's set-up settles, then
 		// measureSamples intervals measure it.
 		for i := 0; i < 20 && strings.HasPrefix(p.Reason, "start"); i++ {

@@ -235,8 +235,8 @@ func forward(ctx context.Context, pipes []*pipe, stderr io.Writer) error {
 
 // autoTick is the default batching interval: 1 % of the RTT, which keeps
 // the timing error of a batched packet within the noise of any measurement
-// while cutting wake-ups, each of which costs about 25 µs of CPU in a VM
-// (measured here). Below 100 µs batching would add sleeps rather than save
+// while cutting wake-ups, each of which costs tens of µs of CPU in a VM.
+// Below 100 µs batching would add sleeps rather than save
 // them (a sleep overshoots by ~40 µs anyway), so short RTTs get exact
 // per-packet timing; past 1 ms the savings are small.
 func autoTick(rtt time.Duration) time.Duration {

@@ -48,14 +48,13 @@ type counters struct {
 // to dst when its time comes.
 //
 // One OS thread does all of it, blocked in ppoll(2) on src with a timeout
-// at the next departure. Handing packets from a reader goroutine to a
-// releaser goroutine was measured here first: every idle-to-busy hand-off
-// costs a cross-thread wake-up (median 80 µs, up to 400 µs in this VM) and
-// Go's timers wake at best 100-150 µs late, which put 0.4 ms of extra
-// delay on each direction. With one thread per direction an idle packet
-// costs one wake-up on arrival and one timer expiry on departure. Under
-// load the wake-ups themselves are the cost (about 25 µs of CPU per timed
-// sleep in this VM), hence the tick: see run.
+// at the next departure, rather than a reader goroutine handing packets
+// to a releaser: every idle-to-busy hand-off between goroutines costs a
+// cross-thread wake-up, and Go's timers wake late, which together add
+// delay a WAN emulator must not add. With one thread per direction an
+// idle packet costs one wake-up on arrival and one timer expiry on
+// departure. Under load the wake-ups themselves are the cost, hence the
+// tick: see run.
 //
 // Packets are stored back to back in one arena rather than in fixed-size
 // slots so that memory follows bytes, not packet counts: a delay line full

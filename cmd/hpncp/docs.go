@@ -14,14 +14,21 @@ import (
 // docsCommand is the hidden `hpncp __docs DIR` that release builds run
 // (goreleaser's before hook) to write the man page and shell completions
 // from the help texts and flag definitions, so they never drift from the
-// binary they ship with.
+// binary they ship with. With --markdown it writes only DIR/hpncp.1.md,
+// the page the repository keeps in docs/ (TestDocsMarkdown holds it to
+// this build's help texts and flags).
 func docsCommand() *cli.Command {
+	var markdown bool
 	return &cli.Command{
 		Name:   "__docs",
 		Hidden: true,
+		Flags:  []cli.Flag{&cli.BoolFlag{Name: "markdown", Destination: &markdown}},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() != 1 {
-				return usagef("", "__docs DIR: one output directory")
+				return usagef("", "__docs [--markdown] DIR: one output directory")
+			}
+			if markdown {
+				return writeMarkdown(cmd.Args().First())
 			}
 			return writeDocs(cmd.Args().First())
 		},
@@ -169,4 +176,155 @@ func fishCompletion() string {
 		fmt.Fprintf(&b, "complete -c hpncp %s %s -d '%s'\n", opt, f.name, strings.ReplaceAll(f.usage, "'", `\'`))
 	}
 	return b.String()
+}
+
+// markdownName is the Markdown page's file name in the directory __docs
+// writes; the repository keeps it in docs/.
+const markdownName = "hpncp.1.md"
+
+// writeMarkdown writes DIR/hpncp.1.md.
+func writeMarkdown(dir string) error {
+	page, err := markdownPage()
+	if err != nil {
+		return fmt.Errorf("write docs: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, markdownName), []byte(page), 0o644); err != nil {
+		return fmt.Errorf("write docs: %w", err)
+	}
+	return nil
+}
+
+// helpEntry is one row of a help text's two-column flag lists: the flag
+// column as written (-P port, -4, -6) and its meaning, continuation lines
+// joined.
+type helpEntry struct{ flags, meaning string }
+
+// helpEntries reads text's flag rows: a line indented two spaces whose
+// first word starts with a dash, the meaning after two or more spaces, and
+// the lines after it indented to the meaning's column.
+func helpEntries(text string) []helpEntry {
+	lines := strings.Split(text, "\n")
+	var out []helpEntry
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if !strings.HasPrefix(l, "  -") {
+			continue
+		}
+		gap := strings.Index(l[2:], "  ")
+		if gap < 0 {
+			continue
+		}
+		col := 2 + gap + len(l[2+gap:]) - len(strings.TrimLeft(l[2+gap:], " "))
+		e := helpEntry{flags: strings.TrimSpace(l[:col]), meaning: strings.TrimSpace(l[col:])}
+		indent := strings.Repeat(" ", col)
+		for i+1 < len(lines) && strings.HasPrefix(lines[i+1], indent) && len(lines[i+1]) > col && lines[i+1][col] != ' ' {
+			i++
+			e.meaning += " " + strings.TrimSpace(lines[i])
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// names are the flag words of an entry's flag column: -h and --help of
+// "-h, --help", --streams of "--streams N|auto".
+func (e helpEntry) names() []string {
+	var out []string
+	for _, item := range strings.Split(e.flags, ", ") {
+		out = append(out, strings.Fields(item)[0])
+	}
+	return out
+}
+
+// flagRows are the rows of the copy flags' table: for each visible flag
+// of flags, in their order, the row of the help text that names it. A
+// flag the text does not describe is an error, so that the page and
+// --help cannot leave one out.
+func flagRows(text string, flags []cli.Flag) ([]helpEntry, error) {
+	entries := helpEntries(text)
+	var rows []helpEntry
+	seen := map[int]bool{}
+	for _, f := range flags {
+		if v, ok := f.(cli.VisibleFlag); ok && !v.IsVisible() {
+			continue
+		}
+		found := -1
+		for i, e := range entries {
+			for _, n := range e.names() {
+				for _, name := range f.Names() {
+					if n == flagWord(name) {
+						found = i
+					}
+				}
+			}
+		}
+		if found < 0 {
+			return nil, fmt.Errorf("flag %s has no line in hpncp --help (helpText)", flagWord(f.Names()[0]))
+		}
+		if !seen[found] {
+			seen[found] = true
+			rows = append(rows, entries[found])
+		}
+	}
+	return rows, nil
+}
+
+// fence is a code fence longer than any run of backquotes in text.
+func fence(text string) string {
+	n, run := 3, 0
+	for _, c := range text {
+		if c != '`' {
+			run = 0
+			continue
+		}
+		run++
+		n = max(n, run+1)
+	}
+	return strings.Repeat("`", n)
+}
+
+// markdownPage is docs/hpncp.1.md: a table of the copy flags drawn from
+// their definitions and --help's rows, then each command's help as the
+// man page has it.
+func markdownPage() (string, error) {
+	var o copyOptions
+	rows, err := flagRows(helpText, o.flags())
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("# hpncp(1)\n\n")
+	b.WriteString("hpncp, hpnssh: copy files over SSH at link speed. This page is written by\n" +
+		"`go run ./cmd/hpncp __docs --markdown docs/` from the help texts and flag\n" +
+		"definitions in cmd/hpncp, which `hpncp --help` and the man page print too;\n" +
+		"change those and run it again rather than editing this file.\n\n")
+	b.WriteString("- [Copy flags](#copy-flags)\n")
+	sections := []struct{ title, cmd, text string }{
+		{"hpncp", "hpncp --help", helpText},
+		{"hpncp sync", "hpncp sync --help", syncHelpText},
+		{"hpncp ssh", "hpncp ssh --help", sshHelpText},
+		{"hpncp bench", "hpncp bench --help", benchHelpText},
+		{"hpncp report", "hpncp report --help", reportHelpText},
+		{"hpncp trace", "hpncp trace --help", traceHelpText},
+	}
+	for _, s := range sections {
+		fmt.Fprintf(&b, "- [%s](#%s)\n", s.title, strings.ReplaceAll(s.title, " ", "-"))
+	}
+	b.WriteString("\n## Copy flags\n\n")
+	b.WriteString("Every flag of a copy (`hpncp [flags] SOURCE... TARGET`), in the order\n" +
+		"hpncp defines them, with its line from `hpncp --help`:\n\n")
+	b.WriteString("| flag | meaning |\n|---|---|\n")
+	cell := strings.NewReplacer("|", `\|`).Replace
+	for _, r := range rows {
+		var words []string
+		for _, item := range strings.Split(r.flags, ", ") {
+			words = append(words, "`"+cell(item)+"`")
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", strings.Join(words, ", "), cell(r.meaning))
+	}
+	for _, s := range sections {
+		f := fence(s.text)
+		fmt.Fprintf(&b, "\n## %s\n\n`%s`:\n\n%stext\n%s%s\n", s.title, s.cmd, f, strings.TrimRight(s.text, "\n")+"\n", f)
+	}
+	return b.String(), nil
 }

@@ -91,13 +91,13 @@ type Record struct {
 	Message string
 }
 
-// ParseLine parses one line of the protocol, without its newline. It
+// parseLine parses one line of the protocol, without its newline. It
 // is strict: a mode is four octal digits, a size decimal digits up to
 // MaxFileSize, times decimal seconds up to the year 9999 and
 // microseconds below a million, a name one path element with no control
 // characters, fields separated by single spaces. An error wraps
 // ErrProtocol.
-func ParseLine(line string) (Record, error) {
+func parseLine(line string) (Record, error) {
 	switch {
 	case line == "":
 		return Record{}, fmt.Errorf("%w: empty line", ErrProtocol)
@@ -621,7 +621,7 @@ func (r *Receiver) Next() (Record, error) {
 		if err != nil {
 			return Record{}, r.fail(err)
 		}
-		rec, err := ParseLine(line)
+		rec, err := parseLine(line)
 		if err != nil {
 			return Record{}, r.fail(err)
 		}

@@ -80,19 +80,19 @@ func TestParseLine(t *testing.T) {
 		{line: "C0644 5 " + strings.Repeat("x", maxSCPLine), err: "line of"},
 	}
 	for _, tt := range tests {
-		got, err := ParseLine(tt.line)
+		got, err := parseLine(tt.line)
 		if tt.err != "" {
 			if err == nil || !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), tt.err) {
-				t.Errorf("ParseLine(%q) = %+v, %v; want an ErrProtocol error containing %q", tt.line, got, err, tt.err)
+				t.Errorf("parseLine(%q) = %+v, %v; want an ErrProtocol error containing %q", tt.line, got, err, tt.err)
 			}
 			continue
 		}
 		if err != nil {
-			t.Errorf("ParseLine(%q): %v", tt.line, err)
+			t.Errorf("parseLine(%q): %v", tt.line, err)
 			continue
 		}
 		if !sameRecord(got, tt.want) {
-			t.Errorf("ParseLine(%q) = %+v, want %+v", tt.line, got, tt.want)
+			t.Errorf("parseLine(%q) = %+v, want %+v", tt.line, got, tt.want)
 		}
 	}
 }
@@ -134,41 +134,41 @@ func FuzzParseLine(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		rec, err := ParseLine(line)
+		rec, err := parseLine(line)
 		if err != nil {
 			if !errors.Is(err, ErrProtocol) {
-				t.Fatalf("ParseLine(%q): error %v does not wrap ErrProtocol", line, err)
+				t.Fatalf("parseLine(%q): error %v does not wrap ErrProtocol", line, err)
 			}
 			return
 		}
 		switch rec.Type {
 		case File, Dir:
 			if err := checkSCPName(rec.Name); err != nil {
-				t.Fatalf("ParseLine(%q) accepted name %q: %v", line, rec.Name, err)
+				t.Fatalf("parseLine(%q) accepted name %q: %v", line, rec.Name, err)
 			}
 			if rec.Size < 0 || rec.Size > MaxFileSize {
-				t.Fatalf("ParseLine(%q) accepted size %d", line, rec.Size)
+				t.Fatalf("parseLine(%q) accepted size %d", line, rec.Size)
 			}
 			if rec.Mode&^(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 {
-				t.Fatalf("ParseLine(%q) gave mode %v", line, rec.Mode)
+				t.Fatalf("parseLine(%q) gave mode %v", line, rec.Mode)
 			}
 		case Time:
 			for _, tm := range []time.Time{rec.Mtime, rec.Atime} {
 				if tm.Unix() < 0 || tm.Unix() > maxSCPTime {
-					t.Fatalf("ParseLine(%q) accepted time %v", line, tm)
+					t.Fatalf("parseLine(%q) accepted time %v", line, tm)
 				}
 			}
 		case Warning, Fatal:
 			if vis.String(rec.Message) != rec.Message {
-				t.Fatalf("ParseLine(%q) gave an unprintable message %q", line, rec.Message)
+				t.Fatalf("parseLine(%q) gave an unprintable message %q", line, rec.Message)
 			}
 		case End:
 		default:
-			t.Fatalf("ParseLine(%q) gave type %q", line, rec.Type)
+			t.Fatalf("parseLine(%q) gave type %q", line, rec.Type)
 		}
-		again, err := ParseLine(rec.Line())
+		again, err := parseLine(rec.Line())
 		if err != nil || !sameRecord(rec, again) {
-			t.Fatalf("ParseLine(%q) = %+v, whose Line %q parses as %+v, %v", line, rec, rec.Line(), again, err)
+			t.Fatalf("parseLine(%q) = %+v, whose Line %q parses as %+v, %v", line, rec, rec.Line(), again, err)
 		}
 	})
 }
