@@ -8,18 +8,17 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/hpncp/hpncp/ends"
-	"github.com/hpncp/hpncp/sshconn"
+	"github.com/hpncp/hpncp/job"
 	"github.com/hpncp/hpncp/transfer"
-	"github.com/hpncp/hpncp/window"
 )
 
-// Copier is the Runner of hpncp bench: each transfer is hpncp's own copy,
-// with the settings of a copy given the flags its Config stands for, over
-// ends opened for that transfer, so that a table measures what users get.
+// Copier is the Runner of hpncp bench: each transfer is a copy job
+// (package job) with the flags its Config stands for, the one a user's
+// copy runs, start-up included (connections dialed ahead, windows
+// warmed), so that a table measures what users get.
 type Copier struct {
-	// SSH holds the connection settings, as a copy's flags give them.
-	SSH sshconn.Options
+	// Conn holds the connection settings, as a copy's flags give them.
+	Conn job.Conn
 	// Host is the host measured; its Path is unused.
 	Host transfer.Location
 	// LocalRoot, when set, is the remote side's directory on this machine
@@ -38,34 +37,16 @@ type Copier struct {
 	took    time.Duration
 }
 
-// benchChunk is the bytes a stream moves at once: --chunk's default.
-const benchChunk = 1 << 20
-
-// CopyOptions are the options of a copy run with c's flags: every byte
-// moved whatever the target holds (--force), the window controller's
-// plan in chunks of --chunk's default, and tar mode as a copy with those
-// flags would choose it.
-func (c Config) CopyOptions() transfer.Options {
-	// The copy command's controller: what one connection's socket buffers
-	// carry shapes its plans as much as the windows do.
-	cfg := window.Config{Fixed: c.Streams, ConnBytes: sshconn.ConnBytes(0, 0)}
-	tar := transfer.TarAuto
-	if c.HPNDisabled {
-		// --hpn-disabled: one stream on one connection, kept full.
-		cfg = window.Config{Fixed: 1, MaxConns: 1, StreamsPerConn: 1}
-		tar = transfer.TarOff
-	}
-	if c.Legacy {
-		tar = transfer.TarOff
-	}
-	return transfer.Options{
-		Skip: transfer.CopyAlways,
-		Parallel: transfer.ParallelOptions{
-			Chunk:      benchChunk,
-			MinSize:    4 * benchChunk,
-			Controller: func() *window.Controller { return window.New(cfg) },
-		},
-		Tar: transfer.TarOptions{Mode: tar},
+// Job is the copy of src to dst a user's command line with c's flags
+// runs: every byte moved whatever the target holds (--force), the
+// defaults of --chunk, --window, --tar and --cc, and c's --streams,
+// --hpn-disabled or -O.
+func (c Config) Job(src, dst transfer.Location) job.Job {
+	return job.Job{
+		Locations: []transfer.Location{src, dst},
+		Legacy:    c.Legacy,
+		Options:   transfer.Options{Skip: transfer.CopyAlways, Tar: transfer.TarOptions{Mode: transfer.TarAuto}},
+		Tuning:    job.Tuning{Streams: c.Streams, HPNDisabled: c.HPNDisabled, Chunk: job.DefaultChunk, CC: "auto"},
 	}
 }
 
@@ -73,21 +54,13 @@ func (c Config) CopyOptions() transfer.Options {
 // stream count and time it reports.
 func (r *Copier) copy(ctx context.Context, c Config, src, dst transfer.Location) error {
 	r.streams, r.took = 0, 0
-	// The congestion control of the copy command's --cc auto.
-	cc, ccBest := ends.AutoCC(dst.Remote())
-	hosts := ends.New(ends.Options{SSH: r.SSH, Legacy: c.Legacy, CC: cc, CCBestEffort: ccBest})
-	defer hosts.Close()
-	defer hosts.AbortOnCancel(ctx)()
-	o := c.CopyOptions()
-	o.Logf = r.Logf
-	run, err := hosts.Open(ctx, []transfer.Location{src, dst}, o)
-	if err != nil {
+	j := c.Job(src, dst)
+	j.Conn, j.Options.Logf = r.Conn, r.Logf
+	done, err := job.Copy(ctx, j)
+	res := done.Engine
+	if res == nil {
 		return err
 	}
-	// Timed from the connected ends on, as a copy's own report is.
-	start := time.Now()
-	res, err := run.Copy(ctx)
-	took := time.Since(start)
 	if err == nil && len(res.Errors) > 0 {
 		// One file: its failure is the transfer's.
 		err = res.Errors[0]
@@ -95,14 +68,15 @@ func (r *Copier) copy(ctx context.Context, c Config, src, dst transfer.Location)
 	if err != nil {
 		// The copy's error says that its streams failed; a server that
 		// stopped responding says why.
-		if lost := hosts.Lost(); lost != nil && !errors.Is(err, context.Canceled) {
-			return lost
+		if done.Lost != nil && !errors.Is(err, context.Canceled) {
+			return done.Lost
 		}
 		return err
 	}
-	r.streams, r.took = res.MaxStreams, took
+	// Timed from the connected ends on, as a copy's own report is.
+	r.streams, r.took = res.MaxStreams, done.Took
 	if r.Done != nil {
-		r.Done(res, took)
+		r.Done(res, done.Took)
 	}
 	return nil
 }
@@ -137,15 +111,5 @@ func (r *Copier) Remove(ctx context.Context, remote string) error {
 		}
 		return os.Remove(filepath.Join(r.LocalRoot, remote))
 	}
-	hosts := ends.New(ends.Options{SSH: r.SSH})
-	defer hosts.Close()
-	l := r.remote(remote)
-	e, err := hosts.Endpoint(ctx, l)
-	if err != nil {
-		return err
-	}
-	if err := e.FS.Remove(e.Path); err != nil {
-		return fmt.Errorf("remove %s%s: %w", l.HostLabel(), remote, err)
-	}
-	return nil
+	return job.Remove(ctx, r.Conn, r.remote(remote))
 }

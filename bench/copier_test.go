@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hpncp/hpncp/sshconn"
+	"github.com/hpncp/hpncp/job"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -32,7 +32,7 @@ func TestCopierAgainstDemo(t *testing.T) {
 	}
 	var done int
 	r := &Copier{
-		SSH:  sshconn.Options{ConfigFile: demo.ConfigFile, BatchMode: true},
+		Conn: job.Conn{ConfigFile: demo.ConfigFile, Batch: true},
 		Host: transfer.Location{Host: DemoHost},
 		Done: func(res *transfer.Result, took time.Duration) {
 			done++

@@ -130,20 +130,6 @@ func (o Options) sshOptions() sshconn.Options {
 	return co
 }
 
-// AutoCC is the congestion control --cc auto gives a copy's connections,
-// as Options.CC and CCBestEffort: bbr where the kernel lets this user
-// set it, for a copy whose connections send the data (an upload); bbr
-// holds its rate through random loss and fills a long path without
-// waiting for loss to find its size, where cubic halves at each loss. A
-// receiver's algorithm governs only its acknowledgements: a download
-// keeps the system's.
-func AutoCC(upload bool) (cc string, bestEffort bool) {
-	if upload {
-		return "bbr", true
-	}
-	return "", false
-}
-
 // Dial connects to host with o's settings, for a command that needs the
 // SSH connection itself (hpncp ssh) rather than a copy's end.
 func Dial(ctx context.Context, o Options, host string) (*sshconn.Client, error) {
@@ -230,9 +216,7 @@ func (h *Hosts) Open(ctx context.Context, locs []transfer.Location, o transfer.O
 		}
 		r.sftp[i] = e
 		// A tree is listed first: its listing session opens meanwhile.
-		if p, ok := e.FS.(interface{ PrepareList(context.Context) }); ok && o.Recursive {
-			p.PrepareList(ctx)
-		}
+		Prepare(ctx, e, o.Recursive, false)
 	}
 	if r.Legacy {
 		if err := o.ValidateSCP(); err != nil {
@@ -260,6 +244,18 @@ func (h *Hosts) Open(ctx context.Context, locs []transfer.Location, o transfer.O
 		r.scp[i] = e
 	}
 	return r, nil
+}
+
+// Prepare has e's SFTP end open, meanwhile, the sessions a run will
+// need next: one to list a tree (list), one to send small files in
+// batches (small). A local end has none to open.
+func Prepare(ctx context.Context, e transfer.Endpoint, list, small bool) {
+	if p, ok := e.FS.(interface{ PrepareList(context.Context) }); ok && list {
+		p.PrepareList(ctx)
+	}
+	if p, ok := e.FS.(interface{ PrepareSmall(context.Context) }); ok && small {
+		p.PrepareSmall(ctx)
+	}
 }
 
 // UseJournal sets the resume journal's directory. Large files are

@@ -14,6 +14,7 @@ import (
 	"github.com/hpncp/hpncp/bench"
 	"github.com/hpncp/hpncp/internal/recommend"
 	"github.com/hpncp/hpncp/internal/units"
+	"github.com/hpncp/hpncp/job"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -195,7 +196,7 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) er
 			fmt.Fprintf(stderr, "hpncp: bench %-5s %-8s run %d/%d: %.2fs\n", c.Name, d, run+1, bo.Runs, secs)
 		}
 	}
-	runner := &bench.Copier{SSH: o.conn.connOptions(stderr), Host: loc, LocalRoot: demoRoot}
+	runner := &bench.Copier{Conn: o.conn.conn(stderr), Host: loc, LocalRoot: demoRoot}
 	if o.conn.Verbose {
 		runner.Logf = logTo(stderr)
 		runner.Done = func(res *transfer.Result, took time.Duration) { printSummary(stderr, res, took) }
@@ -228,7 +229,7 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) er
 	}
 	r := *rep.Recommendation
 	r.Host = loc.Host
-	key, err := recommendationKey(ctx, o.conn.connOptions(stderr), loc)
+	key, err := job.RecommendationKey(ctx, o.conn.conn(stderr), loc)
 	if err == nil {
 		err = recommend.Save(key, r)
 	}
@@ -312,7 +313,7 @@ func forgetHost(ctx context.Context, o *benchOptions, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	key, err := recommendationKey(ctx, o.conn.connOptions(io.Discard), loc)
+	key, err := job.RecommendationKey(ctx, o.conn.conn(io.Discard), loc)
 	if err != nil {
 		return err
 	}

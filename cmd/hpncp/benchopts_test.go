@@ -2,46 +2,38 @@ package main
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
-	"time"
 
 	"github.com/hpncp/hpncp/bench"
+	"github.com/hpncp/hpncp/transfer"
 )
 
-// TestBenchConfigsAreCopyFlags checks that each bench configuration copies
-// with the settings a user's copy gets from the flags the configuration
-// names (Config.Meaning), so that the table measures what users run.
+// TestBenchConfigsAreCopyFlags checks that each bench configuration is the
+// copy job a user's command line with the flags the configuration names
+// (Config.Meaning) makes, so that the table measures what users run.
 func TestBenchConfigsAreCopyFlags(t *testing.T) {
 	for _, c := range bench.Configs {
 		t.Run(c.Name, func(t *testing.T) {
-			var o copyOptions
-			o.flags()
-			o.Streams, o.Connections, o.Chunk, o.Window, o.CC = "auto", "auto", "1MiB", "auto", "auto"
+			o := defaultCopyOptions()
 			o.HPNDisabled, o.Legacy, o.Force = c.HPNDisabled, c.Legacy, true
 			if c.Streams > 0 {
 				o.Streams = fmt.Sprint(c.Streams)
 			}
-			tune, err := o.tuning(false)
+			tune, err := o.tuning()
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, want := c.CopyOptions(), tune.parallel
-			if got.Parallel.Chunk != want.Chunk || got.Parallel.MinSize != want.MinSize || got.Parallel.Depth != want.Depth {
-				t.Errorf("chunk %d, min size %d, depth %d; the flags give %d, %d, %d",
-					got.Parallel.Chunk, got.Parallel.MinSize, got.Parallel.Depth, want.Chunk, want.MinSize, want.Depth)
+			got := c.Job(transfer.Location{Path: "a"}, transfer.Location{Host: "h", Path: "b"})
+			if got.Tuning != tune {
+				t.Errorf("tuning %+v; the flags give %+v", got.Tuning, tune)
 			}
-			if got.Skip != o.skipMode() {
-				t.Errorf("skip mode %v, --force gives %v", got.Skip, o.skipMode())
+			if got.Legacy != o.Legacy {
+				t.Errorf("legacy %v; the flags give %v", got.Legacy, o.Legacy)
 			}
-			if tar := o.tarOptions(c.Legacy); got.Tar != tar {
-				t.Errorf("tar options %+v, the flags give %+v", got.Tar, tar)
-			}
-			// The same controller: the same first plans on any path.
-			for _, rtt := range []time.Duration{0, time.Millisecond, 50 * time.Millisecond, 300 * time.Millisecond} {
-				g, w := got.Parallel.Controller().Start(rtt), want.Controller().Start(rtt)
-				if g != w {
-					t.Errorf("rtt %v: first plan %v; the flags give %v", rtt, g, w)
-				}
+			want := transfer.Options{Skip: o.skipMode(), Tar: o.tarOptions()}
+			if !reflect.DeepEqual(got.Options, want) {
+				t.Errorf("options %+v; the flags give %+v", got.Options, want)
 			}
 		})
 	}

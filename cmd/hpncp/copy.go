@@ -6,23 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v3"
 	"golang.org/x/term"
 
-	"github.com/hpncp/hpncp/ends"
-	"github.com/hpncp/hpncp/internal/starttrace"
 	"github.com/hpncp/hpncp/internal/units"
-	"github.com/hpncp/hpncp/pipeline"
-	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/job"
 	"github.com/hpncp/hpncp/report"
-	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
-	"github.com/hpncp/hpncp/window"
 )
 
 // copyOptions are the settings of a copy, scp's flags among them.
@@ -240,39 +233,25 @@ func (o *copyOptions) fileList(stdin io.Reader) ([]string, error) {
 	return list, nil
 }
 
-// tuning is what the pipeline flags ask for, parsed.
-type tuning struct {
-	parallel transfer.ParallelOptions
-	rcvbuf   int
-	sndbuf   int
-	// cc is the congestion control the copy's connections get (--cc),
-	// "" for the system's; auto is ends.AutoCC's choice for the copy's
-	// direction, which may be tried and given up (ccBestEffort).
-	cc           string
-	ccBestEffort bool
-}
-
-// tuning reads the tuning flags for a copy whose data this host sends
-// (upload) or receives.
-func (o *copyOptions) tuning(upload bool) (tuning, error) {
-	var t tuning
+// tuning reads the tuning flags.
+func (o *copyOptions) tuning() (job.Tuning, error) {
+	t := job.Tuning{CC: o.CC, HPNDisabled: o.HPNDisabled, StartStreams: o.startStreams}
 	chunk, err := units.ParseSize(o.Chunk)
 	if err != nil || chunk < 32<<10 || chunk > 64<<20 {
 		return t, usagef("the chunk is the bytes one stream reads or writes at a time", "--chunk %s: want a size from 32KiB to 64MiB", o.Chunk)
 	}
-	t.parallel.Chunk = int(chunk)
-	t.parallel.MinSize = 4 * chunk
+	t.Chunk = int(chunk)
 	if o.Window != "auto" {
 		w, err := units.ParseSize(o.Window)
 		if err != nil || w < chunk {
 			return t, usagef("the window is the bytes each stream keeps in flight", "--window %s: want auto or a size of at least one chunk (%d bytes)", o.Window, chunk)
 		}
-		t.parallel.Depth = int((w + chunk - 1) / chunk)
+		t.Window = w
 	}
 	for _, b := range []struct {
 		flag, val string
 		dst       *int
-	}{{"--tcp-rcvbuf", o.TCPRcvBuf, &t.rcvbuf}, {"--tcp-sndbuf", o.TCPSndBuf, &t.sndbuf}} {
+	}{{"--tcp-rcvbuf", o.TCPRcvBuf, &t.RcvBuf}, {"--tcp-sndbuf", o.TCPSndBuf, &t.SndBuf}} {
 		if b.val == "" {
 			continue
 		}
@@ -282,50 +261,18 @@ func (o *copyOptions) tuning(upload bool) (tuning, error) {
 		}
 		*b.dst = int(n)
 	}
-	switch o.CC {
-	case "system":
-	case "auto":
-		t.cc, t.ccBestEffort = ends.AutoCC(upload)
-	default:
-		if !sshconn.ValidCongestionName(o.CC) {
-			return t, usagef("name one of net.ipv4.tcp_available_congestion_control, or auto, or system", "--cc %s: not a congestion control algorithm's name", o.CC)
-		}
-		t.cc = o.CC
+	if o.CC != "auto" && o.CC != "system" && !job.ValidCongestion(o.CC) {
+		return t, usagef("name one of net.ipv4.tcp_available_congestion_control, or auto, or system", "--cc %s: not a congestion control algorithm's name", o.CC)
 	}
-	streams, err := countFlag("--streams", o.Streams)
-	if err != nil {
+	if t.Streams, err = countFlag("--streams", o.Streams); err != nil {
 		return t, err
 	}
-	conns, err := countFlag("--connections", o.Connections)
-	if err != nil {
+	if t.Conns, err = countFlag("--connections", o.Connections); err != nil {
 		return t, err
 	}
-	if o.HPNDisabled {
-		if streams > 1 || conns > 1 {
-			return t, usagef("", "--hpn-disabled means one stream; leave out --streams and --connections")
-		}
-		// One stream, one connection, no controller decisions: the stock
-		// pipeline's shape, kept full (requests in flight across chunks)
-		// as OpenSSH's sftp client keeps its requests in flight.
-		streams, conns = 1, 1
+	if o.HPNDisabled && (t.Streams > 1 || t.Conns > 1) {
+		return t, usagef("", "--hpn-disabled means one stream; leave out --streams and --connections")
 	}
-	// What one connection's socket buffers carry bounds it as surely as
-	// its channels' windows do: on stock kernels (tcp_wmem max 4 MiB) a
-	// long path needs several connections from the start.
-	cfg := window.Config{Fixed: streams, MaxConns: conns, Start: o.startStreams,
-		ConnBytes: sshconn.ConnBytes(t.rcvbuf, t.sndbuf)}
-	if streams > 0 && conns > 0 {
-		cfg.StreamsPerConn = (streams + conns - 1) / conns
-	}
-	if t.cc == "bbr" && conns == 0 {
-		// A lossy path's plan takes more connections than another's
-		// because each loss cuts a cubic connection's window for
-		// seconds; bbr's is not cut, and an upload's extra connections
-		// only added a slow one at its end, which no second copy can
-		// overtake (100 ms, 0.01 % loss: a 3 s tail at 0-4 MB/s).
-		cfg.LossyConns = window.DefaultMaxConns
-	}
-	t.parallel.Controller = func() *window.Controller { return window.New(cfg) }
 	return t, nil
 }
 
@@ -341,32 +288,30 @@ func countFlag(name, v string) (int, error) {
 	return n, nil
 }
 
-func (o *copyOptions) connOptions(stderr io.Writer) sshconn.Options {
-	co := sshconn.Options{
+// conn is how the copy reaches its hosts.
+func (o *copyOptions) conn(stderr io.Writer) job.Conn {
+	c := job.Conn{
 		ConfigFile: o.ConfigFile,
 		Options:    o.SSHOptions,
 		Port:       int(o.Port),
 		Identities: o.Identities,
-		JumpHosts:  o.Jump,
+		Jump:       o.Jump,
 		Ciphers:    o.Cipher,
-		BatchMode:  o.Batch,
+		Batch:      o.Batch,
 	}
 	switch {
 	case o.IPv4:
-		co.AddressFamily = "inet"
+		c.AddressFamily = "inet"
 	case o.IPv6:
-		co.AddressFamily = "inet6"
+		c.AddressFamily = "inet6"
 	}
 	if o.Verbose {
-		co.Logf = logTo(stderr)
+		c.Logf = logTo(stderr)
 	}
 	if !o.Quiet {
-		co.Warnf = warnTo(stderr)
+		c.Warnf = warnTo(stderr)
 	}
-	if !o.Batch {
-		co.Prompter = sshconn.TerminalPrompter()
-	}
-	return co
+	return c
 }
 
 // runCopy copies the operands' sources to their target. With --json it
@@ -419,8 +364,8 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	if err := o.check(); err != nil {
 		return err
 	}
-	to := transfer.Options{
-		Tar:       o.tarOptions(o.Legacy),
+	j := job.Job{Legacy: o.Legacy, TraceStart: o.Verbose, Options: transfer.Options{
+		Tar:       o.tarOptions(),
 		Recursive: o.Recursive,
 		Preserve:  o.Preserve,
 		Skip:      o.skipMode(),
@@ -428,7 +373,8 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		Resume:    o.Resume,
 		Links:     transfer.LinkOptions{Symlinks: o.Links, Hard: o.HardLinks, Safe: o.SafeLinks},
 		Sparse:    o.Sparse,
-	}
+	}}
+	to := &j.Options
 	// The list is read once its options are known to go together, so that
 	// a refused combination is told before a list that cannot be read.
 	if o.FilesFrom != "" {
@@ -437,11 +383,10 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	if err := to.Validate(); err != nil {
 		return optionUsage(err)
 	}
-	limit, err := o.bytesPerSecond()
-	if err != nil {
+	var err error
+	if j.Limit, err = o.bytesPerSecond(); err != nil {
 		return err
 	}
-	to.Limiter = pipeline.NewLimiter(limit)
 	if o.Shard != "" {
 		s, err := report.ParseShard(o.Shard)
 		if err != nil {
@@ -452,26 +397,24 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	if to.FilesFrom, err = o.fileList(stdin); err != nil {
 		return err
 	}
-	locs := make([]transfer.Location, len(o.Operands))
+	j.Locations = make([]transfer.Location, len(o.Operands))
 	for i, s := range o.Operands {
 		l, err := transfer.ParseLocation(s)
 		if err != nil {
 			return usagef("", "%v", err)
 		}
-		locs[i] = l
+		j.Locations[i] = l
 		if o.HardLinks && l.Remote() && i < len(o.Operands)-1 {
 			return usagef("leave out --hard-links, or run hpncp on the source host",
 				"--hard-links works with local sources only: SFTP has no inode numbers to find %s's names by", l)
 		}
 	}
 
-	o.useRecommendation(ctx, locs, stderr)
-	tune, err := o.tuning(uploads(locs))
-	if err != nil {
+	o.useRecommendation(ctx, j.Locations, stderr)
+	if j.Tuning, err = o.tuning(); err != nil {
 		return err
 	}
-	to.Parallel = tune.parallel
-	stopTrace, err := o.startTrace(&to, stderr)
+	stopTrace, err := o.startTrace(to, stderr)
 	if err != nil {
 		return err
 	}
@@ -483,40 +426,18 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	if showProgress {
 		line = newRunLine(stderr)
 		to.Progress, logs = line, line.Above()
+		j.Started = line.Begin
 	}
 	if o.Verbose {
 		to.Logf = logTo(logs)
 	}
+	j.Conn = o.conn(stderr)
 
-	// With -v the start is traced, from the dial to the first byte, to
-	// tell the round trips it cost.
-	var trace *starttrace.Trace
-	if o.Verbose {
-		trace = starttrace.New(0)
-		ctx = starttrace.With(ctx, trace)
-	}
-	hosts := ends.New(ends.Options{SSH: o.connOptions(stderr), Legacy: o.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
-		CC: tune.cc, CCBestEffort: tune.ccBestEffort, Predial: predial(locs, tune.parallel, o.Recursive && !o.Legacy),
-		PreOpen: preOpen(locs, o.Recursive), PreCreate: preCreate(locs, to, o.Recursive || o.Legacy),
-		Warm: warms(locs, tune.parallel, o.Recursive)})
-	defer hosts.Close()
-	defer hosts.AbortOnCancel(ctx)()
-	run, err := hosts.Open(ctx, locs, to)
-	if err != nil {
+	done, err := job.Copy(ctx, j)
+	res := done.Engine
+	if res == nil {
 		return optionUsage(err)
 	}
-	if o.Compress && run.Options.Tar.Mode == transfer.TarOff && to.Logf != nil {
-		to.Logf("-C compresses tar streams only; this copy uses none")
-	}
-
-	// The copy is timed from its connected ends on, in both protocols, as
-	// scp's and rsync's meters time a file: the connection's set-up is
-	// the same whatever the copy does after it.
-	start := time.Now()
-	if line != nil {
-		line.Begin()
-	}
-	res, err := run.Copy(ctx)
 	if line != nil {
 		// The line ends before the errors and the summary print below it.
 		line.Finish()
@@ -529,22 +450,22 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 		printError(stderr, e.Error(), hintOf(e))
 	}
 	if err != nil || len(res.Errors) > 0 {
-		err = explainLost(stderr, hosts, err)
+		err = explainLost(stderr, done.Lost, err)
 	}
-	rec.res, rec.elapsed, rec.legacy = res, time.Since(start), run.Legacy
-	if s := trace.Summary(); s != "" {
-		to.Logf("%s", s)
+	rec.res, rec.elapsed, rec.legacy = res, done.Took, done.Legacy
+	if done.StartSummary != "" {
+		to.Logf("%s", done.StartSummary)
 	}
 	if err != nil {
 		return err
 	}
 	if o.Verbose || showProgress {
-		printSummary(stderr, res, time.Since(start))
+		printSummary(stderr, res, done.Took)
 	}
 	if len(res.Errors) > 0 {
 		pe := &partialError{failed: len(res.Errors), done: res.Files + res.Skipped}
 		for _, e := range res.Errors {
-			pe.lost = pe.lost || protocol.Lost(e)
+			pe.lost = pe.lost || job.Lost(e)
 		}
 		return pe
 	}
@@ -582,24 +503,19 @@ func printSummary(stderr io.Writer, res *transfer.Result, took time.Duration) {
 	fmt.Fprintln(stderr)
 }
 
-// explainLost tells, after a copy failed, that a connection was given up
-// because its server stopped responding: the copy's own error says only
-// that its streams, or a re-dial, failed. When the copy failed as a whole
-// (err), err is printed and the connection's error returned in its place,
-// for exit code 255; when files failed one by one (err nil), the
-// connection's error is printed.
-func explainLost(stderr io.Writer, hosts *ends.Hosts, err error) error {
-	if errors.Is(err, context.Canceled) {
-		return err
-	}
-	lost := hosts.Lost()
-	var ce *sshconn.Error
+// explainLost tells, after a copy failed, that a connection was given
+// up because its server stopped responding (lost, job.Result.Lost): the
+// copy's own error says only that its streams, or a re-dial, failed.
+// When the copy failed as a whole (err), err is printed and lost
+// returned in its place, for exit code 255; when files failed one by one
+// (err nil), lost is printed.
+func explainLost(stderr io.Writer, lost, err error) error {
 	switch {
-	case lost == nil:
+	case lost == nil || errors.Is(err, context.Canceled):
 		return err
 	case err == nil:
-		errors.As(lost, &ce)
-		printError(stderr, ce.Error(), ce.Hint)
+		msg, hint, _ := job.ConnError(lost)
+		printError(stderr, msg, hint)
 		return nil
 	}
 	printError(stderr, err.Error(), hintOf(err))
@@ -667,167 +583,4 @@ func defaultCopyOptions() *copyOptions {
 		}
 	}
 	return o
-}
-
-// oneServer reports whether locs copy between this host and one server,
-// either way: every source remote and the target local, or the other
-// way round, every remote one naming the same host.
-func oneServer(locs []transfer.Location) bool {
-	srcs, dst := locs[:len(locs)-1], locs[len(locs)-1]
-	host := ""
-	for _, l := range srcs {
-		if l.Remote() == dst.Remote() {
-			return false
-		}
-		if l.Remote() {
-			if host != "" && l.HostLabel() != host {
-				return false
-			}
-			host = l.HostLabel()
-		}
-	}
-	return true
-}
-
-// uploads reports whether the copy of locs sends from this host: its
-// target is remote and no source is.
-func uploads(locs []transfer.Location) bool {
-	if len(locs) < 2 || !locs[len(locs)-1].Remote() {
-		return false
-	}
-	for _, l := range locs[:len(locs)-1] {
-		if l.Remote() {
-			return false
-		}
-	}
-	return true
-}
-
-// treeConns is how many connections a tree's copy (-r) to or from one
-// server is given from the start: the first, the second its batches and
-// files spread to (protocol's pool asks for it as soon as SFTP is up),
-// and tar mode's own.
-const treeConns = 3
-
-// predial returns, for an upload of a large local file, how many
-// connections its copy's first plan will open, so that the host's end
-// dials them as soon as the first is through its TCP handshake
-// (ends.Options.Predial), rather than after the SFTP start and the plan:
-// ready 0.35 s sooner at 100 ms; and how many streams the plan puts on
-// each, whose SFTP sessions each connection opens once it is up. A tree's
-// copy (tree: -r over SFTP) between this host and one server gets
-// treeConns, and no sessions ahead (its batches and tar streams take
-// their own): at 50 ms its large files started before a second
-// connection was up and stayed on the first (1,000 files of 4 KiB and
-// five of 10 MiB: 2.7 s where rsync takes 3.2). A download of one file
-// asks for the plan of a large file before its size is known: the stat
-// that tells it comes with the SFTP start, nine round trips after the TCP
-// handshake, and connections dialed only then were up a second later at
-// 100 ms. Should the file be small, the spares and their sessions go
-// unused and are closed with the others; a short path's plan is one
-// connection, and nothing is dialed or opened ahead.
-func predial(locs []transfer.Location, p transfer.ParallelOptions, tree bool) func(time.Duration) (conns, sessions int) {
-	if p.Controller == nil || len(locs) < 2 {
-		return nil
-	}
-	sized := uploadPlan(locs, p)
-	switch {
-	case tree && oneServer(locs):
-		// A file among the sources has the plan its size asks for when
-		// that is more.
-		return func(rtt time.Duration) (int, int) {
-			n := treeConns
-			if sized != nil {
-				c, _ := sized(rtt)
-				n = max(n, c)
-			}
-			return n, 0
-		}
-	case !tree && len(locs) == 2 && locs[0].Remote() && !locs[1].Remote():
-		return func(rtt time.Duration) (int, int) { return firstPlan(p.Controller(), rtt) }
-	}
-	return sized
-}
-
-// warms reports whether the connections of a copy grow their congestion
-// windows before its first write (ends.Options.Warm): for an upload of a
-// tree, or of a file large enough for the parallel pipeline. Downloads
-// gain nothing from it: the server sends their bytes.
-func warms(locs []transfer.Location, p transfer.ParallelOptions, recursive bool) bool {
-	return uploads(locs) && (recursive || uploadPlan(locs, p) != nil)
-}
-
-// preOpen is, for a download of one remote file, that file's path on the
-// server: the sessions opened ahead for its streams open it as they
-// start (ends.Options.PreOpen). Anything else opens nothing ahead.
-func preOpen(locs []transfer.Location, recursive bool) string {
-	if recursive || len(locs) != 2 || !locs[0].Remote() || locs[1].Remote() {
-		return ""
-	}
-	return ends.RemotePath(locs[0].Path)
-}
-
-// preCreate is, for a plain upload of one small local file to a remote
-// path that names a file (not a directory: no trailing slash), that path,
-// the temporary file the copy will write beside it and the umask probe's
-// directory, which the server's SFTP start then makes
-// (ends.Options.PreCreate). Anything the copy might not write, or write
-// otherwise (a skip likely, --verify, --resume, file lists, shards,
-// trees, -O, a link or a large file), makes nothing ahead. A path that is
-// a directory after all gets its file elsewhere, and the file made ahead
-// is removed.
-func preCreate(locs []transfer.Location, to transfer.Options, other bool) protocol.PreCreate {
-	// The quick check skips a file whose target has its size and time:
-	// without -p the target's time is the last copy's, so the file is
-	// sent, and a temporary file made ahead is used. With -p a re-run
-	// would skip it, and a file made and removed for nothing would still
-	// touch the directory.
-	sends := to.Skip == transfer.CopyAlways || to.Skip == transfer.SkipQuick && !to.Preserve
-	if other || len(locs) != 2 || locs[0].Remote() || !locs[1].Remote() ||
-		!sends || to.Verify || to.Resume || to.FilesFrom != nil || to.Split() {
-		return protocol.PreCreate{}
-	}
-	fi, err := os.Lstat(locs[0].Path)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() > protocol.SmallMax {
-		return protocol.PreCreate{}
-	}
-	final := ends.RemotePath(locs[1].Path)
-	if final == "" || final == "." || strings.HasSuffix(final, "/") || strings.HasSuffix(final, "/.") {
-		return protocol.PreCreate{}
-	}
-	dir := path.Dir(final)
-	return protocol.PreCreate{Final: final, Temp: path.Join(dir, transfer.TempName(path.Base(final))),
-		Probe: path.Join(dir, transfer.TempName("umask"))}
-}
-
-// firstPlan is c's first plan at rtt as predial tells it: its
-// connections, and the streams on each where it has more than one.
-func firstPlan(c *window.Controller, rtt time.Duration) (conns, sessions int) {
-	plan := c.Start(rtt)
-	if plan.Conns <= 1 {
-		return plan.Conns, 0
-	}
-	return plan.Conns, (plan.Streams + plan.Conns - 1) / plan.Conns
-}
-
-// uploadPlan is predial's answer for an upload of files, by the largest of
-// them: nil when none is large enough for the parallel pipeline.
-func uploadPlan(locs []transfer.Location, p transfer.ParallelOptions) func(time.Duration) (int, int) {
-	if !uploads(locs) {
-		return nil
-	}
-	var largest int64
-	for _, l := range locs[:len(locs)-1] {
-		if fi, err := os.Stat(l.Path); err == nil && fi.Mode().IsRegular() {
-			largest = max(largest, fi.Size())
-		}
-	}
-	if largest < p.MinSize {
-		return nil
-	}
-	return func(rtt time.Duration) (int, int) {
-		c := p.Controller()
-		c.Size(largest)
-		return firstPlan(c, rtt)
-	}
 }

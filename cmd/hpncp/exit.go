@@ -7,9 +7,7 @@ import (
 	"io"
 
 	"github.com/hpncp/hpncp/internal/vis"
-	"github.com/hpncp/hpncp/protocol"
-	"github.com/hpncp/hpncp/sshconn"
-	"github.com/hpncp/hpncp/transfer"
+	"github.com/hpncp/hpncp/job"
 )
 
 // Exit codes, documented in the help text and the README.
@@ -60,8 +58,7 @@ type outcome struct {
 func outcomeOf(err error) outcome {
 	var ue *usageError
 	var pe *partialError
-	var ce *sshconn.Error
-	var re *remoteExitError
+	var re *job.RemoteExit
 	var se *syncError
 	switch {
 	case errors.As(err, &se):
@@ -94,11 +91,12 @@ func outcomeOf(err error) outcome {
 			o.code = exitPartial
 		}
 		return o
-	case errors.As(err, &ce):
-		return outcome{code: exitConnection, msg: ce.Error(), hint: ce.Hint}
+	}
+	if msg, hint, ok := job.ConnError(err); ok {
+		return outcome{code: exitConnection, msg: msg, hint: hint}
 	}
 	o := outcome{code: exitFailed, msg: err.Error(), hint: hintOf(err)}
-	if protocol.Lost(err) {
+	if job.Lost(err) {
 		o.code = exitConnection
 	}
 	return o
@@ -132,10 +130,4 @@ func printError(w io.Writer, msg, hint string) {
 	}
 }
 
-func hintOf(err error) string {
-	var te *transfer.Error
-	if errors.As(err, &te) {
-		return te.Hint
-	}
-	return ""
-}
+func hintOf(err error) string { return job.Hint(err) }

@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/hpncp/hpncp/internal/recommend"
-	"github.com/hpncp/hpncp/sshconn"
+	"github.com/hpncp/hpncp/job"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -18,7 +18,7 @@ const noCacheEnv = "HPNCP_NO_CACHE"
 
 // useRecommendation makes a copy's window controller start from what
 // hpncp bench found best for the first remote destination that has a
-// stored recommendation (recommendationFor), when no pipeline flag was
+// stored recommendation (job.RecommendationFor), when no pipeline flag was
 // given (o.fromCache): an
 // explicit --streams, --connections or --hpn-disabled, or HPNCP_NO_CACHE,
 // overrides it. The controller still probes and trims from that start:
@@ -39,7 +39,7 @@ func (o *copyOptions) useRecommendation(ctx context.Context, locs []transfer.Loc
 		if !l.Remote() {
 			continue
 		}
-		r, ok := recommendationFor(ctx, o.connOptions(io.Discard), l)
+		r, ok := job.RecommendationFor(ctx, o.conn(io.Discard), l)
 		if !ok {
 			continue
 		}
@@ -67,39 +67,4 @@ func startText(streams int) string {
 		return "the window controller starts from 1 stream"
 	}
 	return fmt.Sprintf("the window controller starts from %d streams", streams)
-}
-
-// recommendationKey is the store's key for l: the user, host name and
-// port its connection goes to, resolved as the dial resolves them (ssh -G,
-// with -F, -o, -P and the operand's own user and port), so that every
-// alias of one destination finds the same measurement.
-func recommendationKey(ctx context.Context, so sshconn.Options, l transfer.Location) (string, error) {
-	if l.User != "" {
-		so.User = l.User
-	}
-	if l.Port != 0 {
-		so.Port = l.Port
-	}
-	// The dial resolves it again and says what it found: once is enough.
-	so.Logf, so.Warnf = nil, nil
-	cfg, err := sshconn.Resolve(ctx, l.Host, so)
-	if err != nil {
-		return "", err
-	}
-	return recommend.Key(cfg.User, cfg.HostName, cfg.Port), nil
-}
-
-// recommendationFor is the recommendation stored for l's destination, or
-// one stored, by an hpncp from before destinations were resolved, under
-// the host name as typed. A destination that cannot be resolved has none:
-// the dial reports why.
-func recommendationFor(ctx context.Context, so sshconn.Options, l transfer.Location) (recommend.Recommendation, bool) {
-	key, err := recommendationKey(ctx, so, l)
-	if err != nil {
-		return recommend.Recommendation{}, false
-	}
-	if r, ok := recommend.Load(key); ok {
-		return r, true
-	}
-	return recommend.Load(l.Host)
 }

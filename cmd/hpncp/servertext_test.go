@@ -62,7 +62,7 @@ func TestServerTextEscaped(t *testing.T) {
 		t.Errorf("a warning's lines are not kept: %q", b.String())
 	}
 	b.Reset()
-	(&sshOptions{}).connOptions(&b).Banner(hostileText + "\n")
+	(&sshOptions{}).conn(&b).Banner(hostileText + "\n")
 	checkEscaped(t, "the banner", b.String())
 	b.Reset()
 	rep := report.New([]transfer.FileReport{{Path: "host:/x/" + hostileText, Status: transfer.StatusFailed,

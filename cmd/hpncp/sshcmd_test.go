@@ -14,6 +14,7 @@ import (
 
 	"github.com/hpncp/hpncp/internal/sshdtest"
 	"github.com/hpncp/hpncp/internal/sshtest"
+	"github.com/hpncp/hpncp/job"
 	"github.com/hpncp/hpncp/sshconn"
 )
 
@@ -168,7 +169,7 @@ func TestSSHSession(t *testing.T) {
 	})
 	t.Run("stderr apart and the exit status", func(t *testing.T) {
 		out, errOut, err := runSSHArgs(ctx, "hpncp", append(ssh, "fail"), nil)
-		var re *remoteExitError
+		var re *job.RemoteExit
 		if !errors.As(err, &re) || re.ExitCode() != 3 {
 			t.Fatalf("fail: err %v, want remote exit status 3", err)
 		}
@@ -236,34 +237,6 @@ func TestSSHInterrupted(t *testing.T) {
 	}
 }
 
-func TestSessionEndResult(t *testing.T) {
-	tests := []struct {
-		end  sessionEnd
-		want int // -1: nil, 255: connection error
-	}{
-		{sessionEnd{status: 0}, -1},
-		{sessionEnd{status: 3}, 3},
-		{sessionEnd{status: -1, signal: "TERM"}, 143},
-		{sessionEnd{status: -1, signal: "KILL"}, 137},
-		{sessionEnd{status: -1, signal: "HUP"}, 129},
-		{sessionEnd{status: -1, signal: "NOSUCH"}, 128},
-		{sessionEnd{status: -1}, 255},
-	}
-	for _, tt := range tests {
-		err := tt.end.result("h", func(string, ...any) {})
-		var re *remoteExitError
-		var ce *sshconn.Error
-		switch {
-		case tt.want == -1 && err != nil:
-			t.Errorf("%+v: %v, want success", tt.end, err)
-		case tt.want == 255 && !errors.As(err, &ce):
-			t.Errorf("%+v: %v, want a connection error", tt.end, err)
-		case tt.want != -1 && tt.want != 255 && (!errors.As(err, &re) || re.ExitCode() != tt.want):
-			t.Errorf("%+v: %v, want exit code %d", tt.end, err, tt.want)
-		}
-	}
-}
-
 // TestSSHExitStatusE2E checks against OpenSSH's sshd the statuses it
 // reports its own way: exit-status, and exit-signal for a killed command.
 func TestSSHExitStatusE2E(t *testing.T) {
@@ -276,7 +249,7 @@ func TestSSHExitStatusE2E(t *testing.T) {
 		{"kill -TERM $$", 128 + 15},
 	} {
 		_, _, err := runSSHArgs(context.Background(), "hpncp", []string{"ssh", "-F", srv.ConfigFile, "e2e", tt.cmd}, nil)
-		var re *remoteExitError
+		var re *job.RemoteExit
 		if !errors.As(err, &re) || re.ExitCode() != tt.want {
 			t.Errorf("%q: %v, want exit code %d", tt.cmd, err, tt.want)
 		}

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/hpncp/hpncp/internal/units"
-	"github.com/hpncp/hpncp/sshconn"
+	"github.com/hpncp/hpncp/job"
 )
 
 // syncOptions are hpncp sync's flags: rsync's, with rsync's meanings.
@@ -365,7 +365,7 @@ func (o *syncOptions) rshOptions(c *copyOptions) error {
 	if o.rsh == "" {
 		return nil
 	}
-	words := sshconn.SplitWords(o.rsh)
+	words := job.SplitWords(o.rsh)
 	if len(words) == 0 {
 		return syncUsagef("", "-e: empty remote shell command")
 	}

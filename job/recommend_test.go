@@ -1,4 +1,4 @@
-package main
+package job
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -19,10 +18,10 @@ func TestRecommendationKey(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	so := sshconn.Options{ConfigFile: cfg}
-	key := func(so sshconn.Options, l transfer.Location) string {
+	so := Conn{ConfigFile: cfg, Batch: true}
+	key := func(so Conn, l transfer.Location) string {
 		t.Helper()
-		k, err := recommendationKey(context.Background(), so, l)
+		k, err := RecommendationKey(context.Background(), so, l)
 		if err != nil {
 			t.Fatal(err)
 		}

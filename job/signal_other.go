@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package job
 
 // posixSignals are the numbers POSIX systems agree on for the signals
 // RFC 4254 names; where the local system has no signal numbers of its own,

@@ -1,0 +1,289 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/hpncp/hpncp/ends"
+	"github.com/hpncp/hpncp/mirror"
+	"github.com/hpncp/hpncp/pipeline"
+	"github.com/hpncp/hpncp/report"
+	"github.com/hpncp/hpncp/transfer"
+)
+
+// SyncOperand is a source or the destination of a sync as given.
+type SyncOperand struct {
+	Location transfer.Location
+	// Contents says a source's trailing slash (or "." as its last
+	// element) copies what the directory holds, not the directory.
+	Contents bool
+	Slash    bool // the operand ends with a slash
+}
+
+// SyncJob is one run of hpncp sync: rsync's semantics (package mirror)
+// over the ends and the engine of a copy.
+type SyncJob struct {
+	Sources []SyncOperand
+	Dest    SyncOperand
+	// Mirror are rsync's options; Push is the job's to set.
+	Mirror mirror.Options
+	// Options are the engine's options for the files sent (verification,
+	// sparse files, resume) with the hooks that report them (Progress,
+	// Report, Logf); Parallel, Limiter and ResumeDir are the job's to set.
+	Options      transfer.Options
+	Conn         Conn
+	Tuning       Tuning
+	Limit        int64 // bytes per second; 0 for none
+	RemoveSource bool  // --remove-source-files
+	// Verbose (-v, counted) and Itemize (-i) say which changes are
+	// printed, as rsync prints them; Print, when not nil, receives each
+	// such line.
+	Verbose int
+	Itemize bool
+	Print   func(line string)
+	// Failed, when not nil, is told of each file, directory or source
+	// that failed, as it fails; the sync goes on with the others.
+	Failed func(error)
+	// Totals, when not nil, is told the files and bytes the plans so far
+	// will send, after each source's plan (rsync's progress formats).
+	Totals func(files int, bytes int64)
+}
+
+// SyncStats are rsync's --stats counts.
+type SyncStats struct {
+	Files, Dirs, Links            int
+	Created, CreatedDirs, Deleted int
+	Sent                          int
+	TotalBytes, SentBytes         int64
+}
+
+func (s *SyncStats) add(p *mirror.Plan) {
+	f, d, l := p.Src.Counts()
+	s.Files += f
+	s.Dirs += d
+	s.Links += l
+	s.TotalBytes += p.Src.Bytes()
+}
+
+func (s *SyncStats) ran(r *mirror.Result) {
+	if r.Engine != nil {
+		s.Sent += r.Engine.Files
+		s.SentBytes += r.Engine.Bytes
+		s.Created += r.Engine.Files
+	}
+	s.CreatedDirs += r.Dirs
+	s.Created += r.Dirs + r.Links
+	s.Deleted += r.Deleted
+}
+
+// SyncResult is what a sync did, as far as it went.
+type SyncResult struct {
+	Stats SyncStats
+	// Planned are the changes the plans held, in order (--json).
+	Planned []report.PlannedChange
+	// Engine is the first source's engine result; nil before one ran.
+	Engine *transfer.Result
+	// Took is the sync's time from the connected ends on.
+	Took time.Duration
+	// Failures counts the files, directories and sources that failed
+	// (each told to SyncJob.Failed); DeleteSkipped the deletions
+	// --max-delete stopped.
+	Failures, DeleteSkipped int
+	// Lost, when something failed, is the error of a connection given up
+	// because its server stopped responding.
+	Lost error
+}
+
+// SyncError is a sync given up on the way: a destination or an end it
+// cannot use, or (Interrupted) the carrying out of a plan cut short.
+type SyncError struct {
+	Interrupted bool
+	Err         error
+	Hint        string
+}
+
+func (e *SyncError) Error() string { return e.Err.Error() }
+func (e *SyncError) Unwrap() error { return e.Err }
+
+// Sync runs j: it lists each source and its place in the destination,
+// plans the changes as rsync would, and carries them out. The result is
+// never nil. Errors about the options are *transfer.OptionError; a sync
+// given up on the way is a *SyncError.
+func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
+	res := &SyncResult{}
+	mo := j.Mirror
+	mo.Push = j.Dest.Location.Remote()
+	tune, err := j.Tuning.settings(mo.Push)
+	if err != nil {
+		return res, err
+	}
+	eo := j.Options
+	eo.Limiter = pipeline.NewLimiter(j.Limit)
+	eo.Parallel = tune.parallel
+	if err := ends.UseJournal(&eo); err != nil {
+		return res, err
+	}
+	print := func(line string) {
+		if j.Print != nil {
+			j.Print(line)
+		}
+	}
+	failed := func(err error) {
+		res.Failures++
+		if j.Failed != nil {
+			j.Failed(err)
+		}
+	}
+
+	hosts := ends.New(ends.Options{SSH: j.Conn.ssh(), RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
+		CC: tune.cc, CCBestEffort: tune.ccBestEffort})
+	defer hosts.Close()
+	defer hosts.AbortOnCancel(ctx)()
+	open := func(l transfer.Location) (transfer.Endpoint, error) {
+		e, err := hosts.Endpoint(ctx, l)
+		if errors.Is(err, ends.ErrNoSFTP) {
+			return e, &SyncError{Err: err, Hint: "hpncp sync needs the server's SFTP subsystem (Subsystem sftp in sshd_config)"}
+		}
+		if err != nil {
+			return e, err
+		}
+		// The trees are listed first, then small files sent in batches:
+		// the sessions for both open now, meanwhile.
+		ends.Prepare(ctx, e, true, true)
+		if e.FS.Label() != "" {
+			e.Path = ends.RemotePath(e.Path)
+		}
+		return e, nil
+	}
+	dst, err := open(j.Dest.Location)
+	if err != nil {
+		return res, err
+	}
+	start := time.Now()
+	planFiles, planBytes := 0, int64(0)
+	srcEnds := make([]transfer.Endpoint, len(j.Sources))
+	for i, s := range j.Sources {
+		if srcEnds[i], err = open(s.Location); err != nil {
+			return res, err
+		}
+	}
+	destIsDir, created, err := j.prepareDest(dst, srcEnds[0], print)
+	if err != nil {
+		return res, &SyncError{Err: err, Hint: Hint(err)}
+	}
+	for i, s := range j.Sources {
+		listed := time.Now()
+		p, err := syncOne(ctx, mo, srcEnds[i], s, dst, destIsDir, created)
+		if eo.Logf != nil {
+			eo.Logf("sync: listed and planned in %v", time.Since(listed).Round(time.Millisecond))
+		}
+		if err != nil {
+			failed(err)
+			continue
+		}
+		for _, c := range p.Changes {
+			res.Planned = append(res.Planned, report.PlannedChange{Item: c.Item, Name: c.Name, Line: c.Line()})
+		}
+		for _, e := range p.Errors {
+			failed(e)
+		}
+		res.Stats.add(p)
+		planFiles += p.Files
+		planBytes += p.Bytes
+		if j.Totals != nil {
+			j.Totals(planFiles, planBytes)
+		}
+		if mo.DryRun {
+			for _, c := range p.Changes {
+				if c.Item != "" || c.Printed() || c.Verbose() && j.Verbose > 0 {
+					print(c.Line())
+				}
+			}
+			res.DeleteSkipped += p.DeleteSkipped
+			continue
+		}
+		for _, c := range p.Changes {
+			if c.Printed() || c.Verbose() && j.Verbose > 0 {
+				print(c.Line())
+			}
+		}
+		r, err := p.Run(ctx, mo, mirror.RunOptions{Engine: eo, Print: print, RemoveSource: j.RemoveSource})
+		res.Stats.ran(r)
+		res.DeleteSkipped += p.DeleteSkipped
+		for _, e := range r.Errors {
+			if ctx.Err() != nil && errors.Is(e, context.Canceled) {
+				continue
+			}
+			failed(e)
+		}
+		if res.Engine == nil {
+			res.Engine = r.Engine
+		}
+		if err != nil {
+			return res, &SyncError{Interrupted: true, Err: err}
+		}
+	}
+	res.Took = time.Since(start)
+	if res.Failures > 0 {
+		res.Lost = hosts.Lost()
+	}
+	return res, nil
+}
+
+// prepareDest decides whether the destination is a directory the
+// sources go into, and creates it when missing (rsync's "created
+// directory"), but not in a dry run.
+//
+// It reports whether the destination is a directory and whether this run
+// creates it.
+func (j *SyncJob) prepareDest(dst, first transfer.Endpoint, print func(string)) (isDir, created bool, err error) {
+	fi, err := dst.FS.Stat(dst.Path)
+	switch {
+	case err == nil && fi.IsDir():
+		return true, false, nil
+	case err == nil:
+		if len(j.Sources) > 1 || j.Dest.Slash {
+			return false, false, &transfer.Error{Op: "sync to", Path: dst.String(), Err: transfer.ErrNotDirectory}
+		}
+		return false, false, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, false, &transfer.Error{Op: "stat", Path: dst.String(), Err: err}
+	}
+	dir := len(j.Sources) > 1 || j.Dest.Slash
+	if !dir {
+		// One source: the destination is a directory when the source is
+		// one.
+		fi, err := first.FS.Stat(first.Path)
+		dir = j.Sources[0].Contents || err == nil && fi.IsDir() && j.Mirror.Recursive
+	}
+	if !dir {
+		return false, false, nil
+	}
+	if !j.Mirror.DryRun {
+		if err := dst.FS.Mkdir(dst.Path); err != nil {
+			return false, false, &transfer.Error{Op: "create directory", Path: dst.String(), Err: err,
+				Hint: "hpncp sync creates the destination, not its parents"}
+		}
+	}
+	if j.Itemize || j.Verbose > 0 {
+		print("created directory " + strings.TrimSuffix(j.Dest.Location.Path, "/"))
+	}
+	return true, true, nil
+}
+
+// syncOne lists one source and its place in the destination and plans
+// the changes.
+func syncOne(ctx context.Context, mo mirror.Options, src transfer.Endpoint, s SyncOperand, dst transfer.Endpoint, destIsDir, created bool) (*mirror.Plan, error) {
+	name := "."
+	target := dst
+	if !s.Contents {
+		name = src.FS.Base(strings.TrimSuffix(src.Path, "/"))
+		if destIsDir {
+			target = transfer.Endpoint{FS: dst.FS, Path: dst.FS.Join(dst.Path, name)}
+		}
+	}
+	return mirror.Sync(ctx, src, target, name, s.Contents, created, mo)
+}
