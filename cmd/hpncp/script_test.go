@@ -137,6 +137,7 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"status":      cmdStatus,
 	"waitfile":    cmdWaitfile,
 	"waitjournal": cmdWaitjournal,
+	"waitcount":   cmdWaitcount,
 	"tmpfs":       cmdTmpfs,
 	"mtime":       cmdMtime,
 	"noglob":      cmdNoglob,
@@ -386,7 +387,7 @@ func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// waitfile GLOB SIZE waits up to 30 s for a file matching GLOB with at
+// waitfile GLOB SIZE waits (waitUntil) for a file matching GLOB with at
 // least SIZE bytes.
 func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
@@ -405,10 +406,25 @@ func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 	}, "no file matching %s reached %d bytes", args[0], size)
 }
 
-// waitUntil polls ok for up to 30 s and fails the script with the message
-// if it never holds.
+// waitcount GLOB N waits for N files or more to match GLOB: the files a
+// cut copy must have finished before its cut.
+func cmdWaitcount(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitcount glob n")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	waitUntil(ts, func() bool {
+		matches, _ := filepath.Glob(ts.MkAbs(args[0]))
+		return len(matches) >= n
+	}, "fewer than %d files match %s", n, args[0])
+}
+
+// waitUntil polls ok and fails the script with the message if it does not
+// hold within a minute: a guard against a script that would wait forever,
+// long enough that a loaded machine never reaches it.
 func waitUntil(ts *testscript.TestScript, ok func() bool, format string, args ...any) {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		if ok() {
 			return
