@@ -80,8 +80,17 @@ func runScripts(t *testing.T, server string, vars map[string]string, setup func(
 			// bound a run without it should keep, so under -race there is
 			// none (its RSS bounds are allowed for elsewhere).
 			env.Setenv("ASLIMIT", "3221225472")
+			// BIGSPARSE is the size of sparse.txtar's file, whose holes
+			// it keeps, and BIGDATA the offset of its second data block.
+			// Its size is what would break ASLIMIT if a copy held it;
+			// without that bound, under -race, a quarter shows the same
+			// and costs a quarter.
+			env.Setenv("BIGSPARSE", "1GiB")
+			env.Setenv("BIGDATA", "512MiB")
 			if raceDetector {
 				env.Setenv("ASLIMIT", "unlimited")
+				env.Setenv("BIGSPARSE", "256MiB")
+				env.Setenv("BIGDATA", "128MiB")
 			}
 			if setup != nil {
 				return setup(env)
