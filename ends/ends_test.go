@@ -221,11 +221,17 @@ func TestAbortOnCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer h.AbortOnCancel(ctx)()
+	cancelled := time.Now()
 	cancel()
-	// Within the grace the connections still serve the clean-up.
+	// Within the grace the connections still serve the clean-up. A Stat
+	// that failed once the grace was over, on a machine too busy to ask
+	// in time, proves nothing either way.
 	time.Sleep(AbortGrace / 3)
 	if _, err := e.FS.Stat("."); err != nil {
-		t.Fatalf("within the grace after an interrupt: %v, want the connection still up", err)
+		if time.Since(cancelled) < AbortGrace {
+			t.Fatalf("within the grace after an interrupt: %v, want the connection still up", err)
+		}
+		t.Logf("the Stat within the grace ended after it (%v): not checked", time.Since(cancelled))
 	}
 	deadline := time.Now().Add(AbortGrace + 5*time.Second)
 	for {

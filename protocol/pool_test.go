@@ -660,6 +660,18 @@ func TestPoolStandby(t *testing.T) {
 		return errors.New("refused")
 	})
 	end2.Standby(8)
+	// Once the first dial has failed, a while for any other to show.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		n := failed
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("standby made no dial in 30 s")
+		}
+	}
 	time.Sleep(200 * time.Millisecond)
 	mu.Lock()
 	defer mu.Unlock()

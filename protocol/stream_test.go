@@ -199,15 +199,15 @@ func TestSenderWritesNoMoreThanWasQueued(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-		case <-time.After(2 * time.Second):
+		case <-time.After(10 * time.Second):
 			t.Fatalf("the %s WriteAt did not return", what)
 		}
 	}
 	first := write(0)
 	// The first request is being written: the pipe holds it until read.
-	time.Sleep(50 * time.Millisecond)
+	waitQueue(t, s, 0)
 	second := write(4)
-	time.Sleep(50 * time.Millisecond)
+	waitQueue(t, s, 1)
 	answer()
 	// The second request waits in the pipe, unread: the first sender,
 	// its reply in, must not be the one writing it.
@@ -215,6 +215,24 @@ func TestSenderWritesNoMoreThanWasQueued(t *testing.T) {
 	answer()
 	returned(second, "second")
 	s.settle()
+}
+
+// waitQueue waits until a sender is writing s's requests and queued
+// more wait behind it: the state a test of the queue sets up, which its
+// goroutines reach in their own time.
+func waitQueue(t *testing.T, s *rawSession, queued int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.qmu.Lock()
+		writing, n := s.writing, len(s.queue)
+		s.qmu.Unlock()
+		if writing && n == queued {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: writing %v with %d requests queued, want a writer and %d queued", writing, n, queued)
+		}
+	}
 }
 
 // pipeChannel is the client end of a scripted SFTP server: what the
@@ -491,13 +509,13 @@ func TestStreamFailedWriteHoldsItsBuffer(t *testing.T) {
 	// The first WriteAt's goroutine becomes the session's writer and is
 	// stuck in the channel; the second queues its requests behind it.
 	go func() { _, _ = f.WriteAt(make([]byte, 4), 0) }()
-	time.Sleep(50 * time.Millisecond)
+	waitQueue(t, s, 0)
 	returned := make(chan error, 1)
 	go func() {
 		_, err := f.WriteAt(make([]byte, 12), 4)
 		returned <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	waitQueue(t, s, 3) // 12 bytes in requests of 4
 	// The session now fails.
 	sw.Close()
 	select {

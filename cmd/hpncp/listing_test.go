@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -92,22 +93,35 @@ func TestEndlessListing(t *testing.T) {
 	if raceDetector {
 		maxRSS *= 4
 	}
-	srv := sshtest.Start(t, sshtest.Options{ListDir: sshtest.EndlessListing(func(p string) bool { return path.Base(p) == "endless" })})
+	var listings atomic.Int64 // listings of the endless directory begun
+	srv := sshtest.Start(t, sshtest.Options{ListDir: sshtest.EndlessListing(func(p string) bool {
+		if path.Base(p) != "endless" {
+			return false
+		}
+		listings.Add(1)
+		return true
+	})})
 	src := endlessDir(t, srv)
 
 	t.Run("one SIGINT", func(t *testing.T) {
 		dst := t.TempDir()
+		before := listings.Load()
 		p := startHpncp(t, "-F", srv.ConfigFile, "-q", "-r", "testhost:"+src, dst)
-		time.Sleep(time.Second)
-		if p.exited(0) {
-			t.Fatalf("hpncp ended before the signal: %s", p.stderr.String())
+		// The signal goes once hpncp is listing: a signal before its
+		// handler is set would end it as Go's default does.
+		for deadline := time.Now().Add(time.Minute); listings.Load() == before; time.Sleep(10 * time.Millisecond) {
+			if p.exited(0) || time.Now().After(deadline) {
+				t.Fatalf("hpncp did not start listing; stderr:\n%s", p.stderr.String())
+			}
 		}
 		if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
 			t.Fatal(err)
 		}
+		// Before the fix no signal ended it: the bound only has to be
+		// far from a loaded machine's time to exit.
 		sent := time.Now()
-		if !p.exited(2 * time.Second) {
-			t.Fatal("hpncp still runs 2 s after SIGINT")
+		if !p.exited(30 * time.Second) {
+			t.Fatal("hpncp still runs 30 s after SIGINT")
 		}
 		t.Logf("ended %v after SIGINT, peak RSS %d MiB", time.Since(sent).Round(time.Millisecond), p.peakRSS())
 		if code := p.cmd.ProcessState.ExitCode(); code != exitInterrupted {
@@ -121,8 +135,11 @@ func TestEndlessListing(t *testing.T) {
 	t.Run("no signal", func(t *testing.T) {
 		dst := t.TempDir()
 		p := startHpncp(t, "-F", srv.ConfigFile, "-q", "-r", "testhost:"+src, dst)
-		if !p.exited(60 * time.Second) {
-			t.Fatal("hpncp still lists after 60 s")
+		// A million names under -race take 20 s on a quiet machine and
+		// over a minute on a loaded one; an endless list would grow until
+		// the bound killed it.
+		if !p.exited(5 * time.Minute) {
+			t.Fatal("hpncp still lists after 5 minutes")
 		}
 		stderr := p.stderr.String()
 		t.Logf("peak RSS %d MiB; stderr:\n%s", p.peakRSS(), stderr)
@@ -147,8 +164,13 @@ func TestSecondSignalEndsAtOnce(t *testing.T) {
 	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			stall := make(chan struct{})
+			held := make(chan struct{}, 1)
 			srv := sshtest.Start(t, sshtest.Options{Hold: func(p string) <-chan struct{} {
 				if path.Base(p) == "held" {
+					select {
+					case held <- struct{}{}:
+					default:
+					}
 					return stall
 				}
 				return nil
@@ -159,7 +181,12 @@ func TestSecondSignalEndsAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := startHpncp(t, "-F", srv.ConfigFile, "-q", src, "testhost:"+filepath.Join(srv.Root, "held"))
-			time.Sleep(time.Second)
+			// The signals go once hpncp waits for the held server.
+			select {
+			case <-held:
+			case <-time.After(time.Minute):
+				t.Fatalf("hpncp never reached the held stat; stderr:\n%s", p.stderr.String())
+			}
 			for i := range 2 {
 				if err := p.cmd.Process.Signal(sig); err != nil {
 					t.Fatalf("signal %d: %v", i+1, err)
@@ -168,8 +195,10 @@ func TestSecondSignalEndsAtOnce(t *testing.T) {
 					t.Fatalf("the first signal ended hpncp: the test no longer blocks it; stderr:\n%s", p.stderr.String())
 				}
 			}
-			if !p.exited(time.Second) {
-				t.Fatal("hpncp still runs 1 s after the second signal")
+			// Without the second signal's exit it would wait for the
+			// server for ever: the bound is for a loaded machine.
+			if !p.exited(30 * time.Second) {
+				t.Fatal("hpncp still runs 30 s after the second signal")
 			}
 			if code := p.cmd.ProcessState.ExitCode(); code != exitInterrupted {
 				t.Errorf("exit code %d (%v), want %d", code, p.cmd.ProcessState, exitInterrupted)

@@ -80,8 +80,17 @@ func runScripts(t *testing.T, server string, vars map[string]string, setup func(
 			// bound a run without it should keep, so under -race there is
 			// none (its RSS bounds are allowed for elsewhere).
 			env.Setenv("ASLIMIT", "3221225472")
+			// BIGSPARSE is the size of sparse.txtar's file, whose holes
+			// it keeps, and BIGDATA the offset of its second data block.
+			// Its size is what would break ASLIMIT if a copy held it;
+			// without that bound, under -race, a quarter shows the same
+			// and costs a quarter.
+			env.Setenv("BIGSPARSE", "1GiB")
+			env.Setenv("BIGDATA", "512MiB")
 			if raceDetector {
 				env.Setenv("ASLIMIT", "unlimited")
+				env.Setenv("BIGSPARSE", "256MiB")
+				env.Setenv("BIGDATA", "128MiB")
 			}
 			if setup != nil {
 				return setup(env)
@@ -137,6 +146,7 @@ var scriptCmds = map[string]func(ts *testscript.TestScript, neg bool, args []str
 	"status":      cmdStatus,
 	"waitfile":    cmdWaitfile,
 	"waitjournal": cmdWaitjournal,
+	"waitcount":   cmdWaitcount,
 	"tmpfs":       cmdTmpfs,
 	"mtime":       cmdMtime,
 	"noglob":      cmdNoglob,
@@ -386,7 +396,7 @@ func cmdStatus(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// waitfile GLOB SIZE waits up to 30 s for a file matching GLOB with at
+// waitfile GLOB SIZE waits (waitUntil) for a file matching GLOB with at
 // least SIZE bytes.
 func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 2 {
@@ -405,10 +415,25 @@ func cmdWaitfile(ts *testscript.TestScript, neg bool, args []string) {
 	}, "no file matching %s reached %d bytes", args[0], size)
 }
 
-// waitUntil polls ok for up to 30 s and fails the script with the message
-// if it never holds.
+// waitcount GLOB N waits for N files or more to match GLOB: the files a
+// cut copy must have finished before its cut.
+func cmdWaitcount(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: waitcount glob n")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	waitUntil(ts, func() bool {
+		matches, _ := filepath.Glob(ts.MkAbs(args[0]))
+		return len(matches) >= n
+	}, "fewer than %d files match %s", n, args[0])
+}
+
+// waitUntil polls ok and fails the script with the message if it does not
+// hold within a minute: a guard against a script that would wait forever,
+// long enough that a loaded machine never reaches it.
 func waitUntil(ts *testscript.TestScript, ok func() bool, format string, args ...any) {
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		if ok() {
 			return

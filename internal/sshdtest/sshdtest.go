@@ -376,6 +376,14 @@ func (s *Server) writeServerConfig(t testing.TB, sshd string, port int, hostKey,
 		// to authenticate; tests of failures must not lock out the next
 		// test. Older sshd rejects the keyword and it is dropped.
 		{"PerSourcePenaltyExemptList", "127.0.0.1,::1"},
+		// bash run by sshd reads the account's ~/.bashrc even for a
+		// command, unless it is a nested shell (SHLVL set): the tests
+		// must not depend on what the account's start-up files do, nor
+		// pay for it in every command session (root's here runs pyenv
+		// init: a second of CPU each, several under load, when a test
+		// runs hundreds of commands: tar, scp -t, find, sha256sum,
+		// rsync --server). Before 7.8 sshd has no SetEnv; it is dropped.
+		{"SetEnv", "SHLVL=1"},
 	}
 	path := filepath.Join(s.Dir, "sshd_config")
 	var optional []string
@@ -397,12 +405,23 @@ func (s *Server) writeServerConfig(t testing.TB, sshd string, port int, hostKey,
 		if err == nil {
 			return path
 		}
-		if bytes.Contains(out, []byte("PerSourcePenaltyExemptList")) && !slices.Contains(optional, "PerSourcePenaltyExemptList") {
-			optional = append(optional, "PerSourcePenaltyExemptList")
+		if kw, ok := newerKeyword(out, optional); ok {
+			optional = append(optional, kw)
 			continue
 		}
 		t.Fatalf("sshdtest: %s -t -f %s: %v\n%s", sshd, path, err, out)
 	}
+}
+
+// newerKeyword returns the keyword of the defaults that sshd -t's output
+// out rejects, when it is one an older sshd lacks and not yet dropped.
+func newerKeyword(out []byte, dropped []string) (string, bool) {
+	for _, kw := range []string{"PerSourcePenaltyExemptList", "SetEnv"} {
+		if bytes.Contains(out, []byte(kw)) && !slices.Contains(dropped, kw) {
+			return kw, true
+		}
+	}
+	return "", false
 }
 
 func (s *Server) readLog() string {

@@ -24,6 +24,15 @@ func TestOpenSSHToolsAgainstSSHD(t *testing.T) {
 	scpBin := LookTool(t, "scp")
 
 	run(t, nil, sshBin, "-F", s.ConfigFile, "e2e", "true")
+	// A command's shell is a nested one (SHLVL set), which does not read
+	// the account's ~/.bashrc, where sshd has SetEnv.
+	if cfg, err := os.ReadFile(filepath.Join(s.Dir, "sshd_config")); err != nil {
+		t.Fatal(err)
+	} else if bytes.Contains(cfg, []byte("\nSetEnv SHLVL=1\n")) {
+		if out := strings.TrimSpace(run(t, nil, sshBin, "-F", s.ConfigFile, "e2e", "echo $SHLVL")); out == "" {
+			t.Error("a command's shell has no SHLVL: a bash account's shell reads its ~/.bashrc")
+		}
+	}
 
 	probe := filepath.Join(s.Dir, "probe.txt")
 	if err := os.WriteFile(probe, []byte("probe"), 0o644); err != nil {
