@@ -140,9 +140,15 @@ func Dial(ctx context.Context, o Options, host string) (*sshconn.Client, error) 
 // over the legacy scp protocol.
 var ErrNoSFTP = errors.New("no sftp subsystem")
 
-// AbortGrace is how long an interrupted copy may take to clean up over
-// its connections before they are closed under it.
+// AbortGrace is how long an interrupted copy may clean up over its
+// connections while none of them hears from its server: then they are
+// closed under it. A server that answers keeps the clean-up going however
+// slowly the machine runs it; a stalled one ends it.
 const AbortGrace = 3 * time.Second
+
+// abortAtMost bounds an interrupted copy's clean-up even while its
+// servers keep answering.
+const abortAtMost = time.Minute
 
 // Hosts holds the SSH connections and remote ends of a run, one end per
 // distinct destination. Close it when the run is over.
@@ -577,12 +583,55 @@ func (h *Hosts) Lost() error {
 	return nil
 }
 
-// AbortOnCancel closes every connection AbortGrace after ctx ends, until
-// stop is called. An interrupted copy removes its temporary files, over
-// its connections; one that is stalled would keep it waiting, and no
-// other step of the copy watches ctx while it waits for a server.
-func (h *Hosts) AbortOnCancel(ctx context.Context) (stop func() bool) {
-	return context.AfterFunc(ctx, func() { time.AfterFunc(AbortGrace, h.Abort) })
+// AbortOnCancel closes every connection once ctx has ended and they have
+// all been silent for AbortGrace (and at the latest abortAtMost after ctx
+// ended), until stop is called. An interrupted copy removes its temporary
+// files, over its connections; one that is stalled would keep it
+// waiting, and no other step of the copy watches ctx while it waits for a
+// server. A fixed time from the interrupt would instead cut a clean-up
+// that a loaded machine ran slowly, and leave its temporary files behind.
+func (h *Hosts) AbortOnCancel(ctx context.Context) (stop func()) {
+	stopped := make(chan struct{})
+	after := context.AfterFunc(ctx, func() { go h.abortWhenQuiet(stopped) })
+	var once sync.Once
+	return func() {
+		after()
+		once.Do(func() { close(stopped) })
+	}
+}
+
+// abortWhenQuiet calls Abort when every connection has been silent for
+// AbortGrace, at least AbortGrace and at most abortAtMost from now, unless
+// stopped is closed first.
+func (h *Hosts) abortWhenQuiet(stopped <-chan struct{}) {
+	start := time.Now()
+	tick := time.NewTicker(AbortGrace / 10)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stopped:
+			return
+		case <-tick.C:
+		}
+		since := time.Since(start)
+		if since >= abortAtMost || since >= AbortGrace && h.quiet() >= AbortGrace {
+			h.Abort()
+			return
+		}
+	}
+}
+
+// quiet is how long every connection of h has heard nothing from its
+// server: the shortest of their silences, or as good as forever with no
+// connection.
+func (h *Hosts) quiet() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q := time.Duration(1<<63 - 1)
+	for _, c := range h.clients {
+		q = min(q, c.Quiet())
+	}
+	return q
 }
 
 // Abort closes every connection at once, which fails whatever waits on

@@ -185,6 +185,16 @@ func (c *Client) keepalive(t *transport, interval time.Duration, max int, logf f
 	}
 }
 
+// Quiet is how long the server has sent nothing on c: since its last
+// byte, or since the connection was made. A server busy answering keeps it
+// short; a stalled one lets it grow.
+func (c *Client) Quiet() time.Duration {
+	if c.transport == nil {
+		return 0
+	}
+	return c.transport.now() - time.Duration(c.transport.lastRead.Load())
+}
+
 // NotResponding returns the KindNotResponding error that closed the
 // connection when the keepalives went unanswered, or nil. It does not
 // block: callers ask it after the connection failed, to tell why.
