@@ -55,20 +55,20 @@ const treeConns = 3
 // predial returns, for an upload of a large local file, how many
 // connections its copy's first plan will open, so that the host's end
 // dials them as soon as the first is through its TCP handshake
-// (ends.Options.Predial), rather than after the SFTP start and the plan:
-// ready 0.35 s sooner at 100 ms; and how many streams the plan puts on
+// (ends.Options.Predial), rather than after the SFTP start and the plan,
+// which cost several round trips; and how many streams the plan puts on
 // each, whose SFTP sessions each connection opens once it is up. A tree's
 // copy (tree: -r over SFTP) between this host and one server gets
 // treeConns, and no sessions ahead (its batches and tar streams take
-// their own): at 50 ms its large files started before a second
-// connection was up and stayed on the first (1,000 files of 4 KiB and
-// five of 10 MiB: 2.7 s where rsync takes 3.2). A download of one file
-// asks for the plan of a large file before its size is known: the stat
-// that tells it comes with the SFTP start, nine round trips after the TCP
-// handshake, and connections dialed only then were up a second later at
-// 100 ms. Should the file be small, the spares and their sessions go
-// unused and are closed with the others; a short path's plan is one
-// connection, and nothing is dialed or opened ahead.
+// their own): with fewer, its large files start before a second
+// connection is up and stay on the first. A download of one file asks for
+// the plan of a large file before its size is known: the stat that tells
+// it comes with the SFTP start, nine round trips after the TCP handshake,
+// and connections dialed only then come up a round trip or more later.
+// Should the file be small, the spares and their sessions go unused and
+// are closed with the others; a short path's plan is one connection, and
+// nothing is dialed or opened ahead. (bench/results-design.md has the
+// measurements.)
 func predial(locs []transfer.Location, p transfer.ParallelOptions, tree bool) func(time.Duration) (conns, sessions int) {
 	if p.Controller == nil || len(locs) < 2 {
 		return nil
