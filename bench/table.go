@@ -59,6 +59,22 @@ func WriteTable(w io.Writer, rep *Report) error {
 		b.WriteString("\n")
 		if ratio, ok := rep.Ratio("hpn", "hpnd"); ok {
 			fmt.Fprintf(&b, "hpn/hpnd: %.1fx the throughput of a single stream\n", ratio)
+			wide := false
+			for _, d := range []Direction{Upload, Download} {
+				r, ok := rep.RatioIn("hpn", "hpnd", d)
+				if !ok {
+					continue
+				}
+				fmt.Fprintf(&b, "  %-8s %.1fx", d, r.Median)
+				if rep.Runs > 1 {
+					fmt.Fprintf(&b, " (the runs: %.1fx to %.1fx)", r.Low, r.High)
+					wide = wide || r.High > 1.25*r.Low
+				}
+				b.WriteString("\n")
+			}
+			if wide {
+				b.WriteString("The runs differ by more than a quarter: every copy's two ends share this machine's CPU with whatever else runs on it; a quiet machine, or more --runs, gives a steadier median.\n")
+			}
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -84,6 +100,33 @@ func (rep *Report) Ratio(a, b string) (float64, bool) {
 		return 0, false
 	}
 	return (sa / float64(na)) / (sb / float64(nb)), true
+}
+
+// RatioRange is configuration a's throughput over b's in one direction:
+// of their medians, and the lowest and highest any two of their runs give.
+type RatioRange struct{ Median, Low, High float64 }
+
+// RatioIn is a's throughput over b's in direction d; false when either is
+// missing or b moved nothing.
+func (rep *Report) RatioIn(a, b string, d Direction) (RatioRange, bool) {
+	var ra, rb *Row
+	for i := range rep.Rows {
+		row := &rep.Rows[i]
+		if row.Direction != d {
+			continue
+		}
+		switch row.Config.Name {
+		case a:
+			ra = row
+		case b:
+			rb = row
+		}
+	}
+	if ra == nil || rb == nil || rb.MBpsSummary.Min <= 0 {
+		return RatioRange{}, false
+	}
+	sa, sb := ra.MBpsSummary, rb.MBpsSummary
+	return RatioRange{Median: sa.Median / sb.Median, Low: sa.Min / sb.Max, High: sa.Max / sb.Min}, true
 }
 
 // connectMedian is the median of every run's connection set-up; false

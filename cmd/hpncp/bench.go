@@ -59,7 +59,7 @@ Examples:
 
 Flags:
   --size SIZE        scratch file size [64MiB; 128MiB embedded]
-  --runs N           transfers per configuration and direction [5; 1 embedded]
+  --runs N           transfers per configuration and direction [5; 3 embedded]
   --configs LIST     configurations [all; hpn,hpnd embedded]
   --json             print the runs and summaries as JSON
   --svg FILE         also draw the table as a bar chart (SVG) in FILE
@@ -248,14 +248,14 @@ func runBench(ctx context.Context, o *benchOptions, stdout, stderr io.Writer) er
 func (o *benchOptions) benchSettings() (bench.Options, error) {
 	bo := bench.Options{Size: 64 << 20, Runs: 5, Configs: bench.Configs, RemoteDir: "/tmp"}
 	if o.Embedded {
-		// The demo must print its table within a minute of go run on a
-		// fresh machine, where compiling takes some 30 s on 2 cores, and
-		// one plain stream at 50 ms moves about 37 MB/s: one run each way
-		// of hpn and hpnd. Each copy's own round trips (stat, create,
-		// open, close, rename; the windows filling) weigh more in a short
-		// copy than in a long one: see README.md for what larger files
-		// show.
-		bo.Size, bo.Runs, bo.RemoteDir = 128<<20, 1, ""
+		// The demo runs each configuration three times each way, so that
+		// its table gives a median and a spread rather than one run a busy
+		// moment could make: its two ends share this machine's CPU. The
+		// file is large enough for the windows' filling and each copy's
+		// own round trips (stat, create, open, close, rename) not to
+		// decide the ratio, and small enough for the whole demo to take
+		// about a minute; bench/README.md shows what larger files do.
+		bo.Size, bo.Runs, bo.RemoteDir = 128<<20, 3, ""
 		bo.Configs, _ = bench.ParseConfigs("hpn,hpnd")
 	}
 	if o.Size != "" {
