@@ -73,7 +73,7 @@ func WriteTable(w io.Writer, rep *Report) error {
 				b.WriteString("\n")
 			}
 			if wide {
-				b.WriteString("The runs differ by more than a quarter: every copy's two ends share this machine's CPU with whatever else runs on it; a quiet machine, or more --runs, gives a steadier median.\n")
+				b.WriteString("The runs differ by more than a quarter: the demo's two ends share this machine's CPU, and a run slows when something else takes it, or when hpn's controller opens connections the path did not need (each costs a handshake on the same CPU); more --runs give a steadier median.\n")
 			}
 		}
 	}
