@@ -13,12 +13,46 @@ import (
 
 // countingReader records the largest read and how many reads were in
 // flight at once; each read takes a little while, as a round trip does.
+// Reads are held until fill are in flight at once (or the pipeline has
+// stopped asking for a while), so how many a pipeline keeps in flight
+// does not hang on how fast a loaded machine schedules it.
 type countingReader struct {
 	src     []byte
+	fill    int32
 	active  atomic.Int32
 	most    atomic.Int32
 	largest atomic.Int32
+
+	once, done sync.Once
+	full       chan struct{}
 }
+
+// held waits until fill reads are in flight. A pipeline that keeps
+// fewer in flight never gets there; after a second with no new read the
+// reads go on, and the count the test checks shows the shortfall.
+func (r *countingReader) held(n int32) {
+	r.once.Do(func() { r.full = make(chan struct{}) })
+	if n >= r.fill {
+		r.release()
+		return
+	}
+	seen := r.most.Load()
+	for {
+		select {
+		case <-r.full:
+			return
+		case <-time.After(time.Second):
+			if now := r.most.Load(); now == seen {
+				r.release()
+				return
+			} else {
+				seen = now
+			}
+		}
+	}
+}
+
+func (r *countingReader) release() { r.done.Do(func() { close(r.full) }) }
 
 func (r *countingReader) ReadAt(p []byte, off int64) (int, error) {
 	n := r.active.Add(1)
@@ -35,6 +69,7 @@ func (r *countingReader) ReadAt(p []byte, off int64) (int, error) {
 			break
 		}
 	}
+	r.held(n)
 	time.Sleep(2 * time.Millisecond)
 	return copy(p, r.src[off:]), nil
 }
@@ -56,7 +91,7 @@ func TestParallelRequestSize(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := noise(200<<10*16 + 5)
-			r := &countingReader{src: src}
+			r := &countingReader{src: src, fill: int32(tc.wantMostInFlight)}
 			dst := &memFile{}
 			var mu sync.Mutex
 			lanes := 0
