@@ -8,7 +8,7 @@ HPNCP_E2E ?= require
 GOTESTFLAGS ?=
 # How long each fuzz target (scripts/fuzz.sh lists them) runs: briefly on
 # every test run, longer with make fuzz.
-FUZZTIME ?= 8s
+FUZZTIME ?= 5s
 FUZZTIME_LONG ?= 5m
 
 .PHONY: test fuzz build faults confine bench-wan bench-lan bench-many release-check

@@ -8,8 +8,9 @@
 #   scripts/fuzz.sh                           every target
 #   scripts/fuzz.sh protocol:FuzzStreamReplies  only those named
 #
-# FUZZTIME (default 8s) is each target's time; FUZZPARALLEL, when set, the
-# number of fuzzing processes (go's default: one per CPU).
+# FUZZTIME (default 8s; make test gives 5s) is each target's time;
+# FUZZPARALLEL, when set, the number of fuzzing processes (go's default:
+# one per CPU).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -18,6 +18,7 @@ import (
 // corrupt file under the final name.
 func TestKilledConnectionMidTransfer(t *testing.T) {
 	slow(t)
+	t.Parallel()
 	for _, tc := range []struct{ dir, kill string }{
 		{"upload", "one"}, {"download", "one"}, {"upload", "all"}, {"download", "all"},
 	} {

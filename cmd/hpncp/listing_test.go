@@ -89,6 +89,7 @@ var raceDetector bool
 // without bound (5.6 GB seen) and neither SIGINT nor SIGTERM ended it.
 func TestEndlessListing(t *testing.T) {
 	slow(t)
+	t.Parallel()
 	maxRSS := int64(512) // MiB
 	if raceDetector {
 		maxRSS *= 4

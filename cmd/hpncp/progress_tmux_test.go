@@ -26,6 +26,7 @@ import (
 // cleared and the summary alone says the totals, on a line of its own.
 func TestProgressOneLineInATerminal(t *testing.T) {
 	testenv.SkipSlow(t)
+	t.Parallel()
 	tmux := sshdtest.LookTool(t, "tmux")
 	srv := sshtest.Start(t, sshtest.Options{})
 	const files = 3000

@@ -20,10 +20,17 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/hpncp/hpncp/internal/sshtest"
+	"github.com/hpncp/hpncp/internal/testenv"
 	"github.com/hpncp/hpncp/report"
 )
 
 func TestMain(m *testing.M) {
+	// The tests wait on child processes, servers, bandwidth limits and
+	// stalls far more than they compute. Only the test binary's own run
+	// parses the test flags, not a script's hpncp.
+	if filepath.Base(os.Args[0]) != "hpncp" {
+		testenv.ParallelUnlessSet(4)
+	}
 	testscript.Main(m, map[string]func(){
 		"hpncp": func() { os.Exit(mainExit()) },
 	})
@@ -53,6 +60,7 @@ func TestMain(m *testing.M) {
 // Under go test -short only inproc runs; without sshd the sshd half is
 // skipped, or fails when HPNCP_E2E=require, as CI sets.
 func TestScript(t *testing.T) {
+	t.Parallel()
 	t.Run("inproc", func(t *testing.T) {
 		t.Parallel()
 		runScripts(t, "inproc", inprocScriptEnv(t), nil)

@@ -28,6 +28,7 @@ const shardCount = 4
 // tree. A re-run of the four skips every file, and the merge of all eight
 // reports says so.
 func TestShardsUnderParallel(t *testing.T) {
+	t.Parallel()
 	srv := sshdtest.Start(t, sshdtest.Options{})
 	par := gnuParallel(t)
 	bin, err := exec.LookPath("hpncp") // the test binary as hpncp (TestMain)

@@ -2,12 +2,14 @@ package filter
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,36 +181,64 @@ func TestAgainstRsync(t *testing.T) {
 	for range n {
 		sets = append(sets, randomSet(rng))
 	}
+	// rsync runs for the sets four at a time: each is a process that
+	// mostly waits to start and to read the tree.
+	type answer struct {
+		args           []string
+		slash, noSlash []string
+		err            error
+	}
+	answers := make([]answer, len(sets))
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 4 {
+		wg.Go(func() {
+			for i := range work {
+				a := &answers[i]
+				for _, arg := range sets[i] {
+					a.args = append(a.args, strings.ReplaceAll(arg, "FROM", from))
+				}
+				if a.slash, a.err = rsyncKeeps(rsync, dir, "src/", a.args); a.err != nil {
+					continue
+				}
+				if i < len(oracleSets) {
+					a.noSlash, a.err = rsyncKeeps(rsync, dir, "src", a.args)
+				}
+			}
+		})
+	}
+	for i := range sets {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
 	for i, set := range sets {
-		var args []string
-		for _, a := range set {
-			args = append(args, strings.ReplaceAll(a, "FROM", from))
+		a := answers[i]
+		if a.err != nil {
+			t.Fatal(a.err)
 		}
-		rules := rulesFromArgs(t, args)
-		want := rsyncKeeps(t, rsync, dir, "src/", args)
+		rules := rulesFromArgs(t, a.args)
 		got := walkKeeps(t, src, "", rules)
-		if !slices.Equal(got, want) {
+		if !slices.Equal(got, a.slash) {
 			t.Errorf("rules %q, source src/:\n  only rsync keeps: %q\n  only Rules keep: %q",
-				set, minus(want, got), minus(got, want))
+				set, minus(a.slash, got), minus(got, a.slash))
 		}
 		if i >= len(oracleSets) {
 			continue
 		}
 		// Without the trailing slash the source directory is itself a
 		// name of the transfer, "src", and its contents are "src/...".
-		want = rsyncKeeps(t, rsync, dir, "src", args)
 		got = walkKeeps(t, dir, "src", rules)
-		if !slices.Equal(got, want) {
+		if !slices.Equal(got, a.noSlash) {
 			t.Errorf("rules %q, source src:\n  only rsync keeps: %q\n  only Rules keep: %q",
-				set, minus(want, got), minus(got, want))
+				set, minus(a.noSlash, got), minus(got, a.noSlash))
 		}
 	}
 }
 
 // rsyncKeeps lists, sorted, the names rsync -r -n would transfer from
 // the source operand (in dir) with args.
-func rsyncKeeps(t *testing.T, rsync, dir, source string, args []string) []string {
-	t.Helper()
+func rsyncKeeps(rsync, dir, source string, args []string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, rsync, append(append([]string{"-r", "-n", "-8", "--out-format=%n"}, args...), source, "dst/")...)
@@ -220,7 +250,7 @@ func rsyncKeeps(t *testing.T, rsync, dir, source string, args []string) []string
 		if ee, ok := err.(*exec.ExitError); ok {
 			stderr = ee.Stderr
 		}
-		t.Fatalf("rsync %q: %v\n%s", args, err, stderr)
+		return nil, fmt.Errorf("rsync %q: %v\n%s", args, err, stderr)
 	}
 	var paths []string
 	for _, line := range strings.Split(string(out), "\n") {
@@ -231,7 +261,7 @@ func rsyncKeeps(t *testing.T, rsync, dir, source string, args []string) []string
 		paths = append(paths, line)
 	}
 	slices.Sort(paths)
-	return paths
+	return paths, nil
 }
 
 // rulesFromArgs builds Rules from rsync arguments.

@@ -30,6 +30,8 @@ func TestMain(m *testing.M) {
 	// umask, which sshd's sessions inherit from this process: fix it, so
 	// that what rsync does does not depend on the shell that ran the test.
 	syscall.Umask(0o022)
+	// Each case waits on rsync, sshd and hpncp processes.
+	testenv.ParallelUnlessSet(4)
 	os.Exit(m.Run())
 }
 

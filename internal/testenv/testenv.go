@@ -1,8 +1,12 @@
 // Package testenv decides which tests the quick loop, go test -short,
-// leaves out.
+// leaves out, and how many of a package's parallel tests run at once.
 package testenv
 
-import "testing"
+import (
+	"flag"
+	"strconv"
+	"testing"
+)
 
 // SkipMessage is the reason SkipSlow gives. It differs from the e2e
 // harness's skip marker on purpose: a skip asked for with -short is not
@@ -16,5 +20,24 @@ func SkipSlow(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip(SkipMessage)
+	}
+}
+
+// ParallelUnlessSet lets n parallel tests run at once when go test was
+// given no -parallel (its default is one a CPU). A package whose tests
+// spend their time waiting, on child processes, servers, bandwidth limits
+// and stalls they set up, calls it from TestMain before m.Run: one test a
+// CPU leaves a small machine half idle. It parses the test binary's
+// flags, so a TestMain that also serves as another program's main (as
+// testscript's does) calls it only for the test run.
+func ParallelUnlessSet(n int) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if set {
+		return
+	}
+	if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
+		panic(err)
 	}
 }

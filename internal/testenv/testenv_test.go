@@ -66,3 +66,20 @@ func TestCIKnowsSkipMessage(t *testing.T) {
 		t.Errorf(".ci/run does not grep for %q", testenv.SkipMessage)
 	}
 }
+
+// ParallelUnlessSet sets -parallel only when go test was not given one.
+func TestParallelUnlessSet(t *testing.T) {
+	f := flag.Lookup("test.parallel")
+	was := f.Value.String()
+	t.Cleanup(func() { _ = f.Value.Set(was) })
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	testenv.ParallelUnlessSet(7)
+	want := "7"
+	if given {
+		want = was
+	}
+	if got := f.Value.String(); got != want {
+		t.Errorf("-parallel %s after ParallelUnlessSet(7), want %s (given on the command line: %v)", got, want, given)
+	}
+}
