@@ -153,7 +153,7 @@ func TestParallelSpreadFollowsTheLanes(t *testing.T) {
 		src := noise(int(want) + 32*chunk)
 		// The last chunk handed out starts below the bound; one chunk
 		// short of it, the lanes could have taken one more.
-		if h := highestWhileFirstHeld(t, src, chunk, streams); h >= want || h < want-chunk {
+		if h := highestWhileFirstHeld(t, src, chunk, streams, want-chunk); h >= want || h < want-chunk {
 			t.Errorf("%d streams: with the first chunk held, chunks were read up to %d: want the last below %d, from %d", streams, h, want, want-chunk)
 		}
 	}
