@@ -10,13 +10,16 @@
 #                 [--scp-sample 500] [--scp-runs 1] [--out FILE.md]
 #                 [--hpncp BINARY] [--before BINARY]
 #                 [--tcp debian] [--tcp-mem BYTES] [--cc NAME] [--loss P]
+#                 [--as-root]
 #
 #   --rtt         RTT in ms through bench/netns.sh's emulator at --rate
 #   --tcp         TCP settings of both namespaces: debian (a stock Debian
 #                 kernel's: tcp_rmem max 6 MiB, tcp_wmem max 4 MiB, cubic;
 #                 the headline) or host (what this host has)
 #   --tcp-mem     a variant: tcp_rmem and tcp_wmem max raised to BYTES
-#   --cc          a variant: another congestion control (bbr)
+#   --cc          a variant: another congestion control (bbr), the
+#                 namespaces' default and allowed to every user
+#   --as-root     a variant: the client tools run as root (see wan.sh)
 #   --loss        a variant: random loss per packet and direction (0.01%)
 #   --files       about N small files instead of --dirs x --per-dir, laid
 #                 out as round(sqrt(N)) directories of as many files
@@ -39,11 +42,13 @@
 #                 run, one is usually enough
 #
 # The server is a stock OpenSSH sshd in the far namespace, set up as
-# bench/wan.sh does (Subsystem sftp internal-sftp; rsync execs through
-# root's shell, whose ~/.bashrc costs about 0.65 s on this machine). The
+# bench/wan.sh does (Subsystem sftp internal-sftp), and the client tools
+# run as wan.sh's ordinary user, hpncp-bench, who logs in as itself (rsync
+# and tar mode exec through its bash), with the host-wide
+# tcp_allowed_congestion_control "reno cubic" under --tcp debian. The
 # files live on /dev/shm. Each row: min, median and max seconds, wall time
 # with connection set-up, and the ratio of hpncp's median to the tool's.
-# Needs root, sshd, scp, rsync, go.
+# Needs root, sshd, scp, rsync, setpriv, /usr/bin/time, go.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -51,9 +56,10 @@ root=$(cd "$here/.." && pwd)
 
 rtt=50 rate=1gbit runs=3 ndirs=100 per_dir=100 tools="scp rsync hpn hpnd"
 scp_sample=500 scp_runs=1 out= hpncp_bin= before_bin= nfiles=
-tcp=debian tcp_mem= cc= loss=0
+tcp=debian tcp_mem= cc= loss=0 as_root=
 while [ $# -gt 0 ]; do
 	case $1 in
+	--as-root) as_root=1 && shift && continue ;;
 	--rtt) rtt=$2 ;;
 	--rate) rate=$2 ;;
 	--runs) runs=$2 ;;
@@ -104,7 +110,7 @@ trap cleanup EXIT
 source "$here/netns.sh"
 # shellcheck source=bench/sshd.sh
 source "$here/sshd.sh"
-
+[ -n "$as_root" ] || bench_user_setup || { echo "many.sh: no ordinary user to run the clients as" >&2; exit 1; }
 
 if [ -z "$hpncp_bin" ]; then
 	echo "building hpncp" >&2
@@ -142,8 +148,12 @@ if [ "$scp_sample" -gt 0 ] && [ "$scp_sample" -lt "$small" ]; then
 else
 	scp_sample=0
 fi
+bench_user_own "$work/src" "$work/remote" "$work/local"
 
-client() { "${run_client[@]}" "$@"; }
+# client CMD...: CMD on the client's side of the path as the benchmark's
+# user; client_rss also takes its peak RSS (KiB) into $work/rss.
+client() { "${run_client[@]}" "${run_user[@]}" "$@"; }
+client_rss() { "${run_client[@]}" /usr/bin/time -f %M -o "$work/rss" "${run_user[@]}" "$@"; }
 
 # copy TOOL DIR NAME: one timed copy of $work/src/NAME (up) or of
 # $work/remote/NAME, a copy of it put there beforehand (down), into an
@@ -160,7 +170,7 @@ copy() {
 		from=bench:$src/$name to=$dst/
 		[ -d "$src/$name" ] || cp -a "$work/src/$name" "$src/"
 	fi
-	local t0 t1 rss=(/usr/bin/time -f %M -o "$work/rss")
+	local t0 t1
 	# hpncp's peak RSS (KiB) goes to $work/rss; the other tools' is not
 	# taken (rss=-).
 	echo - >"$work/rss"
@@ -169,10 +179,10 @@ copy() {
 	case $tool in
 	scp) client scp -F "$cfg" -q -r "$from" "$to" ;;
 	rsync) client rsync -a -e "ssh -F $cfg" "$from" "$to" ;;
-	hpnd) client "${rss[@]}" "$hpncp_bin" -F "$cfg" -q -r --hpn-disabled "$from" "$to" ;;
-	hpn) client "${rss[@]}" "$hpncp_bin" -F "$cfg" -q -r "$from" "$to" ;;
-	sync) client "${rss[@]}" "$hpncp_bin" sync -a -e "ssh -F $cfg" "$from" "$to" ;;
-	hpn-before) client "${rss[@]}" "$before_bin" -F "$cfg" -q -r "$from" "$to" ;;
+	hpnd) client_rss "$hpncp_bin" -F "$cfg" -q -r --hpn-disabled "$from" "$to" ;;
+	hpn) client_rss "$hpncp_bin" -F "$cfg" -q -r "$from" "$to" ;;
+	sync) client_rss "$hpncp_bin" sync -a -e "ssh -F $cfg" "$from" "$to" ;;
+	hpn-before) client_rss "$before_bin" -F "$cfg" -q -r "$from" "$to" ;;
 	*) echo "many.sh: unknown tool $tool" >&2; exit 2 ;;
 	esac
 	t1=$(date +%s.%N)
@@ -243,7 +253,7 @@ END {
 }' "$results")
 
 {
-	echo "Many small files: $small x 4 KiB in $ndirs directories + 5 x 10 MiB, $(date -u +%Y-%m-%d), RTT ${rtt} ms, rate $rate, loss $loss, $tcp_settings ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), $runs run(s) each, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server, to an empty target"
+	echo "Many small files: $small x 4 KiB in $ndirs directories + 5 x 10 MiB, $(date -u +%Y-%m-%d), clients ${bench_user:+as an ordinary user ($bench_user)}${as_root:+as root (VARIANT: --as-root)}, RTT ${rtt} ms, rate $rate, loss $loss, $tcp_settings ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), $runs run(s) each, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server, to an empty target"
 	echo
 	echo "$table"
 	echo

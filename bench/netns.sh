@@ -34,7 +34,9 @@
 #                       host    what a new namespace copies from this host
 #                       debian  a stock Debian kernel's: tcp_rmem
 #                               4096 131072 6291456, tcp_wmem 4096 16384
-#                               4194304, congestion control cubic
+#                               4194304, congestion control cubic, and
+#                               tcp_allowed_congestion_control "reno
+#                               cubic" (host-wide, below)
 #   --tcp-mem BYTES   the maximum of net.ipv4.tcp_rmem and tcp_wmem in both
 #                     namespaces, over what --tcp set
 #   --cc NAME         TCP congestion control in both namespaces, over what
@@ -47,6 +49,16 @@
 # wan_ups restore the same list) and puts the list back at once. The
 # sockets' own limits (net.core.rmem_max, wmem_max) are host-wide: only an
 # explicit SO_RCVBUF or SO_SNDBUF meets them.
+#
+# That list is also what an ordinary user's TCP_CONGESTION may name (root
+# may name any algorithm). It is host-wide (read-only inside a namespace
+# on this kernel, 6.18), so with --tcp debian wan_up sets it to a stock
+# Debian kernel's, "reno cubic" (plus --cc's algorithm, which a kernel
+# adds when the administrator makes it the default), for as long as the
+# WAN is up, and wan_down puts back what it was. Concurrent runs share
+# it: the first saves the host's list in /run/hpncp-bench-cc.state, the
+# last one out (or the next run, once the holders are dead) restores it;
+# a run that needs another list while one is held fails.
 #
 # After wan_up these are set (and exported):
 #   NS_A, NS_B              namespace names, hpncp-a-PID and hpncp-b-PID
@@ -271,6 +283,12 @@ _wan_netns_add() {
 		rmem="4096 131072 $_wan_opt_tcpmem" wmem="4096 16384 $_wan_opt_tcpmem"
 	fi
 	[ -z "$_wan_opt_cc" ] || cc=$_wan_opt_cc
+	if [ "$_wan_opt_tcp" = debian ]; then
+		case $cc in
+		reno | cubic) _wan_cc_hold "reno cubic" || return 1 ;;
+		*) _wan_cc_hold "reno cubic $cc" || return 1 ;;
+		esac
+	fi
 	for ns in "$NS_A" "$NS_B"; do
 		ip netns add "$ns" || return 1
 		ip -n "$ns" link set lo up || return 1
@@ -284,6 +302,7 @@ _wan_netns_add() {
 	WAN_TCP="tcp_rmem $(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_rmem | tr -s '\t ' ' ')"
 	WAN_TCP="$WAN_TCP, tcp_wmem $(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_wmem | tr -s '\t ' ' ')"
 	WAN_TCP="$WAN_TCP, $(ip netns exec "$NS_A" sysctl -n net.ipv4.tcp_congestion_control)"
+	WAN_TCP="$WAN_TCP (allowed: $(sysctl -n net.ipv4.tcp_allowed_congestion_control))"
 	export WAN_TCP
 }
 
@@ -296,6 +315,55 @@ wan_tcp_label() {
 	else
 		echo "VARIANT: --tcp $1${2:+ --tcp-mem $2}${3:+ --cc $3}$( [ "${4:-0}" = 0 ] || echo " --loss $4")"
 	fi
+}
+
+# _wan_cc_hold LIST: the host-wide tcp_allowed_congestion_control is LIST
+# until _wan_cc_release (see the header). The state file holds the host's
+# own list, the list in force, then the PIDs of the shells holding it.
+_wan_cc_state=/run/hpncp-bench-cc.state
+_wan_cc_held=
+_wan_cc_hold() {
+	local want=$1 me=$BASHPID
+	(
+		flock 9
+		local saved= held= holders= pid
+		if [ -f "$_wan_cc_state" ]; then
+			{ read -r saved; read -r held; } <"$_wan_cc_state"
+			for pid in $(tail -n +3 "$_wan_cc_state"); do
+				! kill -0 "$pid" 2>/dev/null || holders="$holders $pid"
+			done
+		fi
+		if [ -n "$holders" ] && [ "$held" != "$want" ]; then
+			_wan_err "tcp_allowed_congestion_control is held at \"$held\" by another benchmark (PIDs$holders); this one needs \"$want\""
+			exit 1
+		fi
+		[ -n "$saved" ] || saved=$(sysctl -n net.ipv4.tcp_allowed_congestion_control)
+		sysctl -qw "net.ipv4.tcp_allowed_congestion_control=$want" || exit 1
+		printf '%s\n' "$saved" "$want" $holders "$me" >"$_wan_cc_state"
+	) 9>/run/hpncp-bench-cc.lock || return 1
+	_wan_cc_held=$me
+}
+
+# _wan_cc_release: undoes this shell's _wan_cc_hold; the last holder puts
+# the host's list back.
+_wan_cc_release() {
+	[ -n "$_wan_cc_held" ] || return 0
+	(
+		flock 9
+		local saved held holders= pid
+		[ -f "$_wan_cc_state" ] || exit 0
+		{ read -r saved; read -r held; } <"$_wan_cc_state"
+		for pid in $(tail -n +3 "$_wan_cc_state"); do
+			[ "$pid" = "$_wan_cc_held" ] || ! kill -0 "$pid" 2>/dev/null || holders="$holders $pid"
+		done
+		if [ -z "$holders" ]; then
+			sysctl -qw "net.ipv4.tcp_allowed_congestion_control=$saved"
+			rm -f "$_wan_cc_state"
+		else
+			printf '%s\n' "$saved" "$held" $holders >"$_wan_cc_state"
+		fi
+	) 9>/run/hpncp-bench-cc.lock || _wan_err "could not restore net.ipv4.tcp_allowed_congestion_control (see $_wan_cc_state)"
+	_wan_cc_held=
 }
 
 # _wan_set_cc NS NAME: makes NAME the congestion control NS defaults to,
@@ -484,6 +552,7 @@ wan_down() {
 	if [ -n "${WAN_DIR:-}" ]; then
 		rm -rf -- "$WAN_DIR"
 	fi
+	_wan_cc_release
 	NS_A= NS_B= WAN_DIR= WAN_MODE=
 	if [ "${#_wan_saved_traps[@]}" -gt 0 ] 2>/dev/null; then
 		_wan_restore_traps

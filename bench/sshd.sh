@@ -4,11 +4,56 @@
 # run_server and run_client after sourcing this (arrays: what runs a
 # command on the server's and on the client's side of the path, such as
 # ip netns exec NS; empty for this host), and calls stop_sshd in its
-# cleanup.
+# cleanup. A caller that runs its client tools as an ordinary user calls
+# bench_user_setup before start_sshd: ssh then logs in as that user, and
+# run_user (empty: as whoever runs the script) goes between run_client and
+# each client command.
 
 run_server=()
 run_client=()
+run_user=()
+bench_user=
 sshd_pid=
+
+# bench_user_setup: the ordinary user the benchmarks' client tools run as
+# and log in as (BENCH_USER, hpncp-bench by default), so that they get
+# what a user gets: no SO_SNDBUFFORCE, no TCP_CONGESTION outside
+# net.ipv4.tcp_allowed_congestion_control. Made once and reused: a system
+# account with bash as its shell (scp -O and rsync run commands through
+# it) and its home in /var/tmp/hpncp-bench, its password disabled ('*'; a
+# locked '!' would make sshd refuse it without PAM); remove it with
+# userdel -r hpncp-bench. An existing account of that name that
+# useradd here did not make (another comment) is not taken. Sets
+# bench_user and run_user, and makes $work and what the client needs in
+# it (client key, known_hosts, ssh_config) the user's to read.
+bench_user_setup() {
+	local name=${BENCH_USER:-hpncp-bench} comment="hpncp benchmarks (bench/sshd.sh)" home
+	if ! id -u "$name" >/dev/null 2>&1; then
+		useradd --system --create-home --home-dir "/var/tmp/$name" --shell /bin/bash \
+			--comment "$comment" "$name" || return 1
+		usermod -p '*' "$name" || return 1
+	fi
+	if [ "$(getent passwd "$name" | cut -d: -f5)" != "$comment" ] || [ "$(id -u "$name")" = 0 ]; then
+		echo "sshd.sh: account $name exists and was not made for the benchmarks; set BENCH_USER to another name" >&2
+		return 1
+	fi
+	home=$(getent passwd "$name" | cut -d: -f6)
+	bench_user=$name
+	# A login's environment, not root's (whose XDG directories, say, the
+	# user could not write).
+	run_user=(setpriv --reuid="$(id -u "$name")" --regid="$(id -g "$name")" --init-groups
+		env -i PATH="$PATH" HOME="$home" USER="$name" LOGNAME="$name" SHELL=/bin/bash LANG="${LANG:-C.UTF-8}")
+	# The user reaches the files through $work; what only root needs in
+	# it (the host key) stays root's.
+	chmod 0711 "$work"
+}
+
+# bench_user_own PATH...: gives PATHs (recursively) to the benchmark's
+# user, when there is one: the directories it copies into and the files
+# it copies from.
+bench_user_own() {
+	[ -z "$bench_user" ] || chown -R "$bench_user:" "$@"
+}
 
 # start_sshd ADDR PORT [LINE...]: a stock sshd on ADDR:PORT, with any
 # extra sshd_config LINEs, and $work/ssh_config naming it "bench"; the
@@ -22,6 +67,8 @@ start_sshd() {
 		ssh-keygen -q -t ed25519 -N '' -C bench-host -f "$work/host_key"
 		ssh-keygen -q -t ed25519 -N '' -C bench-client -f "$work/client_key"
 		cp "$work/client_key.pub" "$work/authorized_keys"
+		# ssh refuses a private key others can read, and one it cannot.
+		bench_user_own "$work/client_key"
 	fi
 	{
 		cat <<EOF
@@ -46,7 +93,7 @@ EOF
 Host bench
 	HostName $addr
 	Port $port
-	User $(id -un)
+	User ${bench_user:-$(id -un)}
 	IdentityFile $work/client_key
 	IdentitiesOnly yes
 	UserKnownHostsFile $work/known_hosts
@@ -62,7 +109,7 @@ EOF
 	"${run_server[@]}" /usr/sbin/sshd -D -e -f "$work/sshd_config" 2>"$work/sshd.log" &
 	sshd_pid=$!
 	for i in $(seq 100); do
-		if "${run_client[@]}" ssh -F "$work/ssh_config" bench true 2>/dev/null; then
+		if "${run_client[@]}" "${run_user[@]}" ssh -F "$work/ssh_config" bench true 2>/dev/null; then
 			return 0
 		fi
 		kill -0 "$sshd_pid" 2>/dev/null || break

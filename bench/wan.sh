@@ -10,6 +10,7 @@
 #                [--dirs "up down"] [--mtu 1500] [--out FILE.md]
 #                [--hpncp BINARY] [--before BINARY] [--vs TOOL]
 #                [--tcp debian] [--tcp-mem BYTES] [--cc NAME] [--loss P]
+#                [--as-root]
 #
 #   --rtts       "lo" is 127.0.0.1 in this namespace (no emulator); a number
 #                is an RTT in ms through the emulator at --rate
@@ -22,7 +23,11 @@
 #                 kernel's: tcp_rmem max 6 MiB, tcp_wmem max 4 MiB, cubic;
 #                 the headline) or host (what this host has)
 #   --tcp-mem     a variant: tcp_rmem and tcp_wmem max raised to BYTES
-#   --cc          a variant: another congestion control (bbr)
+#   --cc          a variant: another congestion control (bbr), the
+#                 namespaces' default and allowed to every user
+#   --as-root     a variant: the client tools run as root, who may set
+#                 any congestion control (hpncp's --cc auto sets bbr on
+#                 an upload) and socket buffers past rmem_max/wmem_max
 #   --loss        a variant: random loss per packet and direction (0.01%)
 #   --tools      any of: scp scp-O sftp rsync rsync-hpn hpnd hpn (rsync-hpn
 #                is rsync -e 'hpncp ssh'); with --before, also hpn-before;
@@ -37,12 +42,20 @@
 #   --out        also write the table as markdown
 #
 # The server is a stock OpenSSH sshd started in the far namespace with its
-# own keys and config (Subsystem sftp internal-sftp; scp -O and rsync exec
-# through root's shell, whose ~/.bashrc costs about 0.65 s a command on this
-# machine: part of their set-up time). Files live on /dev/shm so the disk
-# stays out of it. Needs root, sshd, scp, sftp, rsync, go. Each row: min,
-# median and max MB/s (10^6 bytes/s, wall time with connection set-up) and
-# the ratio of the median to --vs's (scp's) in the same direction and RTT.
+# own keys and config (Subsystem sftp internal-sftp). The client tools run
+# as an ordinary user, hpncp-bench (made once by bench/sshd.sh; BENCH_USER
+# names another), who logs in to that sshd as itself: scp -O and rsync exec
+# through its bash. With --tcp debian (the default) the host-wide
+# net.ipv4.tcp_allowed_congestion_control is "reno cubic" for the run, as
+# on a stock kernel, so that user cannot pick bbr. Files live on /dev/shm
+# so the disk stays out of it. Needs root (namespaces, the account),
+# sshd, scp, sftp, rsync, setpriv, /usr/bin/time, go. Each row: min,
+# median and max MB/s (10^6 bytes/s, wall time with connection set-up),
+# the ratio of the median to --vs's (scp's) in the same direction and RTT,
+# and the CPU seconds per GiB copied: the whole machine's (/proc/stat,
+# everything but idle and iowait, over the copy: both ends, the emulator
+# and whatever else runs) and, in brackets, the client's (user + sys of
+# the client command and the children it waited for), medians.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -50,9 +63,10 @@ root=$(cd "$here/.." && pwd)
 
 rtts="lo 1 10 50 100" rate=1gbit runs=3 size=1G slow_size=256M
 tools="scp scp-O sftp rsync rsync-hpn hpnd mscp hpn" dirs="up down" mtu=1500 out= hpncp_bin= before_bin=
-tcp=debian tcp_mem= cc= loss=0 vs=scp
+tcp=debian tcp_mem= cc= loss=0 vs=scp as_root=
 while [ $# -gt 0 ]; do
 	case $1 in
+	--as-root) as_root=1 && shift && continue ;;
 	--rtts) rtts=$2 ;;
 	--rate) rate=$2 ;;
 	--runs) runs=$2 ;;
@@ -109,7 +123,7 @@ trap cleanup EXIT
 source "$here/netns.sh"
 # shellcheck source=bench/sshd.sh
 source "$here/sshd.sh"
-
+[ -n "$as_root" ] || bench_user_setup || { echo "wan.sh: no ordinary user to run the clients as" >&2; exit 1; }
 
 if [ -z "$hpncp_bin" ]; then
 	echo "building hpncp" >&2
@@ -117,6 +131,7 @@ if [ -z "$hpncp_bin" ]; then
 	hpncp_bin=$work/hpncp
 fi
 mkdir -p "$work/remote" "$work/local"
+bench_user_own "$work/remote" "$work/local"
 
 size_bytes=$(bench_units size "$size") || { echo "wan.sh: --size $size: want bytes or a K, M, G suffix" >&2; exit 2; }
 slow_bytes=$(bench_units size "$slow_size") || { echo "wan.sh: --slow-size $slow_size: want bytes or a K, M, G suffix" >&2; exit 2; }
@@ -128,12 +143,22 @@ testfile() {
 	if ! [ -e "$f" ]; then
 		echo "creating a $1-byte test file" >&2
 		head -c "$1" /dev/urandom >"$f"
+		bench_user_own "$f"
 	fi
 }
 
-client() { "${run_client[@]}" "$@"; }
+# client CMD...: CMD on the client's side of the path as the benchmark's
+# user, its CPU time (user and sys seconds) in $work/cpu.
+client() { "${run_client[@]}" /usr/bin/time -f '%U %S' -o "$work/cpu" "${run_user[@]}" "$@"; }
 
-# copy TOOL DIR SRC: one timed copy; prints seconds.
+# busy_cpu: the CPU seconds this machine has been busy, all CPUs
+# (/proc/stat: all but idle and iowait).
+busy_cpu() {
+	awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { print ($2 + $3 + $4 + $7 + $8 + $9) / hz; exit }' /proc/stat
+}
+
+# copy TOOL DIR SRC: one timed copy; prints seconds, the machine's CPU
+# seconds over it and the client's.
 copy() {
 	local tool=$1 dir=$2 src=$3 cfg=$work/ssh_config from to
 	local name
@@ -145,8 +170,9 @@ copy() {
 		from=bench:$src to=$work/local/$name
 		rm -f "$work/local/$name"
 	fi
-	local t0 t1
+	local t0 t1 c0 c1
 	wan_forget
+	c0=$(busy_cpu)
 	t0=$(date +%s.%N)
 	case $tool in
 	scp) client scp -F "$cfg" -q "$from" "$to" ;;
@@ -168,7 +194,7 @@ copy() {
 	rclone)
 		# rclone reads no ssh_config: the same host, key and known_hosts,
 		# given as an on-the-fly remote.
-		local remote=":sftp,host=$addr,port=2222,user=$(id -un),key_file=$work/client_key,known_hosts_file=$work/known_hosts:"
+		local remote=":sftp,host=$addr,port=2222,user=${bench_user:-$(id -un)},key_file=$work/client_key,known_hosts_file=$work/known_hosts:"
 		if [ "$dir" = up ]; then
 			client rclone --config /dev/null -q copyto "$src" "$remote$work/remote/$name"
 		else
@@ -186,15 +212,17 @@ copy() {
 	*) echo "wan.sh: unknown tool $tool" >&2; exit 2 ;;
 	esac
 	t1=$(date +%s.%N)
+	c1=$(busy_cpu)
 	if [ "$dir" = up ]; then
 		cmp -s "$src" "$work/remote/$name" || { echo "wan.sh: $tool $dir: copy differs" >&2; exit 1; }
 	else
 		cmp -s "$src" "$work/local/$name" || { echo "wan.sh: $tool $dir: copy differs" >&2; exit 1; }
 	fi
-	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }'
+	awk -v a="$t0" -v b="$t1" -v c0="$c0" -v c1="$c1" -v u="$(tail -1 "$work/cpu")" \
+		'BEGIN { split(u, t, " "); printf "%.3f %.2f %.2f\n", b - a, c1 - c0, t[1] + t[2] }'
 }
 
-results=$work/results # lines: rtt dir tool bytes seconds
+results=$work/results # lines: rtt dir tool bytes seconds machine-CPU-s client-CPU-s
 : >"$results"
 for rtt in $rtts; do
 	if [ "$rtt" = lo ]; then
@@ -220,7 +248,7 @@ for rtt in $rtts; do
 				testfile "$sz"
 				s=$(copy "$tool" "$dir" "$f")
 				echo "$rtt $dir $tool $sz $s" >>"$results"
-				echo "rtt=$rtt run=$run $dir $tool: $s s" >&2
+				echo "rtt=$rtt run=$run $dir $tool: ${s%% *} s, CPU machine / client ${s#* } s" >&2
 			done
 		done
 	done
@@ -238,10 +266,11 @@ function median(arr, n,   i, j, t, a) {
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
-{ k = $1 SUBSEP $2 SUBSEP $3; n[k]++; v[k, n[k]] = $4 / $5 / 1e6; size[k] = $4 }
+{ k = $1 SUBSEP $2 SUBSEP $3; n[k]++; v[k, n[k]] = $4 / $5 / 1e6; size[k] = $4
+  m[k, n[k]] = $6 / ($4 / 1073741824); c[k, n[k]] = $7 / ($4 / 1073741824) }
 END {
-	printf "| RTT | dir | tool | size | min MB/s | median MB/s | max MB/s | x %s |\n", vs
-	printf "|---|---|---|---|---|---|---|---|\n"
+	printf "| RTT | dir | tool | size | min MB/s | median MB/s | max MB/s | x %s | CPU s/GiB machine (client) |\n", vs
+	printf "|---|---|---|---|---|---|---|---|---|\n"
 	nt = split(tools, T, " "); nr = split(rtts, R, " "); nd = split(dirs, D, " ")
 	for (r = 1; r <= nr; r++) for (d = 1; d <= nd; d++) {
 		ks = R[r] SUBSEP D[d] SUBSEP vs
@@ -252,15 +281,17 @@ END {
 			mn = 1e18; mx = 0
 			for (i = 1; i <= n[k]; i++) { x[i] = v[k, i]; if (x[i] < mn) mn = x[i]; if (x[i] > mx) mx = x[i] }
 			med = median(x, n[k])
+			for (i = 1; i <= n[k]; i++) { y[i] = m[k, i]; z[i] = c[k, i] }
+			cpu = sprintf("%.2f (%.2f)", median(y, n[k]), median(z, n[k]))
 			ratio = scpmed ? sprintf("%.2f", med / scpmed) : "-"
 			lbl = (R[r] == "lo") ? "loopback" : R[r] " ms"
-			printf "| %s | %s | %s | %d MiB | %.1f | %.1f | %.1f | %s |\n", lbl, D[d], T[t], size[k] / 1048576, mn, med, mx, ratio
+			printf "| %s | %s | %s | %d MiB | %.1f | %.1f | %.1f | %s | %s |\n", lbl, D[d], T[t], size[k] / 1048576, mn, med, mx, ratio, cpu
 		}
 	}
 }' "$results")
 
 {
-	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), $runs runs each, rate $rate, MTU $mtu, loss $loss, ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
+	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), clients ${bench_user:+as an ordinary user ($bench_user)}${as_root:+as root (VARIANT: --as-root)}, $runs runs each, rate $rate, MTU $mtu, loss $loss, ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
 	echo
 	echo "$table"
 	[ -z "$skipped" ] || { echo; echo "Not installed, skipped:$skipped."; }

@@ -105,7 +105,14 @@ func (o Options) sshOptions() sshconn.Options {
 		err := sshconn.SetBuffers(c, o.RcvBuf, o.SndBuf)
 		if errors.Is(err, sshconn.ErrCapped) {
 			if co.Warnf != nil {
-				co.Warnf("hpncp: warning: %v", err)
+				// Both buffers may be capped: a warning each.
+				capped := []error{err}
+				if j, ok := err.(interface{ Unwrap() []error }); ok {
+					capped = j.Unwrap()
+				}
+				for _, e := range capped {
+					co.Warnf("hpncp: warning: %v", e)
+				}
 			}
 			err = nil
 		}

@@ -264,25 +264,42 @@ func TestDialCappedBufferWarns(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("only Linux reports the buffer it granted")
 	}
-	b, err := os.ReadFile("/proc/sys/net/core/rmem_max")
-	if err != nil {
-		t.Skipf("cannot read rmem_max: %v", err)
+	limit := func(name string) int {
+		b, err := os.ReadFile("/proc/sys/net/core/" + name)
+		if err != nil {
+			t.Skipf("cannot read %s: %v", name, err)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || n > 1<<29 {
+			t.Skipf("%s %q: no size above it fits an int32", name, b)
+		}
+		return n
 	}
-	limit, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || limit > 1<<29 {
-		t.Skipf("rmem_max %q: no size above it fits an int32", b)
-	}
+	rlimit, wlimit := limit("rmem_max"), limit("wmem_max")
 	srv := sshtest.Start(t, sshtest.Options{})
 	var warned []string
 	co := connOptions(srv)
 	co.Warnf = func(f string, a ...any) { warned = append(warned, fmt.Sprintf(f, a...)) }
-	c, err := Dial(t.Context(), Options{SSH: co, RcvBuf: 2 * limit}, "testhost")
+	c, err := Dial(t.Context(), Options{SSH: co, RcvBuf: 2 * rlimit}, "testhost")
 	if err != nil {
 		t.Fatalf("a capped buffer failed the connection: %v", err)
 	}
-	defer c.Close()
+	c.Close()
 	if len(warned) != 1 || !strings.HasPrefix(warned[0], "hpncp: warning: ") || !strings.Contains(warned[0], "rmem_max") {
 		t.Errorf("warnings %q, want one naming rmem_max", warned)
+	}
+
+	// Both buffers above their limits (an ordinary user asking for what
+	// only root's SO_SNDBUFFORCE would give): a warning each.
+	warned = nil
+	c, err = Dial(t.Context(), Options{SSH: co, RcvBuf: 2 * rlimit, SndBuf: 2 * wlimit}, "testhost")
+	if err != nil {
+		t.Fatalf("two capped buffers failed the connection: %v", err)
+	}
+	c.Close()
+	if len(warned) != 2 || !strings.HasPrefix(warned[0], "hpncp: warning: ") || !strings.Contains(warned[0], "rmem_max") ||
+		!strings.HasPrefix(warned[1], "hpncp: warning: ") || !strings.Contains(warned[1], "wmem_max") {
+		t.Errorf("warnings %q, want one naming rmem_max and one naming wmem_max", warned)
 	}
 }
 

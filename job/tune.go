@@ -105,10 +105,17 @@ const DefaultChunk = 1 << 20
 // bbr holds its rate through random loss and fills a long path without
 // waiting for loss to find its size, where cubic halves at each loss. A
 // receiver's algorithm governs only its acknowledgements: a download
-// keeps the system's.
+// keeps the system's. The kernel is asked first: an ordinary user on a
+// stock kernel (tcp_allowed_congestion_control "reno cubic") may not set
+// bbr, and the copy is then planned as the system's algorithm it runs
+// (a lossy upload takes cubic's connections, not bbr's), not as bbr.
 func AutoCC(upload bool) (cc string, bestEffort bool) {
-	if upload {
+	if upload && canSetCongestion("bbr") {
 		return "bbr", true
 	}
 	return "", false
 }
+
+// canSetCongestion is sshconn.CanSetCongestion; the tests stand in for
+// the kernel's answer.
+var canSetCongestion = sshconn.CanSetCongestion

@@ -19,7 +19,9 @@ var ErrCapped = errors.New("kernel capped the socket buffer")
 // setting one turns off the kernel's autotuning of it, which is the better
 // default. Call it before the SSH handshake. Where the kernel reports what
 // it granted (Linux), a smaller grant is an error wrapping ErrCapped, which
-// a caller may treat as a warning: the smaller buffer is in force.
+// a caller may treat as a warning: the smaller buffer is in force, and the
+// other buffer is set all the same (an ordinary user's requests above
+// rmem_max and wmem_max are both capped, and both must take effect).
 func SetBuffers(c net.Conn, rcv, snd int) error {
 	if rcv == 0 && snd == 0 {
 		return nil
@@ -35,6 +37,7 @@ func SetBuffers(c net.Conn, rcv, snd int) error {
 	if !ok {
 		return fmt.Errorf("set socket buffers of %s: %w", peer, errors.ErrUnsupported)
 	}
+	var capped []error
 	for _, b := range []struct {
 		size  int
 		name  string
@@ -55,11 +58,11 @@ func SetBuffers(c net.Conn, rcv, snd int) error {
 			return fmt.Errorf("set TCP %s buffer of %s to %s: %w", b.name, peer, units.FormatSize(int64(b.size)), err)
 		}
 		if got, ok := granted(c, b.which); ok && got < b.size {
-			return fmt.Errorf("set TCP %s buffer of %s to %s: %w to %s (raise %s)",
-				b.name, peer, units.FormatSize(int64(b.size)), ErrCapped, units.FormatSize(int64(got)), b.limit)
+			capped = append(capped, fmt.Errorf("set TCP %s buffer of %s to %s: %w to %s (raise %s)",
+				b.name, peer, units.FormatSize(int64(b.size)), ErrCapped, units.FormatSize(int64(got)), b.limit))
 		}
 	}
-	return nil
+	return errors.Join(capped...)
 }
 
 type bufferKind int

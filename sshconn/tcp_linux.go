@@ -145,6 +145,23 @@ func setCongestion(c net.Conn, name string) error {
 	})
 }
 
+// CanSetCongestion reports whether this process may give its TCP
+// connections the congestion control name, asked of a socket of its own:
+// the kernel must have the algorithm, and it must be in
+// net.ipv4.tcp_allowed_congestion_control unless the process has
+// CAP_NET_ADMIN in its network namespace (root may set any).
+func CanSetCongestion(name string) bool {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		fd, err = unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return false
+		}
+	}
+	defer unix.Close(fd)
+	return unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, name) == nil
+}
+
 func congestion(c net.Conn) (string, error) {
 	var name string
 	err := control(c, func(fd int) error {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,6 +92,26 @@ func TestSetBuffersLoopback(t *testing.T) {
 		}
 		if got := sockopt(t, c, unix.SO_RCVBUF); got != 2*limit {
 			t.Errorf("SO_RCVBUF = %d, want the capped %d in force", got, 2*limit)
+		}
+	})
+	// An ordinary user's --tcp-rcvbuf and --tcp-sndbuf above both limits
+	// (SO_RCVBUF and SO_SNDBUF cap root's too): both capped, both in
+	// force, both said.
+	t.Run("both capped", func(t *testing.T) {
+		rlimit, wlimit := sysctl(t, "rmem_max"), sysctl(t, "wmem_max")
+		if max(rlimit, wlimit) > 1<<29 {
+			t.Skipf("rmem_max %d, wmem_max %d: no size above them fits an int32", rlimit, wlimit)
+		}
+		c, _ := tcpPair(t)
+		err := SetBuffers(c, 2*rlimit, 2*wlimit)
+		if !errors.Is(err, ErrCapped) || !strings.Contains(err.Error(), "rmem_max") || !strings.Contains(err.Error(), "wmem_max") {
+			t.Errorf("asking for twice rmem_max and wmem_max: %v, want ErrCapped naming both limits", err)
+		}
+		if got := sockopt(t, c, unix.SO_RCVBUF); got != 2*rlimit {
+			t.Errorf("SO_RCVBUF = %d, want the capped %d in force", got, 2*rlimit)
+		}
+		if got := sockopt(t, c, unix.SO_SNDBUF); got != 2*wlimit {
+			t.Errorf("SO_SNDBUF = %d, want the capped %d in force: a capped receive buffer left the send buffer unset", got, 2*wlimit)
 		}
 	})
 }
@@ -229,4 +251,86 @@ func TestQuickAckSocket(t *testing.T) {
 	if quickAck(p) != nil {
 		t.Fatal("quick ACK offered for a pipe")
 	}
+}
+
+// TestCongestionOrdinaryUser: an algorithm the kernel has but does not
+// allow every user (bbr on a stock kernel) is refused to a process without
+// CAP_NET_ADMIN with EPERM and the sysctl to look at, CanSetCongestion
+// says so beforehand, and reno, always allowed, is still set.
+func TestCongestionOrdinaryUser(t *testing.T) {
+	cc := forbiddenCongestion()
+	if cc == "" {
+		t.Skip("every algorithm this kernel has is allowed to every user")
+	}
+	c, _ := tcpPair(t)
+	err := withoutNetAdmin(func() {
+		if CanSetCongestion(cc) {
+			t.Errorf("CanSetCongestion(%q) without CAP_NET_ADMIN: true, but it is not in tcp_allowed_congestion_control", cc)
+		}
+		if !CanSetCongestion("reno") {
+			t.Error("CanSetCongestion(reno) without CAP_NET_ADMIN: false")
+		}
+		err := SetCongestion(c, cc)
+		if !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "tcp_allowed_congestion_control") {
+			t.Errorf("setting %s without CAP_NET_ADMIN: %v, want EPERM naming tcp_allowed_congestion_control", cc, err)
+		}
+		if err := SetCongestion(c, "reno"); err != nil {
+			t.Errorf("setting reno without CAP_NET_ADMIN: %v", err)
+		}
+	})
+	if err != nil {
+		t.Fatalf("dropping CAP_NET_ADMIN: %v", err)
+	}
+	if CanSetCongestion("nosuchcc") {
+		t.Error("CanSetCongestion(nosuchcc): true for an algorithm the kernel lacks")
+	}
+	if os.Geteuid() == 0 && !CanSetCongestion(cc) {
+		t.Errorf("CanSetCongestion(%q) as root: false, but root may set any algorithm the kernel has", cc)
+	}
+}
+
+// withoutNetAdmin calls f as an ordinary user meets the network stack: on
+// an OS thread of its own whose effective capabilities lack CAP_NET_ADMIN
+// (capabilities are per thread on Linux), so that the kernel applies
+// tcp_allowed_congestion_control even when the tests run as root. The
+// thread ends with f. Only f's own syscalls see it, such as a socket
+// option set through a conn's RawConn.Control. An error is from dropping
+// the capability.
+func withoutNetAdmin(f func()) error {
+	errc := make(chan error, 1)
+	go func() {
+		// Never unlocked: the goroutine's end takes the thread with it.
+		runtime.LockOSThread()
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		data[0].Effective &^= 1 << unix.CAP_NET_ADMIN
+		if err := unix.Capset(&hdr, &data[0]); err != nil {
+			errc <- err
+			return
+		}
+		f()
+		errc <- nil
+	}()
+	return <-errc
+}
+
+// forbiddenCongestion returns an algorithm this kernel has
+// (tcp_available_congestion_control) that an ordinary user may not set
+// (not in tcp_allowed_congestion_control), "" when there is none.
+func forbiddenCongestion() string {
+	read := func(name string) []string {
+		b, _ := os.ReadFile("/proc/sys/net/ipv4/" + name)
+		return strings.Fields(string(b))
+	}
+	allowed := read("tcp_allowed_congestion_control")
+	for _, cc := range read("tcp_available_congestion_control") {
+		if !slices.Contains(allowed, cc) {
+			return cc
+		}
+	}
+	return ""
 }

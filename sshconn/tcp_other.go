@@ -26,6 +26,9 @@ func autotuneLimits() (rcv, snd int) { return 0, 0 }
 // setCongestion is unsupported: only Linux's TCP_CONGESTION is set.
 func setCongestion(c net.Conn, name string) error { return errors.ErrUnsupported }
 
+// CanSetCongestion is false: only Linux's TCP_CONGESTION is set.
+func CanSetCongestion(name string) bool { return false }
+
 func congestion(c net.Conn) (string, error) { return "", errors.ErrUnsupported }
 
 // quickAck is Linux's TCP_QUICKACK; elsewhere ACKs keep their timing.
