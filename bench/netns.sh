@@ -74,6 +74,7 @@
 #   wan_exec a|b CMD...     run CMD inside NS_A or NS_B
 #   wan_stats               print the emulator's counters so far (wanem mode)
 #   wan_tcp_label ...       "stock Debian TCP settings" or "VARIANT: ...", for titles
+#   wan_shape_label ...     ", queue 0.25 BDP, jitter 2ms, ...", for titles
 #
 # wan_down stops the emulator by its PID, stops by PID every process still
 # inside the two namespaces (TERM, then KILL after 3 s), deletes the
@@ -347,6 +348,23 @@ wan_tcp_label() {
 	else
 		echo "VARIANT: --tcp $1${2:+ --tcp-mem $2}${3:+ --cc $3}$( [ "${4:-0}" = 0 ] || echo " --loss $4")"
 	fi
+}
+
+# wan_shape_label QUEUES JITTER REORDER RATE_BACK: the path's shape beyond
+# rate, loss and TCP settings, for a table's heading, from what a
+# benchmark passed to wan_up (QUEUES: its list of BDP multiples): empty for
+# the defaults (one BDP, no jitter or reordering, one rate both ways).
+wan_shape_label() {
+	local out=
+	case $1 in
+	1) ;;
+	*" "*) out=", queues of $1 BDP (a row each)" ;;
+	*) out=", queue $1 BDP" ;;
+	esac
+	[ "${2:-0}" = 0 ] || out="$out, jitter $2"
+	[ "${3:-0}" = 0 ] || out="$out, reorder $3"
+	[ -z "${4:-}" ] || out="$out, B to A (downloads) at $4"
+	printf '%s' "$out"
 }
 
 # _wan_set_cc NS NAME: makes NAME the congestion control NS defaults to,

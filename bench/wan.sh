@@ -10,9 +10,18 @@
 #                [--dirs "up down"] [--mtu 1500] [--out FILE.md]
 #                [--hpncp BINARY] [--before BINARY] [--vs TOOL]
 #                [--tcp debian] [--tcp-mem BYTES] [--cc NAME] [--loss P]
+#                [--queue "0.25 0.5 1 2"] [--jitter DURATION] [--reorder P]
+#                [--rate-back RATE]
 #
 #   --rtts       "lo" is 127.0.0.1 in this namespace (no emulator); a number
 #                is an RTT in ms through the emulator at --rate
+#   --queue      the emulator's drop-tail queue in multiples of the BDP
+#                (default 1); with several, each RTT runs at each, a row
+#                and a queue column each
+#   --jitter     random extra one-way delay per packet (2ms), order kept
+#   --reorder    share of packets let past the one ahead (0.1%)
+#   --rate-back  downloads' rate (the far end to the client) where it
+#                differs from --rate, the uploads' (bench/netns.sh)
 #   --size       file size for hpncp auto, and for every tool below 50 ms
 #   --slow-size  file size for the single-channel tools (scp, scp-O, sftp,
 #                rsync, hpnd) and for rclone and lftp, whose uploads are one
@@ -51,6 +60,7 @@ root=$(cd "$here/.." && pwd)
 rtts="lo 1 10 50 100" rate=1gbit runs=3 size=1G slow_size=256M
 tools="scp scp-O sftp rsync rsync-hpn hpnd mscp hpn" dirs="up down" mtu=1500 out= hpncp_bin= before_bin=
 tcp=debian tcp_mem= cc= loss=0 vs=scp
+queues=1 jitter=0 reorder=0 rate_back=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rtts) rtts=$2 ;;
@@ -68,6 +78,10 @@ while [ $# -gt 0 ]; do
 	--tcp-mem) tcp_mem=$2 ;;
 	--cc) cc=$2 ;;
 	--loss) loss=$2 ;;
+	--queue) queues=$2 ;;
+	--jitter) jitter=$2 ;;
+	--reorder) reorder=$2 ;;
+	--rate-back) rate_back=$2 ;;
 	--vs) vs=$2 ;;
 	*)
 		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
@@ -194,13 +208,24 @@ copy() {
 	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", b - a }'
 }
 
-results=$work/results # lines: rtt dir tool bytes seconds
+results=$work/results # lines: rtt[:queue] dir tool bytes seconds
 : >"$results"
+# cases: every RTT at every queue size (loopback has none), as rtt:queue.
+cases=
 for rtt in $rtts; do
+	for q in $queues; do
+		[ "$rtt" != lo ] || { cases="$cases lo" && break; }
+		cases="$cases $rtt:$q"
+	done
+done
+for case in $cases; do
+	rtt=${case%:*} q=
+	[ "$rtt" = lo ] || q=${case#*:}
 	if [ "$rtt" = lo ]; then
 		addr=127.0.0.1 run_server=() run_client=()
 	else
-		wan_up --rtt "${rtt}ms" --rate "$rate" --mtu "$mtu" --loss "$loss" --tcp "$tcp" ${tcp_mem:+--tcp-mem "$tcp_mem"} ${cc:+--cc "$cc"}
+		wan_up --rtt "${rtt}ms" --rate "$rate" --mtu "$mtu" --loss "$loss" --tcp "$tcp" ${tcp_mem:+--tcp-mem "$tcp_mem"} ${cc:+--cc "$cc"} \
+			--queue "${q}bdp" --jitter "$jitter" --reorder "$reorder" ${rate_back:+--rate-back "$rate_back"}
 		tcp_settings=$WAN_TCP
 		addr=$WAN_ADDR_B run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")
 	fi
@@ -219,8 +244,8 @@ for rtt in $rtts; do
 				fi
 				testfile "$sz"
 				s=$(copy "$tool" "$dir" "$f")
-				echo "$rtt $dir $tool $sz $s" >>"$results"
-				echo "rtt=$rtt run=$run $dir $tool: $s s" >&2
+				echo "$case $dir $tool $sz $s" >>"$results"
+				echo "rtt=$rtt${q:+ queue=$q} run=$run $dir $tool: $s s" >&2
 			done
 		done
 	done
@@ -232,7 +257,7 @@ for rtt in $rtts; do
 done
 
 # The table: per rtt, dir, tool: min median max MB/s, ratio of medians to scp.
-table=$(awk -v tools="$tools" -v rtts="$rtts" -v dirs="$dirs" -v rate="$rate" -v runs="$runs" -v vs="$vs" '
+table=$(awk -v tools="$tools" -v rtts="$cases" -v queues="$queues" -v dirs="$dirs" -v rate="$rate" -v runs="$runs" -v vs="$vs" '
 function median(arr, n,   i, j, t, a) {
 	for (i = 1; i <= n; i++) a[i] = arr[i]
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -240,8 +265,9 @@ function median(arr, n,   i, j, t, a) {
 }
 { k = $1 SUBSEP $2 SUBSEP $3; n[k]++; v[k, n[k]] = $4 / $5 / 1e6; size[k] = $4 }
 END {
-	printf "| RTT | dir | tool | size | min MB/s | median MB/s | max MB/s | x %s |\n", vs
-	printf "|---|---|---|---|---|---|---|---|\n"
+	nq = split(queues, Q, " ")
+	printf "| RTT |%s dir | tool | size | min MB/s | median MB/s | max MB/s | x %s |\n", (nq > 1) ? " queue |" : "", vs
+	printf "|---|%s---|---|---|---|---|---|---|\n", (nq > 1) ? "---|" : ""
 	nt = split(tools, T, " "); nr = split(rtts, R, " "); nd = split(dirs, D, " ")
 	for (r = 1; r <= nr; r++) for (d = 1; d <= nd; d++) {
 		ks = R[r] SUBSEP D[d] SUBSEP vs
@@ -253,14 +279,16 @@ END {
 			for (i = 1; i <= n[k]; i++) { x[i] = v[k, i]; if (x[i] < mn) mn = x[i]; if (x[i] > mx) mx = x[i] }
 			med = median(x, n[k])
 			ratio = scpmed ? sprintf("%.2f", med / scpmed) : "-"
-			lbl = (R[r] == "lo") ? "loopback" : R[r] " ms"
+			split(R[r], RQ, ":")
+			lbl = (R[r] == "lo") ? "loopback" : RQ[1] " ms"
+			if (nq > 1) lbl = lbl " | " ((R[r] == "lo") ? "-" : RQ[2] " BDP")
 			printf "| %s | %s | %s | %d MiB | %.1f | %.1f | %.1f | %s |\n", lbl, D[d], T[t], size[k] / 1048576, mn, med, mx, ratio
 		}
 	}
 }' "$results")
 
 {
-	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), $runs runs each, rate $rate, MTU $mtu, loss $loss, ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
+	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), $runs runs each, rate $rate, MTU $mtu, loss $loss$(wan_shape_label "$queues" "$jitter" "$reorder" "$rate_back"), ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
 	echo
 	echo "$table"
 	[ -z "$skipped" ] || { echo; echo "Not installed, skipped:$skipped."; }
