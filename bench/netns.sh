@@ -547,7 +547,9 @@ wan_down() {
 	if [ -n "${WANEM_PID:-}" ]; then
 		_wan_kill_pids "$WANEM_PID"
 		wait "$WANEM_PID" 2>/dev/null || true
-		WAN_LAST_STATS=$(grep ' dir=' "$WAN_DIR/wanem.log" 2>/dev/null | tail -n 2)
+		# || true: an emulator that died before it counted left no lines,
+		# which must not stop a caller's set -e -o pipefail here.
+		WAN_LAST_STATS=$(grep ' dir=' "$WAN_DIR/wanem.log" 2>/dev/null | tail -n 2 || true)
 		WANEM_PID=
 	fi
 	for ns in "${NS_A:-}" "${NS_B:-}"; do
