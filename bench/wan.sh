@@ -211,7 +211,8 @@ copy() {
 results=$work/results # lines: rtt[:queue] dir tool bytes seconds
 : >"$results"
 # cases: every RTT at every queue size (loopback has none), as rtt:queue.
-cases=
+cases= several=
+case $queues in *" "*) several=1 ;; esac
 for rtt in $rtts; do
 	for q in $queues; do
 		[ "$rtt" != lo ] || { cases="$cases lo" && break; }
@@ -245,7 +246,7 @@ for case in $cases; do
 				testfile "$sz"
 				s=$(copy "$tool" "$dir" "$f")
 				echo "$case $dir $tool $sz $s" >>"$results"
-				echo "rtt=$rtt${q:+ queue=$q} run=$run $dir $tool: $s s" >&2
+				echo "rtt=$rtt${several:+${q:+ queue=$q}} run=$run $dir $tool: $s s" >&2
 			done
 		done
 	done
