@@ -11,8 +11,17 @@
 #                 [--hpncp BINARY] [--before BINARY]
 #                 [--tcp debian] [--tcp-mem BYTES] [--cc NAME] [--loss P]
 #                 [--as-root]
+#                 [--queue "0.25 0.5 1 2"] [--jitter DURATION] [--reorder P]
+#                 [--rate-back RATE]
 #
 #   --rtt         RTT in ms through bench/netns.sh's emulator at --rate
+#   --queue       the emulator's drop-tail queue in multiples of the BDP
+#                 (default 1); with several, every run copies at each, a
+#                 row and a queue column each
+#   --jitter      random extra one-way delay per packet (2ms), order kept
+#   --reorder     share of packets let past the one ahead (0.1%)
+#   --rate-back   downloads' rate (the far end to the client) where it
+#                 differs from --rate, the uploads' (bench/netns.sh)
 #   --tcp         TCP settings of both namespaces: debian (a stock Debian
 #                 kernel's: tcp_rmem max 6 MiB, tcp_wmem max 4 MiB, cubic;
 #                 the headline) or host (what this host has)
@@ -57,6 +66,7 @@ root=$(cd "$here/.." && pwd)
 rtt=50 rate=1gbit runs=3 ndirs=100 per_dir=100 tools="scp rsync hpn hpnd"
 scp_sample=500 scp_runs=1 out= hpncp_bin= before_bin= nfiles=
 tcp=debian tcp_mem= cc= loss=0 as_root=
+queues=1 jitter=0 reorder=0 rate_back=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--as-root) as_root=1 && shift && continue ;;
@@ -76,6 +86,10 @@ while [ $# -gt 0 ]; do
 	--tcp-mem) tcp_mem=$2 ;;
 	--cc) cc=$2 ;;
 	--loss) loss=$2 ;;
+	--queue) queues=$2 ;;
+	--jitter) jitter=$2 ;;
+	--reorder) reorder=$2 ;;
+	--rate-back) rate_back=$2 ;;
 	*)
 		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 		exit 2
@@ -190,15 +204,39 @@ copy() {
 	awk -v a="$t0" -v b="$t1" -v r="$(tail -1 "$work/rss")" 'BEGIN { printf "%.3f %s\n", b - a, r }'
 }
 
-wan_up --rtt "${rtt}ms" --rate "$rate" --loss "$loss" --tcp "$tcp" ${tcp_mem:+--tcp-mem "$tcp_mem"} ${cc:+--cc "$cc"}
-run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")
-start_sshd "$WAN_ADDR_B" 2222 "MaxStartups 100:30:200" ||
-	{ echo "many.sh: sshd did not come up on $WAN_ADDR_B: $(cat "$work/sshd.log")" >&2; exit 1; }
+# use_queue Q: the link with a queue of Q BDPs, and sshd on it; a link
+# with another queue is torn down first.
+use_queue() {
+	[ "$1" != "${link_queue:-}" ] || return 0
+	if [ -n "${link_queue:-}" ]; then
+		stop_sshd
+		wan_stats >&2 || true
+		wan_down
+	fi
+	wan_up --rtt "${rtt}ms" --rate "$rate" --loss "$loss" --tcp "$tcp" ${tcp_mem:+--tcp-mem "$tcp_mem"} ${cc:+--cc "$cc"} \
+		--queue "${1}bdp" --jitter "$jitter" --reorder "$reorder" ${rate_back:+--rate-back "$rate_back"}
+	link_queue=$1
+	run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")
+	start_sshd "$WAN_ADDR_B" 2222 "MaxStartups 100:30:200" ||
+		{ echo "many.sh: sshd did not come up on $WAN_ADDR_B: $(cat "$work/sshd.log")" >&2; exit 1; }
+}
+# cases: both directions at each queue size, as dir:queue when there are
+# several (each run goes through them all, a link each).
+cases=
+for q in $queues; do
+	case $queues in
+	*" "*) cases="$cases up:$q down:$q" ;;
+	*) cases="up down" ;;
+	esac
+done
 
-results=$work/results # lines: dir tool seconds peak-RSS-KiB (- when not taken)
+results=$work/results # lines: dir[:queue] tool seconds peak-RSS-KiB (- when not taken)
 : >"$results"
 for run in $(seq "$runs"); do
-	for dir in up down; do
+	for case in $cases; do
+		dir=${case%:*} q=$queues
+		[ "$case" = "$dir" ] || q=${case#*:}
+		use_queue "$q"
 		for tool in $tools; do
 			if [ "$tool" = scp ] && [ "$run" -gt "$scp_runs" ]; then
 				continue
@@ -215,7 +253,7 @@ for run in $(seq "$runs"); do
 				secs=$(copy "$tool" "$dir" tree)
 				echo "run=$run $dir $tool: ${secs% *} s, peak RSS ${secs#* } KiB" >&2
 			fi
-			echo "$dir $tool $secs" >>"$results" # dir tool seconds rss
+			echo "$case $tool $secs" >>"$results" # dir[:queue] tool seconds rss
 		done
 	done
 done
@@ -230,13 +268,18 @@ awk_median='function median(arr, n,   i, j, t, a) {
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }'
-table=$(awk -v tools="$tools" "$awk_median"'
+# qcols(cases): the queue column's heading and rule, where there is one;
+# row(case): a row's first cells, "up" or "0.25 BDP | up".
+awk_queue='function qcols(cases) { return index(cases, ":") ? " queue |" : "" }
+function qrule(cases) { return index(cases, ":") ? "---|" : "" }
+function row(c,   p) { return (split(c, p, ":") > 1) ? p[2] " BDP | " p[1] : c }'
+table=$(awk -v tools="$tools" -v cases="$cases" "$awk_median$awk_queue"'
 { k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3 }
 END {
-	printf "| dir | tool | runs | min s | median s | max s | tool time / hpncp time |\n"
-	printf "|---|---|---|---|---|---|---|\n"
-	nt = split(tools, T, " "); split("up down", D, " ")
-	for (d = 1; d <= 2; d++) {
+	printf "|%s dir | tool | runs | min s | median s | max s | tool time / hpncp time |\n", qcols(cases)
+	printf "|%s---|---|---|---|---|---|---|\n", qrule(cases)
+	nt = split(tools, T, " "); nd = split(cases, D, " ")
+	for (d = 1; d <= nd; d++) {
 		kh = D[d] SUBSEP "hpn"
 		hmed = 0
 		if (n[kh]) { for (i = 1; i <= n[kh]; i++) x[i] = v[kh, i]; hmed = median(x, n[kh]) }
@@ -247,24 +290,24 @@ END {
 			for (i = 1; i <= n[k]; i++) { x[i] = v[k, i]; if (x[i] < mn) mn = x[i]; if (x[i] > mx) mx = x[i] }
 			med = median(x, n[k])
 			ratio = (hmed > 0) ? sprintf("%.2f", med / hmed) : "-"
-			printf "| %s | %s | %d | %.2f | %.2f | %.2f | %s |\n", D[d], T[t], n[k], mn, med, mx, ratio
+			printf "| %s | %s | %d | %.2f | %.2f | %.2f | %s |\n", row(D[d]), T[t], n[k], mn, med, mx, ratio
 		}
 	}
 }' "$results")
 
 {
-	echo "Many small files: $small x 4 KiB in $ndirs directories + 5 x 10 MiB, $(date -u +%Y-%m-%d), clients ${bench_user:+as an ordinary user ($bench_user)}${as_root:+as root (VARIANT: --as-root)}, RTT ${rtt} ms, rate $rate, loss $loss, $tcp_settings ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), $runs run(s) each, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server, to an empty target"
+	echo "Many small files: $small x 4 KiB in $ndirs directories + 5 x 10 MiB, $(date -u +%Y-%m-%d), clients ${bench_user:+as an ordinary user ($bench_user)}${as_root:+as root (VARIANT: --as-root)}, RTT ${rtt} ms, rate $rate, loss $loss$(wan_shape_label "$queues" "$jitter" "$reorder" "$rate_back"), $tcp_settings ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), $runs run(s) each, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server, to an empty target"
 	echo
 	echo "$table"
 	echo
 	echo "The last column is the tool's median time over hpncp's (hpn): above 1, hpncp is faster."
 	if [[ " $tools " == *" sync "* ]] && [[ " $tools " == *" rsync "* ]]; then
-		awk "$awk_median"'
+		awk -v cases="$cases" "$awk_median"'
 		{ k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3 }
 		END {
-			split("up down", D, " ")
+			nd = split(cases, D, " ")
 			line = "rsync -a median / hpncp sync -a median (the same command line):"
-			for (d = 1; d <= 2; d++) {
+			for (d = 1; d <= nd; d++) {
 				kr = D[d] SUBSEP "rsync"; ks = D[d] SUBSEP "sync"
 				for (i = 1; i <= n[kr]; i++) x[i] = v[kr, i]; r = median(x, n[kr])
 				for (i = 1; i <= n[ks]; i++) y[i] = v[ks, i]; s = median(y, n[ks])
@@ -278,16 +321,16 @@ END {
 		echo
 		echo "Files per second (all $small small files over the median time) and hpncp's peak RSS (the most of any run):"
 		echo
-		awk -v tools="$tools" -v files="$small" "$awk_median"'
+		awk -v tools="$tools" -v files="$small" -v cases="$cases" "$awk_median$awk_queue"'
 		{ k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $3; if ($4 != "-" && $4 > rss[k]) rss[k] = $4 }
 		END {
-			printf "| dir | tool | files/s | peak RSS MiB |\n|---|---|---|---|\n"
-			nt = split(tools, T, " "); split("up down", D, " ")
-			for (d = 1; d <= 2; d++) for (t = 1; t <= nt; t++) {
+			printf "|%s dir | tool | files/s | peak RSS MiB |\n|%s---|---|---|---|\n", qcols(cases), qrule(cases)
+			nt = split(tools, T, " "); nd = split(cases, D, " ")
+			for (d = 1; d <= nd; d++) for (t = 1; t <= nt; t++) {
 				k = D[d] SUBSEP T[t]
 				if (!n[k]) continue
 				for (i = 1; i <= n[k]; i++) x[i] = v[k, i]
-				printf "| %s | %s | %.0f | %s |\n", D[d], T[t], files / median(x, n[k]), (k in rss) ? sprintf("%.0f", rss[k] / 1024) : "-"
+				printf "| %s | %s | %.0f | %s |\n", row(D[d]), T[t], files / median(x, n[k]), (k in rss) ? sprintf("%.0f", rss[k] / 1024) : "-"
 			}
 		}' "$results"
 	fi

@@ -19,17 +19,31 @@
 #
 # wan_up options (defaults in brackets):
 #   --rtt DURATION    round-trip propagation delay, Go syntax: 10ms, 1.5ms, 0 [50ms]
-#   --rate RATE       per-direction rate: 100mbit, 1gbit, 10gbit, unlimited [1gbit]
-#   --queue BYTES     drop-tail queue per direction; auto = one BDP, >= 32 MTU [auto]
+#   --rate RATE       rate from NS_A to NS_B (NS_A's upload), and back unless
+#                     --rate-back says otherwise: 100mbit, 1gbit, 10gbit,
+#                     unlimited [1gbit]
+#   --rate-back RATE  rate from NS_B to NS_A (NS_A's download) where it
+#                     differs: an asymmetric link; a slower uplink is
+#                     --rate 100mbit --rate-back 1gbit [--rate]
+#   --queue SIZE      drop-tail queue per direction: BYTES (256k, 12m), or
+#                     a multiple of the direction's own BDP (0.25bdp,
+#                     0.5bdp, 2bdp); auto = 1bdp; a BDP multiple is at
+#                     least 32 MTU [auto]
 #   --loss P          random loss per packet and direction: 0.001 or 0.1% [0]
+#   --jitter DURATION random extra one-way delay per packet, uniform from 0
+#                     to DURATION; packets still leave in order [0]
+#   --reorder P       share of packets let past the one ahead of them, per
+#                     direction: 0.001 or 0.1% [0]
 #   --mtu N           MTU of the link [1500]
-#   --seed N          seed of the emulator's loss generator [1]
+#   --seed N          seed of the emulator's loss, jitter and reordering [1]
 #   --tick DURATION   emulator's batching interval under load; 0 = exact
 #                     per-packet timing at twice the CPU [auto: RTT/100,
 #                     at most 1ms, 0 below 10ms]
 #   --mode MODE       auto, wanem, netem or veth [auto]: auto is veth for
 #                     --rtt 0 --rate unlimited --loss 0, else netem where the
-#                     kernel has it, else the userspace emulator (wanem)
+#                     kernel has it and neither --jitter nor --reorder is
+#                     asked for (netem's differ: its jitter reorders), else
+#                     the userspace emulator (wanem)
 #   --tcp PROFILE     TCP settings of both namespaces [host]:
 #                       host    what a new namespace copies from this host
 #                       debian  a stock Debian kernel's: tcp_rmem
@@ -72,6 +86,7 @@
 #   wan_exec a|b CMD...     run CMD inside NS_A or NS_B
 #   wan_stats               print the emulator's counters so far (wanem mode)
 #   wan_tcp_label ...       "stock Debian TCP settings" or "VARIANT: ...", for titles
+#   wan_shape_label ...     ", queue 0.25 BDP, jitter 2ms, ...", for titles
 #
 # wan_down stops the emulator by its PID, stops by PID every process still
 # inside the two namespaces (TERM, then KILL after 3 s), deletes the
@@ -113,6 +128,7 @@ _wan_usec() {
 # _wan_parse ARGS...: sets the _wan_opt_* variables from wan_up options.
 _wan_parse() {
 	_wan_opt_rtt=50ms _wan_opt_rate=1gbit _wan_opt_queue=auto _wan_opt_loss=0
+	_wan_opt_rate_back= _wan_opt_jitter=0 _wan_opt_reorder=0
 	_wan_opt_mtu=1500 _wan_opt_seed=1 _wan_opt_tick=auto _wan_opt_mode=auto _wan_opt_tcpmem= _wan_opt_cc= _wan_opt_tcp=host
 	while [ $# -gt 0 ]; do
 		if [ $# -lt 2 ]; then
@@ -122,8 +138,11 @@ _wan_parse() {
 		case $1 in
 		--rtt) _wan_opt_rtt=$2 ;;
 		--rate) _wan_opt_rate=$2 ;;
+		--rate-back) _wan_opt_rate_back=$2 ;;
 		--queue) _wan_opt_queue=$2 ;;
 		--loss) _wan_opt_loss=$2 ;;
+		--jitter) _wan_opt_jitter=$2 ;;
+		--reorder) _wan_opt_reorder=$2 ;;
 		--mtu) _wan_opt_mtu=$2 ;;
 		--seed) _wan_opt_seed=$2 ;;
 		--tick) _wan_opt_tick=$2 ;;
@@ -146,6 +165,24 @@ _wan_parse() {
 		_wan_err "--rate $_wan_opt_rate: want a rate such as 1gbit or unlimited"
 		return 2
 	}
+	_wan_rate_back_bps=$_wan_rate_bps
+	if [ -n "$_wan_opt_rate_back" ]; then
+		_wan_rate_back_bps=$(bench_units bitrate "$_wan_opt_rate_back") || {
+			_wan_err "--rate-back $_wan_opt_rate_back: want a rate such as 100mbit or unlimited"
+			return 2
+		}
+	fi
+	_wan_jitter_us=$(_wan_usec "$_wan_opt_jitter") || {
+		_wan_err "--jitter $_wan_opt_jitter: want a duration such as 2ms"
+		return 2
+	}
+	case $_wan_opt_queue in
+	auto | [0-9]*bdp | [0-9]*) ;;
+	*)
+		_wan_err "--queue $_wan_opt_queue: want auto, bytes such as 256k, or a multiple of the BDP such as 0.5bdp"
+		return 2
+		;;
+	esac
 	case $_wan_opt_mode in
 	auto | wanem | netem | veth) ;;
 	*)
@@ -153,11 +190,26 @@ _wan_parse() {
 		return 2
 		;;
 	esac
-	if [ "$_wan_opt_mode" = veth ] && { [ "$_wan_rtt_us" != 0 ] || [ "$_wan_rate_bps" != 0 ] || [ "$_wan_opt_loss" != 0 ]; }; then
-		_wan_err "--mode veth emulates nothing: it needs --rtt 0 --rate unlimited --loss 0"
+	if [ "$_wan_opt_mode" = veth ] && ! _wan_plain; then
+		_wan_err "--mode veth emulates nothing: it needs --rtt 0 --rate unlimited --loss 0, no --rate-back, --jitter or --reorder"
+		return 2
+	fi
+	if [ "$_wan_opt_mode" = netem ] && _wan_varies; then
+		_wan_err "--mode netem: --jitter and --reorder are the userspace emulator's (netem's jitter reorders); use --mode wanem"
 		return 2
 	fi
 	return 0
+}
+
+# _wan_plain: whether the options ask for no emulation at all.
+_wan_plain() {
+	[ "$_wan_rtt_us" = 0 ] && [ "$_wan_rate_bps" = 0 ] && [ "$_wan_rate_back_bps" = 0 ] &&
+		[ "$_wan_opt_loss" = 0 ] && ! _wan_varies
+}
+
+# _wan_varies: whether the options ask for jitter or reordering.
+_wan_varies() {
+	[ "$_wan_jitter_us" != 0 ] || [ "$_wan_opt_reorder" != 0 ]
 }
 
 # _wan_netem_works: whether this kernel has the netem qdisc. Probed on a
@@ -176,9 +228,9 @@ _wan_netem_works() {
 _wan_pick_mode() {
 	if [ "$_wan_opt_mode" != auto ]; then
 		echo "$_wan_opt_mode"
-	elif [ "$_wan_rtt_us" = 0 ] && [ "$_wan_rate_bps" = 0 ] && [ "$_wan_opt_loss" = 0 ]; then
+	elif _wan_plain; then
 		echo veth
-	elif _wan_netem_works; then
+	elif ! _wan_varies && _wan_netem_works; then
 		echo netem
 	else
 		echo wanem
@@ -366,6 +418,23 @@ _wan_cc_release() {
 	_wan_cc_held=
 }
 
+# wan_shape_label QUEUES JITTER REORDER RATE_BACK: the path's shape beyond
+# rate, loss and TCP settings, for a table's heading, from what a
+# benchmark passed to wan_up (QUEUES: its list of BDP multiples): empty for
+# the defaults (one BDP, no jitter or reordering, one rate both ways).
+wan_shape_label() {
+	local out=
+	case $1 in
+	1) ;;
+	*" "*) out=", queues of $1 BDP (a row each)" ;;
+	*) out=", queue $1 BDP" ;;
+	esac
+	[ "${2:-0}" = 0 ] || out="$out, jitter $2"
+	[ "${3:-0}" = 0 ] || out="$out, reorder $3"
+	[ -z "${4:-}" ] || out="$out, B to A (downloads) at $4"
+	printf '%s' "$out"
+}
+
 # _wan_set_cc NS NAME: makes NAME the congestion control NS defaults to,
 # allowing it host-wide for that moment only where it has to be.
 _wan_set_cc() {
@@ -423,19 +492,25 @@ _wan_up_veth() {
 # and loss and a tbf child for rate and a byte-limited drop-tail queue.
 _wan_up_netem() {
 	_wan_up_veth || return 1
-	local half queue burst ns
+	local half queue burst ns rate bdps
 	half=$(awk -v u="$_wan_rtt_us" 'BEGIN { printf "%.3fms\n", u / 2000 }')
-	if [ "$_wan_opt_queue" = auto ]; then
-		queue=$(awk -v r="$_wan_rate_bps" -v u="$_wan_rtt_us" -v m="$_wan_opt_mtu" \
-			'BEGIN { q = r / 8 * u / 1e6; if (q < 32 * m) q = 32 * m; printf "%.0f\n", q }')
-	else
-		queue=$_wan_opt_queue
-	fi
-	# tbf needs a bucket of at least one packet, and about a millisecond of
-	# tokens to keep a high rate with timer wake-ups.
-	burst=$(awk -v r="$_wan_rate_bps" -v m="$_wan_opt_mtu" \
-		'BEGIN { b = r / 8 / 1000; if (b < 2 * m) b = 2 * m; printf "%.0f\n", b }')
 	for ns in "$NS_A" "$NS_B"; do
+		# NS_A's egress is the A-to-B direction, NS_B's the way back.
+		rate=$_wan_rate_bps
+		[ "$ns" = "$NS_A" ] || rate=$_wan_rate_back_bps
+		case $_wan_opt_queue in
+		auto | *bdp)
+			bdps=${_wan_opt_queue%bdp}
+			[ "$bdps" != auto ] || bdps=1
+			queue=$(awk -v r="$rate" -v u="$_wan_rtt_us" -v m="$_wan_opt_mtu" -v k="$bdps" \
+				'BEGIN { q = k * r / 8 * u / 1e6; if (q < 32 * m) q = 32 * m; printf "%.0f\n", q }')
+			;;
+		*) queue=$_wan_opt_queue ;;
+		esac
+		# tbf needs a bucket of at least one packet, and about a
+		# millisecond of tokens to keep a high rate with timer wake-ups.
+		burst=$(awk -v r="$rate" -v m="$_wan_opt_mtu" \
+			'BEGIN { b = r / 8 / 1000; if (b < 2 * m) b = 2 * m; printf "%.0f\n", b }')
 		# veth hands 64 KiB GSO frames to the qdisc; a per-packet model
 		# needs them segmented (where ethtool exists to ask for it).
 		if command -v ethtool >/dev/null 2>&1; then
@@ -443,9 +518,9 @@ _wan_up_netem() {
 		fi
 		ip netns exec "$ns" tc qdisc add dev "$WAN_DEV" root handle 1: netem \
 			delay "$half" loss "$_wan_opt_loss" limit 1000000 || return 1
-		if [ "$_wan_rate_bps" != 0 ]; then
+		if [ "$rate" != 0 ]; then
 			ip netns exec "$ns" tc qdisc add dev "$WAN_DEV" parent 1:1 handle 10: tbf \
-				rate "${_wan_rate_bps}bit" burst "$burst" limit "$queue" || return 1
+				rate "${rate}bit" burst "$burst" limit "$queue" || return 1
 		fi
 	done
 }
@@ -466,6 +541,7 @@ _wan_up_wanem() {
 	# the machine runs (a real link does not share the hosts' CPUs); nice
 	# execs the emulator, so $! is still its PID.
 	nice -n -10 "$bin" --tick "$_wan_opt_tick" --rtt "$_wan_opt_rtt" --rate "$_wan_opt_rate" --queue "$_wan_opt_queue" \
+		${_wan_opt_rate_back:+--rate-back "$_wan_opt_rate_back"} --jitter "$_wan_opt_jitter" --reorder "$_wan_opt_reorder" \
 		--loss "$_wan_opt_loss" --mtu "$_wan_opt_mtu" --seed "$_wan_opt_seed" \
 		--tun-a "$tun_a" --tun-b "$tun_b" \
 		</dev/null >"$WAN_DIR/wanem.out" 2>"$WAN_DIR/wanem.log" &
@@ -539,7 +615,9 @@ wan_down() {
 	if [ -n "${WANEM_PID:-}" ]; then
 		_wan_kill_pids "$WANEM_PID"
 		wait "$WANEM_PID" 2>/dev/null || true
-		WAN_LAST_STATS=$(grep ' dir=' "$WAN_DIR/wanem.log" 2>/dev/null | tail -n 2)
+		# || true: an emulator that died before it counted left no lines,
+		# which must not stop a caller's set -e -o pipefail here.
+		WAN_LAST_STATS=$(grep ' dir=' "$WAN_DIR/wanem.log" 2>/dev/null | tail -n 2 || true)
 		WANEM_PID=
 	fi
 	for ns in "${NS_A:-}" "${NS_B:-}"; do

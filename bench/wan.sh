@@ -11,9 +11,18 @@
 #                [--hpncp BINARY] [--before BINARY] [--vs TOOL]
 #                [--tcp debian] [--tcp-mem BYTES] [--cc NAME] [--loss P]
 #                [--as-root]
+#                [--queue "0.25 0.5 1 2"] [--jitter DURATION] [--reorder P]
+#                [--rate-back RATE]
 #
 #   --rtts       "lo" is 127.0.0.1 in this namespace (no emulator); a number
 #                is an RTT in ms through the emulator at --rate
+#   --queue      the emulator's drop-tail queue in multiples of the BDP
+#                (default 1); with several, each RTT runs at each, a row
+#                and a queue column each
+#   --jitter     random extra one-way delay per packet (2ms), order kept
+#   --reorder    share of packets let past the one ahead (0.1%)
+#   --rate-back  downloads' rate (the far end to the client) where it
+#                differs from --rate, the uploads' (bench/netns.sh)
 #   --size       file size for hpncp auto, and for every tool below 50 ms
 #   --slow-size  file size for the single-channel tools (scp, scp-O, sftp,
 #                rsync, hpnd) and for rclone and lftp, whose uploads are one
@@ -64,6 +73,7 @@ root=$(cd "$here/.." && pwd)
 rtts="lo 1 10 50 100" rate=1gbit runs=3 size=1G slow_size=256M
 tools="scp scp-O sftp rsync rsync-hpn hpnd mscp hpn" dirs="up down" mtu=1500 out= hpncp_bin= before_bin=
 tcp=debian tcp_mem= cc= loss=0 vs=scp as_root=
+queues=1 jitter=0 reorder=0 rate_back=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--as-root) as_root=1 && shift && continue ;;
@@ -82,6 +92,10 @@ while [ $# -gt 0 ]; do
 	--tcp-mem) tcp_mem=$2 ;;
 	--cc) cc=$2 ;;
 	--loss) loss=$2 ;;
+	--queue) queues=$2 ;;
+	--jitter) jitter=$2 ;;
+	--reorder) reorder=$2 ;;
+	--rate-back) rate_back=$2 ;;
 	--vs) vs=$2 ;;
 	*)
 		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
@@ -222,13 +236,25 @@ copy() {
 		'BEGIN { split(u, t, " "); printf "%.3f %.2f %.2f\n", b - a, c1 - c0, t[1] + t[2] }'
 }
 
-results=$work/results # lines: rtt dir tool bytes seconds machine-CPU-s client-CPU-s
+results=$work/results # lines: rtt[:queue] dir tool bytes seconds machine-CPU-s client-CPU-s
 : >"$results"
+# cases: every RTT at every queue size (loopback has none), as rtt:queue.
+cases= several=
+case $queues in *" "*) several=1 ;; esac
 for rtt in $rtts; do
+	for q in $queues; do
+		[ "$rtt" != lo ] || { cases="$cases lo" && break; }
+		cases="$cases $rtt:$q"
+	done
+done
+for case in $cases; do
+	rtt=${case%:*} q=
+	[ "$rtt" = lo ] || q=${case#*:}
 	if [ "$rtt" = lo ]; then
 		addr=127.0.0.1 run_server=() run_client=()
 	else
-		wan_up --rtt "${rtt}ms" --rate "$rate" --mtu "$mtu" --loss "$loss" --tcp "$tcp" ${tcp_mem:+--tcp-mem "$tcp_mem"} ${cc:+--cc "$cc"}
+		wan_up --rtt "${rtt}ms" --rate "$rate" --mtu "$mtu" --loss "$loss" --tcp "$tcp" ${tcp_mem:+--tcp-mem "$tcp_mem"} ${cc:+--cc "$cc"} \
+			--queue "${q}bdp" --jitter "$jitter" --reorder "$reorder" ${rate_back:+--rate-back "$rate_back"}
 		tcp_settings=$WAN_TCP
 		addr=$WAN_ADDR_B run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")
 	fi
@@ -247,8 +273,8 @@ for rtt in $rtts; do
 				fi
 				testfile "$sz"
 				s=$(copy "$tool" "$dir" "$f")
-				echo "$rtt $dir $tool $sz $s" >>"$results"
-				echo "rtt=$rtt run=$run $dir $tool: ${s%% *} s, CPU machine / client ${s#* } s" >&2
+				echo "$case $dir $tool $sz $s" >>"$results"
+				echo "rtt=$rtt${several:+${q:+ queue=$q}} run=$run $dir $tool: ${s%% *} s, CPU machine / client ${s#* } s" >&2
 			done
 		done
 	done
@@ -260,7 +286,7 @@ for rtt in $rtts; do
 done
 
 # The table: per rtt, dir, tool: min median max MB/s, ratio of medians to scp.
-table=$(awk -v tools="$tools" -v rtts="$rtts" -v dirs="$dirs" -v rate="$rate" -v runs="$runs" -v vs="$vs" '
+table=$(awk -v tools="$tools" -v rtts="$cases" -v queues="$queues" -v dirs="$dirs" -v rate="$rate" -v runs="$runs" -v vs="$vs" '
 function median(arr, n,   i, j, t, a) {
 	for (i = 1; i <= n; i++) a[i] = arr[i]
 	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
@@ -269,8 +295,9 @@ function median(arr, n,   i, j, t, a) {
 { k = $1 SUBSEP $2 SUBSEP $3; n[k]++; v[k, n[k]] = $4 / $5 / 1e6; size[k] = $4
   m[k, n[k]] = $6 / ($4 / 1073741824); c[k, n[k]] = $7 / ($4 / 1073741824) }
 END {
-	printf "| RTT | dir | tool | size | min MB/s | median MB/s | max MB/s | x %s | CPU s/GiB machine (client) |\n", vs
-	printf "|---|---|---|---|---|---|---|---|---|\n"
+	nq = split(queues, Q, " ")
+	printf "| RTT |%s dir | tool | size | min MB/s | median MB/s | max MB/s | x %s | CPU s/GiB machine (client) |\n", (nq > 1) ? " queue |" : "", vs
+	printf "|---|%s---|---|---|---|---|---|---|---|\n", (nq > 1) ? "---|" : ""
 	nt = split(tools, T, " "); nr = split(rtts, R, " "); nd = split(dirs, D, " ")
 	for (r = 1; r <= nr; r++) for (d = 1; d <= nd; d++) {
 		ks = R[r] SUBSEP D[d] SUBSEP vs
@@ -284,14 +311,16 @@ END {
 			for (i = 1; i <= n[k]; i++) { y[i] = m[k, i]; z[i] = c[k, i] }
 			cpu = sprintf("%.2f (%.2f)", median(y, n[k]), median(z, n[k]))
 			ratio = scpmed ? sprintf("%.2f", med / scpmed) : "-"
-			lbl = (R[r] == "lo") ? "loopback" : R[r] " ms"
+			split(R[r], RQ, ":")
+			lbl = (R[r] == "lo") ? "loopback" : RQ[1] " ms"
+			if (nq > 1) lbl = lbl " | " ((R[r] == "lo") ? "-" : RQ[2] " BDP")
 			printf "| %s | %s | %s | %d MiB | %.1f | %.1f | %.1f | %s | %s |\n", lbl, D[d], T[t], size[k] / 1048576, mn, med, mx, ratio, cpu
 		}
 	}
 }' "$results")
 
 {
-	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), clients ${bench_user:+as an ordinary user ($bench_user)}${as_root:+as root (VARIANT: --as-root)}, $runs runs each, rate $rate, MTU $mtu, loss $loss, ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
+	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), clients ${bench_user:+as an ordinary user ($bench_user)}${as_root:+as root (VARIANT: --as-root)}, $runs runs each, rate $rate, MTU $mtu, loss $loss$(wan_shape_label "$queues" "$jitter" "$reorder" "$rate_back"), ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
 	echo
 	echo "$table"
 	[ -z "$skipped" ] || { echo; echo "Not installed, skipped:$skipped."; }

@@ -1,6 +1,8 @@
 package window
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +16,8 @@ const (
 
 // link is a simulated path: goodput is the smallest of the link rate, the
 // streams' windows per round trip, the connections' crypto and the host's
-// CPU. Deterministic: noise comes from a fixed-seed generator.
+// CPU, less what a shallow drop-tail queue costs. Deterministic: noise
+// comes from a fixed-seed generator.
 type link struct {
 	rate float64       // bottleneck rate, bytes/s
 	rtt  time.Duration // base round trip
@@ -47,6 +50,10 @@ type link struct {
 	// four times connCap: their slow starts' windows, before the first
 	// losses bring them down to what the loss rate allows.
 	burst int
+	// queue is the drop-tail queue at the bottleneck in bandwidth-delay
+	// products (bench/wanem --queue 0.25bdp); 0: deep enough for any
+	// plan. See overflow.
+	queue float64
 
 	prev Plan          // the plan of the last interval
 	old  float64       // goodput before the last change
@@ -70,7 +77,50 @@ func (l *link) goodput(p Plan) float64 {
 	if l.cpuCap > 0 {
 		g = min(g, l.cpuCap)
 	}
+	if use, _, over := l.overflow(p); over {
+		g = min(g, use*l.rate)
+	}
 	return g
+}
+
+// inFlight is what p's windows keep in flight on the path, bytes.
+func (l *link) inFlight(p Plan) float64 {
+	w := float64(p.Streams) * float64(p.InFlight)
+	if l.streamCap > 0 {
+		w = min(w, float64(p.Streams)*l.streamCap*l.rtt.Seconds())
+	}
+	if l.connBytes > 0 {
+		w = min(w, float64(p.Conns)*l.connBytes)
+	}
+	return w
+}
+
+// overflow is the shallow queue's toll on p: where p's windows would keep
+// more in flight than the bandwidth-delay product plus the queue, the
+// connections' congestion windows grow until the queue overflows, one of
+// them (cubic) cuts its window by 30 %, and they grow again. Their sum
+// saws between the top, BDP + queue, and the top less the cut. Drops from
+// a drop-tail queue hit one flow or a few, not all (desynchronised flows,
+// as router buffer sizing assumes): the sum loses 0.3 of the top spread
+// over sqrt(connections). Where the bottom falls below the BDP, the link
+// idles for part of each tooth (use < 1, assuming the sum grows at a
+// steady pace); queued is the mean standing queue in BDPs, which is what
+// the round trip shows.
+func (l *link) overflow(p Plan) (use, queued float64, over bool) {
+	bdp := l.rate * l.rtt.Seconds()
+	w := l.inFlight(p)
+	if l.queue <= 0 || w <= bdp*(1+l.queue) || p.Conns < 1 {
+		return 1, 0, false
+	}
+	top := 1 + l.queue // in BDPs
+	bottom := top * (1 - 0.3/math.Sqrt(float64(p.Conns)))
+	if bottom >= 1 {
+		return 1, (top+bottom)/2 - 1, true
+	}
+	// The link's share over the tooth: w/BDP below 1, full above.
+	use = ((1-bottom*bottom)/2 + (top - 1)) / (top - bottom)
+	queued = (top - 1) * (top - 1) / 2 / (top - bottom)
+	return use, queued, true
 }
 
 // achievable is the best goodput any plan within cfg's bounds can reach.
@@ -81,17 +131,25 @@ func (l *link) achievable(c *Controller) float64 {
 // rttUnder is the round trip TCP would report: windows beyond the
 // bandwidth-delay product queue at the bottleneck when the link is the limit.
 func (l *link) rttUnder(p Plan) time.Duration {
-	inFlight := float64(p.Streams) * float64(p.InFlight)
-	if l.streamCap > 0 {
-		inFlight = min(inFlight, float64(p.Streams)*l.streamCap*l.rtt.Seconds())
-	}
-	if l.connBytes > 0 {
-		inFlight = min(inFlight, float64(p.Conns)*l.connBytes)
-	}
-	if l.goodput(p) < l.rate || l.flatRTT {
+	if l.flatRTT {
 		return l.rtt
 	}
-	return max(l.rtt, time.Duration(inFlight/l.rate*float64(time.Second)))
+	if _, queued, over := l.overflow(p); over {
+		return time.Duration((1 + queued) * float64(l.rtt))
+	}
+	if l.goodput(p) < l.rate {
+		return l.rtt
+	}
+	return max(l.rtt, time.Duration(l.inFlight(p)/l.rate*float64(time.Second)))
+}
+
+// limits is what the kernel tells of the connections in an interval of p
+// (ConnSample.LimitedBy): loss where the queue overflows, else limitedBy.
+func (l *link) limits(p Plan) string {
+	if _, _, over := l.overflow(p); over {
+		return "loss"
+	}
+	return l.limitedBy
 }
 
 // deliver returns the goodput of one interval of p, ramping up after a
@@ -175,8 +233,8 @@ func simFrom(t *testing.T, c *Controller, l *link, p Plan, n int, errs map[int]i
 			RTT:     l.rttUnder(p),
 			Errors:  errs[i],
 		}
-		if l.limitedBy != "" && s.Bytes > 0 {
-			s.Conns = []ConnSample{{Conn: 0, Bytes: s.Bytes, LimitedBy: l.limitedBy}}
+		if by := l.limits(p); by != "" && s.Bytes > 0 {
+			s.Conns = []ConnSample{{Conn: 0, Bytes: s.Bytes, LimitedBy: by}}
 		}
 		p = c.Observe(s)
 	}
@@ -1115,5 +1173,96 @@ func TestFullPathKeepsItsConnections(t *testing.T) {
 	untold.limitedBy = ""
 	if n := conns(untold); n <= 5 {
 		t.Errorf("a full path the kernel told nothing of stayed at %d connections: its probes are as before", n)
+	}
+}
+
+// TestQueueMatrix runs the controller over the bench's emulator matrix at
+// 100 ms and 1 Gbit/s: drop-tail queues of a quarter, a half, one and two
+// bandwidth-delay products (bench/wanem --queue); stock socket buffers
+// (about 3.6 MB in flight a connection, an ordinary user's), so that the
+// plan must spread over connections, or buffers that leave the channels'
+// windows the only bound (root's tuned kernel); the queue showing in the
+// round trip (an upload's sender sees it) or not (a download's client
+// times its requests). What a copy gets is what the link delivered, the
+// plan changes' ramps included: over the first 10 s (a 1 GiB copy) it
+// must be 90 % of the best any plan achieves there, and the plan must
+// hold 95 % of it from then on.
+func TestQueueMatrix(t *testing.T) {
+	for _, flat := range []bool{false, true} {
+		for _, connBytes := range []float64{3.6e6, 0} {
+			for _, q := range []float64{0.25, 0.5, 1, 2} {
+				name := fmt.Sprintf("queue %gbdp, %g MB a connection, flat RTT %v", q, connBytes/1e6, flat)
+				t.Run(name, func(t *testing.T) {
+					l := &link{rate: 1 * gbit, rtt: 100 * time.Millisecond, connBytes: connBytes, queue: q, flatRTT: flat}
+					c := New(Config{ConnBytes: int64(connBytes)})
+					want := l.achievable(c)
+					p := c.Start(l.rtt)
+					var elapsed time.Duration
+					var early float64 // bytes delivered in the first 10 s
+					var late []step
+					for elapsed < time.Minute {
+						checkPlan(t, c, p)
+						got := l.deliver(p) * p.Interval.Seconds()
+						if elapsed < 10*time.Second {
+							early += got
+						} else {
+							late = append(late, step{p, l.goodput(p)})
+						}
+						elapsed += p.Interval
+						s := Sample{Elapsed: p.Interval, Bytes: int64(got), RTT: l.rttUnder(p)}
+						if by := l.limits(p); by != "" {
+							s.Conns = []ConnSample{{Conn: 0, Bytes: s.Bytes, LimitedBy: by}}
+						}
+						p = c.Observe(s)
+					}
+					last := late[len(late)-1]
+					t.Logf("first 10 s: %.1f MB/s of %.1f achievable; then from %d of %d intervals at 95%%; holding %v",
+						early/10/1e6, want/1e6, converged(late, want, 0.95), len(late), last.plan)
+					if early/10 < 0.9*want {
+						t.Errorf("first 10 s at %.1f MB/s, below 90%% of the achievable %.1f", early/10/1e6, want/1e6)
+					}
+					if converged(late, want, 0.95) != 0 {
+						t.Errorf("after 10 s the plan fell below 95%% of the achievable %.1f MB/s", want/1e6)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestLinkShallowQueue pins the simulated link's queue model the matrix
+// relies on.
+func TestLinkShallowQueue(t *testing.T) {
+	l := &link{rate: 1 * gbit, rtt: 100 * time.Millisecond, queue: 0.25}
+	// 16 windows of 2 MiB on one connection: 33.6 MB in flight against a
+	// BDP of 12.5 MB and 15.6 MB of room. The one connection saws from
+	// 0.875 to 1.25 BDPs: the link idles an eighth of a third of each
+	// tooth, about 2 % of the time.
+	one := Plan{Streams: 16, Conns: 1, InFlight: 2 << 20}
+	if use, queued, over := l.overflow(one); !over || math.Abs(use-0.979) > 0.001 || math.Abs(queued-0.0833) > 0.001 {
+		t.Errorf("one connection over a quarter-BDP queue: use %.4f, queue %.4f BDP, over %v; want 0.979, 0.083, true", use, queued, over)
+	}
+	if g := l.goodput(one); math.Abs(g/l.rate-0.979) > 0.001 {
+		t.Errorf("goodput %.1f MB/s, want 97.9 %% of the link", g/1e6)
+	}
+	if r := l.rttUnder(one); r < 100*time.Millisecond || r > 125*time.Millisecond {
+		t.Errorf("round trip %v, want within the queue's 125 ms", r)
+	}
+	// Spread over 16 connections the cuts are shallower: the link stays full.
+	many := Plan{Streams: 16, Conns: 16, InFlight: 2 << 20}
+	if use, _, over := l.overflow(many); !over || use != 1 {
+		t.Errorf("16 connections: use %.4f, over %v; want a full link that overflows", use, over)
+	}
+	if by := l.limits(many); by != "loss" {
+		t.Errorf("an overflowing queue tells %q, want loss", by)
+	}
+	// Windows within the BDP plus the queue lose nothing and queue what
+	// exceeds the BDP.
+	fits := Plan{Streams: 7, Conns: 1, InFlight: 2 << 20} // 14.7 MB
+	if _, _, over := l.overflow(fits); over || l.limits(fits) != "" {
+		t.Errorf("14.7 MB in flight overflows a 15.6 MB path")
+	}
+	if r := l.rttUnder(fits); r != time.Duration(7*(2<<20)/l.rate*float64(time.Second)) {
+		t.Errorf("round trip %v with 14.7 MB in flight, want 117 ms", r)
 	}
 }

@@ -1,13 +1,14 @@
 // Command wanem is the userspace WAN emulator of hpncp's benchmarks: it
 // joins two TUN devices with a packet-level link model (drop-tail queue,
-// serialisation at a fixed rate, propagation delay, random loss) in each
-// direction, so that the real TCP stacks of two network namespaces see a
-// long fat path. bench/netns.sh creates the devices' namespaces and runs it;
+// serialisation at a fixed rate, propagation delay with optional jitter and
+// reordering, random loss) in each direction, so that the real TCP stacks
+// of two network namespaces see a long fat path. bench/netns.sh creates the devices' namespaces and runs it;
 // see bench/README.md.
 //
 // Usage:
 //
-//	wanem [--rtt 50ms] [--rate 1gbit] [--queue auto|BYTES] [--loss 0]
+//	wanem [--rtt 50ms] [--rate 1gbit] [--rate-back RATE]
+//	      [--queue auto|BYTES|Nbdp] [--loss 0] [--jitter 0] [--reorder 0]
 //	      [--mtu 1500] [--seed 1] [--tick auto|DURATION]
 //	      [--tun-a NAME] [--tun-b NAME]
 //
@@ -32,8 +33,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/hpncp/hpncp/internal/units"
 )
 
 func main() {
@@ -51,24 +50,31 @@ func main() {
 
 var errUsage = errors.New("usage")
 
-// options is the emulated path: the same in both directions.
+// options is the emulated path: the same in both directions but for the
+// rate (and the queue where it follows the rate), which may differ from
+// A to B (rate) and from B to A (rateBack).
 type options struct {
-	rtt   time.Duration
-	rate  int64 // bit/s; 0 is unlimited
-	queue int64 // bytes per direction
-	loss  float64
-	mtu   int
-	seed  uint64
-	tick  time.Duration
-	tunA  string
-	tunB  string
+	rtt       time.Duration
+	rate      int64 // bit/s from A to B; 0 is unlimited
+	rateBack  int64 // bit/s from B to A; 0 is unlimited
+	queue     int64 // bytes from A to B
+	queueBack int64 // bytes from B to A
+	loss      float64
+	jitter    time.Duration // extra one-way delay per packet, up to this
+	reorder   float64       // share of packets let past the one ahead
+	mtu       int
+	seed      uint64
+	tick      time.Duration
+	tunA      string
+	tunB      string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var (
-		o                       options
-		rate, queue, loss, tick string
-		fs                      = flag.NewFlagSet("wanem", flag.ContinueOnError)
+		o                     options
+		rate, rateBack, queue string
+		loss, reorder, tick   string
+		fs                    = flag.NewFlagSet("wanem", flag.ContinueOnError)
 	)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -80,17 +86,21 @@ counters on stderr (also on SIGUSR1). Normally run by bench/netns.sh.
 
 Example:
   wanem --rtt 100ms --rate 1gbit --tun-a wa0 --tun-b wb0
+  wanem --rtt 100ms --rate 100mbit --rate-back 1gbit --queue 0.25bdp --jitter 2ms
 
 Flags:
 `)
 		fs.PrintDefaults()
 	}
 	fs.DurationVar(&o.rtt, "rtt", 50*time.Millisecond, "round-trip propagation `delay`, half in each direction")
-	fs.StringVar(&rate, "rate", "1gbit", "link `rate` per direction: 100mbit, 1gbit, ... or unlimited")
-	fs.StringVar(&queue, "queue", "auto", "drop-tail queue per direction in `bytes` (k, m suffixes); auto is one bandwidth-delay product, at least 32 packets")
+	fs.StringVar(&rate, "rate", "1gbit", "link `rate` from A to B, and from B to A unless --rate-back is given: 100mbit, 1gbit, ... or unlimited")
+	fs.StringVar(&rateBack, "rate-back", "", "link `rate` from B to A (tun-b to tun-a) where it differs from --rate: an asymmetric link")
+	fs.StringVar(&queue, "queue", "auto", "drop-tail queue per direction: `bytes` (k, m suffixes), or a multiple of the direction's bandwidth-delay product such as 0.25bdp, at least 32 packets; auto is 1bdp")
 	fs.StringVar(&loss, "loss", "0", "random loss `probability` per packet and direction: 0.001 or 0.1%")
+	fs.DurationVar(&o.jitter, "jitter", 0, "random extra one-way `delay` per packet, uniform from 0 to this; a packet still never leaves before the one ahead of it")
+	fs.StringVar(&reorder, "reorder", "0", "`share` of packets let past the one ahead of them, per direction: 0.001 or 0.1%")
 	fs.IntVar(&o.mtu, "mtu", 1500, "`MTU` of both devices")
-	fs.Uint64Var(&o.seed, "seed", 1, "`seed` of the loss generator; a run is repeatable for a given packet sequence")
+	fs.Uint64Var(&o.seed, "seed", 1, "`seed` of the loss, jitter and reordering generator; a run is repeatable for a given packet sequence")
 	fs.StringVar(&tick, "tick", "auto", "while packets are held, wake at most once per `interval` and handle packets in batches; 0 wakes for every packet; auto is 1% of the RTT, at most 1ms, and 0 below 10ms")
 	fs.StringVar(&o.tunA, "tun-a", "wanem0", "`name` of the first TUN device")
 	fs.StringVar(&o.tunB, "tun-b", "wanem1", "`name` of the second TUN device")
@@ -104,11 +114,23 @@ Flags:
 	if o.rate, err = parseRate(rate); err != nil {
 		return o, fmt.Errorf("%w: --rate: %w", errUsage, err)
 	}
+	o.rateBack = o.rate
+	if rateBack != "" {
+		if o.rateBack, err = parseRate(rateBack); err != nil {
+			return o, fmt.Errorf("%w: --rate-back: %w", errUsage, err)
+		}
+	}
 	if o.loss, err = parseLoss(loss); err != nil {
 		return o, fmt.Errorf("%w: --loss: %w", errUsage, err)
 	}
+	if o.reorder, err = parseLoss(reorder); err != nil {
+		return o, fmt.Errorf("%w: --reorder: %w", errUsage, err)
+	}
 	if o.rtt < 0 {
 		return o, fmt.Errorf("%w: --rtt %v is negative", errUsage, o.rtt)
+	}
+	if o.jitter < 0 {
+		return o, fmt.Errorf("%w: --jitter %v is negative", errUsage, o.jitter)
 	}
 	if o.mtu < 576 || o.mtu > maxPacket {
 		return o, fmt.Errorf("%w: --mtu %d: want 576 to %d", errUsage, o.mtu, maxPacket)
@@ -121,27 +143,39 @@ Flags:
 	if o.tunA == o.tunB {
 		return o, fmt.Errorf("%w: --tun-a and --tun-b are both %q", errUsage, o.tunA)
 	}
-	if queue == "auto" {
-		o.queue = autoQueue(o.rate, o.rtt, o.mtu)
-	} else if o.queue, err = units.ParseTCSize(queue); err != nil {
+	q, err := parseQueue(queue)
+	if err != nil {
 		return o, fmt.Errorf("%w: --queue: %w", errUsage, err)
-	} else if o.queue < int64(o.mtu) {
-		return o, fmt.Errorf("%w: --queue %d is smaller than one packet (MTU %d)", errUsage, o.queue, o.mtu)
+	}
+	if q.bdps > 0 {
+		o.queue = queueFor(q.bdps, o.rate, o.rtt, o.mtu)
+		o.queueBack = queueFor(q.bdps, o.rateBack, o.rtt, o.mtu)
+	} else if q.bytes < int64(o.mtu) {
+		return o, fmt.Errorf("%w: --queue %d is smaller than one packet (MTU %d)", errUsage, q.bytes, o.mtu)
+	} else {
+		o.queue, o.queueBack = q.bytes, q.bytes
 	}
 	return o, nil
 }
 
-// arenaBytes is how many bytes of packets one direction may hold: its
-// queue plus what the delay line carries at the link rate, with a margin
-// for the reader running ahead. An unlimited link is sized for 10 Gbit/s,
-// well above what a TUN pair sustains on one core.
-func (o options) arenaBytes() int64 {
-	rate, queue := o.rate, o.queue
+// arenaBytes is how many bytes of packets a direction of rate and queue
+// may hold: its queue plus what the delay line, jitter included, carries
+// at the link rate, with a margin for the reader running ahead. An
+// unlimited link is sized for 10 Gbit/s, well above what a TUN pair
+// sustains on one core.
+func (o options) arenaBytes(rate, queue int64) int64 {
 	if rate == 0 {
 		rate, queue = 10e9, 0
 	}
-	line := int64(float64(rate) / 8 * (o.rtt / 2).Seconds())
+	line := int64(float64(rate) / 8 * (o.rtt/2 + o.jitter).Seconds())
 	return (queue+line)*5/4 + 8<<20
+}
+
+// links are the two directions' models, A to B and B to A.
+func (o options) links() (ab, ba *link) {
+	ab = newLink(o.rate, o.rtt/2, o.queue, o.loss, o.seed).vary(o.jitter, o.reorder)
+	ba = newLink(o.rateBack, o.rtt/2, o.queueBack, o.loss, o.seed+1).vary(o.jitter, o.reorder)
+	return ab, ba
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -165,12 +199,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	epoch := time.Now()
 	clock := func() int64 { return int64(time.Since(epoch)) }
+	ab, ba := o.links()
 	pipes := []*pipe{
-		newPipe(o.tunA+">"+o.tunB, a, b, newLink(o.rate, o.rtt/2, o.queue, o.loss, o.seed), clock, o.tick, o.arenaBytes()),
-		newPipe(o.tunB+">"+o.tunA, b, a, newLink(o.rate, o.rtt/2, o.queue, o.loss, o.seed+1), clock, o.tick, o.arenaBytes()),
+		newPipe(o.tunA+">"+o.tunB, a, b, ab, clock, o.tick, o.arenaBytes(o.rate, o.queue)),
+		newPipe(o.tunB+">"+o.tunA, b, a, ba, clock, o.tick, o.arenaBytes(o.rateBack, o.queueBack)),
 	}
-	fmt.Fprintf(stderr, "wanem: %s<->%s rtt=%v rate=%s queue=%d loss=%g mtu=%d tick=%v\n",
-		o.tunA, o.tunB, o.rtt, rateString(o.rate), o.queue, o.loss, o.mtu, o.tick)
+	fmt.Fprintf(stderr, "wanem: %s<->%s rtt=%v rate=%s rate_back=%s queue=%d queue_back=%d loss=%g jitter=%v reorder=%g mtu=%d tick=%v\n",
+		o.tunA, o.tunB, o.rtt, rateString(o.rate), rateString(o.rateBack), o.queue, o.queueBack, o.loss, o.jitter, o.reorder, o.mtu, o.tick)
 	if _, err := fmt.Fprintln(stdout, "ready"); err != nil {
 		return fmt.Errorf("announce ready: %w", err)
 	}

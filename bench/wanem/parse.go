@@ -41,3 +41,34 @@ func parseLoss(s string) (float64, error) {
 	}
 	return f / scale, nil
 }
+
+// queueSize is --queue: a size in bytes, or a multiple of the
+// bandwidth-delay product (bdps > 0) that each direction resolves at its
+// own rate.
+type queueSize struct {
+	bytes int64
+	bdps  float64
+}
+
+// parseQueue reads --queue: auto (one BDP), a multiple of the BDP such as
+// 0.25bdp, or bytes as tc writes them (256k, 12m). Multiples run from
+// 0.01 to 100: below, the 32-packet floor decides anyway; above, the
+// queue is no longer a router's.
+func parseQueue(s string) (queueSize, error) {
+	v := strings.TrimSpace(s)
+	if v == "auto" {
+		return queueSize{bdps: 1}, nil
+	}
+	if m, ok := strings.CutSuffix(strings.ToLower(v), "bdp"); ok {
+		f, err := strconv.ParseFloat(m, 64)
+		if err != nil || !(f >= 0.01 && f <= 100) {
+			return queueSize{}, fmt.Errorf("%q: want a multiple of the bandwidth-delay product from 0.01bdp to 100bdp", s)
+		}
+		return queueSize{bdps: f}, nil
+	}
+	b, err := units.ParseTCSize(v)
+	if err != nil {
+		return queueSize{}, fmt.Errorf("%q: want auto, bytes such as 256k, or a multiple of the bandwidth-delay product such as 0.5bdp", s)
+	}
+	return queueSize{bytes: b}, nil
+}

@@ -91,10 +91,82 @@ func TestParseFlags(t *testing.T) {
 		{"--tun-a", "same", "--tun-b", "same"},
 		{"--loss", "2"},
 		{"--tick", "1s"},
+		{"--queue", "0bdp"},
+		{"--queue", "fullbdp"},
+		{"--queue", "-1"},
+		{"--jitter", "-1ms"},
+		{"--reorder", "1.5"},
+		{"--rate-back", "1gbps"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(args, io.Discard); !errors.Is(err, errUsage) {
 			t.Errorf("parseFlags(%q) = %v, want a usage error", args, err)
 		}
+	}
+}
+
+func TestParseQueue(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    queueSize
+		wantErr bool
+	}{
+		{"auto", queueSize{bdps: 1}, false},
+		{"0.25bdp", queueSize{bdps: 0.25}, false},
+		{"2BDP", queueSize{bdps: 2}, false},
+		{"256k", queueSize{bytes: 256 << 10}, false},
+		{"1500000", queueSize{bytes: 1_500_000}, false},
+		{"0bdp", queueSize{}, true},
+		{"1000bdp", queueSize{}, true},
+		{"bdp", queueSize{}, true},
+		{"deep", queueSize{}, true},
+	}
+	for _, tt := range tests {
+		got, err := parseQueue(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("parseQueue(%q) = %+v, %v; want %+v, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
+}
+
+func TestParseFlagsMatrix(t *testing.T) {
+	// A symmetric path: the queue in BDPs is the same both ways.
+	o, err := parseFlags([]string{"--rtt", "100ms", "--queue", "0.25bdp", "--jitter", "2ms", "--reorder", "0.1%"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.queue != 3_125_000 || o.queueBack != 3_125_000 || o.rateBack != o.rate {
+		t.Errorf("--queue 0.25bdp at 1 Gbit/s, 100 ms: queues %d and %d, rates %d and %d; want 3125000 both ways, one rate", o.queue, o.queueBack, o.rate, o.rateBack)
+	}
+	if o.jitter != 2*time.Millisecond || o.reorder != 0.001 {
+		t.Errorf("jitter %v, reorder %g; want 2ms, 0.001", o.jitter, o.reorder)
+	}
+	ab, ba := o.links()
+	if ab.jitter != 2e6 || ba.jitter != 2e6 || ab.reorder != 0.001 || ba.reorder != 0.001 {
+		t.Errorf("links: jitter %d/%d ns, reorder %g/%g; want both directions to vary", ab.jitter, ba.jitter, ab.reorder, ba.reorder)
+	}
+	// The queue follows each direction's own rate; a size in bytes is
+	// the same both ways.
+	o, err = parseFlags([]string{"--rtt", "100ms", "--rate", "100mbit", "--rate-back", "1gbit", "--queue", "2bdp"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.rate != 100e6 || o.rateBack != 1e9 || o.queue != 2_500_000 || o.queueBack != 25_000_000 {
+		t.Errorf("asymmetric 2bdp: rates %d/%d queues %d/%d; want 100e6/1e9 and 2500000/25000000", o.rate, o.rateBack, o.queue, o.queueBack)
+	}
+	o, err = parseFlags([]string{"--rtt", "100ms", "--rate", "100mbit", "--rate-back", "1gbit", "--queue", "1m"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.queue != 1<<20 || o.queueBack != 1<<20 {
+		t.Errorf("--queue 1m: queues %d/%d, want 1048576 both ways", o.queue, o.queueBack)
+	}
+	// The floor of 32 packets holds for a multiple of the BDP.
+	o, err = parseFlags([]string{"--rtt", "1ms", "--queue", "0.25bdp"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.queue != 48_000 {
+		t.Errorf("0.25bdp at 1 ms: queue %d, want the 32-packet floor 48000", o.queue)
 	}
 }

@@ -28,7 +28,11 @@ const (
 type slot struct {
 	start uint64 // logical offset in the arena; the byte index is start % len(arena)
 	n     int32
-	at    int64 // ns on the pipe's clock when the packet leaves the link
+	// passed: a later packet was let past this one (--reorder), which
+	// may not be passed again, so that a held packet's bytes lie below
+	// the ones of every packet after it but the one that passed it.
+	passed bool
+	at     int64 // ns on the pipe's clock when the packet leaves the link
 }
 
 // counters are a pipe's statistics; each has a single writer and is atomic
@@ -38,6 +42,7 @@ type counters struct {
 	txPackets, txBytes atomic.Uint64
 	queueDrops         atomic.Uint64
 	lossDrops          atomic.Uint64
+	reordered          atomic.Uint64
 	overflowDrops      atomic.Uint64
 	writeErrors        atomic.Uint64
 	peakQueue          atomic.Int64
@@ -158,7 +163,19 @@ func (p *pipe) receive(scratch []byte) (more bool, err error) {
 		if p.link.peak > p.stats.peakQueue.Load() {
 			p.stats.peakQueue.Store(p.link.peak)
 		}
-		p.slots[p.tail&p.mask] = slot{start: start, n: int32(n), at: at}
+		s := slot{start: start, n: int32(n), at: at}
+		if v == deliverAhead && p.tail != p.head {
+			// The packet takes the place of the one ahead of it, which
+			// leaves right after it: the link's times stay
+			// non-decreasing in slot order. One already sent, or one
+			// passed before, is not passed.
+			if prev := &p.slots[(p.tail-1)&p.mask]; !prev.passed {
+				s, *prev = *prev, s
+				s.passed, s.at = true, max(s.at, prev.at)
+				p.stats.reordered.Add(1)
+			}
+		}
+		p.slots[p.tail&p.mask] = s
 		p.tail++
 		p.wpos = start + uint64(n)
 	}
@@ -196,6 +213,10 @@ func (p *pipe) send() int64 {
 		}
 		p.freed = s.start + uint64(s.n)
 		p.head++
+		// A packet that was passed lies below the one that passed it.
+		if p.head != p.tail {
+			p.freed = min(p.freed, p.slots[p.head&p.mask].start)
+		}
 	}
 	return 0
 }
@@ -255,7 +276,8 @@ func (p *pipe) run(stop int) error {
 // report formats the counters as one key=value line for scripts to parse.
 func (p *pipe) report() string {
 	c := &p.stats
-	return fmt.Sprintf("dir=%s rx_pkts=%d rx_bytes=%d tx_pkts=%d tx_bytes=%d drop_queue=%d drop_loss=%d drop_overflow=%d write_errors=%d peak_queue_bytes=%d",
+	return fmt.Sprintf("dir=%s rx_pkts=%d rx_bytes=%d tx_pkts=%d tx_bytes=%d drop_queue=%d drop_loss=%d drop_overflow=%d write_errors=%d peak_queue_bytes=%d reordered=%d",
 		p.name, c.rxPackets.Load(), c.rxBytes.Load(), c.txPackets.Load(), c.txBytes.Load(),
-		c.queueDrops.Load(), c.lossDrops.Load(), c.overflowDrops.Load(), c.writeErrors.Load(), c.peakQueue.Load())
+		c.queueDrops.Load(), c.lossDrops.Load(), c.overflowDrops.Load(), c.writeErrors.Load(), c.peakQueue.Load(),
+		c.reordered.Load())
 }

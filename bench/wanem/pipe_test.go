@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -220,4 +221,163 @@ func TestPipeOverflow(t *testing.T) {
 	if held < 150 {
 		t.Errorf("only %d packets held in a %d-byte arena", held, len(tp.p.arena))
 	}
+}
+
+func TestPipeReorder(t *testing.T) {
+	// Packets of varying sizes through the smallest arena, which they
+	// wrap many times, with a tenth of them let past the one ahead: every
+	// packet arrives once and intact, out of order only by swaps with
+	// the packet ahead, as many as the counter says. A packet that was
+	// passed is not passed again, so the share is P/(1+P) of the packets
+	// that found one held (nearly all: the 1 ms delay holds a batch).
+	const p = 0.1
+	tp := startPipe(t, newLink(0, time.Millisecond, 0, 0, 5).vary(0, p), 0, 0)
+	// A socket pair queues only net.unix.max_dgram_qlen packets (10 by
+	// default) for its reader: a batch released at once would fail the
+	// pipe's writes. A blocking write waits for this test to read instead,
+	// and the next batch waits for this one to arrive, so that the arena
+	// never overflows while the pipe waits.
+	if err := unix.SetNonblock(tp.p.dst, false); err != nil {
+		t.Fatal(err)
+	}
+	const n, batch = 4000, 50
+	size := func(i int) int { return 60 + (i*7919)%1400 }
+	arrived := make(chan struct{}, n/batch)
+	go func() {
+		for i := range n {
+			if i%batch == 0 && i > 0 {
+				<-arrived
+			}
+			unix.Write(tp.in, packet(uint32(i), size(i)))
+		}
+	}()
+	var got []int
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("after %d packets: %s", len(got), tp.p.report())
+		}
+	})
+	for range n {
+		b := tp.recv(t, 5*time.Second)
+		seq := int(binary.BigEndian.Uint32(b))
+		if seq >= n || string(b) != string(packet(uint32(seq), size(seq))) {
+			t.Fatalf("packet %d: got seq %d with %d bytes or other contents", len(got), seq, len(b))
+		}
+		if got = append(got, seq); len(got)%batch == 0 {
+			arrived <- struct{}{}
+		}
+	}
+	tp.halt(t)
+	swaps := 0
+	for i := 0; i < n; i++ {
+		switch {
+		case got[i] == i:
+		case i+1 < n && got[i] == i+1 && got[i+1] == i:
+			swaps++
+			i++
+		default:
+			t.Fatalf("arrival %d is packet %d (around it: %v), want it or a swap with its neighbour", i, got[i], got[max(i-3, 0):min(i+4, n)])
+		}
+	}
+	if r := tp.p.stats.reordered.Load(); uint64(swaps) != r {
+		t.Errorf("%d swaps seen, the counter says %d", swaps, r)
+	}
+	// P/(1+P) of 4000 is 364, with a standard deviation under 20; the
+	// first packet of each batch finds none held.
+	if want := p / (1 + p) * n; math.Abs(float64(swaps)-want) > 80 {
+		t.Errorf("%d packets of %d let ahead at --reorder %g, want about %.0f", swaps, n, p, want)
+	}
+}
+
+func TestPipeReorderNearFullArena(t *testing.T) {
+	// Large packets, half of them let past the one ahead, in an arena
+	// filled to overflowing before each release. A release stops after
+	// writeBatch packets, which may fall between a packet and the one it
+	// passed; the arena then refills before the passed one leaves. Its
+	// bytes lie below those of the packet sent, so they must stay
+	// reserved until it goes too. The test drives the pipe's steps
+	// itself, on a clock of its own.
+	pair := func() [2]int {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fd := range fds {
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+		}
+		t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+		return fds
+	}
+	a, b := pair(), pair()
+	if err := unix.SetNonblock(a[1], true); err != nil {
+		t.Fatal(err)
+	}
+	var now int64
+	l := newLink(0, 1000, 0, 0, 11).vary(0, 0.5)
+	p := newPipe("test", a[1], b[0], l, func() int64 { return now }, 0, 2<<20)
+	size := func(i int) int { return 20_000 + (i*7919)%15_000 }
+
+	// A reader drains the far end, whose queue holds ten packets: the
+	// pipe's (blocking) writes wait for it.
+	delivered := make(chan []byte, 1024)
+	go func() {
+		defer close(delivered)
+		for {
+			buf := make([]byte, maxPacket)
+			n, err := unix.Read(b[1], buf)
+			if err != nil || n == 0 {
+				return
+			}
+			delivered <- buf[:n]
+		}
+	}()
+	scratch := make([]byte, maxPacket)
+	seq := 0
+	// fill offers packets until the arena has no room for one more.
+	fill := func() {
+		for drops := p.stats.overflowDrops.Load(); p.stats.overflowDrops.Load() == drops; {
+			for range 8 {
+				if _, err := unix.Write(a[0], packet(uint32(seq), size(seq))); err != nil {
+					t.Fatal(err)
+				}
+				seq++
+			}
+			for {
+				if more, err := p.receive(scratch); err != nil {
+					t.Fatal(err)
+				} else if !more {
+					break
+				}
+			}
+		}
+	}
+	var got int
+	check := func() {
+		for {
+			select {
+			case pkt := <-delivered:
+				s := binary.BigEndian.Uint32(pkt)
+				if int(s) >= seq || string(pkt) != string(packet(s, size(int(s)))) {
+					t.Fatalf("delivered packet %d (seq %d, %d bytes) was overwritten", got, s, len(pkt))
+				}
+				got++
+			case <-time.After(50 * time.Millisecond):
+				return
+			}
+		}
+	}
+	for range 30 {
+		fill()
+		now += 2000
+		p.send() // writeBatch of the held packets, then the arena refills
+		fill()
+		for p.send() == 0 {
+		}
+		check()
+	}
+	if r := p.stats.reordered.Load(); got < 1000 || r < 100 {
+		t.Errorf("%d packets delivered, %d of them let ahead; want many of both", got, r)
+	}
+	unix.Shutdown(b[0], unix.SHUT_WR)
 }
