@@ -501,7 +501,7 @@ func cmdMtime(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.Chtimes(ts.MkAbs(args[0]), time.Unix(sec, 0), time.Unix(sec, 0)))
 }
 
-// jsonreport FILE checks that FILE is a --json report as README documents
+// jsonreport FILE checks that FILE is a --json report as docs/report.md documents
 // it (report.Parse: strict fields, statuses, totals that add up).
 func cmdJSONReport(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
