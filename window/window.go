@@ -58,7 +58,24 @@
 //     long path without a standing queue, each connection carries what
 //     the loss rate lets its congestion control carry, and only more
 //     connections help: the probe opens LossyConns at once and is kept
-//     whatever it measures (lossyPath).
+//     whatever it measures (lossyPath). Only real loss counts: a
+//     retransmit the peer reports it had already (DSACK,
+//     ConnSample.Spurious: a tail-loss probe sent while a receiver on
+//     the same cores waited for a CPU) is none (lost).
+//   - CPU. Where the process kept 90 % of Config.Cores busy over a
+//     measurement (Sample.CPU, cpuFull), or a probe that added streams
+//     or connections gained less than the margin while it kept 45 % of
+//     them busy (cpuBusy: about a core of two, all one end gets where
+//     the far end shares the host; its cost shows only as goodput that
+//     stays flat while streams grow), the CPU holds the copy: no probe
+//     adds streams or connections. The controller measures the
+//     single-connection plan (1 stream), then, if that falls short of
+//     the best goodput by the margin, half of the base, and holds, of
+//     the plans measured within the margin of the best goodput, the one
+//     that moved the most bytes per CPU second (the smaller where
+//     within 5 %: fewer connections cost the far end less). A long
+//     path's copy keeps a fraction of a core busy: nothing changes
+//     there.
 //   - Hold. When no probe gains (or every candidate is no larger than one
 //     that already failed, goodput being monotonic in streams and
 //     connections), the controller settles on the best plan. If that plan
@@ -71,7 +88,8 @@
 //     only queue at the bottleneck. Then it holds. It does not re-probe
 //     on a timer: a plateau never oscillates. It re-probes only when the
 //     held plan's goodput moves by more than 20 % for a whole measurement
-//     (competing traffic left or arrived, the route changed): probes find
+//     (competing traffic left or arrived, the route changed, the CPU
+//     was freed or taken, which the rules above tell again): probes find
 //     what a faster path takes, and a slower one ends in a trim to its
 //     smaller bandwidth-delay product.
 //   - Back off. Transport errors halve the streams (and the connections)
