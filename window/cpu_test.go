@@ -42,12 +42,15 @@ type cpuHost struct {
 	// connCores is how many cores one connection's end can keep busy (1
 	// where 0): its crypto runs on one, its reads and writes beside it.
 	connCores float64
-	perConn   float64 // share added to the CPU per byte by each connection beyond the first
-	perStrm   float64 // share added by each stream beyond the first
-	window    float64 // what one stream carries (its window per round trip), bytes/s; 0: no limit
-	rtt       time.Duration
-	noise     float64
-	state     uint64
+	perConn   float64       // share added to the CPU per byte by each connection beyond the first
+	perStrm   float64       // share added by each stream beyond the first
+	window    float64       // what one stream carries (its window per round trip), bytes/s; 0: no limit
+	rtt       time.Duration // the round trip the ends report
+	// hop is the round trip TCP tells of each connection
+	// (ConnSample.MinRTT); 0: the kernel tells nothing.
+	hop   time.Duration
+	noise float64
+	state uint64
 }
 
 // cost is the factor plan p multiplies the CPU per byte by.
@@ -95,12 +98,19 @@ func simCPU(t *testing.T, c *Controller, h *cpuHost, n int) []step {
 		g := h.goodput(p)
 		steps = append(steps, step{p, g})
 		got := g * h.jitter()
-		p = c.Observe(Sample{
+		s := Sample{
 			Elapsed: p.Interval,
 			Bytes:   int64(got * p.Interval.Seconds()),
 			RTT:     h.rtt,
 			CPU:     time.Duration(h.cpu(p, got) * float64(p.Interval)),
-		})
+		}
+		if h.hop > 0 {
+			for i := range p.Conns {
+				s.Conns = append(s.Conns, ConnSample{Conn: i, SRTT: h.hop, MinRTT: h.hop,
+					Bytes: s.Bytes / int64(p.Conns), LimitedBy: "app"})
+			}
+		}
+		p = c.Observe(s)
 	}
 	return steps
 }
@@ -113,17 +123,20 @@ func simCPU(t *testing.T, c *Controller, h *cpuHost, n int) []step {
 // spends few intervals away from it.
 func TestCPUBoundEndsOnOneConnection(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		rtt  time.Duration
+		name     string
+		rtt, hop time.Duration
+		own      float64 // the cores this process keeps busy with one stream; the far end the rest
 	}{
-		{"loopback", 50 * time.Microsecond},
-		{"loopback, its RTT taken from a request queued behind the CPU", 47 * time.Millisecond},
-		{"LAN", 400 * time.Microsecond},
+		{"loopback", 50 * time.Microsecond, 20 * time.Microsecond, 0.4},
+		{"loopback, its RTT taken from a request queued behind the CPU", 47 * time.Millisecond, 20 * time.Microsecond, 0.4},
+		{"a LAN", 400 * time.Microsecond, 400 * time.Microsecond, 0.4},
+		// No TCP_INFO: this process's CPU alone tells.
+		{"loopback, the kernel telling nothing", 47 * time.Millisecond, 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// One stream: 250 MB/s, this process at one core of two.
-			h := &cpuHost{cores: 2, own: 1 / 250e6, far: 1 / 250e6, perConn: 0.15, perStrm: 0.03,
-				rtt: tc.rtt, noise: 0.05, state: 7}
+			// One stream: 250 MB/s, both ends' CPU on two cores.
+			h := &cpuHost{cores: 2, own: tc.own / 250e6, far: (2 - tc.own) / 250e6, perConn: 0.15, perStrm: 0.03,
+				rtt: tc.rtt, hop: tc.hop, noise: 0.05, state: 7}
 			one := h.goodput(Plan{Streams: 1, Conns: 1})
 			// Stock socket buffers: at 47 ms the start opens 9 streams
 			// on 3 connections, as on loopback.

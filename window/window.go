@@ -67,8 +67,11 @@
 //     or connections gained less than the margin while it kept 45 % of
 //     them busy (cpuBusy: about a core of two, all one end gets where
 //     the far end shares the host; its cost shows only as goodput that
-//     stays flat while streams grow), the CPU holds the copy: no probe
-//     adds streams or connections. The controller measures the
+//     stays flat while streams grow) or while TCP told a LAN's round
+//     trip on every connection (ConnSample.MinRTT under 5 ms, whatever
+//     the ends report: on loopback the request timed at the start waits
+//     for a CPU), or no probe is left over such connections, the CPU
+//     holds the copy: no probe adds streams or connections. The controller measures the
 //     single-connection plan (1 stream), then, if that falls short of
 //     the best goodput by the margin, half of the base, and holds, of
 //     the plans measured within the margin of the best goodput, the one
@@ -391,6 +394,7 @@ type Controller struct {
 	sampleCong  []float64     // their share of bytes moved by congestion-held connections, where told
 	sampleLoss  []bool        // whether a connection lost segments in them, where told
 	sampleCPU   []float64     // the cores this process kept busy in them, where told
+	sampleHop   []bool        // whether every connection told had a short round trip in TCP (shortHop)
 	recent      []float64     // last samples, for Plan.Goodput
 	rtt         time.Duration // latest estimate: what new streams take to ramp up
 	minRTT      time.Duration // the path's own round trip, without queues
@@ -646,6 +650,9 @@ func (c *Controller) Observe(s Sample) Plan {
 	if s.CPU > 0 {
 		c.sampleCPU = append(c.sampleCPU, s.CPU.Seconds()/s.Elapsed.Seconds())
 	}
+	if short, ok := shortHop(s.Conns); ok {
+		c.sampleHop = append(c.sampleHop, short)
+	}
 	if len(c.samples) < measureSamples {
 		return c.plan()
 	}
@@ -662,9 +669,11 @@ func (c *Controller) Observe(s Sample) Plan {
 		} else {
 			c.failed = append(c.failed, c.cur)
 			// Streams or connections added for no gain, while this
-			// process kept about a core busy or more: the CPU, here or
-			// at the far end, holds the copy.
-			c.cpuBound = c.cpuBound || c.cpuFull(m) || (m.cpu > 0 && m.cpu >= cpuBusy*float64(c.cfg.Cores))
+			// process kept about a core busy or more, or over TCP
+			// connections of a LAN's round trip: the CPU, here or at
+			// the far end, holds the copy.
+			c.cpuBound = c.cpuBound || c.cpuFull(m) ||
+				(m.cpu > 0 && (m.cpu >= cpuBusy*float64(c.cfg.Cores) || c.hopShort()))
 		}
 	case phaseShrink:
 		c.shrunk++
@@ -762,6 +771,14 @@ func (c *Controller) probeNext() {
 		if c.probeLossy {
 			c.reason += ": connections lose segments"
 		}
+		return
+	}
+	// No probe left, over TCP connections of a LAN's round trip however
+	// long the ends' round trip: what holds the copy is the ends, the
+	// CPU (or a disk), not a path that more windows would fill.
+	if len(c.sampleCPU) > 0 && c.hopShort() && c.base != c.normalize(shape{1, 1}) {
+		c.cpuBound = true
+		c.shrink()
 		return
 	}
 	// The first plan was sized for a guessed rate, and probes double: the
@@ -936,6 +953,7 @@ func (c *Controller) change(sh shape, p phase) {
 	c.sampleCong = c.sampleCong[:0]
 	c.sampleLoss = c.sampleLoss[:0]
 	c.sampleCPU = c.sampleCPU[:0]
+	c.sampleHop = c.sampleHop[:0]
 	c.probeLossy = false
 	c.lossRun = 0
 	c.backingOff = false
@@ -1102,6 +1120,30 @@ func (c *Controller) note(rate float64) measurement {
 	}
 	c.measured = append(c.measured, m)
 	return m
+}
+
+// shortHop reports whether every connection told of in conns had a round
+// trip in TCP (ConnSample.MinRTT) under queueMinRTT: on loopback or a LAN.
+// The round trip the ends report may be longer: through a relay, or on
+// loopback where the request timed at the start waited for a CPU (47 ms
+// was seen). ok is false when none told.
+func shortHop(conns []ConnSample) (short, ok bool) {
+	for _, cs := range conns {
+		if cs.MinRTT <= 0 {
+			continue
+		}
+		if cs.MinRTT >= queueMinRTT {
+			return false, true
+		}
+		ok = true
+	}
+	return ok, ok
+}
+
+// hopShort reports whether the connections had a short round trip in TCP
+// (shortHop) in every sample of the measurement that told.
+func (c *Controller) hopShort() bool {
+	return len(c.sampleHop) > 0 && !slices.Contains(c.sampleHop, false)
 }
 
 // cpuFull reports whether m kept cpuFull of the cores busy.
