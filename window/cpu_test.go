@@ -91,7 +91,12 @@ func (h *cpuHost) jitter() float64 {
 // bytes moved per CPU second of this process over the run.
 func simCPU(t *testing.T, c *Controller, h *cpuHost, n int) []step {
 	t.Helper()
-	p := c.Start(h.rtt)
+	return simCPUFrom(t, c, h, c.Start(h.rtt), n)
+}
+
+// simCPUFrom is simCPU from plan p.
+func simCPUFrom(t *testing.T, c *Controller, h *cpuHost, p Plan, n int) []step {
+	t.Helper()
 	var steps []step
 	for range n {
 		checkPlan(t, c, p)
@@ -148,6 +153,12 @@ func TestCPUBoundEndsOnOneConnection(t *testing.T) {
 			}
 			if n := changes(steps[len(steps)/2:]); n != 0 {
 				t.Errorf("%d plan changes in the second half, want a plateau", n)
+			}
+			// Another job takes half the CPU: more streams cannot win it
+			// back, and the plateau stays.
+			h.cores = 1
+			if n := changes(simCPUFrom(t, c, h, last, 60)); n != 0 {
+				t.Errorf("%d plan changes after the CPU was taken, want none", n)
 			}
 			// The copy's bytes against one stream's all along.
 			var moved float64

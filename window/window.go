@@ -92,7 +92,8 @@
 //     on a timer: a plateau never oscillates. It re-probes only when the
 //     held plan's goodput moves by more than 20 % for a whole measurement
 //     (competing traffic left or arrived, the route changed, the CPU
-//     was freed or taken, which the rules above tell again): probes find
+//     was freed, which the rules above tell again; a CPU-bound plateau
+//     re-probes only when it rises): probes find
 //     what a faster path takes, and a slower one ends in a trim to its
 //     smaller bandwidth-delay product.
 //   - Back off. Transport errors halve the streams (and the connections)
@@ -632,7 +633,9 @@ func (c *Controller) Observe(s Sample) Plan {
 			r := ratio(med, c.holdRate)
 			fell := r <= 1/(1+changeTrigger) && n == fallSamples &&
 				ratio(median(c.samples), c.holdRate) <= 1/(1+changeTrigger)
-			if (r >= 1+changeTrigger || fell) && !c.endsSoon(s.Remaining, med) {
+			// A CPU-bound plateau that falls lost CPU to other work,
+			// which more streams cannot win back.
+			if (r >= 1+changeTrigger || (fell && !c.cpuBound)) && !c.endsSoon(s.Remaining, med) {
 				c.reprobe(med, fmt.Sprintf("goodput moved from %s to %s",
 					formatRate(c.holdRate), formatRate(med)))
 			}
