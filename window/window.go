@@ -71,14 +71,14 @@
 //     trip on every connection (ConnSample.MinRTT under 5 ms, whatever
 //     the ends report: on loopback the request timed at the start waits
 //     for a CPU), or no probe is left over such connections, the CPU
-//     holds the copy: no probe adds streams or connections. The controller measures the
-//     single-connection plan (1 stream), then, if that falls short of
-//     the best goodput by the margin, half of the base, and holds, of
-//     the plans measured within the margin of the best goodput, the one
-//     that moved the most bytes per CPU second (the smaller where
-//     within 5 %: fewer connections cost the far end less). A long
-//     path's copy keeps a fraction of a core busy: nothing changes
-//     there.
+//     holds the copy: no probe adds streams or connections. The
+//     controller measures the single-connection plan (1 stream), then,
+//     if that falls short of the best goodput by the margin, half of the
+//     base, and holds, of the plans measured within the margin of the
+//     best goodput, the one that moved the most bytes per CPU second
+//     (the smaller where within 5 %: fewer connections cost the far end
+//     less). A long path's copy keeps a fraction of a core busy over
+//     connections of a long round trip: nothing changes there.
 //   - Hold. When no probe gains (or every candidate is no larger than one
 //     that already failed, goodput being monotonic in streams and
 //     connections), the controller settles on the best plan. If that plan
@@ -382,8 +382,8 @@ type Controller struct {
 	// hold is chosen from them (cpuSettle).
 	measured []measurement
 	// cpuBound says the CPU, not the path, holds the copy (cpuFull,
-	// cpuBusy): no probe adds streams or connections, and smaller plans
-	// are measured for their bytes per CPU second.
+	// cpuBusy, hopShort): no probe adds streams or connections, and
+	// smaller plans are measured for their bytes per CPU second.
 	cpuBound bool
 	shrunk   int // phaseShrink: smaller plans measured since cpuBound
 
