@@ -54,6 +54,17 @@ func TestSpuriousRetransmitsOpenNoConnections(t *testing.T) {
 			t.Fatalf("%v (standby %d) where every retransmit was spurious", st.plan, st.plan.Standby)
 		}
 	}
+	// Real loss on connections of a LAN's round trip in TCP, behind ends
+	// that report 50 ms (a relay, or a request that waited for a CPU):
+	// each connection recovers within milliseconds.
+	l := link{rate: 10 * gbit, rtt: 50 * time.Millisecond, connBytes: stockConn, connCap: 40e6, cpuCap: 100e6}
+	for _, st := range simWith(t, New(Config{ConnBytes: stockConn, Cores: 2}), &l, 60, func(p Plan, s *Sample) {
+		s.Conns = []ConnSample{{Bytes: s.Bytes, LimitedBy: "loss", MinRTT: 20 * time.Microsecond}}
+	}) {
+		if strings.Contains(st.plan.Reason, "lose segments") || st.plan.Standby > 0 {
+			t.Fatalf("%v (standby %d) over connections of a 20 µs round trip", st.plan, st.plan.Standby)
+		}
+	}
 	most := 0
 	for _, st := range run(false) {
 		most = max(most, st.plan.Conns)
