@@ -243,6 +243,9 @@ func (h *Hosts) Open(ctx context.Context, locs []transfer.Location, o transfer.O
 	if o.Parallel.Conns == nil {
 		o.Parallel.Conns = h.ConnSampler
 	}
+	if o.Parallel.CPU == nil {
+		o.Parallel.CPU = ProcessCPU
+	}
 	r.Options = o
 	if !r.Legacy {
 		return r, nil

@@ -30,10 +30,12 @@ func (h *Hosts) ConnSampler() func() []window.ConnSample {
 			}
 			now := time.Now()
 			cs := window.ConnSample{Conn: i, SRTT: st.SRTT, MinRTT: st.MinRTT, Cwnd: st.Cwnd,
-				DeliveryRate: st.DeliveryRate, NotSent: st.NotSent, SndBuf: st.SndBuf, PeerWindow: st.PeerWindow}
+				DeliveryRate: st.DeliveryRate, NotSent: st.NotSent, SndBuf: st.SndBuf, PeerWindow: st.PeerWindow,
+				Lost: st.Lost}
 			if p, ok := prev[c]; ok {
 				cs.LimitedBy = sshconn.LimitedBy(p.st, st, now.Sub(p.at))
 				cs.Retrans = max(0, st.Retrans-p.st.Retrans)
+				cs.Spurious = min(cs.Retrans, max(0, st.DSACKDups-p.st.DSACKDups))
 				cs.Bytes = max(0, st.BytesAcked-p.st.BytesAcked) + max(0, st.BytesReceived-p.st.BytesReceived)
 			}
 			prev[c] = reading{st, now}

@@ -75,6 +75,9 @@ type ParallelOptions struct {
 	// for each interval's Sample; each call covers the interval since the
 	// one before.
 	Conns func() []window.ConnSample
+	// CPU, when not nil, returns the CPU time the process has spent so
+	// far: each interval's Sample.CPU is the difference of two calls.
+	CPU func() time.Duration
 	// Trace, when not nil, is told of the first plan (with a zero Sample)
 	// and then of every interval's Sample and the plan decided on it;
 	// changed says the streams or connections changed (--trace).
@@ -163,6 +166,10 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 	if o.Conns != nil {
 		o.Conns() // the first reading: intervals are measured from it
 	}
+	var cpu time.Duration
+	if o.CPU != nil {
+		cpu = o.CPU()
+	}
 	plan := o.Controller.Start(rtt)
 	o.Logf("window: %s", plan)
 	if o.Trace != nil {
@@ -196,6 +203,10 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 			}
 			if o.Conns != nil {
 				s.Conns = o.Conns()
+			}
+			if o.CPU != nil {
+				now := o.CPU()
+				s.CPU, cpu = max(now-cpu, 0), now
 			}
 			next := o.Controller.Observe(s)
 			changed := next.Streams != plan.Streams || next.Conns != plan.Conns

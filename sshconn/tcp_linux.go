@@ -49,6 +49,7 @@ func TCPInfo(c net.Conn) (TCPStats, bool) {
 		MSS:           int(info.Snd_mss),
 		DeliveryRate:  float64(info.Delivery_rate),
 		Retrans:       int64(info.Total_retrans),
+		DSACKDups:     int64(info.Dsack_dups),
 		Lost:          int(info.Lost),
 		BytesAcked:    int64(info.Bytes_acked),
 		BytesReceived: int64(info.Bytes_received),

@@ -3,7 +3,7 @@ package sshconn
 import "time"
 
 // TCPStats is what the kernel tells of one TCP connection (TCP_INFO and
-// the socket's buffer sizes), in Go units. Counters (Retrans, Lost,
+// the socket's buffer sizes), in Go units. Counters (Retrans, DSACKDups,
 // BytesAcked, BytesReceived, BusyTime, RwndLimited, SndbufLimited) run from
 // the connection's start: an interval's share is the difference of two
 // readings, which is what LimitedBy looks at.
@@ -20,9 +20,18 @@ type TCPStats struct {
 	MSS      int // bytes per segment sent (tcpi_snd_mss)
 	// DeliveryRate is the kernel's latest estimate of bytes/s delivered
 	// to the peer (tcpi_delivery_rate).
-	DeliveryRate  float64
-	Retrans       int64 // segments retransmitted in all (tcpi_total_retrans)
-	Lost          int   // segments now presumed lost (tcpi_lost)
+	DeliveryRate float64
+	Retrans      int64 // segments retransmitted in all (tcpi_total_retrans)
+	// DSACKDups counts segments the peer reported receiving twice
+	// (tcpi_dsack_dups, Linux 4.19 on; 0 where the kernel does not
+	// tell): retransmits that were not needed, such as tail-loss probes
+	// and retransmits of segments only reordered or late. Retrans less
+	// DSACKDups is what was lost (RealRetrans).
+	DSACKDups int64
+	// Lost is the segments presumed lost now (tcpi_lost): a gauge, not
+	// a counter; each of them is retransmitted, and counted in Retrans,
+	// as the congestion window allows.
+	Lost          int
 	BytesAcked    int64 // bytes sent and acknowledged
 	BytesSent     int64 // bytes sent, retransmissions included (tcpi_bytes_sent)
 	BytesReceived int64 // bytes received
@@ -45,12 +54,20 @@ type TCPStats struct {
 	RcvBuf        int // usable receive buffer (SO_RCVBUF)
 }
 
+// RealRetrans is how many of the segments s retransmitted the peer did
+// not already have: Retrans less the duplicates it reported (DSACK).
+// Where the kernel does not tell of duplicates every retransmit counts.
+// A duplicate is reported a round trip after its retransmit, so an
+// interval's difference of two readings may count a spurious one that
+// the next interval's reading takes back.
+func (s TCPStats) RealRetrans() int64 { return s.Retrans - s.DSACKDups }
+
 // What limited a connection over an interval, as LimitedBy tells it.
 const (
 	LimitRwnd   = "rwnd"   // a receive window (the peer's, or this end's when it receives): another connection adds one
 	LimitRecv   = "recv"   // this end receives, below its window: what limits the sender is at the far end
 	LimitSndbuf = "sndbuf" // the local send buffer: another connection adds one
-	LimitLoss   = "loss"   // segments were retransmitted, or arrived out of order at a receiver: congestion control backed off
+	LimitLoss   = "loss"   // segments were lost (retransmitted and not reported as duplicates), or arrived out of order at a receiver: congestion control backed off
 	LimitCwnd   = "cwnd"   // busy all along with a full congestion window: the path, or its share of it
 	LimitApp    = "app"    // none of these: hpncp did not give the connection enough to send
 	LimitIdle   = ""       // nothing was sent: no verdict
@@ -87,10 +104,15 @@ const (
 //   - "rwnd" or "sndbuf" when the peer's receive window or the send
 //     buffer held the sender back for limitedShare of the interval or
 //     more (the larger of the two when both);
-//   - "loss" when segments were retransmitted in the interval. It comes
+//   - "loss" when segments were lost in the interval: retransmitted,
+//     and not reported back by the peer as received twice (DSACK,
+//     RealRetrans). A retransmit the peer did not need (a tail-loss
+//     probe after a late acknowledgement, a segment reordered; seen on
+//     loopback when the receiving process waits for a CPU) is not a
+//     loss: the kernel undoes its congestion window's cut. It comes
 //     second: a sender held back by the peer's window sends tail-loss
-//     probes while it waits (seen on loopback), and those retransmits
-//     are not what limited it;
+//     probes while it waits, and those retransmits are not what
+//     limited it;
 //   - "cwnd" when the connection had data in flight for busyShare of the
 //     interval or more: it sent what the congestion window let it;
 //   - "app" otherwise: it waited for the application, and more data
@@ -131,7 +153,7 @@ func LimitedBy(prev, cur TCPStats, elapsed time.Duration) string {
 		return LimitRwnd
 	case sndbuf >= limitedShare:
 		return LimitSndbuf
-	case cur.Retrans > prev.Retrans:
+	case cur.RealRetrans() > prev.RealRetrans():
 		return LimitLoss
 	case share(cur.BusyTime-prev.BusyTime) >= busyShare:
 		return LimitCwnd

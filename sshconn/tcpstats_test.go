@@ -60,6 +60,21 @@ func TestLimitedBy(t *testing.T) {
 			s.BytesReceived += 4*(8<<20) - 1
 			return s
 		}(), sec, LimitCwnd},
+		{"retransmits the peer had already (DSACK): tail-loss probes, not loss", func() TCPStats {
+			s := after(sec, 0, 0, 2)
+			s.DSACKDups = base.DSACKDups + 2
+			return s
+		}(), sec, LimitCwnd},
+		{"one of two retransmits reported twice: one lost", func() TCPStats {
+			s := after(sec, 0, 0, 2)
+			s.DSACKDups = base.DSACKDups + 1
+			return s
+		}(), sec, LimitLoss},
+		{"a retransmit beside the duplicate of the last interval's, which that interval counted", func() TCPStats {
+			s := after(sec, 0, 0, 1)
+			s.DSACKDups = base.DSACKDups + 1
+			return s
+		}(), sec, LimitCwnd},
 		{"nothing moved", base, sec, LimitIdle},
 		{"counters went back: another connection", TCPStats{BytesAcked: 10}, sec, LimitIdle},
 		{"no interval", after(sec, 0, 0, 0), 0, LimitIdle},

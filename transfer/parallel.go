@@ -49,6 +49,9 @@ type ParallelOptions struct {
 	// Conns, when not nil, returns for one file's copy a reader of its
 	// connections' TCP state (pipeline.ParallelOptions.Conns).
 	Conns func() func() []window.ConnSample
+	// CPU, when not nil, returns the process's CPU time so far
+	// (pipeline.ParallelOptions.CPU).
+	CPU func() time.Duration
 }
 
 func (l Local) OpenReaderAt(_ context.Context, name string, _ int) (protocol.ReaderAtCloser, error) {
@@ -115,6 +118,7 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 	if p.Conns != nil {
 		po.Conns = p.Conns()
 	}
+	po.CPU = p.CPU
 	if t := c.opts.Trace; t != nil {
 		po.Trace = func(s window.Sample, p window.Plan, changed bool) { t(src.Path, s, p, changed) }
 	}

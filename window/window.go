@@ -58,7 +58,27 @@
 //     long path without a standing queue, each connection carries what
 //     the loss rate lets its congestion control carry, and only more
 //     connections help: the probe opens LossyConns at once and is kept
-//     whatever it measures (lossyPath).
+//     whatever it measures (lossyPath). Only real loss counts: a
+//     retransmit the peer reports it had already (DSACK,
+//     ConnSample.Spurious: a tail-loss probe sent while a receiver on
+//     the same cores waited for a CPU) is none (lost).
+//   - CPU. Where the process kept 90 % of Config.Cores busy over a
+//     measurement (Sample.CPU, cpuFull), or a probe that added streams
+//     or connections gained less than the margin while it kept 45 % of
+//     them busy (cpuBusy: about a core of two, all one end gets where
+//     the far end shares the host; its cost shows only as goodput that
+//     stays flat while streams grow) or while TCP told a LAN's round
+//     trip on every connection (ConnSample.MinRTT under 5 ms, whatever
+//     the ends report: on loopback the request timed at the start waits
+//     for a CPU), or no probe is left over such connections, the CPU
+//     holds the copy: no probe adds streams or connections. The
+//     controller measures the single-connection plan (1 stream), then,
+//     if that falls short of the best goodput by the margin, half of the
+//     base, and holds, of the plans measured within the margin of the
+//     best goodput, the one that moved the most bytes per CPU second
+//     (the smaller where within 5 %: fewer connections cost the far end
+//     less). A long path's copy keeps a fraction of a core busy over
+//     connections of a long round trip: nothing changes there.
 //   - Hold. When no probe gains (or every candidate is no larger than one
 //     that already failed, goodput being monotonic in streams and
 //     connections), the controller settles on the best plan. If that plan
@@ -71,7 +91,9 @@
 //     only queue at the bottleneck. Then it holds. It does not re-probe
 //     on a timer: a plateau never oscillates. It re-probes only when the
 //     held plan's goodput moves by more than 20 % for a whole measurement
-//     (competing traffic left or arrived, the route changed): probes find
+//     (competing traffic left or arrived, the route changed, the CPU
+//     was freed, which the rules above tell again; a CPU-bound plateau
+//     re-probes only when it rises): probes find
 //     what a faster path takes, and a slower one ends in a trim to its
 //     smaller bandwidth-delay product.
 //   - Back off. Transport errors halve the streams (and the connections)
@@ -233,6 +255,9 @@ type Sample struct {
 	// settling time starts when they do, not at the change. On a long
 	// path the connections a plan adds take a second or more to open.
 	Opening int
+	// CPU is the CPU time (user and system) this process spent in the
+	// interval, its own and not the far end's; 0 when unknown.
+	CPU time.Duration
 	// Remaining is the payload still to copy after the interval; 0 when
 	// unknown. A probe that could not be measured before the copy ends
 	// is not started: it would cost the copy its new streams' set-up and
@@ -251,9 +276,18 @@ type ConnSample struct {
 	DeliveryRate float64 // the kernel's latest estimate, bytes/s
 	Bytes        int64   // bytes it moved in the interval: acknowledged by the peer, or received
 	Retrans      int64   // segments retransmitted in the interval
-	NotSent      int     // bytes queued in the send buffer, not yet sent
-	SndBuf       int     // usable send buffer, bytes
-	PeerWindow   int     // the peer's advertised receive window, bytes
+	// Spurious is how many of Retrans the peer reported it had already
+	// (DSACK, tcpi_dsack_dups): tail-loss probes sent while an
+	// acknowledgement was late, retransmits of segments only reordered.
+	// They are not loss; the kernel undoes their congestion window cut.
+	Spurious int64
+	// Lost is the segments the kernel presumed lost at the end of the
+	// interval (tcpi_lost), for --trace: they are retransmitted, and
+	// counted in Retrans, as the congestion window allows.
+	Lost       int
+	NotSent    int // bytes queued in the send buffer, not yet sent
+	SndBuf     int // usable send buffer, bytes
+	PeerWindow int // the peer's advertised receive window, bytes
 	// LimitedBy is "rwnd", "sndbuf", "loss", "cwnd", "app", "recv", or "" when
 	// the connection moved nothing.
 	LimitedBy string
@@ -307,6 +341,7 @@ const (
 	phaseProbe                 // measuring a candidate
 	phaseTrim                  // measuring the plan trimmed to the bandwidth-delay product
 	phaseHold                  // plateau: watching for the path to change
+	phaseShrink                // CPU-bound: measuring a smaller plan, for its bytes per CPU second
 )
 
 // shape is a stream count and the connections carrying it.
@@ -342,6 +377,15 @@ type Controller struct {
 	probed                bool    // a probe was started: the start is over
 	failed                []shape // probes from base that did not gain
 	holdRate              float64 // phaseHold: goodput the plateau was decided on
+	// measured holds the plans measured since the start or the last
+	// re-probe, with the CPU each used: where the CPU binds, the one to
+	// hold is chosen from them (cpuSettle).
+	measured []measurement
+	// cpuBound says the CPU, not the path, holds the copy (cpuFull,
+	// cpuBusy, hopShort): no probe adds streams or connections, and
+	// smaller plans are measured for their bytes per CPU second.
+	cpuBound bool
+	shrunk   int // phaseShrink: smaller plans measured since cpuBound
 
 	sinceChange time.Duration
 	sampleCount int           // samples since the last change
@@ -350,6 +394,9 @@ type Controller struct {
 	sampleRTTs  []float64     // their RTTs in seconds, where known
 	sampleCong  []float64     // their share of bytes moved by congestion-held connections, where told
 	sampleLoss  []bool        // whether a connection lost segments in them, where told
+	sampleCPU   []float64     // the cores this process kept busy in them, where told
+	sampleHop   []bool        // whether every connection told had a short round trip in TCP (shortHop)
+	hop         bool          // the last interval that told had a short round trip in TCP on every connection
 	recent      []float64     // last samples, for Plan.Goodput
 	rtt         time.Duration // latest estimate: what new streams take to ramp up
 	minRTT      time.Duration // the path's own round trip, without queues
@@ -531,6 +578,9 @@ func (c *Controller) Observe(s Sample) Plan {
 			c.minRTT = s.RTT
 		}
 	}
+	if short, ok := shortHop(s.Conns); ok {
+		c.hop = short
+	}
 	if s.Elapsed <= 0 || s.Bytes < 0 {
 		return c.plan()
 	}
@@ -579,12 +629,17 @@ func (c *Controller) Observe(s Sample) Plan {
 		if share, ok := congestedShare(s.Conns); ok {
 			c.sampleCong = appendLast(c.sampleCong, share, measureSamples)
 		}
+		if s.CPU > 0 {
+			c.sampleCPU = appendLast(c.sampleCPU, s.CPU.Seconds()/s.Elapsed.Seconds(), measureSamples)
+		}
 		if n := len(c.samples); n >= measureSamples {
 			med := median(c.samples[n-measureSamples:])
 			r := ratio(med, c.holdRate)
 			fell := r <= 1/(1+changeTrigger) && n == fallSamples &&
 				ratio(median(c.samples), c.holdRate) <= 1/(1+changeTrigger)
-			if (r >= 1+changeTrigger || fell) && !c.endsSoon(s.Remaining, med) {
+			// A CPU-bound plateau that falls lost CPU to other work,
+			// which more streams cannot win back.
+			if (r >= 1+changeTrigger || (fell && !c.cpuBound)) && !c.endsSoon(s.Remaining, med) {
 				c.reprobe(med, fmt.Sprintf("goodput moved from %s to %s",
 					formatRate(c.holdRate), formatRate(med)))
 			}
@@ -599,19 +654,41 @@ func (c *Controller) Observe(s Sample) Plan {
 		c.sampleCong = append(c.sampleCong, share)
 		c.sampleLoss = append(c.sampleLoss, lossSeen(s.Conns))
 	}
+	if s.CPU > 0 {
+		c.sampleCPU = append(c.sampleCPU, s.CPU.Seconds()/s.Elapsed.Seconds())
+	}
+	if short, ok := shortHop(s.Conns); ok {
+		c.sampleHop = append(c.sampleHop, short)
+	}
 	if len(c.samples) < measureSamples {
 		return c.plan()
 	}
 	med := median(c.samples)
+	m := c.note(med)
 	switch c.phase {
 	case phaseBaseline:
 		c.accept(c.cur, med)
+		c.cpuBound = c.cpuBound || c.cpuFull(m)
 	case phaseProbe:
 		if c.probeLossy || ratio(med, c.baseRate) >= 1+margin {
 			c.accept(c.cur, med)
+			c.cpuBound = c.cpuBound || c.cpuFull(m)
 		} else {
 			c.failed = append(c.failed, c.cur)
+			// Streams or connections added for no gain, while this
+			// process kept about a core busy or more, or over TCP
+			// connections of a LAN's round trip: the CPU, here or at
+			// the far end, holds the copy.
+			c.cpuBound = c.cpuBound || c.cpuFull(m) ||
+				(m.cpu > 0 && (m.cpu >= cpuBusy*float64(c.cfg.Cores) || c.hopShort()))
 		}
+	case phaseShrink:
+		c.shrunk++
+		if c.shrunk == 1 && med < c.bestRate()/(1+margin) && c.shrinkHalf() {
+			return c.plan()
+		}
+		c.cpuSettle()
+		return c.plan()
 	case phaseTrim:
 		if med >= c.baseRate/(1+margin) {
 			c.accept(c.cur, med)
@@ -676,6 +753,8 @@ func (c *Controller) queuedAt(rtt float64) bool {
 // reprobe probes again from the plan in force, measured at rate, for the
 // reason why.
 func (c *Controller) reprobe(rate float64, why string) {
+	c.measured, c.cpuBound = c.measured[:0], false
+	c.note(rate)
 	c.accept(c.cur, rate)
 	c.probeNext()
 	c.reason = why + "; " + c.reason
@@ -683,6 +762,10 @@ func (c *Controller) reprobe(rate float64, why string) {
 
 // probeNext switches to the next candidate from base, or holds base.
 func (c *Controller) probeNext() {
+	if c.cpuBound {
+		c.shrink()
+		return
+	}
 	for _, cand := range c.candidates() {
 		if c.dominated(cand) {
 			continue
@@ -695,6 +778,14 @@ func (c *Controller) probeNext() {
 		if c.probeLossy {
 			c.reason += ": connections lose segments"
 		}
+		return
+	}
+	// No probe left, over TCP connections of a LAN's round trip however
+	// long the ends' round trip: what holds the copy is the ends, the
+	// CPU (or a disk), not a path that more windows would fill.
+	if len(c.sampleCPU) > 0 && c.hopShort() && c.base != c.normalize(shape{1, 1}) {
+		c.cpuBound = true
+		c.shrink()
 		return
 	}
 	// The first plan was sized for a guessed rate, and probes double: the
@@ -852,6 +943,7 @@ func (c *Controller) backOff(n int) {
 	}
 	c.sinceErrors = 0
 	c.failed = c.failed[:0]
+	c.measured, c.cpuBound = c.measured[:0], false
 	c.change(next, phaseBaseline)
 	c.backingOff = true
 	c.reason = fmt.Sprintf("backing off after %s: %d to %s",
@@ -867,6 +959,8 @@ func (c *Controller) change(sh shape, p phase) {
 	c.sampleRTTs = c.sampleRTTs[:0]
 	c.sampleCong = c.sampleCong[:0]
 	c.sampleLoss = c.sampleLoss[:0]
+	c.sampleCPU = c.sampleCPU[:0]
+	c.sampleHop = c.sampleHop[:0]
 	c.probeLossy = false
 	c.lossRun = 0
 	c.backingOff = false
@@ -981,6 +1075,177 @@ func plural(n int, thing string) string {
 	return fmt.Sprintf("%d %ss", n, thing)
 }
 
+// The CPU as a limit. On loopback and on a LAN the cores, not the path,
+// bound a copy: both ends' crypto, and on loopback the server's sshd
+// beside hpncp on the same cores. There streams and connections add no
+// goodput, only cost: each connection is another sshd at the far end,
+// another set of buffers to copy through, more context switches; on a
+// 2-core loopback a plan of 32 streams on 16 connections ran slower than
+// one stream, at 1.5 times scp's CPU per byte, the far end's share of it
+// the larger.
+const (
+	// cpuFull is the share of Config.Cores this process kept busy over a
+	// measurement at which it has every core it can have: no plan
+	// carries more (the embedded demo's server is in the process too).
+	cpuFull = 0.9
+	// cpuBusy is the share of Config.Cores this process kept busy over a
+	// probe that added streams or connections and gained less than the
+	// margin, at which the CPU is taken to be what held it: about one
+	// core of two, all one end gets where the other end shares the
+	// host (loopback), whose cost shows only as goodput that stays flat
+	// while streams grow. On a long path a copy's CPU is a fraction of
+	// that: its failed probes mean a full path, as before.
+	cpuBusy = 0.45
+	// cpuNoise: bytes per CPU second within this share of the best are
+	// taken as equal, and the smaller plan, cheaper at the far end,
+	// kept.
+	cpuNoise = 0.05
+)
+
+// measurement is a plan measured: its goodput and the cores this
+// process kept busy (CPU seconds per second; 0 where not told).
+type measurement struct {
+	sh   shape
+	rate float64
+	cpu  float64
+}
+
+// perCPU is m's bytes per CPU second, 0 where its CPU is unknown.
+func (m measurement) perCPU() float64 {
+	if m.cpu <= 0 {
+		return 0
+	}
+	return m.rate / m.cpu
+}
+
+// note records the plan in force as measured at rate, with the median of
+// its samples' CPU, and returns the record.
+func (c *Controller) note(rate float64) measurement {
+	m := measurement{sh: c.cur, rate: rate}
+	if len(c.sampleCPU) > 0 {
+		m.cpu = median(c.sampleCPU)
+	}
+	c.measured = append(c.measured, m)
+	return m
+}
+
+// shortHop reports whether every connection told of in conns had a round
+// trip in TCP (ConnSample.MinRTT) under queueMinRTT: on loopback or a LAN.
+// The round trip the ends report may be longer: through a relay, or on
+// loopback where the request timed at the start waited for a CPU (47 ms
+// was seen). ok is false when none told.
+func shortHop(conns []ConnSample) (short, ok bool) {
+	for _, cs := range conns {
+		if cs.MinRTT <= 0 {
+			continue
+		}
+		if cs.MinRTT >= queueMinRTT {
+			return false, true
+		}
+		ok = true
+	}
+	return ok, ok
+}
+
+// hopShort reports whether the connections had a short round trip in TCP
+// (shortHop) in every sample of the measurement that told.
+func (c *Controller) hopShort() bool {
+	return len(c.sampleHop) > 0 && !slices.Contains(c.sampleHop, false)
+}
+
+// cpuFull reports whether m kept cpuFull of the cores busy.
+func (c *Controller) cpuFull(m measurement) bool {
+	return m.cpu > 0 && m.cpu >= cpuFull*float64(c.cfg.Cores)
+}
+
+// bestRate is the highest goodput measured since cpuBound's epoch began.
+func (c *Controller) bestRate() float64 {
+	best := 0.0
+	for _, m := range c.measured {
+		best = max(best, m.rate)
+	}
+	return best
+}
+
+// shrink measures, once the CPU binds, the single-connection plan: one
+// stream where the windows allow, the cheapest plan there is. If that
+// plan falls short (shrinkHalf), half of base. Then cpuSettle.
+func (c *Controller) shrink() {
+	c.shrunk = 0
+	one := c.normalize(shape{1, 1})
+	if c.cfg.MinStreams > 1 || c.base == one || c.tried(one) {
+		if !c.shrinkHalf() {
+			c.cpuSettle()
+		}
+		return
+	}
+	c.change(one, phaseShrink)
+	c.reason = fmt.Sprintf("CPU-bound at %s: trying %s on %s",
+		formatRate(c.baseRate), plural(one.streams, "stream"), plural(one.conns, "connection"))
+}
+
+// shrinkHalf measures half of base's streams and connections, where that
+// is a plan not measured yet; it reports whether it started one.
+func (c *Controller) shrinkHalf() bool {
+	half := c.normalize(shape{c.base.streams / 2, c.base.conns / 2})
+	if half.streams >= c.base.streams || c.tried(half) {
+		return false
+	}
+	c.change(half, phaseShrink)
+	c.reason = fmt.Sprintf("CPU-bound at %s: trying %s on %s",
+		formatRate(c.baseRate), plural(half.streams, "stream"), plural(half.conns, "connection"))
+	return true
+}
+
+// tried reports whether sh was measured since the epoch began.
+func (c *Controller) tried(sh shape) bool {
+	for _, m := range c.measured {
+		if m.sh == sh {
+			return true
+		}
+	}
+	return false
+}
+
+// cpuSettle holds, of the plans measured whose goodput came within the
+// margin of the best, the one that moved the most bytes per CPU second,
+// the smallest of those within cpuNoise of it.
+func (c *Controller) cpuSettle() {
+	floor := c.bestRate() / (1 + margin)
+	var pick measurement
+	bestPer := 0.0
+	for _, m := range c.measured {
+		if m.rate >= floor {
+			bestPer = max(bestPer, m.perCPU())
+		}
+	}
+	found := false
+	for _, m := range c.measured {
+		if m.rate < floor || m.perCPU() < bestPer/(1+cpuNoise) {
+			continue
+		}
+		if !found || smaller(m.sh, pick.sh) {
+			pick, found = m, true
+		}
+	}
+	if !found {
+		c.hold()
+		return
+	}
+	c.base, c.baseRate = pick.sh, pick.rate
+	c.hold()
+	c.reason = fmt.Sprintf("CPU-bound: plateau at %s", formatRate(pick.rate))
+	if pick.cpu > 0 {
+		c.reason += fmt.Sprintf(", %s per CPU second", formatRate(pick.perCPU()))
+	}
+}
+
+// smaller reports whether a costs less than b: fewer connections, then
+// fewer streams.
+func smaller(a, b shape) bool {
+	return a.conns < b.conns || (a.conns == b.conns && a.streams < b.streams)
+}
+
 // lossyPath reports whether base's connections lost segments through
 // its measurement on a path long enough for a loss to cost its
 // connection seconds, with no standing queue at the bottleneck (the
@@ -990,8 +1255,12 @@ func (c *Controller) lossyPath() bool { return c.baseLossy && c.lossyRoute(c.bas
 
 // lossyRoute is lossyPath but for the loss, for a plan measured at rtt
 // seconds (0: unknown).
+// Connections whose round trip in TCP is a LAN's (shortHop) recover
+// from a loss within milliseconds, whatever the ends report: on
+// loopback, where the ends reported 10 ms, a download's receiver saw
+// segments out of order and opened 24 connections on 2 cores.
 func (c *Controller) lossyRoute(rtt float64) bool {
-	return c.minRTT >= queueMinRTT && !c.queuedAt(rtt) && !c.small()
+	return c.minRTT >= queueMinRTT && !c.hop && !c.queuedAt(rtt) && !c.small()
 }
 
 // lossyEarly is how many intervals in a row in which a connection lost
@@ -1049,15 +1318,25 @@ func lossy(seen []bool) bool {
 }
 
 // lossSeen reports whether a connection lost segments in an interval
-// (ConnSample.LimitedBy "loss": retransmits where it sends, holes in
-// what it received where it receives).
+// (lost).
 func lossSeen(conns []ConnSample) bool {
 	for _, cs := range conns {
-		if cs.LimitedBy == "loss" {
+		if lost(cs) {
 			return true
 		}
 	}
 	return false
+}
+
+// lost reports whether cs lost segments in its interval: ConnSample.LimitedBy
+// "loss" (retransmits where it sends, holes in what it received where it
+// receives), unless every retransmit was one the peer reported it had
+// already (Spurious). On loopback, or through a relay on it, a sender whose
+// peer waits for a CPU sends tail-loss probes that arrive as duplicates;
+// counted as loss, they once made a 2-core host's relayed copy open 16
+// connections for a path that lost nothing, and run at half its rate.
+func lost(cs ConnSample) bool {
+	return cs.LimitedBy == "loss" && (cs.Retrans == 0 || cs.Retrans > cs.Spurious)
 }
 
 // congestedShare is the share of the bytes of an interval moved by
@@ -1071,7 +1350,7 @@ func congestedShare(conns []ConnSample) (share float64, ok bool) {
 			continue
 		}
 		all += cs.Bytes
-		if cs.LimitedBy == "cwnd" || cs.LimitedBy == "loss" {
+		if cs.LimitedBy == "cwnd" || lost(cs) {
 			held += cs.Bytes
 		}
 	}
