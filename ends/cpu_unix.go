@@ -3,9 +3,8 @@
 package ends
 
 import (
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // ProcessCPU returns the CPU time, user and system, that this process
@@ -13,8 +12,8 @@ import (
 // samples (transfer.ParallelOptions.CPU); 0 when the kernel does not
 // tell.
 func ProcessCPU() time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
