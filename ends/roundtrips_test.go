@@ -2,11 +2,13 @@ package ends
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"net"
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,6 +122,42 @@ func TestRoundTripsBeforeFirstByte(t *testing.T) {
 			map[string]int{"config": -1, "tcp": 0, "ssh-version": 1, "kex": 1, "auth": 4, "sftp": 3, "target": 0, "first-byte": 2}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// The trace counts round trips by the time they took, and a
+			// loaded machine only adds time: a copy whose count is off
+			// is tried again, up to three times, and the attempt with the
+			// fewest round trips is the one judged.
+			var best []string
+			bestTotal := -1
+			for attempt := 1; attempt <= 3; attempt++ {
+				problems, total := roundTripsOnce(t, srv, rtt, tc.from, tc.to, tc.got, want, tc.want, tc.preCreate)
+				if bestTotal < 0 || total < bestTotal {
+					best, bestTotal = problems, total
+				}
+				if len(problems) == 0 {
+					return
+				}
+				t.Logf("attempt %d: %d round trips: %s", attempt, total, strings.Join(problems, "; "))
+			}
+			for _, p := range best {
+				t.Error(p)
+			}
+		})
+	}
+}
+
+// roundTripsOnce copies from to to once over srv, whose round trips cost
+// rtt, and returns what differs from the round trips wantSteps names,
+// and the round trips counted in all.
+func roundTripsOnce(t *testing.T, srv *sshtest.Server, rtt time.Duration, from, to transfer.Location, gotPath string, want []byte, wantSteps map[string]int, preCreate bool) (problems []string, total int) {
+	t.Helper()
+	tc := struct {
+		from, to  transfer.Location
+		got       string
+		want      map[string]int
+		preCreate bool
+	}{from, to, gotPath, wantSteps, preCreate}
+	{
+		{
 			trace := starttrace.New(rtt)
 			ctx := starttrace.With(t.Context(), trace)
 			o := Options{SSH: connOptions(srv)}
@@ -147,10 +185,11 @@ func TestRoundTripsBeforeFirstByte(t *testing.T) {
 			}
 			t.Log(trace.Summary())
 			steps := trace.Steps()
-			per, total, ok := trace.RoundTrips()
+			per, all, ok := trace.RoundTrips()
 			if !ok || len(steps) != len(tc.want) {
 				t.Fatalf("steps %v, want the %d steps of %v", steps, len(tc.want), tc.want)
 			}
+			total = all
 			wantTotal := 0
 			var begin time.Duration
 			for i, s := range steps {
@@ -161,18 +200,19 @@ func TestRoundTripsBeforeFirstByte(t *testing.T) {
 				}
 				wantTotal += tc.want[s.Name]
 				if per[i] != tc.want[s.Name] {
-					t.Errorf("step %s: %d round trips, want %d", s.Name, per[i], tc.want[s.Name])
+					problems = append(problems, fmt.Sprintf("step %s: %d round trips, want %d", s.Name, per[i], tc.want[s.Name]))
 				}
 			}
 			if total != wantTotal {
-				t.Errorf("%d round trips before the first byte, want %d", total, wantTotal)
+				problems = append(problems, fmt.Sprintf("%d round trips before the first byte, want %d", total, wantTotal))
 			}
 			// The count is the time: each step within half a round trip
 			// of its count, so that no round trip hides in the rounding.
 			at := steps[len(steps)-1].At - begin
 			if d := math.Abs(float64(at) - float64(total)*float64(rtt)); d > float64(rtt)/2 {
-				t.Errorf("first byte %s after the configuration, %d round trips of %s would be %s", at, total, rtt, time.Duration(total)*rtt)
+				problems = append(problems, fmt.Sprintf("first byte %s after the configuration, %d round trips of %s would be %s", at, total, rtt, time.Duration(total)*rtt))
 			}
-		})
+		}
 	}
+	return problems, total
 }
