@@ -22,20 +22,7 @@ type testPipe struct {
 
 func startPipe(t *testing.T, l *link, tick time.Duration, arenaBytes int64) *testPipe {
 	t.Helper()
-	pair := func() [2]int {
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, fd := range fds {
-			// Room for every packet a test sends, so the sockets never
-			// drop or block what the link would pass.
-			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
-			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
-		}
-		t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
-		return [2]int{fds[0], fds[1]}
-	}
+	pair := func() [2]int { return packetPair(t) }
 	a, b := pair(), pair()
 	for _, fd := range []int{a[1], b[0]} {
 		if err := unix.SetNonblock(fd, true); err != nil {
@@ -305,18 +292,7 @@ func TestPipeReorderNearFullArena(t *testing.T) {
 	// bytes lie below those of the packet sent, so they must stay
 	// reserved until it goes too. The test drives the pipe's steps
 	// itself, on a clock of its own.
-	pair := func() [2]int {
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, fd := range fds {
-			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
-			unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
-		}
-		t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
-		return fds
-	}
+	pair := func() [2]int { return packetPair(t) }
 	a, b := pair(), pair()
 	if err := unix.SetNonblock(a[1], true); err != nil {
 		t.Fatal(err)
@@ -416,4 +392,21 @@ func schedLateness() (stop func() time.Duration) {
 		close(done)
 		return <-most
 	}
+}
+
+// packetPair is a connected pair of packet sockets that stand in for a
+// TUN device, closed when t ends, with room for every packet a test
+// sends, so the sockets never drop or block what the link would pass.
+func packetPair(t *testing.T) [2]int {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range fds {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 4<<20)
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+	}
+	t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+	return [2]int{fds[0], fds[1]}
 }
