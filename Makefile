@@ -19,8 +19,18 @@ test:
 	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt -w these files:"; echo "$$unformatted"; exit 1; fi
 	./scripts/design-check.sh
-	HPNCP_E2E=$(HPNCP_E2E) $(GO) test -race -count=1 -timeout 25m $(GOTESTFLAGS) ./...
-	GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+	@# The fuzz targets run beside the tests, one worker at a time: the
+	@# tests leave part of the CPU idle while they wait on connections.
+	@# Their output is held and printed after the tests'.
+	@fuzzlog=$$(mktemp); \
+	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZPARALLEL=1 ./scripts/fuzz.sh >"$$fuzzlog" 2>&1 & fuzz=$$!; \
+	trap 'kill $$fuzz 2>/dev/null; rm -f "$$fuzzlog"' EXIT; \
+	echo "HPNCP_E2E=$(HPNCP_E2E) $(GO) test -race -count=1 -timeout 25m $(GOTESTFLAGS) ./..."; \
+	HPNCP_E2E=$(HPNCP_E2E) $(GO) test -race -count=1 -timeout 25m $(GOTESTFLAGS) ./...; tested=$$?; \
+	wait $$fuzz; fuzzed=$$?; \
+	echo "scripts/fuzz.sh (FUZZTIME=$(FUZZTIME), run beside the tests):"; cat "$$fuzzlog"; \
+	if [ $$fuzzed -ne 0 ]; then echo "make test: FAIL: scripts/fuzz.sh"; fi; \
+	[ $$tested -eq 0 ] && [ $$fuzzed -eq 0 ]
 
 # Every parser of bytes from a server or the disk, fuzzed for
 # FUZZTIME_LONG each; new failing inputs land in the packages'
