@@ -106,6 +106,9 @@ func TestLimitsFromServer(t *testing.T) {
 	if end.RTT() <= 0 {
 		t.Error("no request round trip measured at start")
 	}
+	if rtt, ok := end.ping.wait(10 * time.Second); !ok || rtt <= 0 {
+		t.Errorf("the request after the start: %v, %v; want its round trip", rtt, ok)
+	}
 	if got := (Limits{MaxRead: 261120, MaxWrite: 261120}).Packet(); got != 261120 {
 		t.Errorf("OpenSSH's limits give packet %d, want 261120", got)
 	}
@@ -556,6 +559,46 @@ func TestRTTKernelUnlessRelayed(t *testing.T) {
 	}
 	if got := (&SFTP{reqRTT: 30 * ms}).RTT(); got != 30*ms {
 		t.Errorf("without a kernel estimate: RTT %s, want the request's 30ms", got)
+	}
+}
+
+// TestRTTSecondRequest: a start's request slowed by the server's start
+// reads as a relay until the request sent after it comes back short; one
+// that comes back long, or not at all within the first's time, leaves
+// the first's reading.
+func TestRTTSecondRequest(t *testing.T) {
+	ms := time.Millisecond
+	kernel := func() time.Duration { return 50 * time.Microsecond }
+	back := func(rtt time.Duration) ping {
+		p := ping{done: make(chan struct{}), rtt: rtt}
+		close(p.done)
+		return p
+	}
+	for _, tc := range []struct {
+		name      string
+		req       time.Duration
+		ping      ping
+		want      time.Duration
+		kernelRTT func() time.Duration
+	}{
+		{"loopback, the start slowed", 40 * ms, back(60 * time.Microsecond), 50 * time.Microsecond, kernel},
+		{"loopback, the second request slow too", 40 * ms, back(300 * time.Microsecond), 300 * time.Microsecond, kernel},
+		{"a relay", 101 * ms, back(100 * ms), 100 * ms, kernel},
+		{"the second request failed", 40 * ms, back(0), 40 * ms, kernel},
+		{"not back within the first's time", 3 * ms, ping{done: make(chan struct{})}, 3 * ms, kernel},
+		{"no kernel estimate, the second back", 40 * ms, back(1 * ms), 1 * ms, func() time.Duration { return 0 }},
+		{"no kernel estimate, the second not back: no wait", 10 * time.Second, ping{done: make(chan struct{})}, 10 * time.Second, func() time.Duration { return 0 }},
+	} {
+		s := &SFTP{reqRTT: tc.req, rtt: tc.kernelRTT, ping: tc.ping}
+		start := time.Now()
+		if got := s.RTT(); got != tc.want {
+			t.Errorf("%s: RTT %s, want %s", tc.name, got, tc.want)
+		}
+		// A wait is bounded by the start's request (10 s in the case
+		// that must not wait at all).
+		if d := time.Since(start); d > tc.req+time.Second {
+			t.Errorf("%s: RTT took %s, more than the start's request", tc.name, d)
+		}
 	}
 }
 

@@ -46,6 +46,7 @@ type SFTP struct {
 	batch        *batcher // sessions for PutSmall and GetSmall
 	rtt          func() time.Duration
 	reqRTT       time.Duration // an SFTP request's round trip, measured at start
+	ping         ping          // one more request's, sent once the start is over
 	tar          tarConn       // tar mode's connection (tar.go)
 	lister       lister        // the session of listings (readdir.go)
 	early        earlyStats    // the stats asked for with the start (early.go)
@@ -234,6 +235,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 		reqRTT: limits.RTT,
 		early:  earlyStats{m: st.early},
 	}
+	s.ping.send(st.c)
 	if o.PreCreate != nil && spare != nil {
 		c := &s.created
 		c.rs, c.final, c.name, c.handle = spare, o.PreCreate.Final, o.PreCreate.Temp, st.made.handle
@@ -369,15 +371,78 @@ func (s *SFTP) openStream(ctx context.Context, name string, pflags uint32, conns
 // the server at that moment, it reads well above the path, the first
 // plan asks for more connections than were dialed for it, and its
 // streams wait a dial for the last.
+//
+// The start's request is the least of two: the second is sent once the
+// start is over. The start's own waits for the server to start its SFTP
+// subsystem, which on a short path under load (the connections dialed
+// beside it authenticating) takes tens of milliseconds: a loopback copy
+// would be planned for a path of 40 ms. When the start's request reads
+// as relayed and the second has not come back, RTT waits for it, at most
+// as long as the first took; without a kernel estimate, it takes the
+// second only when it is back.
 func (s *SFTP) RTT() time.Duration {
 	var kernel time.Duration
 	if s.rtt != nil {
 		kernel = s.rtt()
 	}
-	if kernel > 0 && s.reqRTT <= kernel*relayedPct/100 {
+	req := s.reqRTT
+	switch {
+	case kernel > 0 && req > kernel*relayedPct/100:
+		if p, ok := s.ping.wait(req); ok {
+			req = min(req, p)
+		}
+	case kernel == 0:
+		// Nothing to check the request against (a ProxyJump, a
+		// ProxyCommand): the second is taken only when it is back.
+		if p, ok := s.ping.wait(0); ok {
+			req = min(req, p)
+		}
+	}
+	if kernel > 0 && req <= kernel*relayedPct/100 {
 		return kernel
 	}
-	return max(kernel, s.reqRTT)
+	return max(kernel, req)
+}
+
+// ping times one SFTP request on the main session, sent in the
+// background.
+type ping struct {
+	done chan struct{} // closed when rtt is set; nil before send
+	rtt  time.Duration // 0 when the request failed
+}
+
+// send times a REALPATH of "." on c, a request every server answers
+// without touching a file's data.
+func (p *ping) send(c *sftp.Client) {
+	p.done = make(chan struct{})
+	go func() {
+		defer close(p.done)
+		start := time.Now()
+		if _, err := c.RealPath("."); err == nil {
+			p.rtt = time.Since(start)
+		}
+	}()
+}
+
+// wait returns the request's round trip once it is back, waiting at
+// most d; ok is false when it is not back by then or failed.
+func (p *ping) wait(d time.Duration) (rtt time.Duration, ok bool) {
+	if p.done == nil {
+		return 0, false
+	}
+	select {
+	case <-p.done:
+		return p.rtt, p.rtt > 0
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return p.rtt, p.rtt > 0
+	case <-t.C:
+		return 0, false
+	}
 }
 
 // relayedPct is how much of the kernel's round trip, in percent, an SFTP
