@@ -138,8 +138,21 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 		}
 	}
 
-	hosts := ends.New(ends.Options{SSH: j.Conn.ssh(), RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
-		CC: tune.cc, CCBestEffort: tune.ccBestEffort})
+	ho := ends.Options{SSH: j.Conn.ssh(), RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
+		CC: tune.cc, CCBestEffort: tune.ccBestEffort}
+	if !mo.DryRun {
+		// A sync that sends starts as a tree's copy (-r) does: the
+		// connections its first plans will want are dialed beside the
+		// first, and an upload's warmed, rather than after the listing
+		// and the plan.
+		locs := make([]transfer.Location, 0, len(j.Sources)+1)
+		for _, s := range j.Sources {
+			locs = append(locs, s.Location)
+		}
+		locs = append(locs, j.Dest.Location)
+		ho.Predial, ho.Warm = predial(locs, eo.Parallel, true), warms(locs, eo.Parallel, true)
+	}
+	hosts := ends.New(ho)
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
 	open := func(l transfer.Location) (transfer.Endpoint, error) {
