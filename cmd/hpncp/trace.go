@@ -43,7 +43,10 @@ download), sndbuf (the local send buffer), loss (retransmits, or on a
 download segments that arrived out of order: the server's losses), cwnd (busy
 all along: the path or its share of it), app (hpncp did not give the
 connection enough to send: too few streams, or the CPU), recv (this end
-receives below its window: the sender's limit is at the far end). Each
+receives below its window: the sender's limit is at the far end); then
+cpu_s (hpncp's CPU seconds in the interval), spurious (of the
+retransmits, those the peer already had: not loss) and lost (segments
+presumed lost). Each
 file's first row is the controller's first plan. Only files that go over
 the parallel pipeline are traced: large ones, over SFTP.
   -o, --output FILE    write the chart to FILE (complete or not at all)

@@ -28,8 +28,9 @@ type Interval struct {
 	Decision string // the controller's reason where it decided; empty where it went on
 	// AppLimited: the pipeline could not keep every stream busy.
 	AppLimited bool
-	Errors     int    // streams lost to transport errors
-	TCP        []Conn // the connections read, none where none could be
+	Errors     int           // streams lost to transport errors
+	CPU        time.Duration // hpncp's CPU time in the interval; 0 when unknown
+	TCP        []Conn        // the connections read, none where none could be
 }
 
 // Conn is one connection's row of an interval.
@@ -41,6 +42,8 @@ type Conn struct {
 	DeliveryRate float64 // bytes per second
 	Bytes        int64   // moved in the interval
 	LimitedBy    string
+	Spurious     int64 // of Retrans, those the peer had already (DSACK)
+	Lost         int   // segments presumed lost at the interval's end
 }
 
 // MaxSize is the largest trace Parse reads: an hour's copy at four
@@ -76,7 +79,7 @@ func Parse(r io.Reader) (*Trace, error) {
 		col[name] = i
 	}
 	for _, name := range Columns {
-		if _, ok := col[name]; !ok {
+		if _, ok := col[name]; !ok && !later[name] {
 			return nil, fmt.Errorf("line 1: no %s column: not a trace written by hpncp --trace", name)
 		}
 	}
@@ -128,6 +131,9 @@ func (t *Trace) add(rec []string, col map[string]int) error {
 		Decision: rec[col["decision"]],
 		Errors:   f.count("errors"),
 	}
+	if f.has("cpu_s") {
+		iv.CPU = f.duration("cpu_s", time.Second)
+	}
 	switch v := rec[col["app_limited"]]; v {
 	case "0":
 	case "1":
@@ -146,6 +152,12 @@ func (t *Trace) add(rec []string, col map[string]int) error {
 			DeliveryRate: f.float("delivery_rate"),
 			Bytes:        int64(f.float("bytes")),
 			LimitedBy:    rec[col["limited_by"]],
+		}
+		if f.has("spurious") {
+			c.Spurious = int64(f.count("spurious"))
+		}
+		if f.has("lost") {
+			c.Lost = f.count("lost")
 		}
 	}
 	if f.err != nil {
@@ -202,6 +214,13 @@ func (f *fields) float(name string) float64 {
 		return 0
 	}
 	return x
+}
+
+// has reports whether the row has a value for the column name, which a
+// trace of an earlier hpncp may lack (later), or leave empty.
+func (f *fields) has(name string) bool {
+	i, ok := f.col[name]
+	return ok && f.rec[i] != ""
 }
 
 // duration reads a number of units.

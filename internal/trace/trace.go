@@ -28,7 +28,13 @@
 //	bytes          bytes the connection moved in the interval (acknowledged
 //	               by the peer, or received)
 //	limited_by     rwnd, sndbuf, loss, cwnd, app, recv or empty (sshconn.LimitedBy)
+//	cpu_s          CPU seconds (user and system) hpncp spent in the interval,
+//	               empty when unknown
+//	spurious       of the connection's retransmits, those the peer had
+//	               already (DSACK): not loss
+//	lost           segments the kernel presumed lost at the interval's end
 //
+// The last three came later; Parse reads a trace without them as zero.
 // An interval spans as many rows as connections were read (one with empty
 // connection columns when none were); its first columns repeat on each.
 // Each file's first row (interval with goodput 0) is the controller's
@@ -55,7 +61,11 @@ import (
 
 // Columns is the header row.
 var Columns = []string{"interval", "time_s", "file", "goodput", "rtt_ms", "streams", "conns", "decision",
-	"app_limited", "errors", "conn", "srtt_ms", "min_rtt_ms", "cwnd", "retrans", "delivery_rate", "bytes", "limited_by"}
+	"app_limited", "errors", "conn", "srtt_ms", "min_rtt_ms", "cwnd", "retrans", "delivery_rate", "bytes", "limited_by",
+	"cpu_s", "spurious", "lost"}
+
+// later are the columns of Columns a trace of an earlier hpncp lacks.
+var later = map[string]bool{"cpu_s": true, "spurious": true, "lost": true}
 
 // Writer appends intervals to a trace file. It is safe for concurrent
 // use: several files' copies may trace at once.
@@ -114,14 +124,19 @@ func (w *Writer) Interval(file string, s window.Sample, p window.Plan, changed b
 	head := []string{strconv.Itoa(w.next), ffmt(time.Since(w.start).Seconds(), 3), file, ffmt(goodput, 0),
 		ms(p.RTT), strconv.Itoa(p.Streams), strconv.Itoa(p.Conns), decision, app, strconv.Itoa(s.Errors)}
 	w.next++
+	cpu := ""
+	if s.CPU > 0 {
+		cpu = ffmt(s.CPU.Seconds(), 3)
+	}
 	var b bytes.Buffer
 	c := csv.NewWriter(&b)
 	if len(s.Conns) == 0 {
-		_ = c.Write(append(head, "", "", "", "", "", "", "", ""))
+		_ = c.Write(append(head, "", "", "", "", "", "", "", "", cpu, "", ""))
 	}
 	for _, cs := range s.Conns {
 		_ = c.Write(append(head[:len(head):len(head)], strconv.Itoa(cs.Conn), ms(cs.SRTT), ms(cs.MinRTT),
-			strconv.Itoa(cs.Cwnd), strconv.FormatInt(cs.Retrans, 10), ffmt(cs.DeliveryRate, 0), strconv.FormatInt(cs.Bytes, 10), cs.LimitedBy))
+			strconv.Itoa(cs.Cwnd), strconv.FormatInt(cs.Retrans, 10), ffmt(cs.DeliveryRate, 0), strconv.FormatInt(cs.Bytes, 10), cs.LimitedBy,
+			cpu, strconv.FormatInt(cs.Spurious, 10), strconv.Itoa(cs.Lost)))
 	}
 	c.Flush()
 	if _, err := w.f.Write(b.Bytes()); err != nil {

@@ -30,10 +30,10 @@ func sampleTrace(t *testing.T) string {
 	start := window.Plan{Streams: 4, Conns: 1, RTT: 100 * time.Millisecond, Reason: "start: 1 Gbit/s guessed"}
 	w.Interval("big.iso", window.Sample{RTT: 100 * time.Millisecond}, start, true)
 	conns := []window.ConnSample{
-		{Conn: 0, SRTT: 101500 * time.Microsecond, MinRTT: 100 * time.Millisecond, Cwnd: 900, Retrans: 2, DeliveryRate: 41.5e6, Bytes: 17e6, LimitedBy: "loss"},
+		{Conn: 0, SRTT: 101500 * time.Microsecond, MinRTT: 100 * time.Millisecond, Cwnd: 900, Retrans: 2, Spurious: 1, Lost: 3, DeliveryRate: 41.5e6, Bytes: 17e6, LimitedBy: "loss"},
 		{Conn: 1, SRTT: 120 * time.Millisecond, MinRTT: 100 * time.Millisecond, Cwnd: 1200, DeliveryRate: 60e6, Bytes: 23e6, LimitedBy: "rwnd"},
 	}
-	w.Interval("big.iso", window.Sample{Elapsed: 400 * time.Millisecond, Bytes: 40e6, Conns: conns, AppLimited: true, Errors: 1},
+	w.Interval("big.iso", window.Sample{Elapsed: 400 * time.Millisecond, Bytes: 40e6, Conns: conns, AppLimited: true, Errors: 1, CPU: 250 * time.Millisecond},
 		window.Plan{Streams: 8, Conns: 2, RTT: 110 * time.Millisecond, Reason: "probe: more channels"}, true)
 	w.Interval("big.iso", window.Sample{Elapsed: 400 * time.Millisecond, Bytes: 44e6, Conns: conns[:1]},
 		window.Plan{Streams: 8, Conns: 2, RTT: 110 * time.Millisecond, Reason: "probe: more channels"}, false)
@@ -57,7 +57,7 @@ func TestHeaderAndRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "interval,time_s,file,goodput,rtt_ms,streams,conns,decision,app_limited,errors,conn,srtt_ms,min_rtt_ms,cwnd,retrans,delivery_rate,bytes,limited_by"
+	want := "interval,time_s,file,goodput,rtt_ms,streams,conns,decision,app_limited,errors,conn,srtt_ms,min_rtt_ms,cwnd,retrans,delivery_rate,bytes,limited_by,cpu_s,spurious,lost"
 	if got := strings.Join(recs[0], ","); got != want {
 		t.Errorf("header %s\nwant   %s", got, want)
 	}
@@ -68,7 +68,7 @@ func TestHeaderAndRows(t *testing.T) {
 	}
 	row := recs[2]
 	got := append([]string{row[0]}, row[2:]...)
-	wantRow := []string{"1", "big.iso", "100000000", "110.000", "8", "2", "probe: more channels", "1", "1", "0", "101.500", "100.000", "900", "2", "41500000", "17000000", "loss"}
+	wantRow := []string{"1", "big.iso", "100000000", "110.000", "8", "2", "probe: more channels", "1", "1", "0", "101.500", "100.000", "900", "2", "41500000", "17000000", "loss", "0.250", "1", "3"}
 	if !reflect.DeepEqual(got, wantRow) {
 		t.Errorf("first interval's first row %q\nwant %q", got, wantRow)
 	}
@@ -99,8 +99,8 @@ func TestParseRoundTrip(t *testing.T) {
 	iv := tr.Intervals[1]
 	iv.Time = 0 // the clock's
 	want := Interval{N: 1, File: "big.iso", Goodput: 100e6, RTT: 110 * time.Millisecond, Streams: 8, Conns: 2,
-		Decision: "probe: more channels", AppLimited: true, Errors: 1, TCP: []Conn{
-			{Conn: 0, SRTT: 101500 * time.Microsecond, MinRTT: 100 * time.Millisecond, Cwnd: 900, Retrans: 2, DeliveryRate: 41.5e6, Bytes: 17e6, LimitedBy: "loss"},
+		Decision: "probe: more channels", AppLimited: true, Errors: 1, CPU: 250 * time.Millisecond, TCP: []Conn{
+			{Conn: 0, SRTT: 101500 * time.Microsecond, MinRTT: 100 * time.Millisecond, Cwnd: 900, Retrans: 2, Spurious: 1, Lost: 3, DeliveryRate: 41.5e6, Bytes: 17e6, LimitedBy: "loss"},
 			{Conn: 1, SRTT: 120 * time.Millisecond, MinRTT: 100 * time.Millisecond, Cwnd: 1200, DeliveryRate: 60e6, Bytes: 23e6, LimitedBy: "rwnd"},
 		}}
 	if !reflect.DeepEqual(iv, want) {
@@ -116,6 +116,23 @@ func TestParseRoundTrip(t *testing.T) {
 		if tr.Intervals[i].Time < tr.Intervals[i-1].Time {
 			t.Errorf("interval %d at %v, before interval %d at %v", i, tr.Intervals[i].Time, i-1, tr.Intervals[i-1].Time)
 		}
+	}
+}
+
+// TestParseEarlierTrace: a trace written before the CPU and loss
+// columns reads, with those as zero.
+func TestParseEarlierTrace(t *testing.T) {
+	f, err := os.Open("testdata/two-files.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tr, err := Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.Intervals) < 2 || tr.Intervals[1].CPU != 0 || len(tr.Intervals[1].TCP) == 0 || tr.Intervals[1].TCP[0].Spurious != 0 {
+		t.Errorf("an earlier trace read as %+v", tr.Intervals)
 	}
 }
 
@@ -157,13 +174,14 @@ func TestParseRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, in, want string }{
 		{"empty", "", "no header"},
 		{"not a trace", "a,b,c\n1,2,3\n", "no interval column"},
-		{"negative goodput", head + "0,1.0,f,-5,1,1,1,,0,0,,,,,,,,\n", `line 2: goodput "-5"`},
-		{"not a number", head + "0,1.0,f,5,1,x,1,,0,0,,,,,,,,\n", `line 2: streams "x"`},
-		{"interval back", head + "1,1.0,f,5,1,1,1,,0,0,,,,,,,,\n0,1.0,f,5,1,1,1,,0,0,,,,,,,,\n", "line 3: interval 0 after interval 1"},
-		{"repeated row", head + "0,1.0,f,5,1,1,1,,0,0,,,,,,,,\n0,1.0,f,5,1,1,1,,0,0,,,,,,,,\n", "line 3: interval 0: a second row"},
-		{"short row", head + "0,1.0,f\n0,1,f,5,1,1,1,,0,0,,,,,,,,\n", "line 2"},
-		{"app_limited not 0 or 1", head + "0,1.0,f,5,1,1,1,,2,0,,,,,,,,\n", `app_limited "2"`},
-		{"infinite", head + "0,1.0,f,+Inf,1,1,1,,0,0,,,,,,,,\n", "goodput"},
+		{"negative goodput", head + "0,1.0,f,-5,1,1,1,,0,0,,,,,,,,,,,\n", `line 2: goodput "-5"`},
+		{"not a number", head + "0,1.0,f,5,1,x,1,,0,0,,,,,,,,,,,\n", `line 2: streams "x"`},
+		{"interval back", head + "1,1.0,f,5,1,1,1,,0,0,,,,,,,,,,,\n0,1.0,f,5,1,1,1,,0,0,,,,,,,,,,,\n", "line 3: interval 0 after interval 1"},
+		{"repeated row", head + "0,1.0,f,5,1,1,1,,0,0,,,,,,,,,,,\n0,1.0,f,5,1,1,1,,0,0,,,,,,,,,,,\n", "line 3: interval 0: a second row"},
+		{"short row", head + "0,1.0,f\n0,1,f,5,1,1,1,,0,0,,,,,,,,,,,\n", "line 2"},
+		{"app_limited not 0 or 1", head + "0,1.0,f,5,1,1,1,,2,0,,,,,,,,,,,\n", `app_limited "2"`},
+		{"negative cpu_s", head + "0,1.0,f,5,1,1,1,,0,0,,,,,,,,,-1,,\n", `cpu_s "-1"`},
+		{"infinite", head + "0,1.0,f,+Inf,1,1,1,,0,0,,,,,,,,,,,\n", "goodput"},
 	} {
 		_, err := Parse(strings.NewReader(tc.in))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
