@@ -6,24 +6,12 @@ import (
 	"time"
 )
 
-// simWith is simFrom from Start, with hook filling in what link does not
-// model (Sample.Conns, Sample.CPU) for each interval's plan and sample.
+// simWith is simHooked from Start, with hook filling in what link does
+// not model (Sample.Conns, Sample.CPU) for each interval's plan and
+// sample.
 func simWith(t *testing.T, c *Controller, l *link, n int, hook func(p Plan, s *Sample)) []step {
 	t.Helper()
-	p := c.Start(l.rtt)
-	var steps []step
-	for range n {
-		checkPlan(t, c, p)
-		steps = append(steps, step{p, l.goodput(p)})
-		s := Sample{
-			Elapsed: p.Interval,
-			Bytes:   int64(l.deliver(p) * l.jitter() * p.Interval.Seconds()),
-			RTT:     l.rttUnder(p),
-		}
-		hook(p, &s)
-		p = c.Observe(s)
-	}
-	return steps
+	return simHooked(t, c, l, c.Start(l.rtt), n, func(_ int, p Plan, s *Sample) { hook(p, s) })
 }
 
 // cpuHost is a copy bound by CPU: both ends' crypto and copies on the

@@ -223,6 +223,19 @@ func sim(t *testing.T, c *Controller, l *link, n int, errs map[int]int) []step {
 
 func simFrom(t *testing.T, c *Controller, l *link, p Plan, n int, errs map[int]int) []step {
 	t.Helper()
+	return simHooked(t, c, l, p, n, func(i int, p Plan, s *Sample) {
+		s.Errors = errs[i]
+		if by := l.limits(p); by != "" && s.Bytes > 0 {
+			s.Conns = []ConnSample{{Conn: 0, Bytes: s.Bytes, LimitedBy: by}}
+		}
+	})
+}
+
+// simHooked drives c over l from plan p for n intervals, with hook
+// filling in what l does not model (errors, Sample.Conns, Sample.CPU)
+// for interval i's plan and sample.
+func simHooked(t *testing.T, c *Controller, l *link, p Plan, n int, hook func(i int, p Plan, s *Sample)) []step {
+	t.Helper()
 	var steps []step
 	for i := range n {
 		checkPlan(t, c, p)
@@ -231,11 +244,8 @@ func simFrom(t *testing.T, c *Controller, l *link, p Plan, n int, errs map[int]i
 			Elapsed: p.Interval,
 			Bytes:   int64(l.deliver(p) * l.jitter() * p.Interval.Seconds()),
 			RTT:     l.rttUnder(p),
-			Errors:  errs[i],
 		}
-		if by := l.limits(p); by != "" && s.Bytes > 0 {
-			s.Conns = []ConnSample{{Conn: 0, Bytes: s.Bytes, LimitedBy: by}}
-		}
+		hook(i, p, &s)
 		p = c.Observe(s)
 	}
 	return steps
