@@ -38,8 +38,10 @@
 #                 any congestion control (hpncp's --cc auto sets bbr on
 #                 an upload) and socket buffers past rmem_max/wmem_max
 #   --loss        a variant: random loss per packet and direction (0.01%)
-#   --tools      any of: scp scp-O sftp rsync rsync-hpn hpnd hpn (rsync-hpn
-#                is rsync -e 'hpncp ssh'); with --before, also hpn-before;
+#   --tools      any of: scp scp-O sftp rsync rsync-hpn hpnd hpn hpn-sync
+#                (rsync-hpn is rsync -e 'hpncp ssh', hpn-sync hpncp sync
+#                of the file to a target that is not there, so sent
+#                whole); with --before, also hpn-before;
 #                the parallel peers mscp (-n 16), mscp-a64 (-n 8 -a 64),
 #                rclone (sftp backend, its multi-thread download) and lftp
 #                (sftp, pget -n 16 down), each skipped with a note when
@@ -203,6 +205,7 @@ copy() {
 	hpnd) client "$hpncp_bin" -F "$cfg" -q --hpn-disabled "$from" "$to" ;;
 	hpn) client "$hpncp_bin" -F "$cfg" -q "$from" "$to" ;;
 	hpn-before) client "$before_bin" -F "$cfg" -q "$from" "$to" ;;
+	hpn-sync) client "$hpncp_bin" sync -q -e "ssh -F $cfg" "$from" "$to" ;;
 	mscp) client mscp -F "$cfg" -q -n 16 "$from" "$to" ;;
 	mscp-a64) client mscp -F "$cfg" -q -n 8 -a 64 "$from" "$to" ;;
 	rclone)
@@ -265,7 +268,7 @@ for case in $cases; do
 			for tool in $tools; do
 				sz=$size_bytes
 				case $tool in
-				hpn | hpn-before | mscp | mscp-a64) slow= ;;
+				hpn | hpn-before | hpn-sync | mscp | mscp-a64) slow= ;;
 				*) slow=1 ;;
 				esac
 				if [ -n "$slow" ] && [ "$rtt" != lo ] && [ "$rtt" -ge 50 ]; then
