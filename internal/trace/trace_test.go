@@ -83,8 +83,10 @@ func TestHeaderAndRows(t *testing.T) {
 	}
 }
 
-func TestParseRoundTrip(t *testing.T) {
-	f, err := os.Open(sampleTrace(t))
+// parseFile parses the trace at path, failing the test on an error.
+func parseFile(t *testing.T, path string) *Trace {
+	t.Helper()
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +95,11 @@ func TestParseRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tr
+}
+
+func TestParseRoundTrip(t *testing.T) {
+	tr := parseFile(t, sampleTrace(t))
 	if len(tr.Intervals) != 5 {
 		t.Fatalf("%d intervals, want 5: %+v", len(tr.Intervals), tr.Intervals)
 	}
@@ -122,15 +129,7 @@ func TestParseRoundTrip(t *testing.T) {
 // TestParseEarlierTrace: a trace written before the CPU and loss
 // columns reads, with those as zero.
 func TestParseEarlierTrace(t *testing.T) {
-	f, err := os.Open("testdata/two-files.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	tr, err := Parse(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr := parseFile(t, "testdata/two-files.csv")
 	if len(tr.Intervals) < 2 || tr.Intervals[1].CPU != 0 || len(tr.Intervals[1].TCP) == 0 || tr.Intervals[1].TCP[0].Spurious != 0 {
 		t.Errorf("an earlier trace read as %+v", tr.Intervals)
 	}
