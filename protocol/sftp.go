@@ -372,11 +372,11 @@ func (s *SFTP) openStream(ctx context.Context, name string, pflags uint32, conns
 // plan asks for more connections than were dialed for it, and its
 // streams wait a dial for the last.
 //
-// The start's request is the least of two: the second is sent once the
-// start is over. The start's own waits for the server to start its SFTP
-// subsystem, which on a short path under load (the connections dialed
-// beside it authenticating) takes tens of milliseconds: a loopback copy
-// would be planned for a path of 40 ms. When the start's request reads
+// The request's round trip is the lesser of two requests': the second
+// is sent once the start is over. The start's own waits for the server
+// to start its SFTP subsystem, which on a short path under load (the
+// connections dialed beside it authenticating) takes tens of
+// milliseconds: a loopback copy would be planned for a path of 40 ms. When the start's request reads
 // as relayed and the second has not come back, RTT waits for it, at most
 // as long as the first took; without a kernel estimate, it takes the
 // second only when it is back.
