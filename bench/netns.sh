@@ -39,6 +39,12 @@
 #   --tick DURATION   emulator's batching interval under load; 0 = exact
 #                     per-packet timing at twice the CPU [auto: RTT/100,
 #                     at most 1ms, 0 below 10ms]
+#   --offload on|off  whether the emulator's devices take TCP senders'
+#                     segmentation-offload packets whole (the link model
+#                     still sees every MTU-sized packet; the receiver gets
+#                     the segments due together as one, as from a NIC's
+#                     GRO), or read and write every packet apart, at
+#                     about twice the emulator's CPU [on]
 #   --mode MODE       auto, wanem, netem or veth [auto]: auto is veth for
 #                     --rtt 0 --rate unlimited --loss 0, else netem where the
 #                     kernel has it and neither --jitter nor --reorder is
@@ -129,7 +135,7 @@ _wan_usec() {
 _wan_parse() {
 	_wan_opt_rtt=50ms _wan_opt_rate=1gbit _wan_opt_queue=auto _wan_opt_loss=0
 	_wan_opt_rate_back= _wan_opt_jitter=0 _wan_opt_reorder=0
-	_wan_opt_mtu=1500 _wan_opt_seed=1 _wan_opt_tick=auto _wan_opt_mode=auto _wan_opt_tcpmem= _wan_opt_cc= _wan_opt_tcp=host
+	_wan_opt_mtu=1500 _wan_opt_seed=1 _wan_opt_tick=auto _wan_opt_offload=on _wan_opt_mode=auto _wan_opt_tcpmem= _wan_opt_cc= _wan_opt_tcp=host
 	while [ $# -gt 0 ]; do
 		if [ $# -lt 2 ]; then
 			_wan_err "option $1 needs a value"
@@ -146,6 +152,7 @@ _wan_parse() {
 		--mtu) _wan_opt_mtu=$2 ;;
 		--seed) _wan_opt_seed=$2 ;;
 		--tick) _wan_opt_tick=$2 ;;
+		--offload) _wan_opt_offload=$2 ;;
 		--mode) _wan_opt_mode=$2 ;;
 		--tcp) _wan_opt_tcp=$2 ;;
 		--tcp-mem) _wan_opt_tcpmem=$2 ;;
@@ -157,6 +164,13 @@ _wan_parse() {
 		esac
 		shift 2
 	done
+	case $_wan_opt_offload in
+	on | off) ;;
+	*)
+		_wan_err "--offload $_wan_opt_offload: want on or off"
+		return 2
+		;;
+	esac
 	_wan_rtt_us=$(_wan_usec "$_wan_opt_rtt") || {
 		_wan_err "--rtt $_wan_opt_rtt: want a duration such as 50ms"
 		return 2
@@ -543,6 +557,7 @@ _wan_up_wanem() {
 	nice -n -10 "$bin" --tick "$_wan_opt_tick" --rtt "$_wan_opt_rtt" --rate "$_wan_opt_rate" --queue "$_wan_opt_queue" \
 		${_wan_opt_rate_back:+--rate-back "$_wan_opt_rate_back"} --jitter "$_wan_opt_jitter" --reorder "$_wan_opt_reorder" \
 		--loss "$_wan_opt_loss" --mtu "$_wan_opt_mtu" --seed "$_wan_opt_seed" \
+		--offload="$([ "$_wan_opt_offload" = on ] && echo true || echo false)" \
 		--tun-a "$tun_a" --tun-b "$tun_b" \
 		</dev/null >"$WAN_DIR/wanem.out" 2>"$WAN_DIR/wanem.log" &
 	WANEM_PID=$!

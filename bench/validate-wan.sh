@@ -6,7 +6,7 @@
 #
 #   bench/validate-wan.sh [--runs 3] [--time 10] [--rtts "1 10 50 100"]
 #                         [--mtus "1500 9000"] [--rate 1gbit] [--cc cubic]
-#                         [--mode auto|wanem|netem]
+#                         [--mode auto|wanem|netem] [--offload on|off]
 #
 # Every configuration gets its own namespaces (wan_up) and iperf3 runs
 # --runs times for --time seconds; the table shows medians, with the range
@@ -23,7 +23,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/netns.sh
 source "$here/netns.sh"
 
-runs=3 secs=10 rtts="1 10 50 100" mtus="1500 9000" rate=1gbit cc=cubic mode=auto
+runs=3 secs=10 rtts="1 10 50 100" mtus="1500 9000" rate=1gbit cc=cubic mode=auto offload=on
 while [ $# -gt 0 ]; do
 	case $1 in
 	--runs) runs=$2 ;;
@@ -33,6 +33,7 @@ while [ $# -gt 0 ]; do
 	--rate) rate=$2 ;;
 	--cc) cc=$2 ;;
 	--mode) mode=$2 ;;
+	--offload) offload=$2 ;;
 	*)
 		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 		exit 2
@@ -75,7 +76,7 @@ measure() {
 	local label=$1 mtu=$3
 	shift
 	log "$label: wan_up $*"
-	wan_up "$@" --tcp-mem 67108864
+	wan_up "$@" --tcp-mem 67108864 --offload "$offload"
 	local used=$WAN_MODE server ping_out rtt_min rtt_avg rtt_max i out mbit retr cpu t0 t1
 	local -a tputs=() retrs=() cpus=()
 	ip netns exec "$NS_B" iperf3 -s >/dev/null 2>&1 &
@@ -117,7 +118,7 @@ measure() {
 		"$host_drops" "$cpu_col"
 }
 
-echo "Rate $rate, $runs runs of ${secs} s per row, iperf3 -C $cc, $(nproc) CPUs, kernel $(uname -r), $(date -u +%Y-%m-%d), load average at start $(cut -d' ' -f1 /proc/loadavg)."
+echo "Rate $rate, $runs runs of ${secs} s per row, iperf3 -C $cc, emulator offload $offload, $(nproc) CPUs, kernel $(uname -r), $(date -u +%Y-%m-%d), load average at start $(cut -d' ' -f1 /proc/loadavg)."
 echo
 echo "| mode | requested | MTU | ping min / avg / max ms | iperf3 Mbit/s median (range) | retransmits | host drops | emulator CPU % of a core |"
 echo "|---|---|---|---|---|---|---|---|"

@@ -12,7 +12,7 @@
 #                [--tcp debian] [--tcp-mem BYTES] [--cc NAME] [--loss P]
 #                [--as-root]
 #                [--queue "0.25 0.5 1 2"] [--jitter DURATION] [--reorder P]
-#                [--rate-back RATE]
+#                [--rate-back RATE] [--offload on|off]
 #
 #   --rtts       "lo" is 127.0.0.1 in this namespace (no emulator); a number
 #                is an RTT in ms through the emulator at --rate
@@ -23,6 +23,10 @@
 #   --reorder    share of packets let past the one ahead (0.1%)
 #   --rate-back  downloads' rate (the far end to the client) where it
 #                differs from --rate, the uploads' (bench/netns.sh)
+#   --offload    off: a variant, the emulator reads and writes every
+#                packet apart instead of taking TCP's offload packets
+#                whole (bench/netns.sh), at about twice its CPU, which the
+#                2-core host's endpoints then lack [on]
 #   --size       file size for hpncp auto, and for every tool below 50 ms
 #   --slow-size  file size for the single-channel tools (scp, scp-O, sftp,
 #                rsync, hpnd) and for rclone and lftp, whose uploads are one
@@ -75,7 +79,7 @@ root=$(cd "$here/.." && pwd)
 rtts="lo 1 10 50 100" rate=1gbit runs=3 size=1G slow_size=256M
 tools="scp scp-O sftp rsync rsync-hpn hpnd mscp hpn" dirs="up down" mtu=1500 out= hpncp_bin= before_bin=
 tcp=debian tcp_mem= cc= loss=0 vs=scp as_root=
-queues=1 jitter=0 reorder=0 rate_back=
+queues=1 jitter=0 reorder=0 rate_back= offload=on
 while [ $# -gt 0 ]; do
 	case $1 in
 	--as-root) as_root=1 && shift && continue ;;
@@ -98,6 +102,7 @@ while [ $# -gt 0 ]; do
 	--jitter) jitter=$2 ;;
 	--reorder) reorder=$2 ;;
 	--rate-back) rate_back=$2 ;;
+	--offload) offload=$2 ;;
 	--vs) vs=$2 ;;
 	*)
 		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
@@ -257,7 +262,7 @@ for case in $cases; do
 		addr=127.0.0.1 run_server=() run_client=()
 	else
 		wan_up --rtt "${rtt}ms" --rate "$rate" --mtu "$mtu" --loss "$loss" --tcp "$tcp" ${tcp_mem:+--tcp-mem "$tcp_mem"} ${cc:+--cc "$cc"} \
-			--queue "${q}bdp" --jitter "$jitter" --reorder "$reorder" ${rate_back:+--rate-back "$rate_back"}
+			--queue "${q}bdp" --jitter "$jitter" --reorder "$reorder" ${rate_back:+--rate-back "$rate_back"} --offload "$offload"
 		tcp_settings=$WAN_TCP
 		addr=$WAN_ADDR_B run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")
 	fi
@@ -323,7 +328,7 @@ END {
 }' "$results")
 
 {
-	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), clients ${bench_user:+as an ordinary user ($bench_user)}${as_root:+as root (VARIANT: --as-root)}, $runs runs each, rate $rate, MTU $mtu, loss $loss$(wan_shape_label "$queues" "$jitter" "$reorder" "$rate_back"), ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
+	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), clients ${bench_user:+as an ordinary user ($bench_user)}${as_root:+as root (VARIANT: --as-root)}, $runs runs each, rate $rate, MTU $mtu, loss $loss$(wan_shape_label "$queues" "$jitter" "$reorder" "$rate_back")${offload/#on/}${offload/#off/ (VARIANT: emulator without offload)}, ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
 	echo
 	echo "$table"
 	[ -z "$skipped" ] || { echo; echo "Not installed, skipped:$skipped."; }

@@ -10,7 +10,7 @@
 //	wanem [--rtt 50ms] [--rate 1gbit] [--rate-back RATE]
 //	      [--queue auto|BYTES|Nbdp] [--loss 0] [--jitter 0] [--reorder 0]
 //	      [--mtu 1500] [--seed 1] [--tick auto|DURATION]
-//	      [--tun-a NAME] [--tun-b NAME]
+//	      [--offload=true|false] [--tun-a NAME] [--tun-b NAME]
 //
 // It prints "ready" on stdout once both devices exist and are up, runs until
 // SIGINT or SIGTERM, then removes the devices and prints one line of counters
@@ -67,6 +67,7 @@ type options struct {
 	tick      time.Duration
 	tunA      string
 	tunB      string
+	offload   bool // TCP GSO packets through the devices, cut by the emulator (gso.go)
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -102,6 +103,7 @@ Flags:
 	fs.IntVar(&o.mtu, "mtu", 1500, "`MTU` of both devices")
 	fs.Uint64Var(&o.seed, "seed", 1, "`seed` of the loss, jitter and reordering generator; a run is repeatable for a given packet sequence")
 	fs.StringVar(&tick, "tick", "auto", "while packets are held, wake at most once per `interval` and handle packets in batches; 0 wakes for every packet; auto is 1% of the RTT, at most 1ms, and 0 below 10ms")
+	fs.BoolVar(&o.offload, "offload", true, "take TCP senders' segmentation-offload packets whole and cut them into MTU-sized packets for the link model, then hand each run of segments due together to the receiver as one: the same packets on the link at a fraction of the CPU; false reads and writes every packet")
 	fs.StringVar(&o.tunA, "tun-a", "wanem0", "`name` of the first TUN device")
 	fs.StringVar(&o.tunB, "tun-b", "wanem1", "`name` of the second TUN device")
 	if err := fs.Parse(args); err != nil {
@@ -186,12 +188,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	a, err := openTUN(o.tunA, o.mtu)
+	a, err := openTUN(o.tunA, o.mtu, o.offload)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(a)
-	b, err := openTUN(o.tunB, o.mtu)
+	b, err := openTUN(o.tunB, o.mtu, o.offload)
 	if err != nil {
 		return err
 	}
@@ -204,8 +206,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		newPipe(o.tunA+">"+o.tunB, a, b, ab, clock, o.tick, o.arenaBytes(o.rate, o.queue)),
 		newPipe(o.tunB+">"+o.tunA, b, a, ba, clock, o.tick, o.arenaBytes(o.rateBack, o.queueBack)),
 	}
-	fmt.Fprintf(stderr, "wanem: %s<->%s rtt=%v rate=%s rate_back=%s queue=%d queue_back=%d loss=%g jitter=%v reorder=%g mtu=%d tick=%v\n",
-		o.tunA, o.tunB, o.rtt, rateString(o.rate), rateString(o.rateBack), o.queue, o.queueBack, o.loss, o.jitter, o.reorder, o.mtu, o.tick)
+	for _, p := range pipes {
+		p.vnet = o.offload
+	}
+	fmt.Fprintf(stderr, "wanem: %s<->%s rtt=%v rate=%s rate_back=%s queue=%d queue_back=%d loss=%g jitter=%v reorder=%g mtu=%d tick=%v offload=%t\n",
+		o.tunA, o.tunB, o.rtt, rateString(o.rate), rateString(o.rateBack), o.queue, o.queueBack, o.loss, o.jitter, o.reorder, o.mtu, o.tick, o.offload)
 	if _, err := fmt.Fprintln(stdout, "ready"); err != nil {
 		return fmt.Errorf("announce ready: %w", err)
 	}

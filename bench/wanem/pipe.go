@@ -32,7 +32,10 @@ type slot struct {
 	// may not be passed again, so that a held packet's bytes lie below
 	// the ones of every packet after it but the one that passed it.
 	passed bool
-	at     int64 // ns on the pipe's clock when the packet leaves the link
+	// seg and segs: segment seg of segs of a GSO packet (see gso.go),
+	// which start and n cover whole; segs is 0 for a packet sent as read.
+	seg, segs uint16
+	at        int64 // ns on the pipe's clock when the packet leaves the link
 }
 
 // counters are a pipe's statistics; each has a single writer and is atomic
@@ -65,10 +68,13 @@ type counters struct {
 // slots so that memory follows bytes, not packet counts: a delay line full
 // of 52-byte ACKs and one full of 9000-byte frames cost what they carry.
 type pipe struct {
-	name  string
-	src   int // file descriptors, non-blocking: TUN devices, or SOCK_SEQPACKET sockets in tests
-	dst   int
-	link  *link
+	name string
+	src  int // file descriptors, non-blocking: TUN devices, or SOCK_SEQPACKET sockets in tests
+	dst  int
+	link *link
+	// vnet: src and dst are TUN devices with offload (gso.go), whose
+	// packets carry a virtio_net_hdr.
+	vnet  bool
 	clock func() int64
 	tick  int64 // ns: shortest interval between wake-ups while packets are held
 
@@ -80,14 +86,24 @@ type pipe struct {
 	wpos  uint64 // logical arena offset where the next packet may go
 	freed uint64 // arena bytes below this logical offset are free
 
+	hdr [vnetHdrLen + 120]byte // scratch for a GSO run's headers (IPv6 and TCP at most 100 bytes)
+
 	quit  atomic.Bool
 	stats counters
+}
+
+// frameMax is the most one read from src may return.
+func (p *pipe) frameMax() uint64 {
+	if p.vnet {
+		return maxPacket + vnetHdrLen
+	}
+	return maxPacket
 }
 
 // newPipe sizes the FIFO for arenaBytes of packets in flight: the caller
 // passes what the queue plus the delay line hold at the link rate.
 func newPipe(name string, src, dst int, l *link, clock func() int64, tick time.Duration, arenaBytes int64) *pipe {
-	arenaBytes = max(arenaBytes, 4*maxPacket)
+	arenaBytes = max(arenaBytes, 4*(maxPacket+vnetHdrLen))
 	// The smallest packets worth counting are TCP ACKs with timestamps
 	// (52 bytes): with a slot per 48 arena bytes the slots never run out
 	// before the bytes do.
@@ -105,20 +121,26 @@ func newPipe(name string, src, dst int, l *link, clock func() int64, tick time.D
 	}
 }
 
-// reserve returns where the next packet can be read into: maxPacket
+// reserve returns where the next packet can be read into: frameMax
 // contiguous arena bytes at or after wpos, or ok=false when the arena or
-// the slots are full.
+// the slots are full. A GSO packet takes a slot per segment, so the
+// slots must have room for the most a frame can hold.
 func (p *pipe) reserve() (buf []byte, start uint64, ok bool) {
 	size := uint64(len(p.arena))
+	room := p.frameMax()
 	start = p.wpos
-	if off := start % size; size-off < maxPacket {
+	if off := start % size; size-off < room {
 		start += size - off // too little room before the end: wrap to the start
 	}
-	if start+maxPacket-p.freed > size || p.tail-p.head >= uint64(len(p.slots)) {
+	slots := uint64(1)
+	if p.vnet {
+		slots = maxPacket / 48
+	}
+	if start+room-p.freed > size || p.tail-p.head+slots > uint64(len(p.slots)) {
 		return nil, 0, false
 	}
 	off := start % size
-	return p.arena[off : off+maxPacket], start, true
+	return p.arena[off : off+room], start, true
 }
 
 // receive reads up to readBatch packets that are waiting on src and queues
@@ -143,43 +165,71 @@ func (p *pipe) receive(scratch []byte) (more bool, err error) {
 			return false, fmt.Errorf("read packet from %s: end of file", p.name)
 		}
 		now := p.clock()
-		p.stats.rxPackets.Add(1)
-		p.stats.rxBytes.Add(uint64(n))
-		if !ok {
-			// The emulator itself is out of room: counted apart from the
-			// link's drops, since it means the arena was sized too small.
-			p.stats.overflowDrops.Add(1)
-			continue
+		g, cut := gsoPacket{}, false
+		if p.vnet {
+			g, cut = parseGSO(buf[:n])
 		}
-		at, v := p.link.admit(now, n)
-		switch v {
-		case queueDrop:
-			p.stats.queueDrops.Add(1)
-			continue
-		case lossDrop:
-			p.stats.lossDrops.Add(1)
-			continue
-		}
-		if p.link.peak > p.stats.peakQueue.Load() {
-			p.stats.peakQueue.Store(p.link.peak)
-		}
-		s := slot{start: start, n: int32(n), at: at}
-		if v == deliverAhead && p.tail != p.head {
-			// The packet takes the place of the one ahead of it, which
-			// leaves right after it: the link's times stay
-			// non-decreasing in slot order. One already sent, or one
-			// passed before, is not passed.
-			if prev := &p.slots[(p.tail-1)&p.mask]; !prev.passed {
-				s, *prev = *prev, s
-				s.passed, s.at = true, max(s.at, prev.at)
-				p.stats.reordered.Add(1)
+		if !cut {
+			wire := n
+			if p.vnet {
+				wire -= vnetHdrLen
 			}
+			if p.admit(now, ok, wire, slot{start: start, n: int32(n)}) {
+				p.wpos = start + uint64(n)
+			}
+			continue
 		}
-		p.slots[p.tail&p.mask] = s
-		p.tail++
-		p.wpos = start + uint64(n)
+		kept := false
+		for i := range g.segments {
+			s := slot{start: start, n: int32(n), seg: uint16(i), segs: uint16(g.segments)}
+			kept = p.admit(now, ok, g.wireLen(i), s) || kept
+		}
+		if kept {
+			p.wpos = start + uint64(n)
+		}
 	}
 	return true, nil
+}
+
+// admit counts a packet of wire bytes that arrived at now, runs it
+// through the link and queues s for it if the link delivers it. ok is
+// false when the arena had no room for it.
+func (p *pipe) admit(now int64, ok bool, wire int, s slot) bool {
+	p.stats.rxPackets.Add(1)
+	p.stats.rxBytes.Add(uint64(wire))
+	if !ok {
+		// The emulator itself is out of room: counted apart from the
+		// link's drops, since it means the arena was sized too small.
+		p.stats.overflowDrops.Add(1)
+		return false
+	}
+	at, v := p.link.admit(now, wire)
+	switch v {
+	case queueDrop:
+		p.stats.queueDrops.Add(1)
+		return false
+	case lossDrop:
+		p.stats.lossDrops.Add(1)
+		return false
+	}
+	if p.link.peak > p.stats.peakQueue.Load() {
+		p.stats.peakQueue.Store(p.link.peak)
+	}
+	s.at = at
+	if v == deliverAhead && p.tail != p.head {
+		// The packet takes the place of the one ahead of it, which
+		// leaves right after it: the link's times stay non-decreasing in
+		// slot order. One already sent, or one passed before, is not
+		// passed.
+		if prev := &p.slots[(p.tail-1)&p.mask]; !prev.passed {
+			s, *prev = *prev, s
+			s.passed, s.at = true, max(s.at, prev.at)
+			p.stats.reordered.Add(1)
+		}
+	}
+	p.slots[p.tail&p.mask] = s
+	p.tail++
+	return true
 }
 
 // send writes up to writeBatch packets whose time has come. It returns how
@@ -197,26 +247,90 @@ func (p *pipe) send() int64 {
 		if s.at > now {
 			return s.at - now
 		}
+		if wait := p.runWait(now); wait > 0 {
+			return wait
+		}
 		off := s.start % size
+		frame := p.arena[off : off+uint64(s.n)]
+		run := uint64(1)
+		var iov [][]byte
+		packets, wire := 1, len(frame)
+		if p.vnet {
+			wire -= vnetHdrLen
+		}
+		if s.segs > 0 {
+			// The segments of this GSO packet right behind it that are
+			// due too leave with it.
+			for run < writeBatch && p.head+run != p.tail {
+				next := &p.slots[(p.head+run)&p.mask]
+				if next.start != s.start || next.seg != s.seg+uint16(run) || next.at > now {
+					break
+				}
+				run++
+			}
+			g, _ := parseGSO(frame)
+			i, j := int(s.seg), int(s.seg)+int(run)
+			if i > 0 || j < g.segments {
+				hdr, payload := g.runHeader(p.hdr[:], frame, i, j)
+				iov = [][]byte{hdr, payload}
+				wire = len(hdr) - vnetHdrLen + len(payload) + (j-i-1)*g.hdrLen
+			} else {
+				wire += (j - i - 1) * g.hdrLen
+			}
+			packets = j - i
+		}
 		for {
-			_, err := unix.Write(p.dst, p.arena[off:off+uint64(s.n)])
+			var err error
+			if iov != nil {
+				_, err = unix.Writev(p.dst, iov)
+			} else {
+				_, err = unix.Write(p.dst, frame)
+			}
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
 			if err != nil {
-				p.stats.writeErrors.Add(1)
+				p.stats.writeErrors.Add(uint64(packets))
 			} else {
-				p.stats.txPackets.Add(1)
-				p.stats.txBytes.Add(uint64(s.n))
+				p.stats.txPackets.Add(uint64(packets))
+				p.stats.txBytes.Add(uint64(wire))
 			}
 			break
 		}
-		p.freed = s.start + uint64(s.n)
-		p.head++
-		// A packet that was passed lies below the one that passed it.
+		p.head += run
+		last := &p.slots[(p.head-1)&p.mask]
+		p.freed = last.start + uint64(last.n)
+		// A packet that was passed lies below the one that passed it, and
+		// a GSO packet's segments not yet sent keep it whole.
 		if p.head != p.tail {
 			p.freed = min(p.freed, p.slots[p.head&p.mask].start)
 		}
+	}
+	return 0
+}
+
+// runWait is how long the GSO segment at the head of the queue waits so
+// as to leave with the rest of its run (the segments of its packet queued
+// right behind it): 0 when the run is due, or when its last segment is
+// due more than a tick from now, since the tick is the lateness batching
+// already allows. A real receiver's GRO coalesces segments that arrive
+// together the same way; one write instead of several is most of the
+// CPU offload saves.
+func (p *pipe) runWait(now int64) int64 {
+	s := &p.slots[p.head&p.mask]
+	if s.segs == 0 || p.tick == 0 {
+		return 0
+	}
+	last := s.at
+	for k := uint64(1); p.head+k != p.tail; k++ {
+		next := &p.slots[(p.head+k)&p.mask]
+		if next.start != s.start || next.seg != s.seg+uint16(k) {
+			break
+		}
+		last = next.at
+	}
+	if wait := last - now; wait > 0 && wait <= p.tick {
+		return wait
 	}
 	return 0
 }
@@ -233,7 +347,7 @@ func (p *pipe) run(stop int) error {
 	if err := unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("set timer slack for %s: %w", p.name, err)
 	}
-	scratch := make([]byte, maxPacket)
+	scratch := make([]byte, p.frameMax())
 	both := []unix.PollFd{{Fd: int32(p.src), Events: unix.POLLIN}, {Fd: int32(stop), Events: unix.POLLIN}}
 	var lastWake int64
 	for !p.quit.Load() {

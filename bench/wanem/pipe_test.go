@@ -20,7 +20,8 @@ type testPipe struct {
 	done    chan error
 }
 
-func startPipe(t *testing.T, l *link, tick time.Duration, arenaBytes int64) *testPipe {
+// startPipe starts a pipe over l; setup, if any, adjusts it before it runs.
+func startPipe(t *testing.T, l *link, tick time.Duration, arenaBytes int64, setup ...func(*pipe)) *testPipe {
 	t.Helper()
 	pair := func() [2]int { return packetPair(t) }
 	a, b := pair(), pair()
@@ -41,6 +42,9 @@ func startPipe(t *testing.T, l *link, tick time.Duration, arenaBytes int64) *tes
 		out:  b[1],
 		stop: stop,
 		done: make(chan error, 1),
+	}
+	for _, f := range setup {
+		f(tp.p)
 	}
 	go func() { tp.done <- tp.p.run(stop) }()
 	t.Cleanup(func() { tp.halt(t) })

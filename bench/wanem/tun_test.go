@@ -25,7 +25,7 @@ func needRoot(t *testing.T) {
 func TestOpenTUN(t *testing.T) {
 	needRoot(t)
 	name := fmt.Sprintf("wtst%d", os.Getpid()%100000)
-	fd, err := openTUN(name, 9000)
+	fd, err := openTUN(name, 9000, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestOpenTUN(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(qlen)) != fmt.Sprint(txQueueLen) {
 		t.Errorf("%s: tx_queue_len %q (%v), want %d", name, qlen, err, txQueueLen)
 	}
-	if fd2, err := openTUN(name, 1500); err == nil {
+	if fd2, err := openTUN(name, 1500, false); err == nil {
 		unix.Close(fd2)
 		t.Errorf("a second openTUN(%s) succeeded; want it refused", name)
 	}
