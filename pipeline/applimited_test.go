@@ -145,8 +145,8 @@ func TestParallelTooLittleToTakeIsAppLimited(t *testing.T) {
 // copy can afford to send again.
 func TestParallelSpreadFollowsTheLanes(t *testing.T) {
 	const chunk = 64 << 10
-	defer func(lo, hi int64) { minAhead, maxAhead = lo, hi }(minAhead, maxAhead)
-	minAhead, maxAhead = 4*chunk, 1<<30
+	defer func(lo, hi int64, d time.Duration) { minAhead, maxAhead, spreadTime = lo, hi, d }(minAhead, maxAhead, spreadTime)
+	minAhead, maxAhead, spreadTime = 4*chunk, 1<<30, 0
 	for _, streams := range []int{2, 6} {
 		held := int64(streams * 2 * chunk) // Depth 2
 		want := spreadLanes * held
@@ -155,6 +155,30 @@ func TestParallelSpreadFollowsTheLanes(t *testing.T) {
 		// short of it, the lanes could have taken one more.
 		if h := highestWhileFirstHeld(t, src, chunk, streams, want-chunk); h >= want || h < want-chunk {
 			t.Errorf("%d streams: with the first chunk held, chunks were read up to %d: want the last below %d, from %d", streams, h, want, want-chunk)
+		}
+	}
+}
+
+// TestSpreadFollowsTheRate: the spread is at least what the copy moves
+// in spreadTime at its rate so far, within minAhead and maxAhead, and at
+// least spreadLanes times what the lanes held.
+func TestSpreadFollowsTheRate(t *testing.T) {
+	defer func(lo, hi int64, d time.Duration) { minAhead, maxAhead, spreadTime = lo, hi, d }(minAhead, maxAhead, spreadTime)
+	minAhead, maxAhead, spreadTime = 1<<20, 1<<30, 2*time.Second
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		done, held  int64
+		lo, hi      int64
+		description string
+	}{
+		{400 * mib, 8 * mib, 195 * mib, 200 * mib, "100 MiB/s for 2 s"},
+		{4 * mib, 8 * mib, 32 * mib, 32 * mib, "the lanes' four times 8 MiB"},
+		{0, 0, 1 * mib, 1 * mib, "nothing copied: minAhead"},
+		{8000 * mib, 8 * mib, 1 << 30, 1 << 30, "maxAhead"},
+	} {
+		p := &parallel{began: time.Now().Add(-4 * time.Second), done: tc.done, peakHeld: tc.held}
+		if got := p.spread(); got < tc.lo || got > tc.hi {
+			t.Errorf("%s: spread %d MiB, want %d to %d", tc.description, got/mib, tc.lo/mib, tc.hi/mib)
 		}
 	}
 }

@@ -291,9 +291,19 @@ func Parallel(ctx context.Context, open OpenStream, o ParallelOptions) (Parallel
 // under the larger bound are still out, and a bound that shrank under
 // them held every lane at once until the slowest connection's chunks
 // came in, and the copy all but stopped.
+//
+// The bound also follows time: what the copy moves in spreadTime at its
+// rate so far. On a long path one connection of several can run far
+// slower than the rest for a whole copy (its slow start cut short by
+// the others filling the queue, a congestion control recovering from a
+// loss): at 100 ms and 1 Gbit/s 15 lanes of 2 MiB ran 120 MiB, one
+// second, ahead of such a connection's chunks and then all stood idle
+// behind them for most of a second, the connections' windows decaying
+// meanwhile, several times a copy.
 var (
-	minAhead int64 = 64 << 20  // a variable for the tests
-	maxAhead int64 = 512 << 20 // a variable for the tests
+	minAhead   int64 = 64 << 20        // a variable for the tests
+	maxAhead   int64 = 512 << 20       // a variable for the tests
+	spreadTime       = 3 * time.Second // a variable for the tests
 )
 
 const spreadLanes = 4
@@ -301,7 +311,11 @@ const spreadLanes = 4
 // spread is how far past contig chunks may be handed out now; p.mu is
 // held.
 func (p *parallel) spread() int64 {
-	return min(max(spreadLanes*p.peakHeld, minAhead), maxAhead)
+	ahead := spreadLanes * p.peakHeld
+	if el := time.Since(p.began); p.done > 0 && el > 0 {
+		ahead = max(ahead, int64(float64(p.done)*spreadTime.Seconds()/el.Seconds()))
+	}
+	return min(max(ahead, minAhead), maxAhead)
 }
 
 // advance records the chunk of n bytes at off as copied; p.mu is held.
