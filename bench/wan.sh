@@ -328,7 +328,7 @@ END {
 }' "$results")
 
 {
-	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), clients ${bench_user:+as an ordinary user ($bench_user)}${as_root:+as root (VARIANT: --as-root)}, $runs runs each, rate $rate, MTU $mtu, loss $loss$(wan_shape_label "$queues" "$jitter" "$reorder" "$rate_back")${offload/#on/}${offload/#off/ (VARIANT: emulator without offload)}, ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
+	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), clients ${bench_user:+as an ordinary user ($bench_user)}${as_root:+as root (VARIANT: --as-root)}, $runs runs each, rate $rate, MTU $mtu, loss $loss$(wan_shape_label "$queues" "$jitter" "$reorder" "$rate_back")$([ "$offload" = off ] && echo " (VARIANT: emulator without offload)"), ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
 	echo
 	echo "$table"
 	[ -z "$skipped" ] || { echo; echo "Not installed, skipped:$skipped."; }
