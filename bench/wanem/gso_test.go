@@ -269,3 +269,35 @@ func TestPipeGSO(t *testing.T) {
 		}
 	})
 }
+
+// TestReleaseKeepsAPassedSegment: a packet's last segment passed by the
+// next packet's first lies behind that slot once a run of the packet's
+// other segments has left; the arena below it stays reserved.
+func TestReleaseKeepsAPassedSegment(t *testing.T) {
+	a, b := packetPair(t), packetPair(t)
+	if err := unix.SetNonblock(a[1], true); err != nil {
+		t.Fatal(err)
+	}
+	p := newPipe("test", a[1], b[0], newLink(0, 0, 0, 0, 1), func() int64 { return 0 }, 0, 1<<20)
+	p.vnet = true
+	for range 2 {
+		if _, err := unix.Write(a[0], gsoFrame(false, 1000, 3000, 0x10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.receive(make([]byte, p.frameMax())); err != nil || p.tail != 6 {
+		t.Fatalf("received %d slots (%v), want 2 packets of 3 segments", p.tail, err)
+	}
+	// As admit lets the second packet's first segment past the first
+	// packet's last: A0 A1 B0 A2 B1 B2.
+	p.slots[2], p.slots[3] = p.slots[3], p.slots[2]
+	p.slots[3].passed = true
+	p.release(2) // the run A0 A1
+	if held := p.slots[3].start; p.freed > held {
+		t.Errorf("after A0 and A1 the arena is free up to %d; want at most %d, where A2 is still held", p.freed, held)
+	}
+	p.release(1) // B0
+	if held := p.slots[3].start; p.freed > held {
+		t.Errorf("after B0 the arena is free up to %d; want at most %d", p.freed, held)
+	}
+}

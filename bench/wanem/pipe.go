@@ -297,16 +297,25 @@ func (p *pipe) send() int64 {
 			}
 			break
 		}
-		p.head += run
-		last := &p.slots[(p.head-1)&p.mask]
-		p.freed = last.start + uint64(last.n)
-		// A packet that was passed lies below the one that passed it, and
-		// a GSO packet's segments not yet sent keep it whole.
-		if p.head != p.tail {
-			p.freed = min(p.freed, p.slots[p.head&p.mask].start)
-		}
+		p.release(run)
 	}
 	return 0
+}
+
+// release drops the n slots at the head, sent, and frees the arena below
+// the packets still held.
+func (p *pipe) release(n uint64) {
+	p.head += n
+	last := &p.slots[(p.head-1)&p.mask]
+	p.freed = last.start + uint64(last.n)
+	// A packet that was passed lies below the one that passed it, which
+	// may be next or, after a run of segments, the one after the next; a
+	// GSO packet's segments not yet sent keep it whole.
+	for k := uint64(0); k < 2 && p.head+k != p.tail; k++ {
+		if next := &p.slots[(p.head+k)&p.mask]; k == 0 || next.passed {
+			p.freed = min(p.freed, next.start)
+		}
+	}
 }
 
 // runWait is how long the GSO segment at the head of the queue waits so
