@@ -311,11 +311,17 @@ const spreadLanes = 4
 // spread is how far past contig chunks may be handed out now; p.mu is
 // held.
 func (p *parallel) spread() int64 {
-	ahead := spreadLanes * p.peakHeld
-	if el := time.Since(p.began); p.done > 0 && el > 0 {
-		ahead = max(ahead, int64(float64(p.done)*spreadTime.Seconds()/el.Seconds()))
-	}
+	ahead := max(spreadLanes*p.peakHeld, int64(p.rate()*spreadTime.Seconds()))
 	return min(max(ahead, minAhead), maxAhead)
+}
+
+// rate is the copy's goodput so far, bytes per second; p.mu is held.
+func (p *parallel) rate() float64 {
+	el := time.Since(p.began).Seconds()
+	if p.done <= 0 || el <= 0 {
+		return 0
+	}
+	return float64(p.done) / el
 }
 
 // advance records the chunk of n bytes at off as copied; p.mu is held.
@@ -616,8 +622,7 @@ func (p *parallel) slowAtTail(l *lane) bool {
 	if p.chunkTime == 0 || l.chunkTime < slowFactor*p.chunkTime || p.done <= 0 {
 		return false
 	}
-	rate := float64(p.done) / time.Since(p.began).Seconds()
-	if left := time.Duration(float64(p.o.Size-p.next) / rate * float64(time.Second)); l.chunkTime <= left {
+	if left := time.Duration(float64(p.o.Size-p.next) / p.rate() * float64(time.Second)); l.chunkTime <= left {
 		return false
 	}
 	for _, o := range p.lanes {
