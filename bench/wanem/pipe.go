@@ -261,9 +261,9 @@ func (p *pipe) send() int64 {
 		if s.segs > 0 {
 			// The segments of this GSO packet right behind it that are
 			// due too leave with it.
-			for run < writeBatch && p.head+run != p.tail {
-				next := &p.slots[(p.head+run)&p.mask]
-				if next.start != s.start || next.seg != s.seg+uint16(run) || next.at > now {
+			for run < writeBatch {
+				next, ok := p.inRun(run)
+				if !ok || next.at > now {
 					break
 				}
 				run++
@@ -331,9 +331,9 @@ func (p *pipe) runWait(now int64) int64 {
 		return 0
 	}
 	last := s.at
-	for k := uint64(1); p.head+k != p.tail; k++ {
-		next := &p.slots[(p.head+k)&p.mask]
-		if next.start != s.start || next.seg != s.seg+uint16(k) {
+	for k := uint64(1); ; k++ {
+		next, ok := p.inRun(k)
+		if !ok {
 			break
 		}
 		last = next.at
@@ -342,6 +342,16 @@ func (p *pipe) runWait(now int64) int64 {
 		return wait
 	}
 	return 0
+}
+
+// inRun returns the slot k places behind the head when it holds the k-th
+// segment after the head's of the same GSO packet: part of its run.
+func (p *pipe) inRun(k uint64) (*slot, bool) {
+	if p.head+k == p.tail {
+		return nil, false
+	}
+	s, next := &p.slots[p.head&p.mask], &p.slots[(p.head+k)&p.mask]
+	return next, next.start == s.start && next.seg == s.seg+uint16(k)
 }
 
 // run forwards packets until stop (an eventfd) becomes readable or quit is
