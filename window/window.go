@@ -102,12 +102,15 @@
 //     not again. The cap lifts after 30 s without errors (doubling with
 //     every back-off, up to 8 min), and a held plan then re-probes.
 //
-// Bytes in flight: each stream should keep ChannelWindow bytes of SFTP
-// requests outstanding, the most its channel can carry per round trip, so
-// the plan's total in flight is Streams × ChannelWindow; on a lossy path,
-// whose connections are many for their congestion windows, twice the
-// measured bandwidth-delay product shared by the streams
-// (inFlightPerStream).
+// Bytes in flight: the plan keeps 1.25 times the bandwidth-delay product
+// (at the best rate measured, at least the guessed 1 Gbit/s), and at least
+// the product and a window, in flight, shared by its streams, each
+// keeping from half a channel window to a whole one, the most its channel
+// can carry per round trip; a plan of more streams than the best measured
+// keeps the best one's share per stream, so that a probe adds what it
+// asks about (cleanProduct); on a lossy
+// path, whose connections are many for their congestion windows, twice
+// the measured product (inFlightPerStream).
 //
 // The size flags are read by package units; the TCP sockets' buffers and
 // the kernel's RTT estimate are sshconn's (SetBuffers, TCPRTT), beside
@@ -1012,23 +1015,66 @@ func (c *Controller) plan() Plan {
 // lossy path's plan keeps in flight, over all its streams.
 const lossyInFlight = 2
 
-// inFlightPerStream is what each stream of the plan keeps in flight: a
-// channel window, or on a lossy path (lossyPath) the stream's share of
-// lossyInFlight times the bandwidth-delay product measured, at least an
-// eighth of a window. There the plan's connections are many because each
-// carries only what its congestion window, cut by the losses, allows, not
-// because more must be in flight: a window for each of them keeps
-// several times the path's bandwidth-delay product in flight, queued at
-// the server behind the slow connections' windows. Chunks wait there for
-// seconds, the copy's watermark trails far behind, and the spread bound
-// stops every lane until those chunks are copied again.
+// cleanInFlight is the same for a clean path, whose product is taken at
+// the best rate measured, at least the guessed 1 Gbit/s (or what a start
+// from an earlier measurement carried, Config.Start): enough to fill
+// the path with a quarter to spare for the round trips that grow under
+// load, and never less than the product and one window more, the window
+// that crosses the link as the others wait (Start).
+const cleanInFlight = 1.25
+
+// inFlightPerStream is what each stream of the plan keeps in flight: its
+// share of the clean path's product (cleanProduct), from half a channel
+// window to a whole one (less, and a loopback download lost a few
+// percent); on a lossy path (lossyPath), its share of lossyInFlight times
+// the product measured, from an eighth of a window.
+//
+// A plan sized by its connections' buffers has more channels than the
+// product asks for (Start: a connection's buffers and one channel more),
+// and a window for each kept twice the product in flight at 100 ms.
+// What the path cannot carry waits in the server's channel buffers, which
+// stock sshd grows 32 KiB at a time by copying them whole: the server
+// stalled for seconds at the start of an upload, and the lanes with it.
+// On a lossy path the connections are many because each carries only
+// what its congestion window, cut by the losses, allows: a window for
+// each queued several times the product at the server behind the slow
+// connections' windows. Chunks waited there for seconds, the copy's
+// watermark trailed far behind, and the spread bound stopped every lane
+// until those chunks were copied again.
 func (c *Controller) inFlightPerStream() int64 {
 	w := c.cfg.ChannelWindow
-	if !c.lossyPath() || c.baseRate <= 0 || c.minRTT <= 0 || c.cur.streams <= 0 {
+	if c.minRTT <= 0 || c.cur.streams <= 0 {
 		return w
 	}
-	share := int64(lossyInFlight * c.baseRate * c.minRTT.Seconds() / float64(c.cur.streams))
-	return min(max(share, w/8), w)
+	if c.lossyPath() && c.baseRate > 0 {
+		share := int64(lossyInFlight * c.baseRate * c.minRTT.Seconds() / float64(c.cur.streams))
+		return min(max(share, w/8), w)
+	}
+	share := int64(c.cleanProduct() / float64(c.cur.streams))
+	return min(max(share, w/2), w)
+}
+
+// cleanProduct is what a clean path's plan keeps in flight over all its
+// streams. A plan of more streams than the best measured is a probe, or
+// the way to one: it asks whether more in flight moves more, so its
+// streams keep the best plan's share each.
+func (c *Controller) cleanProduct() float64 {
+	rate, streams := guessRate, 0
+	if c.cfg.Start > 0 {
+		// An earlier measurement's streams each carried a window.
+		rate = max(rate, float64(int64(c.cfg.Start)*c.cfg.ChannelWindow)/c.minRTT.Seconds())
+	}
+	for _, m := range c.measured {
+		if m.rate > rate {
+			rate, streams = m.rate, m.sh.streams
+		}
+	}
+	bdp := rate * c.minRTT.Seconds()
+	product := max(cleanInFlight*bdp, bdp+float64(c.cfg.ChannelWindow))
+	if streams > 0 && c.cur.streams > streams {
+		product *= float64(c.cur.streams) / float64(streams)
+	}
+	return product
 }
 
 // ratio is a/b where a zero b means no gain unless a moved.

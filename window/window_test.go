@@ -287,8 +287,11 @@ func checkPlan(t *testing.T, c *Controller, p Plan) {
 	switch {
 	case c.lossyPath() && (p.InFlight < cfg.ChannelWindow/8 || p.InFlight > cfg.ChannelWindow):
 		t.Fatalf("plan %v on a lossy path: in flight %d, want from an eighth of a window to a window of %d", p, p.InFlight, cfg.ChannelWindow)
-	case !c.lossyPath() && p.InFlight != cfg.ChannelWindow:
-		t.Fatalf("plan %v: in flight %d, want a window of %d", p, p.InFlight, cfg.ChannelWindow)
+	case !c.lossyPath() && (p.InFlight < cfg.ChannelWindow/2 || p.InFlight > cfg.ChannelWindow):
+		t.Fatalf("plan %v: in flight %d, want from half a window to a window of %d", p, p.InFlight, cfg.ChannelWindow)
+	case !c.lossyPath() && c.minRTT > 0 &&
+		float64(p.Streams)*float64(p.InFlight) < min(float64(p.Streams)*float64(cfg.ChannelWindow), guessRate*c.minRTT.Seconds()):
+		t.Fatalf("plan %v: %d bytes in flight in all, under the guessed product %.0f", p, int64(p.Streams)*p.InFlight, guessRate*c.minRTT.Seconds())
 	}
 	if p.Interval < minInterval || p.Interval > maxInterval || p.Reason == "" {
 		t.Fatalf("plan %v: interval %v or reason missing", p, p.Interval)
@@ -1274,5 +1277,43 @@ func TestLinkShallowQueue(t *testing.T) {
 	}
 	if r := l.rttUnder(fits); r != time.Duration(7*(2<<20)/l.rate*float64(time.Second)) {
 		t.Errorf("round trip %v with 14.7 MB in flight, want 117 ms", r)
+	}
+}
+
+// TestInFlightSharesTheProduct: a start sized by its connections' buffers
+// keeps 1.25 times the guessed product in flight, not a window for each
+// of its streams; a short path's plan still fills it; a plan of
+// more streams than the best measured keeps the best one's share each.
+func TestInFlightSharesTheProduct(t *testing.T) {
+	const w = defaultChannelWindow
+	c := New(Config{ConnBytes: 3_600_000})
+	p := c.Start(100 * time.Millisecond)
+	total := float64(p.Streams) * float64(p.InFlight)
+	if bdp := guessRate * 0.1; p.Streams*w <= int(2*bdp) || total < bdp || total > 1.5*bdp {
+		t.Errorf("start %v: %.0f bytes in flight in all, want the product %.0f and at most half as much again", p, total, bdp)
+	}
+	if p.InFlight >= w {
+		t.Errorf("start %v: a window for each stream", p)
+	}
+
+	// A window crossing the link while the others wait: the product and
+	// one stream's bytes more fill it.
+	if p := New(Config{}).Start(10 * time.Millisecond); float64(p.Streams-1)*float64(p.InFlight) < guessRate*0.01 {
+		t.Errorf("10 ms: %v does not fill the path", p)
+	}
+
+	c = New(Config{ConnBytes: 3_600_000})
+	c.Start(100 * time.Millisecond)
+	c.minRTT = 100 * time.Millisecond
+	c.measured = []measurement{{sh: shape{15, 5}, rate: 130e6}}
+	c.cur = shape{15, 5}
+	best := c.inFlightPerStream()
+	c.cur = shape{30, 10}
+	if probe := c.inFlightPerStream(); probe != best {
+		t.Errorf("twice the best plan's streams keep %d bytes each, the best %d", probe, best)
+	}
+	c.cur = shape{5, 5}
+	if fewer := c.inFlightPerStream(); fewer <= best {
+		t.Errorf("a third of the best plan's streams keep %d bytes each, no more than its %d", fewer, best)
 	}
 }

@@ -69,8 +69,9 @@ Pipeline flags (large files go over several SFTP streams and connections):
   --hpn-disabled         one stream, plain pipeline: the baseline
   --chunk SIZE           bytes a stream moves at a time [1MiB]
   --window auto|BYTES    bytes each stream keeps in flight; auto (default)
-                         is the controller's: a channel window (2 MiB),
-                         less on a lossy path (its share of twice the BDP)
+                         is the controller's: its share of 1.25 times the
+                         BDP, from half a channel window (2 MiB) to one;
+                         on a lossy path its share of twice the BDP
   --tcp-rcvbuf SIZE      TCP receive buffer (default: kernel autotuning)
   --tcp-sndbuf SIZE      TCP send buffer (default: kernel autotuning)
   --cc auto|system|NAME  TCP congestion control of hpncp's connections:
