@@ -152,19 +152,49 @@ func TestStoppedLanesChunksGoAtOnce(t *testing.T) {
 	p.fly(1<<20, kept)
 	p.flying[1<<20].copies = 2 // the one second copy the bound allows
 	p.fly(2<<20, gone)
-	if off, ok := p.straggler(); ok {
+	if off, ok := p.straggler(&lane{st: &Stream{Conn: 1}}); ok {
 		t.Fatalf("chunk %d handed out again while its lane runs and it is young", off)
 	}
 	p.apply(window.Plan{Streams: 1, Conns: 1})
 	if !gone.stop || kept.stop {
 		t.Fatalf("the trim stopped %v, want the lane on connection 5", map[bool]bool{kept.stop: true})
 	}
-	off, ok := p.straggler()
+	off, ok := p.straggler(&lane{st: &Stream{Conn: 1}})
 	if !ok || off != 2<<20 {
 		t.Fatalf("straggler() = %d, %v; want the stopped lane's chunk at %d", off, ok, 2<<20)
 	}
-	if _, ok := p.straggler(); ok {
+	if _, ok := p.straggler(&lane{st: &Stream{Conn: 1}}); ok {
 		t.Error("the stopped lane's chunk was handed out a third time")
+	}
+}
+
+// TestStragglerGoesToAnotherConnection: a straggler is copied again only
+// by a lane on another connection. At 100 ms with a quarter-BDP queue, a
+// connection left at a cwnd of 20 segments held the watermark; its other
+// lane took the second copy, both crawled there, and every lane of the
+// copy stood idle behind them for 3 s.
+func TestStragglerGoesToAnotherConnection(t *testing.T) {
+	p := stopped()
+	slow, beside, other := &lane{st: &Stream{Conn: 7}}, &lane{st: &Stream{Conn: 7}}, &lane{st: &Stream{Conn: 2}}
+	p.lanes = []*lane{slow, beside, other}
+	p.live = 3
+	p.chunkTime = time.Millisecond
+	p.fly(0, slow)
+	p.flying[0].since = time.Now().Add(-time.Second)
+	if off, ok := p.straggler(beside); ok {
+		t.Fatalf("chunk %d handed again to a lane on the straggler's own connection", off)
+	}
+	if off, ok := p.straggler(other); !ok || off != 0 {
+		t.Fatalf("straggler(other) = %d, %v; want chunk 0 on connection 2", off, ok)
+	}
+	// Lanes that do not tell their connection take it.
+	p = stopped()
+	a, b := &lane{st: &Stream{Conn: -1}}, &lane{st: &Stream{Conn: -1}}
+	p.lanes, p.live, p.chunkTime = []*lane{a, b}, 2, time.Millisecond
+	p.fly(0, a)
+	p.flying[0].since = time.Now().Add(-time.Second)
+	if _, ok := p.straggler(b); !ok {
+		t.Error("a straggler was not handed out between lanes of unknown connections")
 	}
 }
 

@@ -592,7 +592,7 @@ func (p *parallel) choose(l *lane) (int64, bool) {
 		}
 		if p.next < p.o.Size {
 			// Held by the spread bound: the path's doing.
-			if off, ok := p.straggler(); ok {
+			if off, ok := p.straggler(l); ok {
 				return off, true
 			}
 		} else {
@@ -648,24 +648,34 @@ func (p *parallel) fly(off int64, l *lane) {
 }
 
 // straggler picks the lowest chunk in flight on one lane only, for
-// longer than a straggler's time, and hands it out again; p.mu is held.
+// longer than a straggler's time, and hands it out again to l; p.mu is
+// held. Where the lanes run on several connections, only a chunk on
+// another connection than l's: a second copy on the same one waits behind
+// the same congestion window as the first.
 // A chunk whose lane a plan stopped is handed out again at once, and
 // not counted against the bound on second copies: the lane finishes it
 // on a connection the plan gave up, as slowly as that goes, and the
 // lanes kept wait behind it at the spread bound; under the bound on
 // second copies only a few of those chunks would be copied again at a
 // time after a large trim.
-func (p *parallel) straggler() (int64, bool) {
+func (p *parallel) straggler(l *lane) (int64, bool) {
 	if p.chunkTime == 0 {
 		return 0, false // no chunk has finished: nothing to judge by
 	}
 	age := max(hedgeFactor*p.chunkTime, hedgeMin)
 	now := time.Now()
+	spread := false // the lanes run on several connections
+	for _, o := range p.lanes {
+		spread = spread || (!o.stop && o.st.Conn >= 0 && l.st.Conn >= 0 && o.st.Conn != l.st.Conn)
+	}
 	best, found, twice := int64(0), false, 0
 	orphan, orphaned := int64(0), false
 	for off, f := range p.flying {
 		if f.copies > 1 {
 			twice++
+		}
+		if spread && f.by != nil && f.by.st.Conn == l.st.Conn {
+			continue
 		}
 		if f.copies == 1 && f.by != nil && f.by.stop && !f.by.broken && (!orphaned || off < orphan) {
 			orphan, orphaned = off, true
