@@ -1317,3 +1317,36 @@ func TestInFlightSharesTheProduct(t *testing.T) {
 		t.Errorf("a third of the best plan's streams keep %d bytes each, no more than its %d", fewer, best)
 	}
 }
+
+// TestProbeKeptAtTheEnd: when the copy ends before another probe could
+// be measured, a probe that moved about what its base did is kept; one
+// that moved clearly less is given up for the base.
+func TestProbeKeptAtTheEnd(t *testing.T) {
+	for _, tc := range []struct {
+		probeRate float64
+		keep      bool
+	}{{108e6, true}, {80e6, false}} {
+		rtt := 100 * time.Millisecond
+		c := New(Config{ConnBytes: 3_600_000})
+		p := c.Start(rtt)
+		base := p
+		observe := func(rate float64, remaining int64) {
+			p = c.Observe(Sample{Elapsed: p.Interval, Bytes: int64(rate * p.Interval.Seconds()), RTT: rtt, Remaining: remaining})
+		}
+		for i := 0; i < 20 && !strings.HasPrefix(p.Reason, "probing"); i++ {
+			observe(117e6, 1<<30)
+		}
+		if !strings.HasPrefix(p.Reason, "probing") {
+			t.Fatalf("no probe from %v: %v", base, p)
+		}
+		probe := p
+		for i := 0; i < 20 && p.Reason == probe.Reason; i++ {
+			observe(tc.probeRate, 100<<20)
+		}
+		kept := p.Streams == probe.Streams && p.Conns == probe.Conns
+		if !strings.Contains(p.Reason, "holding") || kept != tc.keep {
+			t.Errorf("probe %v measured at %.0f MB/s against %.0f with 100 MiB left: %v, want the probe kept %v",
+				probe, tc.probeRate/1e6, 117.0, p, tc.keep)
+		}
+	}
+}
