@@ -74,9 +74,19 @@ type Options struct {
 	// copy's data flows on it (sshconn.Client.Warm): the spares Predial
 	// dials, idle while the copy is set up, and those the pool dials
 	// later (a tree's tar streams wait for a command to start on the
-	// server). The first connection is left alone: its requests set the
-	// copy up, and a window grown on it saved nothing measurable.
+	// server).
 	Warm bool
+	// WarmFirst has the first connection warm too, from its
+	// authentication, where Warm is set: for an upload of large files,
+	// not of a tree, whose first connection's requests (listings,
+	// directories) would wait behind the padding. Left cold, the first
+	// connection started its data half a second after the warmed ones
+	// at 100 ms, into the queue they kept, and HyStart ended its slow
+	// start at a few dozen segments: it carried little for the whole
+	// copy and held the last chunks of an upload, which cannot be
+	// abandoned. Its requests go out into a window that opens with each
+	// acknowledgment, and the start was measured no longer.
+	WarmFirst bool
 }
 
 // warmMost bounds a connection's warming: at 100 ms the copy's data
@@ -363,6 +373,9 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 		firstAuth.open(err)
 		if err != nil {
 			return transfer.Endpoint{}, err
+		}
+		if h.opts.Warm && h.opts.WarmFirst {
+			go h.warm(ctx, first)
 		}
 		logf := func(string, ...any) {}
 		if o.Logf != nil {

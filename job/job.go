@@ -121,10 +121,11 @@ func Copy(ctx context.Context, j Job) (*Result, error) {
 		trace = starttrace.New(0)
 		ctx = starttrace.With(ctx, trace)
 	}
+	warm, warmFirst := warms(locs, to.Parallel, to.Recursive)
 	hosts := ends.New(ends.Options{SSH: j.Conn.ssh(), Legacy: j.Legacy, RcvBuf: tune.rcvbuf, SndBuf: tune.sndbuf,
 		CC: tune.cc, CCBestEffort: tune.ccBestEffort, Predial: predial(locs, to.Parallel, to.Recursive && !j.Legacy),
 		PreOpen: preOpen(locs, to.Recursive), PreCreate: preCreate(locs, to, to.Recursive || j.Legacy),
-		Warm: warms(locs, to.Parallel, to.Recursive)})
+		Warm: warm, WarmFirst: warmFirst})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
 	run, err := hosts.Open(ctx, locs, to)

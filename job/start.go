@@ -95,9 +95,12 @@ func predial(locs []transfer.Location, p transfer.ParallelOptions, tree bool) fu
 // warms reports whether the connections of a copy grow their congestion
 // windows before its first write (ends.Options.Warm): for an upload of a
 // tree, or of a file large enough for the parallel pipeline. Downloads
-// gain nothing from it: the server sends their bytes.
-func warms(locs []transfer.Location, p transfer.ParallelOptions, recursive bool) bool {
-	return uploads(locs) && (recursive || uploadPlan(locs, p) != nil)
+// gain nothing from it: the server sends their bytes. first says whether
+// the first connection does too (ends.Options.WarmFirst): not for a tree,
+// whose listings and directories go over it.
+func warms(locs []transfer.Location, p transfer.ParallelOptions, recursive bool) (extra, first bool) {
+	extra = uploads(locs) && (recursive || uploadPlan(locs, p) != nil)
+	return extra, extra && !recursive
 }
 
 // preOpen is, for a download of one remote file, that file's path on the

@@ -179,8 +179,9 @@ func TestPreCreate(t *testing.T) {
 }
 
 // TestWarms: uploads of a tree or of a large file grow their extra
-// connections' windows before the first write; downloads, small uploads
-// and copies between servers do not.
+// connections' windows before the first write, and a large file's upload
+// its first connection's too; downloads, small uploads and copies between
+// servers do not.
 func TestWarms(t *testing.T) {
 	dir, big, small, p := planFixture(t)
 	host := transfer.Location{Host: "h", Path: "dst"}
@@ -189,16 +190,17 @@ func TestWarms(t *testing.T) {
 		locs      []transfer.Location
 		recursive bool
 		want      bool
+		first     bool
 	}{
-		{"large upload", []transfer.Location{local(big), host}, false, true},
-		{"tree upload", []transfer.Location{local(dir), host}, true, true},
-		{"small upload", []transfer.Location{local(small), host}, false, false},
-		{"download", []transfer.Location{{Host: "h", Path: "big"}, local(dir)}, false, false},
-		{"tree download", []transfer.Location{{Host: "h", Path: "d"}, local(dir)}, true, false},
-		{"between servers", []transfer.Location{{Host: "h", Path: "a"}, {Host: "g", Path: "b"}}, true, false},
+		{"large upload", []transfer.Location{local(big), host}, false, true, true},
+		{"tree upload", []transfer.Location{local(dir), host}, true, true, false},
+		{"small upload", []transfer.Location{local(small), host}, false, false, false},
+		{"download", []transfer.Location{{Host: "h", Path: "big"}, local(dir)}, false, false, false},
+		{"tree download", []transfer.Location{{Host: "h", Path: "d"}, local(dir)}, true, false, false},
+		{"between servers", []transfer.Location{{Host: "h", Path: "a"}, {Host: "g", Path: "b"}}, true, false, false},
 	} {
-		if got := warms(tc.locs, p, tc.recursive); got != tc.want {
-			t.Errorf("%s: warms %v, want %v", tc.name, got, tc.want)
+		if got, first := warms(tc.locs, p, tc.recursive); got != tc.want || first != tc.first {
+			t.Errorf("%s: warms %v, the first connection %v; want %v, %v", tc.name, got, first, tc.want, tc.first)
 		}
 	}
 }

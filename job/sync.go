@@ -150,7 +150,8 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 			locs = append(locs, s.Location)
 		}
 		locs = append(locs, j.Dest.Location)
-		ho.Predial, ho.Warm = predial(locs, eo.Parallel, true), warms(locs, eo.Parallel, true)
+		ho.Predial = predial(locs, eo.Parallel, true)
+		ho.Warm, _ = warms(locs, eo.Parallel, true)
 	}
 	hosts := ends.New(ho)
 	defer hosts.Close()
