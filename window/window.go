@@ -108,9 +108,10 @@
 // keeping from half a channel window to a whole one, the most its channel
 // can carry per round trip; a plan of more streams than the best measured
 // keeps the best one's share per stream, so that a probe adds what it
-// asks about (cleanProduct); on a lossy
-// path, whose connections are many for their congestion windows, twice
-// the measured product (inFlightPerStream).
+// asks about, and where the product is under a window each stream keeps
+// a window (cleanProduct). On a lossy path, whose connections are many
+// for their congestion windows, the plan keeps twice the measured product
+// (inFlightPerStream).
 //
 // The size flags are read by package units; the TCP sockets' buffers and
 // the kernel's RTT estimate are sshconn's (SetBuffers, TCPRTT), beside
@@ -1034,9 +1035,9 @@ const cleanInFlight = 1.25
 
 // inFlightPerStream is what each stream of the plan keeps in flight: its
 // share of the clean path's product (cleanProduct), from half a channel
-// window to a whole one (a quarter lost a loopback download 18 %), and a
-// whole one where the product is less than a window; on a lossy path (lossyPath), its share of lossyInFlight times
-// the product measured, from an eighth of a window.
+// window to a whole one (a quarter lost a loopback download 18 %); on a
+// lossy path (lossyPath), its share of lossyInFlight times the product
+// measured, from an eighth of a window.
 //
 // A plan sized by its connections' buffers has more channels than the
 // product asks for (Start: a connection's buffers and one channel more),
