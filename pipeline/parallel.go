@@ -664,9 +664,9 @@ func (p *parallel) straggler(l *lane) (int64, bool) {
 	}
 	age := max(hedgeFactor*p.chunkTime, hedgeMin)
 	now := time.Now()
-	spread := false // the lanes run on several connections
+	several := false // the lanes run on several connections
 	for _, o := range p.lanes {
-		spread = spread || (!o.stop && o.st.Conn >= 0 && l.st.Conn >= 0 && o.st.Conn != l.st.Conn)
+		several = several || (!o.stop && o.st.Conn >= 0 && l.st.Conn >= 0 && o.st.Conn != l.st.Conn)
 	}
 	best, found, twice := int64(0), false, 0
 	orphan, orphaned := int64(0), false
@@ -674,7 +674,7 @@ func (p *parallel) straggler(l *lane) (int64, bool) {
 		if f.copies > 1 {
 			twice++
 		}
-		if spread && f.by != nil && f.by.st.Conn == l.st.Conn {
+		if several && f.by != nil && sameConn(f.by, l) {
 			continue
 		}
 		if f.copies == 1 && f.by != nil && f.by.stop && !f.by.broken && (!orphaned || off < orphan) {
@@ -721,7 +721,7 @@ func (p *parallel) tailCopy(l *lane) (int64, bool) {
 		found bool
 	)
 	for off, f := range p.flying {
-		if f.copies != 1 || f.by == nil || f.by == l || (l.st.Conn >= 0 && f.by.st.Conn == l.st.Conn) {
+		if f.copies != 1 || f.by == nil || f.by == l || sameConn(f.by, l) {
 			continue
 		}
 		if !found || f.since.After(since) {
@@ -733,6 +733,12 @@ func (p *parallel) tailCopy(l *lane) (int64, bool) {
 		p.hedged++
 	}
 	return best, found
+}
+
+// sameConn reports whether lanes a and b run on the same connection, as
+// far as b tells (Stream.Conn -1: unknown).
+func sameConn(a, b *lane) bool {
+	return b.st.Conn >= 0 && a.st.Conn == b.st.Conn
 }
 
 // abandonable reports whether every running lane's reads can be
