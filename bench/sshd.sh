@@ -14,6 +14,7 @@ run_client=()
 run_user=()
 bench_user=
 sshd_pid=
+hpnsshd_pid=
 
 # bench_user_setup: the ordinary user the benchmarks' client tools run as
 # and log in as (BENCH_USER, hpncp-bench by default), so that they get
@@ -138,4 +139,61 @@ stop_sshd() {
 		wait "$sshd_pid" 2>/dev/null || true
 	fi
 	sshd_pid=
+}
+
+# hpnssh_find: sets hpnssh_bin and hpnssh_sbin to the directories of an
+# HPN-SSH install (hpnscp and hpnssh in the one, hpnsshd in the other):
+# HPNSSH_PREFIX, else where hpnscp is on PATH, else /opt/hpnssh or
+# /usr/local. Returns 1 when none is found.
+hpnssh_find() {
+	local prefix
+	for prefix in ${HPNSSH_PREFIX:-} "$(dirname "$(dirname "$(command -v hpnscp 2>/dev/null || echo /x/x/x)")")" /opt/hpnssh /usr/local; do
+		if [ -x "$prefix/bin/hpnscp" ] && [ -x "$prefix/sbin/hpnsshd" ]; then
+			hpnssh_bin=$prefix/bin hpnssh_sbin=$prefix/sbin
+			return 0
+		fi
+	done
+	return 1
+}
+
+# start_hpnsshd ADDR PORT: HPN-SSH's sshd (hpnssh_find) beside the stock
+# one start_sshd started, with the same keys and settings on another
+# PORT, and $work/hpnssh_config naming it "bench" for hpnscp -F. hpnsshd
+# drops privileges to its own account, hpnsshd, made here once when
+# missing (a system account without a shell or home; remove it with
+# userdel hpnsshd). Its build here has no PAM, so that line is left out.
+# Returns once hpnssh reaches it; returns 1, hpnsshd stopped and its log
+# in $work/hpnsshd.log, when it exits or does not answer within 10 s.
+start_hpnsshd() {
+	local addr=$1 port=$2 i
+	if ! id -u hpnsshd >/dev/null 2>&1; then
+		useradd --system --no-create-home --home-dir /var/empty --shell /usr/sbin/nologin \
+			--comment "HPN-SSH privilege separation (bench/sshd.sh)" hpnsshd || return 1
+	fi
+	mkdir -p /var/empty
+	sed -e "s/^Port .*/Port $port/" -e "s|^PidFile .*|PidFile $work/hpnsshd.pid|" -e '/^UsePAM /d' \
+		"$work/sshd_config" >"$work/hpnsshd_config"
+	sed -e "s/^\(\tPort\) .*/\1 $port/" -e "s|known_hosts\$|hpn_known_hosts|" "$work/ssh_config" >"$work/hpnssh_config"
+	echo "[$addr]:$port $(cat "$work/host_key.pub")" >"$work/hpn_known_hosts"
+	"$hpnssh_sbin/hpnsshd" -t -f "$work/hpnsshd_config" || return 1
+	"${run_server[@]}" "$hpnssh_sbin/hpnsshd" -D -e -f "$work/hpnsshd_config" 2>"$work/hpnsshd.log" &
+	hpnsshd_pid=$!
+	for i in $(seq 100); do
+		if "${run_client[@]}" "${run_user[@]}" "$hpnssh_bin/hpnssh" -F "$work/hpnssh_config" bench true 2>/dev/null; then
+			return 0
+		fi
+		kill -0 "$hpnsshd_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	stop_hpnsshd
+	return 1
+}
+
+# stop_hpnsshd stops the hpnsshd start_hpnsshd started, by its PID.
+stop_hpnsshd() {
+	if [ -n "$hpnsshd_pid" ]; then
+		kill -TERM "$hpnsshd_pid" 2>/dev/null || true
+		wait "$hpnsshd_pid" 2>/dev/null || true
+	fi
+	hpnsshd_pid=
 }

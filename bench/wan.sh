@@ -27,7 +27,8 @@
 #                packet apart instead of taking TCP's offload packets
 #                whole (bench/netns.sh), at about twice its CPU, which the
 #                2-core host's endpoints then lack [on]
-#   --size       file size for hpncp auto, and for every tool below 50 ms
+#   --size       file size for hpncp auto, the parallel peers and HPN-SSH,
+#                and for every tool below 50 ms
 #   --slow-size  file size for the single-channel tools (scp, scp-O, sftp,
 #                rsync, hpnd) and for rclone and lftp, whose uploads are one
 #                stream, at 50 ms and more, where 1 GiB would take a minute
@@ -47,9 +48,12 @@
 #                of the file to a target that is not there, so sent
 #                whole); with --before, also hpn-before;
 #                the parallel peers mscp (-n 16), mscp-a64 (-n 8 -a 64),
-#                rclone (sftp backend, its multi-thread download) and lftp
-#                (sftp, pget -n 16 down), each skipped with a note when
-#                it is not installed
+#                rclone (sftp backend, its multi-thread download), lftp
+#                (sftp, pget -n 16 down) and hpnssh (HPN-SSH on both
+#                ends: its hpnscp to its hpnsshd, which runs beside the
+#                stock sshd on port 2223; found as bench/sshd.sh's
+#                hpnssh_find says), each skipped with a note when it is
+#                not installed
 #   --before     another hpncp binary (an earlier commit's), run as tool
 #                hpn-before beside hpn in the same run, to show a change
 #                leaves the figures within noise
@@ -115,6 +119,10 @@ case " $tools " in
 *" hpn-before "*) [ -n "$before_bin" ] || { echo "wan.sh: tool hpn-before needs --before BINARY" >&2; exit 2; } ;;
 esac
 [ "$(id -u)" = 0 ] || { echo "wan.sh: needs root (network namespaces)" >&2; exit 1; }
+# shellcheck source=bench/netns.sh
+source "$here/netns.sh"
+# shellcheck source=bench/sshd.sh
+source "$here/sshd.sh"
 # Peers are optional: a tool that is not installed is left out of the run
 # and named under the table.
 skipped=
@@ -125,6 +133,11 @@ for tool in $tools; do
 	rclone | lftp) prog=$tool ;;
 	*) prog= ;;
 	esac
+	if [ "$tool" = hpnssh ] && ! hpnssh_find; then
+		echo "wan.sh: HPN-SSH (hpnscp, hpnsshd) is not installed; $tool skipped" >&2
+		skipped="$skipped $tool"
+		continue
+	fi
 	if [ -n "$prog" ] && ! command -v "$prog" >/dev/null; then
 		echo "wan.sh: $prog is not installed; $tool skipped" >&2
 		skipped="$skipped $tool"
@@ -137,13 +150,10 @@ tools=${kept# }
 work=$(mktemp -d /dev/shm/hpncp-wan.XXXXXX)
 cleanup() {
 	[ -z "${sshd_pid:-}" ] || stop_sshd
+	[ -z "${hpnsshd_pid:-}" ] || stop_hpnsshd
 	rm -rf "$work"
 }
 trap cleanup EXIT
-# shellcheck source=bench/netns.sh
-source "$here/netns.sh"
-# shellcheck source=bench/sshd.sh
-source "$here/sshd.sh"
 [ -n "$as_root" ] || bench_user_setup || { echo "wan.sh: no ordinary user to run the clients as" >&2; exit 1; }
 
 if [ -z "$hpncp_bin" ]; then
@@ -213,6 +223,7 @@ copy() {
 	hpn-sync) client "$hpncp_bin" sync -q -e "ssh -F $cfg" "$from" "$to" ;;
 	mscp) client mscp -F "$cfg" -q -n 16 "$from" "$to" ;;
 	mscp-a64) client mscp -F "$cfg" -q -n 8 -a 64 "$from" "$to" ;;
+	hpnssh) client "$hpnssh_bin/hpnscp" -F "$work/hpnssh_config" -q "$from" "$to" ;;
 	rclone)
 		# rclone reads no ssh_config: the same host, key and known_hosts,
 		# given as an on-the-fly remote.
@@ -268,12 +279,18 @@ for case in $cases; do
 	fi
 	start_sshd "$addr" 2222 "MaxStartups 100:30:200" ||
 		{ echo "wan.sh: sshd did not come up on $addr: $(cat "$work/sshd.log")" >&2; exit 1; }
+	case " $tools " in
+	*" hpnssh "*)
+		start_hpnsshd "$addr" 2223 ||
+			{ echo "wan.sh: hpnsshd did not come up on $addr: $(cat "$work/hpnsshd.log")" >&2; exit 1; }
+		;;
+	esac
 	for run in $(seq "$runs"); do
 		for dir in $dirs; do
 			for tool in $tools; do
 				sz=$size_bytes
 				case $tool in
-				hpn | hpn-before | hpn-sync | mscp | mscp-a64) slow= ;;
+				hpn | hpn-before | hpn-sync | mscp | mscp-a64 | hpnssh) slow= ;;
 				*) slow=1 ;;
 				esac
 				if [ -n "$slow" ] && [ "$rtt" != lo ] && [ "$rtt" -ge 50 ]; then
@@ -287,6 +304,7 @@ for case in $cases; do
 		done
 	done
 	stop_sshd
+	[ -z "$hpnsshd_pid" ] || stop_hpnsshd
 	if [ "$rtt" != lo ]; then
 		wan_stats >&2 || true
 		wan_down
@@ -331,5 +349,8 @@ END {
 	echo "hpncp vs stock tools, $(date -u +%Y-%m-%d), clients ${bench_user:+as an ordinary user ($bench_user)}${as_root:+as root (VARIANT: --as-root)}, $runs runs each, rate $rate, MTU $mtu, loss $loss$(wan_shape_label "$queues" "$jitter" "$reorder" "$rate_back")$([ "$offload" = off ] && echo " (VARIANT: emulator without offload)"), ${tcp_settings:-loopback only} ($(wan_tcp_label "$tcp" "$tcp_mem" "$cc" "$loss")), stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
 	echo
 	echo "$table"
+	case " $tools " in
+	*" hpnssh "*) echo; echo "hpnssh: $("$hpnssh_sbin/hpnsshd" -V 2>&1 | head -1 | cut -d, -f1) on both ends, its hpnscp to its hpnsshd (the stock sshd's keys and settings, no PAM)." ;;
+	esac
 	[ -z "$skipped" ] || { echo; echo "Not installed, skipped:$skipped."; }
 } | tee ${out:+"$out"}
