@@ -90,7 +90,7 @@ func (t Tuning) settings(upload bool) (settings, error) {
 		// seconds; bbr's is not cut, and an upload's extra connections
 		// only added a slow one at its end, which no second copy can
 		// overtake.
-		cfg.LossyConns = window.DefaultMaxConns
+		cfg.LossyConns, cfg.LossyMaxConns = window.DefaultMaxConns, window.DefaultMaxConns
 	}
 	s.parallel.Controller = func() *window.Controller { return window.New(cfg) }
 	return s, nil

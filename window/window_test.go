@@ -276,8 +276,8 @@ func checkPlan(t *testing.T, c *Controller, p Plan) {
 		if p.Streams != cfg.Fixed {
 			t.Fatalf("plan %v: want the fixed %d streams", p, cfg.Fixed)
 		}
-	} else if p.Streams < cfg.MinStreams || p.Streams > cfg.MaxStreams {
-		t.Fatalf("plan %v: streams outside [%d, %d]", p, cfg.MinStreams, cfg.MaxStreams)
+	} else if most := c.maxStreams(); p.Streams < cfg.MinStreams || p.Streams > most {
+		t.Fatalf("plan %v: streams outside [%d, %d]", p, cfg.MinStreams, most)
 	}
 	if p.Conns < ceilDiv(p.Streams, cfg.StreamsPerConn) || p.Conns > p.Streams ||
 		(cfg.Fixed == 0 && p.Conns > c.maxConns()) {
@@ -1019,6 +1019,43 @@ func TestLossyPathGetsMoreConnections(t *testing.T) {
 	for _, st := range steps {
 		if st.plan.Conns > 2 {
 			t.Fatalf("%v on a LAN with 2 cores", st.plan)
+		}
+	}
+}
+
+// TestLossyPathGrowsPastTheLossyPlan: at a higher loss rate (0.1 % at
+// 100 ms: each cubic connection carries under 1 MB/s) the lossy plan's
+// connections leave the path mostly empty, and probes add half as many
+// again while goodput rises, up to LossyMaxConns; at a lower one, where
+// the lossy plan's connections nearly fill the link, a probe gains less
+// than the margin and the lossy plan is held.
+func TestLossyPathGrowsPastTheLossyPlan(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		connCap float64
+		conns   int // the plan held at the end
+	}{
+		{"0.1 % loss", 0.6e6, 2 * defaultLossyConns},
+		{"0.01 % loss", 5e6, defaultLossyConns},
+	} {
+		l := link{rate: 1 * gbit, rtt: 100 * time.Millisecond, connBytes: stockConn, connCap: tc.connCap,
+			limitedBy: "loss", noise: 0.03}
+		c := New(Config{ConnBytes: stockConn, Cores: 2})
+		steps := sim(t, c, &l, 150, nil)
+		last := steps[len(steps)-1]
+		if last.plan.Conns != tc.conns || last.plan.Streams < last.plan.Conns {
+			t.Errorf("%s: holding %v, want %d connections, a stream each at least", tc.name, last.plan, tc.conns)
+		}
+		if want := 0.95 * l.goodput(Plan{Streams: tc.conns, Conns: tc.conns, InFlight: c.cfg.ChannelWindow}); last.goodput < want {
+			t.Errorf("%s: %.1f MB/s at the end, want %.1f", tc.name, last.goodput/1e6, want/1e6)
+		}
+	}
+	// The connections the user bounded, and bbr's (job), stay bounded.
+	l := link{rate: 1 * gbit, rtt: 100 * time.Millisecond, connBytes: stockConn, connCap: 0.6e6, limitedBy: "loss"}
+	c := New(Config{ConnBytes: stockConn, Cores: 2, LossyConns: 16, LossyMaxConns: 16})
+	for _, st := range sim(t, c, &l, 150, nil) {
+		if st.plan.Conns > 16 {
+			t.Fatalf("%v with LossyMaxConns 16", st.plan)
 		}
 	}
 }
