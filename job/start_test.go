@@ -42,7 +42,8 @@ func local(path string) transfer.Location { return transfer.Location{Path: path}
 // several files and a copy off the parallel pipeline ask for none. A
 // tree's copy between
 // this host and one server, either way, asks for treeConns, or its large
-// file's plan when that is more.
+// file's plan when that is more; a download, whose sizes are not known
+// yet, a large file's.
 func TestPredial(t *testing.T) {
 	dir, big, small, p := planFixture(t)
 	host := transfer.Location{Host: "h", Path: "dst"}
@@ -83,7 +84,7 @@ func TestPredial(t *testing.T) {
 	}{
 		"tree upload":               {[]transfer.Location{local(dir), host}, treeConns},
 		"tree upload with big file": {[]transfer.Location{local(dir), local(big), host}, 5},
-		"tree download":             {[]transfer.Location{{Host: "h", Path: "tree"}, local(dir)}, treeConns},
+		"tree download":             {[]transfer.Location{{Host: "h", Path: "tree"}, local(dir)}, 5},
 		"two servers":               {[]transfer.Location{{Host: "h", Path: "tree"}, other, local(dir)}, 0},
 		"server to server":          {[]transfer.Location{{Host: "h", Path: "tree"}, other}, 0},
 	} {
