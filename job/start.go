@@ -156,6 +156,20 @@ func preCreate(locs []transfer.Location, to transfer.Options, other bool) protoc
 		Probe: path.Join(dir, transfer.TempName("umask"))}
 }
 
+// localFiles reports whether every one of locs is a regular local file
+// (links followed).
+func localFiles(locs []transfer.Location) bool {
+	for _, l := range locs {
+		if l.Remote() {
+			return false
+		}
+		if fi, err := os.Stat(l.Path); err != nil || !fi.Mode().IsRegular() {
+			return false
+		}
+	}
+	return len(locs) > 0
+}
+
 // firstPlan is c's first plan at rtt as predial tells it: its
 // connections, and the streams on each where it has more than one.
 func firstPlan(c *window.Controller, rtt time.Duration) (conns, sessions int) {

@@ -150,8 +150,12 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 			locs = append(locs, s.Location)
 		}
 		locs = append(locs, j.Dest.Location)
-		ho.Predial = predial(locs, eo.Parallel, true)
-		ho.Warm, _ = warms(locs, eo.Parallel, true)
+		// Local sources that are all files make no tree: their sync
+		// starts as their copy does, its streams' sessions opened
+		// ahead and the first connection warmed too.
+		tree := !localFiles(locs[:len(locs)-1])
+		ho.Predial = predial(locs, eo.Parallel, tree)
+		ho.Warm, ho.WarmFirst = warms(locs, eo.Parallel, tree)
 	}
 	hosts := ends.New(ho)
 	defer hosts.Close()
