@@ -134,11 +134,17 @@ start_sshd_free() {
 
 # stop_sshd stops the sshd start_sshd started, by its PID.
 stop_sshd() {
-	if [ -n "$sshd_pid" ]; then
-		kill -TERM "$sshd_pid" 2>/dev/null || true
-		wait "$sshd_pid" 2>/dev/null || true
-	fi
+	stop_pid "$sshd_pid"
 	sshd_pid=
+}
+
+# stop_pid PID: stops a server this script started (none when PID is
+# empty) and waits for it.
+stop_pid() {
+	if [ -n "$1" ]; then
+		kill -TERM "$1" 2>/dev/null || true
+		wait "$1" 2>/dev/null || true
+	fi
 }
 
 # hpnssh_find: sets hpnssh_bin and hpnssh_sbin to the directories of an
@@ -191,9 +197,6 @@ start_hpnsshd() {
 
 # stop_hpnsshd stops the hpnsshd start_hpnsshd started, by its PID.
 stop_hpnsshd() {
-	if [ -n "$hpnsshd_pid" ]; then
-		kill -TERM "$hpnsshd_pid" 2>/dev/null || true
-		wait "$hpnsshd_pid" 2>/dev/null || true
-	fi
+	stop_pid "$hpnsshd_pid"
 	hpnsshd_pid=
 }
