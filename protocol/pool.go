@@ -97,8 +97,11 @@ type pconn struct {
 	// copy's streams: a temporary file's handle, a listing. They carry
 	// little, and streams are spread as if they were not there.
 	held int
-	full bool // the server refused a channel: its MaxSessions is reached
-	dead bool
+	// readying counts its sessions being opened ahead (expectLocked),
+	// not yet open.
+	readying int
+	full     bool // the server refused a channel: its MaxSessions is reached
+	dead     bool
 	// reserve marks a connection dialed on standby: no stream is placed
 	// on it until a plan asks for more connections than the others.
 	reserve bool
@@ -113,7 +116,9 @@ func newPool(first *ssh.Client, firstSessions int, dial func(context.Context) (*
 	p := &pool{dial: dial, packet: packet, logf: logf, reconnect: DefaultReconnect,
 		silenced: silenced, silence: silence,
 		dialReady: make(chan struct{}), prepared: make(chan struct{})}
-	p.watch(&pconn{c: first, open: firstSessions})
+	// The first sessions are the end's own, for metadata: held, as the
+	// sessions lent out for such things are.
+	p.watch(&pconn{c: first, open: firstSessions, held: firstSessions})
 	return p
 }
 
@@ -205,6 +210,7 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 			}
 			return 0
 		}
+		busy := func(pc *pconn) int { return pc.open - len(pc.idle) - held(pc) }
 		for _, pc := range p.conns {
 			if pc.dead {
 				continue
@@ -222,8 +228,7 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 			// stopped are on any connection, and taking them in order
 			// would pile a copy's streams on one connection's buffers
 			// while another idles.
-			busy := pc.open - len(pc.idle) - held(pc)
-			if len(pc.idle) > 0 && !fresh && (reuse == nil || busy < reuse.open-len(reuse.idle)-held(reuse)) {
+			if len(pc.idle) > 0 && !fresh && (reuse == nil || busy(pc) < busy(reuse)) {
 				reuse = pc
 			}
 			if !pc.full && (best == nil || pc.open-held(pc) < best.open-held(best)) {
@@ -246,6 +251,16 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 			continue
 		}
 		barrier := together && conns > 1 && live < conns && p.dial != nil && (p.dialing > 0 || p.dialErr == nil)
+		// A stream goes where the fewest run: a session idle on a
+		// busier connection is left for other things, and one is
+		// opened on the other at once, unless sessions are on their way
+		// to it. Taken, the idle one put a probe's second stream beside
+		// the first on one connection while the connection dialed for
+		// it stood idle, and the probe measured no gain.
+		direct := together && reuse != nil && best != nil && best.readying == 0 && busy(best) < busy(reuse)
+		if direct {
+			reuse = nil
+		}
 		if reuse != nil && !barrier {
 			n := len(reuse.idle)
 			c := reuse.idle[n-1]
@@ -273,7 +288,7 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 			p.startDial(ctx) // unlocks
 			continue
 		}
-		if !fresh && (together && p.preparing > 0 || p.prepOpening > 0) {
+		if !fresh && !direct && (together && p.preparing > 0 || p.prepOpening > 0) {
 			ready := p.prepared
 			p.mu.Unlock()
 			select {

@@ -138,10 +138,12 @@ func (p *pool) expectLocked(pc *pconn, n int, ready func() []ReadySession) {
 		return
 	}
 	p.preparing += n
+	pc.readying += n
 	go func() {
 		rs := ready()
 		p.mu.Lock()
 		p.preparing -= n
+		pc.readying -= n
 		var unused []ReadySession
 		if pc.dead || p.closed {
 			unused = rs
