@@ -37,6 +37,7 @@ targets=(
 	protocol:FuzzParseFileIDs
 	internal/trace:FuzzParse
 	protocol:FuzzRemoteCommandPaths
+	stripe:FuzzReceive
 )
 
 # Every func FuzzXxx in a _test.go file, as package:FuzzXxx.

@@ -1,0 +1,84 @@
+package stripe
+
+import (
+	"errors"
+	"fmt"
+	"io"
+)
+
+// ErrConnLost is wrapped by Receive's error when a connection ends without
+// its Close frame: the frames it carried are gone.
+var ErrConnLost = errors.New("stripe: connection lost")
+
+// Receive reads one connection's frames until its Close frame, handing
+// each data and EOF frame to the Merger of its stream (nil: a stream this
+// end does not receive, an error) and every other frame to control, which
+// may keep the payload. A frame out of the order its connection must keep
+// (a stream's frames on one connection come in the stream's order) or
+// any other breach of the protocol is an error wrapping ErrFrame, and the
+// connection ending before its Close an error wrapping ErrConnLost; either
+// fails every stream the connection could carry, since its frames may be
+// among those missing.
+func Receive(r io.Reader, streams [MaxStreams]*Merger, control func(Frame) error) error {
+	err := receive(r, streams, control)
+	if err != nil {
+		for _, m := range streams {
+			if m != nil {
+				m.Fail(err)
+			}
+		}
+	}
+	return err
+}
+
+func receive(r io.Reader, streams [MaxStreams]*Merger, control func(Frame) error) error {
+	var last [MaxStreams]uint64
+	var seen [MaxStreams]bool
+	var ended [MaxStreams]bool
+	for {
+		f, err := ReadFrame(r, nil)
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			return fmt.Errorf("%w: it ended without its close frame", ErrConnLost)
+		case err != nil:
+			return err
+		}
+		switch f.Kind {
+		case KindClose:
+			return nil
+		case KindData, KindEOF:
+		default:
+			if control == nil {
+				return frameErr("unexpected %s frame", f.Kind)
+			}
+			if err := control(f); err != nil {
+				return err
+			}
+			continue
+		}
+		m := streams[f.Stream]
+		if m == nil {
+			return frameErr("%s frame of stream %d, which this end does not receive", f.Kind, f.Stream)
+		}
+		if ended[f.Stream] {
+			return frameErr("%s frame of stream %d after its end on this connection", f.Kind, f.Stream)
+		}
+		if f.Kind == KindEOF {
+			if seen[f.Stream] && f.Seq <= last[f.Stream] {
+				return frameErr("stream %d ended at %d on a connection that carried its frame %d", f.Stream, f.Seq, last[f.Stream])
+			}
+			ended[f.Stream] = true
+			if err := m.End(f.Seq); err != nil {
+				return err
+			}
+			continue
+		}
+		if seen[f.Stream] && f.Seq <= last[f.Stream] {
+			return frameErr("data frame %d of stream %d after its frame %d on one connection", f.Seq, f.Stream, last[f.Stream])
+		}
+		seen[f.Stream], last[f.Stream] = true, f.Seq
+		if err := m.Put(f.Seq, f.Payload); err != nil {
+			return err
+		}
+	}
+}
