@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/hpncp/hpncp/ends"
 	"github.com/hpncp/hpncp/sshconn"
 )
 
@@ -36,6 +35,16 @@ type Shell struct {
 	Stdout, Stderr io.Writer
 	// Logf, when not nil, receives the session's steps (-v).
 	Logf func(format string, args ...any)
+	// Helper is HelperAuto (a helper at the far end stripes the
+	// command's streams over several connections) or HelperNever ("":
+	// auto); HelperPath is the helper's command there
+	// (DefaultHelperPath when ""); Channels, when above 0, how many
+	// connections it stripes over.
+	Helper     string
+	HelperPath string
+	Channels   int
+
+	dialer *sshconn.Dialer
 }
 
 // RunShell connects and runs s's command, shell or subsystem with its
@@ -47,13 +56,21 @@ func RunShell(ctx context.Context, s Shell) error {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	c, err := ends.Dial(ctx, ends.Options{SSH: s.Conn.ssh()}, s.Host)
+	s.dialer = sshconn.NewDialer(s.Conn.ssh())
+	c, err := s.dialer.Dial(ctx, s.Host)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	if s.NoCommand {
 		return waitConnection(ctx, c, s.Host)
+	}
+	if s.Helper != HelperNever && !s.Subsystem && len(s.Command) > 0 {
+		if ran, err := runHelper(ctx, c, s, logf); ran || err != nil {
+			return err
+		}
+	} else if s.Helper == HelperNever {
+		logf("--helper never: running the command on one channel")
 	}
 	return runSession(ctx, c, s, logf)
 }

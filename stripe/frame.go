@@ -72,8 +72,9 @@ const (
 	// MaxPayload bounds a data frame's payload, and so what one frame
 	// read from the far end may make this end hold.
 	MaxPayload = 1 << 20
-	// MaxMessage bounds the payload of the frames that are not data.
-	MaxMessage = 4 << 10
+	// MaxMessage bounds the payload of the frames that are not data (a
+	// hello carries the remote command).
+	MaxMessage = 64 << 10
 	// MaxStreams bounds a frame's stream number.
 	MaxStreams = 3
 )

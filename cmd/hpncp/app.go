@@ -29,7 +29,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	words := args[min(1, len(args)):]
 	var opts copyOptions
-	subcommands := []*cli.Command{versionCommand(stdout), sshCommand(stdin, stdout, stderr), syncCommand(stdin, stdout, stderr), benchCommand(stdout, stderr), reportCommand(stdin, stdout, stderr), traceCommand(stdout), docsCommand()}
+	subcommands := []*cli.Command{versionCommand(stdout), sshCommand(stdin, stdout, stderr), syncCommand(stdin, stdout, stderr), benchCommand(stdout, stderr), reportCommand(stdin, stdout, stderr), traceCommand(stdout), docsCommand(), serveCommand(stdout, stderr)}
 	app := &cli.Command{
 		Name:                          "hpncp",
 		Usage:                         "copy files over SSH at link speed",
@@ -98,6 +98,10 @@ func isSubcommand(app *cli.Command, words []string) bool {
 		return false
 	case sub.Name == "version":
 		return len(words) == 1 || strings.HasPrefix(words[1], "-")
+	case sub.Name == "serve":
+		// The helper, as hpncp ssh starts it; a file named serve is
+		// copied.
+		return len(words) > 1 && strings.HasPrefix(words[1], "--protocol")
 	case sub.Name == "trace":
 		// A file named trace (strace's output) is copied, as before the
 		// subcommand was, unless plot follows.

@@ -36,6 +36,10 @@ type sshOptions struct {
 	Version       bool // -V
 	Help          bool
 
+	Helper     string // --helper: auto (the default) or never
+	HelperPath string // --helper-path: the helper's command at the far end
+	Channels   int    // --connections: the helper's connections (0: as the path asks)
+
 	Host    string
 	Command []string
 }
@@ -104,10 +108,25 @@ func parseSSHArgs(args []string) (*sshOptions, error) {
 				i++
 				continue
 			}
-			if len(a) < 2 || a[0] != '-' || a[1] == '-' {
-				if strings.HasPrefix(a, "--") {
+			if strings.HasPrefix(a, "--") {
+				name, v, hasValue := strings.Cut(a[2:], "=")
+				if !longSSHFlags[name] {
 					return usagef(sshUsageHint, "unknown ssh flag %s", a)
 				}
+				i++
+				if !hasValue {
+					if i == len(args) {
+						return usagef(sshUsageHint, "--%s needs a value", name)
+					}
+					v = args[i]
+					i++
+				}
+				if err := o.setLong(name, v); err != nil {
+					return err
+				}
+				continue
+			}
+			if len(a) < 2 || a[0] != '-' {
 				return nil
 			}
 			i++
@@ -158,6 +177,32 @@ func parseSSHArgs(args []string) (*sshOptions, error) {
 	}
 	o.Command = args[i:]
 	return o, o.check()
+}
+
+// longSSHFlags are hpncp ssh's own flags, beside ssh's: the helper's.
+var longSSHFlags = map[string]bool{"helper": true, "helper-path": true, "connections": true}
+
+// setLong applies one of hpncp ssh's own flags.
+func (o *sshOptions) setLong(name, v string) error {
+	switch name {
+	case "helper":
+		if v != job.HelperAuto && v != job.HelperNever {
+			return usagef("", "--helper %s: want auto or never", v)
+		}
+		o.Helper = v
+	case "helper-path":
+		if v == "" {
+			return usagef("", "--helper-path needs the helper's command at the far end")
+		}
+		o.HelperPath = v
+	case "connections":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxHelperChannels {
+			return usagef("", "--connections %s: want 1 to %d", v, maxHelperChannels)
+		}
+		o.Channels = n
+	}
+	return nil
 }
 
 func (o *sshOptions) setFlag(c byte) {
@@ -349,7 +394,8 @@ func runSSH(ctx context.Context, o *sshOptions, stdin io.Reader, stdout, stderr 
 		logf("-C: compression is not available (golang.org/x/crypto/ssh has none); continuing without")
 	}
 	s := job.Shell{Conn: c, Host: o.Host, Command: o.Command, Subsystem: o.Subsystem, NoCommand: o.NoCommand,
-		Stdin: stdin, Stdout: stdout, Stderr: stderr, Logf: logf}
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, Logf: logf,
+		Helper: o.Helper, HelperPath: o.HelperPath, Channels: o.Channels}
 	if o.NullStdin {
 		s.Stdin = nil
 	}
@@ -397,6 +443,19 @@ Flags (ssh's, with ssh's meaning):
   -C            accepted, but does nothing: golang.org/x/crypto/ssh has no
                 compression (rsync -z compresses better anyway).
 Other ssh flags (-t -A -X -L -R -D -W -f -M -S ...) are refused by name.
+
+hpncp's own flags:
+  --helper auto|never
+                auto (the default): where hpncp runs at the far end too
+                (on the remote PATH, or --helper-path), it stripes the
+                command's stdin and output over several connections, as
+                many as the round trip asks for, so that a long path
+                carries them at link speed; without one, or with never,
+                one channel, as ssh. -v says which.
+  --helper-path CMD
+                the helper's command at the far end [hpncp]
+  --connections N
+                stripe over N connections, not as many as the path asks
 
 Without a command, the remote login shell runs without a pseudo-terminal:
 fine for piped input, not for interactive use.

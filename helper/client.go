@@ -1,0 +1,217 @@
+package helper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hpncp/hpncp/stripe"
+)
+
+// Channel is one exec channel running the helper: its stdout (Read),
+// its stdin (Write), and Close.
+type Channel interface {
+	io.Reader
+	io.Writer
+	Close() error
+}
+
+// ErrNoHelper is wrapped by Hello's error when the channel's first bytes
+// are not a helper's hello (no helper there: the shell's "not found"),
+// so the command can be run the plain way; nothing of it ran.
+var ErrNoHelper = errors.New("no hpncp helper answered")
+
+// Start sends the client's hello on the first channel, which names the
+// command, and reads the helper's. Its error wraps ErrNoHelper where no
+// helper of this protocol answered: then nothing of the command ran.
+func Start(ch io.ReadWriter, command string) error {
+	if len(command)+2 > stripe.MaxMessage {
+		return fmt.Errorf("the command is %d bytes, more than the helper takes (%d)", len(command), stripe.MaxMessage-2)
+	}
+	hello := append([]byte{Protocol >> 8, Protocol & 0xff}, command...)
+	if err := stripe.WriteFrame(ch, stripe.Frame{Kind: stripe.KindHello, Payload: hello}); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoHelper, err)
+	}
+	return Hello(ch)
+}
+
+// Hello reads the helper's hello, the first frame on the first channel.
+func Hello(ch io.Reader) error {
+	f, err := stripe.ReadFrame(ch, nil)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrNoHelper, err)
+	case f.Kind == stripe.KindError:
+		return fmt.Errorf("%w: it said: %s", ErrNoHelper, f.Payload)
+	case f.Kind != stripe.KindHello || len(f.Payload) < 2:
+		return fmt.Errorf("%w: its first frame was %s", ErrNoHelper, f.Kind)
+	case int(f.Payload[0])<<8|int(f.Payload[1]) != Protocol:
+		return fmt.Errorf("%w: it speaks protocol %d, not %d", ErrNoHelper, int(f.Payload[0])<<8|int(f.Payload[1]), Protocol)
+	}
+	return nil
+}
+
+// Exit is how the remote command ended, as the helper said.
+type Exit struct {
+	Status int    // -1 when it ended by a signal
+	Signal string // the signal's name, without SIG
+}
+
+// parseExit reads a KindExit payload, "status N" or "signal NAME".
+func parseExit(p []byte) (Exit, error) {
+	word, rest, _ := strings.Cut(string(p), " ")
+	switch word {
+	case "status":
+		n, err := strconv.Atoi(rest)
+		if err == nil && 0 <= n && n <= 255 {
+			return Exit{Status: n}, nil
+		}
+	case "signal":
+		if rest != "" && len(rest) <= 16 && strings.IndexFunc(rest, func(r rune) bool {
+			return !('A' <= r && r <= 'Z' || '0' <= r && r <= '9')
+		}) < 0 {
+			return Exit{Status: -1, Signal: rest}, nil
+		}
+	}
+	return Exit{}, fmt.Errorf("%w: exit frame %q", stripe.ErrFrame, p)
+}
+
+// StripeOptions are a striped command's channels and local streams.
+type StripeOptions struct {
+	// Channels run the helper: the first, whose hello was read, and the
+	// others, joined to the job.
+	Channels []Channel
+	Stdin    io.Reader // nil: the command reads an end at once (-n)
+	Stdout   io.Writer
+	Stderr   io.Writer
+	Frame    int // stdin's frames (stripe.DefaultFrame when 0)
+	Budget   int // each output stream's reorder budget (stripe.DefaultBudget when 0)
+}
+
+// Stripe sends stdin over every channel and writes the command's output as
+// it comes back in order, until the command's exit. A channel lost, or a
+// frame out of place, is an error (the output stops where the bytes in
+// order stop), as is a command that ends without its exit reaching here.
+func Stripe(ctx context.Context, o StripeOptions) (Exit, error) {
+	out := stripe.NewMerger(stripe.Stdout, o.Budget)
+	errs := stripe.NewMerger(stripe.Stderr, o.Budget)
+	group := stripe.NewGroup(out, errs)
+	group.Add(len(o.Channels))
+	stop := context.AfterFunc(ctx, func() {
+		for _, ch := range o.Channels {
+			ch.Close()
+		}
+	})
+	defer stop()
+
+	var mu sync.Mutex
+	var exit *Exit
+	var remoteErr string
+	var recvErr error
+	firstDone := make(chan struct{})
+	for i, ch := range o.Channels {
+		control := func(f stripe.Frame) error {
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case f.Kind == stripe.KindExit && i == 0 && exit == nil:
+				e, err := parseExit(f.Payload)
+				if err != nil {
+					return err
+				}
+				exit = &e
+				return nil
+			case f.Kind == stripe.KindError && remoteErr == "":
+				remoteErr = string(f.Payload)
+				return fmt.Errorf("the helper gave up: %s", f.Payload)
+			}
+			return fmt.Errorf("%w: unexpected %s frame", stripe.ErrFrame, f.Kind)
+		}
+		go func() {
+			defer group.Done()
+			if i == 0 {
+				defer close(firstDone)
+			}
+			err := stripe.Receive(ch, [stripe.MaxStreams]*stripe.Merger{stripe.Stdout: out, stripe.Stderr: errs}, control)
+			if err != nil {
+				mu.Lock()
+				if recvErr == nil {
+					recvErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+
+	// stdin, striped; each channel's Close once its share is sent.
+	w := make([]io.Writer, len(o.Channels))
+	for i, ch := range o.Channels {
+		w[i] = stripe.Serial(ch)
+	}
+	if o.Stdin == nil {
+		stripe.WriteFrame(w[0], stripe.Frame{Kind: stripe.KindEOF, Stream: stripe.Stdin})
+		for _, wi := range w {
+			stripe.WriteClose(wi)
+		}
+	} else {
+		sender := stripe.NewSender(o.Stdin, stripe.Stdin, o.Frame)
+		for i := range w {
+			go func() {
+				if sender.Run(w[i]) == nil {
+					stripe.WriteClose(w[i])
+				}
+			}()
+		}
+	}
+
+	var wg sync.WaitGroup
+	var copyErr [2]error
+	for i, c := range []struct {
+		dst io.Writer
+		src *stripe.Merger
+	}{{o.Stdout, out}, {o.Stderr, errs}} {
+		wg.Go(func() {
+			if _, err := io.Copy(c.dst, c.src); err != nil {
+				copyErr[i] = err
+				// Nobody takes the output, or it broke: the channels go,
+				// and with them the command.
+				for _, ch := range o.Channels {
+					ch.Close()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return Exit{}, err
+	}
+	if err := errors.Join(copyErr[:]...); err != nil {
+		return Exit{}, err
+	}
+	// Both outputs ended in order; the exit comes on the first channel,
+	// before its Close, which ends its Receive.
+	select {
+	case <-firstDone:
+	case <-ctx.Done():
+		return Exit{}, ctx.Err()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// A channel lost is the job's loss, whatever came after: the helper
+	// stops a command whose stdin cannot be whole, and its exit says
+	// only that. A failed send of stdin is not: once the command has
+	// ended, its channels close under the sender (yes | head -1); a
+	// send lost before is a channel the helper saw lost, and it stops
+	// the command.
+	if recvErr != nil {
+		return Exit{}, recvErr
+	}
+	if exit == nil {
+		return Exit{}, errors.New("the helper ended without the command's exit status")
+	}
+	return *exit, nil
+}

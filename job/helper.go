@@ -1,0 +1,232 @@
+package job
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/hpncp/hpncp/helper"
+	"github.com/hpncp/hpncp/internal/vis"
+	"github.com/hpncp/hpncp/sshconn"
+)
+
+// The helper settings of hpncp ssh (--helper).
+const (
+	HelperAuto  = "auto"  // a helper present at the far end is used
+	HelperNever = "never" // one channel, as ssh
+)
+
+// DefaultHelperPath is the helper hpncp ssh runs at the far end when not
+// told another: hpncp on the remote user's PATH.
+const DefaultHelperPath = "hpncp"
+
+// helperRTTPerChannel is the round trip each further channel of a striped
+// command is for: a channel carries the far end's window (OpenSSH: 2 MiB)
+// per round trip, about 20 MB/s at 100 ms, and one per 12 ms of round
+// trip lets the channels together carry 1 Gbit/s with room for a slow
+// one. On a LAN one channel is what ssh has, and as fast.
+const helperRTTPerChannel = 12 * time.Millisecond
+
+// helperChannels is how many channels a striped command opens on a path of
+// rtt (0: unknown, one), unless told (n > 0).
+func helperChannels(n int, rtt time.Duration) int {
+	if n > 0 {
+		return n
+	}
+	if rtt <= 0 {
+		return 1
+	}
+	return min(max(int(math.Ceil(float64(rtt)/float64(helperRTTPerChannel))), 1), 16)
+}
+
+// helperExec is the exec command line of a helper's channel: the
+// helper's path (quoted for the remote shell) and words that need none.
+func helperExec(path, job string, channels int, join bool) string {
+	cmd := fmt.Sprintf("%s serve --protocol %d --job %s", shellWord(path), helper.Protocol, job)
+	if join {
+		return cmd + " --join"
+	}
+	return fmt.Sprintf("%s --channels %d", cmd, channels)
+}
+
+// shellWord quotes s for a POSIX shell where it is not a plain word.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./~") == "" && !strings.HasPrefix(s, "~") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// helperChannel is an exec channel running the helper, with the channel's
+// own stderr (the helper's messages, and the shell's where no helper is).
+type helperChannel struct {
+	ssh.Channel
+	conn *sshconn.Client // the connection it is on, closed with it unless it is the first
+	end  chan sessionEnd
+}
+
+func (h *helperChannel) Close() error {
+	err := h.Channel.Close()
+	if h.conn != nil {
+		h.conn.Close()
+	}
+	return err
+}
+
+// openHelper opens a session on c and runs the helper's command line in
+// it, with the environment ssh would send.
+func openHelper(c *sshconn.Client, host, line string, logf func(string, ...any)) (*helperChannel, error) {
+	ch, reqs, err := c.OpenChannel("session", nil)
+	if err != nil {
+		return nil, &sshconn.Error{Op: "open session on", Host: host, Err: err}
+	}
+	h := &helperChannel{Channel: ch, end: make(chan sessionEnd, 1)}
+	go func() { h.end <- readSessionEnd(reqs) }()
+	for _, kv := range c.Config.Environment(os.Environ()) {
+		if _, err := ch.SendRequest("env", false, ssh.Marshal(struct{ Name, Value string }{kv[0], kv[1]})); err != nil {
+			ch.Close()
+			return nil, &sshconn.Error{Op: "set environment on", Host: host, Err: err}
+		}
+	}
+	logf("starting the helper: %s", line)
+	ok, err := ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{line}))
+	if err == nil && !ok {
+		err = errors.New("the server refused it")
+	}
+	if err != nil {
+		ch.Close()
+		return nil, &sshconn.Error{Op: "start the helper on", Host: host, Err: err}
+	}
+	return h, nil
+}
+
+// newJobName is a job's name: 128 random bits, in hex.
+func newJobName() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// runHelper runs s's command through a helper at the far end, striped over
+// as many connections as the path asks for. It reports false, having run
+// nothing, where no helper of this protocol answered on c: the caller
+// then runs the command on one channel.
+func runHelper(ctx context.Context, c *sshconn.Client, s Shell, logf func(string, ...any)) (bool, error) {
+	name := newJobName()
+	rtt, _ := sshconn.TCPRTT(c.Transport)
+	n := helperChannels(s.Channels, rtt)
+	path := s.HelperPath
+	if path == "" {
+		path = DefaultHelperPath
+	}
+	first, err := openHelper(c, s.Host, helperExec(path, name, n, false), logf)
+	if err != nil {
+		return false, err
+	}
+	// The helper's own messages (and the shell's, where there is none)
+	// are held until it is known which: without a helper they are the
+	// shell's "not found", which -v alone shows.
+	var early strings.Builder
+	stderrDone := make(chan struct{})
+	var stderrMu sync.Mutex
+	var stderrTo io.Writer // nil until the helper answered
+	go func() {
+		defer close(stderrDone)
+		buf := make([]byte, 4096)
+		for {
+			k, err := first.Stderr().Read(buf)
+			if k > 0 {
+				stderrMu.Lock()
+				if stderrTo != nil {
+					stderrTo.Write([]byte(vis.Text(string(buf[:k]))))
+				} else if early.Len() < 4096 {
+					early.Write(buf[:k])
+				}
+				stderrMu.Unlock()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if err := helper.Start(first, strings.Join(s.Command, " ")); err != nil {
+		first.Close()
+		<-stderrDone
+		if errors.Is(err, helper.ErrNoHelper) {
+			logf("no helper at the far end (%v%s); running the command on one channel", err, quoted(early.String()))
+			return false, nil
+		}
+		return false, err
+	}
+	stderrMu.Lock()
+	stderrTo = s.Stderr
+	if early.Len() > 0 {
+		io.WriteString(s.Stderr, vis.Text(early.String()))
+	}
+	stderrMu.Unlock()
+
+	channels := []helper.Channel{first}
+	if n > 1 {
+		logf("striping over %d connections (round trip %v)", n, rtt.Round(time.Millisecond))
+		more := make([]*helperChannel, n-1)
+		var wg sync.WaitGroup
+		for i := range more {
+			wg.Go(func() {
+				conn, err := s.dialer.Dial(ctx, s.Host)
+				if err != nil {
+					logf("connection %d for the helper: %v", i+2, err)
+					return
+				}
+				h, err := openHelper(conn, s.Host, helperExec(path, name, n, true), logf)
+				if err != nil {
+					conn.Close()
+					logf("connection %d for the helper: %v", i+2, err)
+					return
+				}
+				h.conn = conn
+				go io.Copy(io.Discard, h.Stderr())
+				more[i] = h
+			})
+		}
+		wg.Wait()
+		for _, h := range more {
+			if h != nil {
+				channels = append(channels, h)
+			}
+		}
+	}
+	var stdin io.Reader
+	if s.Stdin != nil {
+		stdin = s.Stdin
+	}
+	exit, err := helper.Stripe(ctx, helper.StripeOptions{Channels: channels, Stdin: stdin, Stdout: s.Stdout, Stderr: s.Stderr})
+	for _, ch := range channels {
+		ch.Close()
+	}
+	if ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	if err != nil {
+		return true, &sshconn.Error{Op: "run command through the helper on", Host: s.Host, Err: err}
+	}
+	return true, sessionEnd{status: exit.Status, signal: exit.Signal}.result(s.Host, logf)
+}
+
+// quoted is ": " and text, escaped for a terminal, where there is any.
+func quoted(text string) string {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return ""
+	}
+	return ": " + vis.Text(text)
+}
