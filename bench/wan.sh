@@ -43,8 +43,13 @@
 #                 any congestion control (hpncp's --cc auto sets bbr on
 #                 an upload) and socket buffers past rmem_max/wmem_max
 #   --loss        a variant: random loss per packet and direction (0.01%)
-#   --tools      any of: scp scp-O sftp rsync rsync-hpn hpnd hpn hpn-sync
-#                (rsync-hpn is rsync -e 'hpncp ssh', hpn-sync hpncp sync
+#   --tools      any of: scp scp-O sftp rsync rsync-hpn rsync-helper ssh-cat
+#                helper-cat hpnd hpn hpn-sync
+#                (rsync-hpn is rsync -e 'hpncp ssh' with no helper at the far
+#                end, rsync-helper the same with the hpncp under test there
+#                as its helper (--helper-path), ssh-cat and helper-cat
+#                `hpncp ssh bench 'cat > f' < file` up and `cat f > file`
+#                down, without and with the helper; hpn-sync hpncp sync
 #                of the file to a target that is not there, so sent
 #                whole); with --before, also hpn-before;
 #                the parallel peers mscp (-n 16), mscp-a64 (-n 8 -a 64),
@@ -217,6 +222,18 @@ copy() {
 		;;
 	rsync) client rsync -e "ssh -F $cfg" "$from" "$to" ;;
 	rsync-hpn) client rsync -e "$hpncp_bin ssh -F $cfg" "$from" "$to" ;;
+	rsync-helper) client rsync -e "$hpncp_bin ssh -F $cfg --helper-path $hpncp_bin" "$from" "$to" ;;
+	ssh-cat | helper-cat)
+		# A command's stdin and stdout: hpncp ssh without (ssh-cat) and
+		# with (helper-cat) the helper at the far end.
+		local via=(--helper never)
+		[ "$tool" = ssh-cat ] || via=(--helper-path "$hpncp_bin")
+		if [ "$dir" = up ]; then
+			client "$hpncp_bin" ssh -F "$cfg" "${via[@]}" bench "cat > $work/remote/$name" <"$src"
+		else
+			client sh -c '"$@" > "$0"' "$work/local/$name" "$hpncp_bin" ssh -F "$cfg" "${via[@]}" bench "cat $src"
+		fi
+		;;
 	hpnd) client "$hpncp_bin" -F "$cfg" -q --hpn-disabled "$from" "$to" ;;
 	hpn) client "$hpncp_bin" -F "$cfg" -q "$from" "$to" ;;
 	hpn-before) client "$before_bin" -F "$cfg" -q "$from" "$to" ;;
@@ -290,7 +307,7 @@ for case in $cases; do
 			for tool in $tools; do
 				sz=$size_bytes
 				case $tool in
-				hpn | hpn-before | hpn-sync | mscp | mscp-a64 | hpnssh) slow= ;;
+				hpn | hpn-before | hpn-sync | mscp | mscp-a64 | hpnssh | rsync-helper | helper-cat) slow= ;;
 				*) slow=1 ;;
 				esac
 				if [ -n "$slow" ] && [ "$rtt" != lo ] && [ "$rtt" -ge 50 ]; then

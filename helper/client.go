@@ -85,11 +85,16 @@ type StripeOptions struct {
 	// Channels run the helper: the first, whose hello was read, and the
 	// others, joined to the job.
 	Channels []Channel
-	Stdin    io.Reader // nil: the command reads an end at once (-n)
-	Stdout   io.Writer
-	Stderr   io.Writer
-	Frame    int // stdin's frames (stripe.DefaultFrame when 0)
-	Budget   int // each output stream's reorder budget (stripe.DefaultBudget when 0)
+	// More, when not nil, brings channels that join while the command
+	// runs (the further connections' dials take some ten round trips,
+	// which the first channel spends carrying the streams); it is closed
+	// once no more will come.
+	More   <-chan Channel
+	Stdin  io.Reader // nil: the command reads an end at once (-n)
+	Stdout io.Writer
+	Stderr io.Writer
+	Frame  int // stdin's frames (stripe.DefaultFrame when 0)
+	Budget int // each output stream's reorder budget (stripe.DefaultBudget when 0)
 }
 
 // Stripe sends stdin over every channel and writes the command's output as
@@ -100,40 +105,62 @@ func Stripe(ctx context.Context, o StripeOptions) (Exit, error) {
 	out := stripe.NewMerger(stripe.Stdout, o.Budget)
 	errs := stripe.NewMerger(stripe.Stderr, o.Budget)
 	group := stripe.NewGroup(out, errs)
-	group.Add(len(o.Channels))
-	stop := context.AfterFunc(ctx, func() {
-		for _, ch := range o.Channels {
-			ch.Close()
-		}
-	})
-	defer stop()
 
 	var mu sync.Mutex
+	var chans []Channel
+	closed := false
+	closeAll := func() {
+		mu.Lock()
+		closed = true
+		all := chans
+		mu.Unlock()
+		for _, ch := range all {
+			ch.Close()
+		}
+	}
+	stop := context.AfterFunc(ctx, closeAll)
+	defer stop()
+	// The channels end with the command; one that joins later is closed
+	// as it comes.
+	defer closeAll()
+
 	var exit *Exit
-	var remoteErr string
 	var recvErr error
 	firstDone := make(chan struct{})
-	for i, ch := range o.Channels {
+	var sender *stripe.Sender
+	if o.Stdin != nil {
+		sender = stripe.NewSender(o.Stdin, stripe.Stdin, o.Frame)
+	}
+	// add starts ch's frames: its output in, its share of stdin out.
+	add := func(ch Channel, first bool) {
+		mu.Lock()
+		if closed {
+			mu.Unlock()
+			ch.Close()
+			return
+		}
+		chans = append(chans, ch)
+		mu.Unlock()
+		group.Add(1)
 		control := func(f stripe.Frame) error {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case f.Kind == stripe.KindExit && i == 0 && exit == nil:
+			case f.Kind == stripe.KindExit && first && exit == nil:
 				e, err := parseExit(f.Payload)
 				if err != nil {
 					return err
 				}
 				exit = &e
 				return nil
-			case f.Kind == stripe.KindError && remoteErr == "":
-				remoteErr = string(f.Payload)
+			case f.Kind == stripe.KindError:
 				return fmt.Errorf("the helper gave up: %s", f.Payload)
 			}
 			return fmt.Errorf("%w: unexpected %s frame", stripe.ErrFrame, f.Kind)
 		}
 		go func() {
 			defer group.Done()
-			if i == 0 {
+			if first {
 				defer close(firstDone)
 			}
 			err := stripe.Receive(ch, [stripe.MaxStreams]*stripe.Merger{stripe.Stdout: out, stripe.Stderr: errs}, control)
@@ -145,27 +172,34 @@ func Stripe(ctx context.Context, o StripeOptions) (Exit, error) {
 				mu.Unlock()
 			}
 		}()
+		w := stripe.Serial(ch)
+		if sender == nil {
+			if first {
+				stripe.WriteFrame(w, stripe.Frame{Kind: stripe.KindEOF, Stream: stripe.Stdin})
+			}
+			stripe.WriteClose(w)
+			return
+		}
+		go func() {
+			if sender.Run(w) == nil {
+				stripe.WriteClose(w)
+			}
+		}()
 	}
-
-	// stdin, striped; each channel's Close once its share is sent.
-	w := make([]io.Writer, len(o.Channels))
+	if o.More != nil {
+		// The channels to come count as one until the last has come.
+		group.Add(1)
+	}
 	for i, ch := range o.Channels {
-		w[i] = stripe.Serial(ch)
+		add(ch, i == 0)
 	}
-	if o.Stdin == nil {
-		stripe.WriteFrame(w[0], stripe.Frame{Kind: stripe.KindEOF, Stream: stripe.Stdin})
-		for _, wi := range w {
-			stripe.WriteClose(wi)
-		}
-	} else {
-		sender := stripe.NewSender(o.Stdin, stripe.Stdin, o.Frame)
-		for i := range w {
-			go func() {
-				if sender.Run(w[i]) == nil {
-					stripe.WriteClose(w[i])
-				}
-			}()
-		}
+	if o.More != nil {
+		go func() {
+			defer group.Done()
+			for ch := range o.More {
+				add(ch, false)
+			}
+		}()
 	}
 
 	var wg sync.WaitGroup
@@ -179,9 +213,7 @@ func Stripe(ctx context.Context, o StripeOptions) (Exit, error) {
 				copyErr[i] = err
 				// Nobody takes the output, or it broke: the channels go,
 				// and with them the command.
-				for _, ch := range o.Channels {
-					ch.Close()
-				}
+				closeAll()
 			}
 		})
 	}

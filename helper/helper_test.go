@@ -95,11 +95,17 @@ func runStriped(t *testing.T, n int, command string, stdin io.Reader, cut func([
 		cut(chans)
 	}
 	var out, errOut bytes.Buffer
-	chs := make([]Channel, len(chans))
-	for i, c := range chans {
-		chs[i] = c
-	}
-	exit, err := Stripe(ctx, StripeOptions{Channels: chs, Stdin: stdin, Stdout: &out, Stderr: &errOut, Frame: 64 << 10})
+	// The channels after the first join while the command runs, as the
+	// further connections' dials end.
+	more := make(chan Channel)
+	go func() {
+		for _, c := range chans[1:] {
+			time.Sleep(10 * time.Millisecond)
+			more <- c
+		}
+		close(more)
+	}()
+	exit, err := Stripe(ctx, StripeOptions{Channels: []Channel{first}, More: more, Stdin: stdin, Stdout: &out, Stderr: &errOut, Frame: 64 << 10})
 	for _, c := range chans {
 		c.Close()
 	}

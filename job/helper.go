@@ -175,14 +175,18 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, logf func(string
 	}
 	stderrMu.Unlock()
 
-	channels := []helper.Channel{first}
+	// The further connections are dialed while the first channel
+	// carries the streams, and join as they come.
+	var more chan helper.Channel
+	dialCtx, stopDials := context.WithCancel(ctx)
+	defer stopDials()
+	var dials sync.WaitGroup
 	if n > 1 {
 		logf("striping over %d connections (round trip %v)", n, rtt.Round(time.Millisecond))
-		more := make([]*helperChannel, n-1)
-		var wg sync.WaitGroup
-		for i := range more {
-			wg.Go(func() {
-				conn, err := s.dialer.Dial(ctx, s.Host)
+		more = make(chan helper.Channel, n-1)
+		for i := range n - 1 {
+			dials.Go(func() {
+				conn, err := s.dialer.Dial(dialCtx, s.Host)
 				if err != nil {
 					logf("connection %d for the helper: %v", i+2, err)
 					return
@@ -195,23 +199,28 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, logf func(string
 				}
 				h.conn = conn
 				go io.Copy(io.Discard, h.Stderr())
-				more[i] = h
+				more <- h
 			})
 		}
-		wg.Wait()
-		for _, h := range more {
-			if h != nil {
-				channels = append(channels, h)
-			}
-		}
+		go func() {
+			dials.Wait()
+			close(more)
+		}()
 	}
 	var stdin io.Reader
 	if s.Stdin != nil {
 		stdin = s.Stdin
 	}
-	exit, err := helper.Stripe(ctx, helper.StripeOptions{Channels: channels, Stdin: stdin, Stdout: s.Stdout, Stderr: s.Stderr})
-	for _, ch := range channels {
-		ch.Close()
+	exit, err := helper.Stripe(ctx, helper.StripeOptions{Channels: []helper.Channel{first}, More: more,
+		Stdin: stdin, Stdout: s.Stdout, Stderr: s.Stderr})
+	first.Close()
+	stopDials()
+	if more != nil {
+		// Stripe closed those it took, and closes any it takes from
+		// now on; what it does not take is closed here.
+		for ch := range more {
+			ch.Close()
+		}
 	}
 	if ctx.Err() != nil {
 		return true, ctx.Err()
