@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hpncp/hpncp/stripe"
 )
 
@@ -444,14 +446,15 @@ func Join(ctx context.Context, name string, stdin, stdout *os.File) error {
 	}
 	var uc *net.UnixConn
 	// The first channel's process makes the socket; a join that comes
-	// first waits a little for it.
+	// first (its connection was dialed beside the first one) waits for
+	// it, until the client gives up on this channel or the job is over.
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: path, Net: "unix"})
 		if err == nil {
 			uc = c
 			break
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || hungUp(stdin) {
 			return fmt.Errorf("helper: join job %s: %w", name, err)
 		}
 		select {
@@ -469,4 +472,12 @@ func Join(ctx context.Context, name string, stdin, stdout *os.File) error {
 	// then this process stays, or sshd would stop the channel's input.
 	io.Copy(io.Discard, uc)
 	return nil
+}
+
+// hungUp reports whether f, a channel's stdin, was closed at the far end:
+// the client closed the channel. Pending input is left unread.
+func hungUp(f *os.File) bool {
+	fds := []unix.PollFd{{Fd: int32(f.Fd())}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hpncp/hpncp/helper"
+	"github.com/hpncp/hpncp/internal/recommend"
 	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/sshconn"
 )
@@ -117,18 +118,107 @@ func newJobName() string {
 	return hex.EncodeToString(b)
 }
 
+// joiners dials a striped command's further connections and runs the
+// helper's --join on each; they come on more as they are ready, and more
+// is closed once every dial has ended.
+type joiners struct {
+	name string
+	n    int // channels in all, the first with them
+	more chan helper.Channel
+	stop context.CancelFunc
+}
+
+// dialJoiners starts n-1 dials for job name.
+func dialJoiners(ctx context.Context, s Shell, path, name string, n int, logf func(string, ...any)) *joiners {
+	ctx, stop := context.WithCancel(ctx)
+	j := &joiners{name: name, n: n, more: make(chan helper.Channel, n-1), stop: stop}
+	var dials sync.WaitGroup
+	for i := range n - 1 {
+		dials.Go(func() {
+			conn, err := s.dialer.Dial(ctx, s.Host)
+			if err != nil {
+				logf("connection %d for the helper: %v", i+2, err)
+				return
+			}
+			h, err := openHelper(conn, s.Host, helperExec(path, name, n, true), logf)
+			if err != nil {
+				conn.Close()
+				logf("connection %d for the helper: %v", i+2, err)
+				return
+			}
+			h.conn = conn
+			go io.Copy(io.Discard, h.Stderr())
+			j.more <- h
+		})
+	}
+	go func() {
+		dials.Wait()
+		close(j.more)
+	}()
+	return j
+}
+
+// close stops the dials and closes what no one took.
+func (j *joiners) close() {
+	j.stop()
+	for ch := range j.more {
+		ch.Close()
+	}
+}
+
+// helperKey is s's destination as the helper record names it, "" where
+// it cannot be resolved (the dial then says why).
+func helperKey(ctx context.Context, s Shell) string {
+	so := s.Conn.ssh()
+	so.Logf, so.Warnf = nil, nil
+	cfg, err := sshconn.Resolve(ctx, s.Host, so)
+	if err != nil {
+		return ""
+	}
+	return recommend.Key(cfg.User, cfg.HostName, cfg.Port)
+}
+
+// helperAhead starts, where a helper answered at s's destination last
+// time on a path that asked for more than one connection, the striped
+// command's further dials now, beside the first connection's: at 100 ms
+// that is some ten round trips sooner than after the helper's hello.
+// nil where nothing is remembered.
+func helperAhead(ctx context.Context, s Shell, key string, logf func(string, ...any)) *joiners {
+	if key == "" {
+		return nil
+	}
+	seen, ok := recommend.LoadHelper(key)
+	if !ok || seen.Protocol != helper.Protocol {
+		return nil
+	}
+	n := helperChannels(s.Channels, time.Duration(seen.RTTms*float64(time.Millisecond)))
+	if n < 2 {
+		return nil
+	}
+	logf("a helper answered here before: dialing %d more connections beside the first", n-1)
+	return dialJoiners(ctx, s, s.helperPath(), newJobName(), n, logf)
+}
+
+func (s Shell) helperPath() string {
+	if s.HelperPath == "" {
+		return DefaultHelperPath
+	}
+	return s.HelperPath
+}
+
 // runHelper runs s's command through a helper at the far end, striped over
-// as many connections as the path asks for. It reports false, having run
-// nothing, where no helper of this protocol answered on c: the caller
-// then runs the command on one channel.
-func runHelper(ctx context.Context, c *sshconn.Client, s Shell, logf func(string, ...any)) (bool, error) {
-	name := newJobName()
+// as many connections as the path asks for (ahead: those dialed already).
+// It reports false, having run nothing, where no helper of this protocol
+// answered on c: the caller then runs the command on one channel.
+func runHelper(ctx context.Context, c *sshconn.Client, s Shell, key string, ahead *joiners, logf func(string, ...any)) (bool, error) {
 	rtt, _ := sshconn.TCPRTT(c.Transport)
 	n := helperChannels(s.Channels, rtt)
-	path := s.HelperPath
-	if path == "" {
-		path = DefaultHelperPath
+	name := newJobName()
+	if ahead != nil {
+		defer ahead.close()
+		name, n = ahead.name, ahead.n
 	}
+	path := s.helperPath()
 	first, err := openHelper(c, s.Host, helperExec(path, name, n, false), logf)
 	if err != nil {
 		return false, err
@@ -164,6 +254,9 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, logf func(string
 		<-stderrDone
 		if errors.Is(err, helper.ErrNoHelper) {
 			logf("no helper at the far end (%v%s); running the command on one channel", err, quoted(early.String()))
+			if key != "" {
+				recommend.ForgetHelper(key)
+			}
 			return false, nil
 		}
 		return false, err
@@ -174,38 +267,25 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, logf func(string
 		io.WriteString(s.Stderr, vis.Text(early.String()))
 	}
 	stderrMu.Unlock()
+	if key != "" && rtt > 0 {
+		if err := recommend.SaveHelper(key, recommend.Helper{Protocol: helper.Protocol,
+			RTTms: float64(rtt) / float64(time.Millisecond), Seen: time.Now().UTC()}); err != nil {
+			logf("%v", err)
+		}
+	}
 
-	// The further connections are dialed while the first channel
-	// carries the streams, and join as they come.
-	var more chan helper.Channel
-	dialCtx, stopDials := context.WithCancel(ctx)
-	defer stopDials()
-	var dials sync.WaitGroup
+	// The further connections, dialed ahead or now, join as they come
+	// while the first channel carries the streams.
+	more := (chan helper.Channel)(nil)
+	if ahead != nil {
+		more = ahead.more
+	} else if n > 1 {
+		j := dialJoiners(ctx, s, path, name, n, logf)
+		defer j.close()
+		more = j.more
+	}
 	if n > 1 {
 		logf("striping over %d connections (round trip %v)", n, rtt.Round(time.Millisecond))
-		more = make(chan helper.Channel, n-1)
-		for i := range n - 1 {
-			dials.Go(func() {
-				conn, err := s.dialer.Dial(dialCtx, s.Host)
-				if err != nil {
-					logf("connection %d for the helper: %v", i+2, err)
-					return
-				}
-				h, err := openHelper(conn, s.Host, helperExec(path, name, n, true), logf)
-				if err != nil {
-					conn.Close()
-					logf("connection %d for the helper: %v", i+2, err)
-					return
-				}
-				h.conn = conn
-				go io.Copy(io.Discard, h.Stderr())
-				more <- h
-			})
-		}
-		go func() {
-			dials.Wait()
-			close(more)
-		}()
 	}
 	var stdin io.Reader
 	if s.Stdin != nil {
@@ -214,14 +294,6 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, logf func(string
 	exit, err := helper.Stripe(ctx, helper.StripeOptions{Channels: []helper.Channel{first}, More: more,
 		Stdin: stdin, Stdout: s.Stdout, Stderr: s.Stderr})
 	first.Close()
-	stopDials()
-	if more != nil {
-		// Stripe closed those it took, and closes any it takes from
-		// now on; what it does not take is closed here.
-		for ch := range more {
-			ch.Close()
-		}
-	}
 	if ctx.Err() != nil {
 		return true, ctx.Err()
 	}

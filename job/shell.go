@@ -57,16 +57,26 @@ func RunShell(ctx context.Context, s Shell) error {
 		logf = func(string, ...any) {}
 	}
 	s.dialer = sshconn.NewDialer(s.Conn.ssh())
+	striped := s.Helper != HelperNever && !s.Subsystem && !s.NoCommand && len(s.Command) > 0
+	var key string
+	var ahead *joiners
+	if striped {
+		key = helperKey(ctx, s)
+		ahead = helperAhead(ctx, s, key, logf)
+	}
 	c, err := s.dialer.Dial(ctx, s.Host)
 	if err != nil {
+		if ahead != nil {
+			ahead.close()
+		}
 		return err
 	}
 	defer c.Close()
 	if s.NoCommand {
 		return waitConnection(ctx, c, s.Host)
 	}
-	if s.Helper != HelperNever && !s.Subsystem && len(s.Command) > 0 {
-		if ran, err := runHelper(ctx, c, s, logf); ran || err != nil {
+	if striped {
+		if ran, err := runHelper(ctx, c, s, key, ahead, logf); ran || err != nil {
 			return err
 		}
 	} else if s.Helper == HelperNever {

@@ -30,6 +30,9 @@ func helperServer(t *testing.T) (srv *sshdtest.Server, bin string, ssh []string)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	bin = buildHpncp(t, dir)
+	// hpncp ssh remembers a destination's helper in the cache (set after
+	// the build, whose own cache the variable would move).
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	run := filepath.Join(dir, "run")
 	if err := os.Mkdir(run, 0o700); err != nil {
 		t.Fatal(err)
@@ -76,8 +79,16 @@ func TestHelperStripesCommandE2E(t *testing.T) {
 		t.Fatalf("the file the command wrote: %d bytes of %d, not the same (%v)", len(got), len(data), err)
 	}
 
-	down := append(append([]string{}, ssh...), "--connections", "3", "e2e", "cat "+target+"; echo on-stderr >&2")
+	// The helper answered: the next run dials its connections beside
+	// the first.
+	down := append(append([]string{}, ssh...), "--connections", "3", "-v", "e2e", "cat "+target+"; echo on-stderr >&2")
 	stdout, stderr, err := runSSHArgs(ctx, "hpncp", down, nil)
+	if !strings.Contains(stderr, "a helper answered here before: dialing 2 more connections") {
+		t.Errorf("-v does not say the connections were dialed ahead:\n%s", stderr)
+	}
+	stderr = stderr[strings.LastIndex(stderr, "hpncp: striping"):]
+	stderr = stderr[strings.Index(stderr, "\n")+1:]
+	stderr = strings.TrimSuffix(stderr, "hpncp: remote command exited with status 0\n")
 	if err != nil || sha256.Sum256([]byte(stdout)) != sha256.Sum256(data) {
 		t.Fatalf("cat f through the helper: %d bytes of %d, %v", len(stdout), len(data), err)
 	}
@@ -94,6 +105,19 @@ func TestHelperStripesCommandE2E(t *testing.T) {
 		if !errors.As(err, &re) || re.ExitCode() != c.want {
 			t.Errorf("%q through the helper: %v, want exit code %d", c.cmd, err, c.want)
 		}
+	}
+
+	// The helper remembered is gone: the connections dialed ahead for it
+	// are closed, and the command runs once, on one channel.
+	gone := append([]string{}, ssh...)
+	gone[2] = "/nonexistent/hpncp"
+	count := filepath.Join(t.TempDir(), "runs")
+	stdout, stderr, err = runSSHArgs(ctx, "hpncp", append(gone, "--connections", "3", "-v", "e2e", "echo run >> "+count+"; cat"), strings.NewReader("x\n"))
+	if err != nil || stdout != "x\n" || !strings.Contains(stderr, "dialing 2 more connections") || !strings.Contains(stderr, "one channel") {
+		t.Fatalf("a helper remembered and gone: %q, %v\n%s", stdout, err, stderr)
+	}
+	if runs, _ := os.ReadFile(count); string(runs) != "run\n" {
+		t.Errorf("the command ran %q, want once", runs)
 	}
 	_ = srv
 }

@@ -4,7 +4,8 @@
 // and port the ssh configuration resolves it to, so that every alias of
 // one server shares its measurement and two aliases of different servers
 // do not; files from before keys were resolved are named by the host as
-// typed, and callers may still look those up by that name. It is apart from the benchmark so that a copy, which reads
+// typed, and callers may still look those up by that name. Beside it,
+// what hpncp ssh last found of the destination's helper (Helper). It is apart from the benchmark so that a copy, which reads
 // the store on every run, does not carry the benchmark with it.
 package recommend
 
@@ -111,16 +112,25 @@ func Save(key string, r Recommendation) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+	if err := saveJSON(p, r); err != nil {
 		return fmt.Errorf("save recommendation for %s: %w", key, err)
 	}
-	b, err := json.MarshalIndent(r, "", "  ")
+	return nil
+}
+
+// saveJSON writes v to p as JSON under a temporary name, then renames it;
+// the directory is made owner-only where it is missing.
+func saveJSON(p string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return fmt.Errorf("save recommendation for %s: %w", key, err)
+		return err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")
 	if err != nil {
-		return fmt.Errorf("save recommendation for %s: %w", key, err)
+		return err
 	}
 	_, err = tmp.Write(append(b, '\n'))
 	if cerr := tmp.Close(); err == nil {
@@ -131,7 +141,7 @@ func Save(key string, r Recommendation) error {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return fmt.Errorf("save recommendation for %s to %s: %w", key, p, err)
+		return fmt.Errorf("%s: %w", p, err)
 	}
 	return nil
 }
@@ -170,4 +180,66 @@ func Forget(key string) (bool, error) {
 		return false, fmt.Errorf("forget recommendation for %s: %w", key, err)
 	}
 	return true, nil
+}
+
+// Helper is what hpncp ssh last found of a destination's helper (hpncp
+// serve at the far end): with it, the next hpncp ssh there dials the
+// striped command's further connections beside the first rather than
+// after the helper's hello, some ten round trips sooner.
+type Helper struct {
+	Protocol int       `json:"protocol"`
+	RTTms    float64   `json:"rtt_ms"` // the path's round trip then
+	Seen     time.Time `json:"seen"`
+}
+
+// helperPath is where key's helper record lives, beside its
+// recommendation: hostsDir/<key>.helper.json.
+func helperPath(key string) (string, error) {
+	p, err := cachePath(key)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(p, ".json") + ".helper.json", nil
+}
+
+// SaveHelper stores h under key.
+func SaveHelper(key string, h Helper) error {
+	p, err := helperPath(key)
+	if err != nil {
+		return err
+	}
+	if err := saveJSON(p, h); err != nil {
+		return fmt.Errorf("remember the helper of %s: %w", key, err)
+	}
+	return nil
+}
+
+// LoadHelper is the helper record stored under key, false when there is
+// none or it cannot be read.
+func LoadHelper(key string) (Helper, bool) {
+	p, err := helperPath(key)
+	if err != nil {
+		return Helper{}, false
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return Helper{}, false
+	}
+	var h Helper
+	if err := json.Unmarshal(b, &h); err != nil || h.Protocol <= 0 || h.RTTms < 0 {
+		return Helper{}, false
+	}
+	return h, true
+}
+
+// ForgetHelper removes key's helper record, if there is one.
+func ForgetHelper(key string) error {
+	p, err := helperPath(key)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("forget the helper of %s: %w", key, err)
+	}
+	return nil
 }
