@@ -46,8 +46,11 @@ build:
 # against a real sshd, under cut, reset, stalled and slowed connections,
 # FAULT_PARALLEL at once; prints the counts per case, and each violation
 # with the command that re-runs it. make test runs a fixed few; this runs
-# thousands (about 30 minutes with the defaults).
+# thousands (about 30 minutes with the defaults). Then STRIPE_FAULT_TRIALS
+# striped commands through the helper (helper/faults_test.go), one channel
+# cut or stalled at a seeded byte, both ways.
 FAULT_TRIALS ?= 100
+STRIPE_FAULT_TRIALS ?= 1000
 FAULT_SSHD_TRIALS ?= 5
 FAULT_SEED ?= 1
 FAULT_PARALLEL ?= 4
@@ -57,7 +60,10 @@ faults:
 	HPNCP_E2E=$(HPNCP_E2E) HPNCP_FAULT_TRIALS=$(FAULT_TRIALS) HPNCP_FAULT_SSHD_TRIALS=$(FAULT_SSHD_TRIALS) \
 		HPNCP_FAULT_SEED=$(FAULT_SEED) HPNCP_FAULT_REPORT=$$report \
 		$(GO) test -count=1 -timeout 6h -parallel $(FAULT_PARALLEL) -run '^TestFaults(SSHD)?$$' ./cmd/hpncp; \
-	status=$$?; cat $$report; rm -f $$report; exit $$status
+	status=$$?; cat $$report; rm -f $$report; \
+	HPNCP_STRIPE_FAULT_TRIALS=$(STRIPE_FAULT_TRIALS) HPNCP_FAULT_SEED=$(FAULT_SEED) \
+		$(GO) test -count=1 -timeout 2h -v -run '^TestStripedFaults$$' ./helper || status=1; \
+	exit $$status
 
 # Confinement trials (cmd/hpncp/confine_test.go): CONFINE_TRIALS seeded
 # sequences of hostile trees and runs against internal/hostile, from

@@ -60,6 +60,12 @@ func newJob(t *testing.T) string {
 // pipes, the first led and the others joined, with stdin; it returns the
 // command's output, its exit and Stripe's error.
 func runStriped(t *testing.T, n int, command string, stdin io.Reader, cut func([]*pipeChan)) (string, string, Exit, error) {
+	return runStripedVia(t, n, command, stdin, cut, nil)
+}
+
+// runStripedVia is runStriped with the client's channels seen through
+// wrap (nil: as they are), which may inject faults.
+func runStripedVia(t *testing.T, n int, command string, stdin io.Reader, cut func([]*pipeChan), wrap func(int, *pipeChan) Channel) (string, string, Exit, error) {
 	t.Helper()
 	dir, err := os.MkdirTemp("/tmp", "hpncp-helper-test")
 	if err != nil {
@@ -97,15 +103,21 @@ func runStriped(t *testing.T, n int, command string, stdin io.Reader, cut func([
 	var out, errOut bytes.Buffer
 	// The channels after the first join while the command runs, as the
 	// further connections' dials end.
+	via := func(i int, c *pipeChan) Channel {
+		if wrap == nil {
+			return c
+		}
+		return wrap(i, c)
+	}
 	more := make(chan Channel)
 	go func() {
-		for _, c := range chans[1:] {
+		for i, c := range chans[1:] {
 			time.Sleep(10 * time.Millisecond)
-			more <- c
+			more <- via(i+1, c)
 		}
 		close(more)
 	}()
-	exit, err := Stripe(ctx, StripeOptions{Channels: []Channel{first}, More: more, Stdin: stdin, Stdout: &out, Stderr: &errOut, Frame: 64 << 10})
+	exit, err := Stripe(ctx, StripeOptions{Channels: []Channel{via(0, first)}, More: more, Stdin: stdin, Stdout: &out, Stderr: &errOut, Frame: 64 << 10})
 	for _, c := range chans {
 		c.Close()
 	}
