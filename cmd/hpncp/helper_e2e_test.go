@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/internal/sshdtest"
+	"github.com/hpncp/hpncp/internal/testenv"
 	"github.com/hpncp/hpncp/job"
 )
 
@@ -29,7 +30,7 @@ func helperServer(t *testing.T) (srv *sshdtest.Server, bin string, ssh []string)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	bin = buildHpncp(t, dir)
+	bin = testenv.BuildHpncp(t, dir)
 	// hpncp ssh remembers a destination's helper in the cache (set after
 	// the build, whose own cache the variable would move).
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
@@ -38,22 +39,6 @@ func helperServer(t *testing.T) (srv *sshdtest.Server, bin string, ssh []string)
 		t.Fatal(err)
 	}
 	return srv, bin, []string{"ssh", "--helper-path", bin, "-o", "SetEnv=XDG_RUNTIME_DIR=" + run, "-F", srv.ConfigFile}
-}
-
-// buildHpncp builds cmd/hpncp into dir and returns its path.
-func buildHpncp(t *testing.T, dir string) string {
-	t.Helper()
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("build hpncp: %v", err)
-	}
-	bin := filepath.Join(dir, "hpncp")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, gobin, "build", "-o", bin, "github.com/hpncp/hpncp/cmd/hpncp").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/hpncp: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // TestHelperStripesCommandE2E: hpncp ssh with an hpncp helper at the far

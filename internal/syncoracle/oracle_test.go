@@ -71,7 +71,7 @@ func TestSyncAgainstRsync(t *testing.T) {
 	})
 	t.Run("hpncp", func(t *testing.T) {
 		t.Parallel()
-		bin := buildHpncp(t, dir)
+		bin := testenv.BuildHpncp(t, dir)
 		// Today's hpncp reads "sync" as a file to copy, and fails.
 		out, err := exec.Command(bin, "sync", "--help").CombinedOutput()
 		if !syncLanded && os.Getenv("SYNCORACLE_HPNCP") != "1" {
@@ -294,22 +294,6 @@ func catchWrongTools(t *testing.T, refs *references, rsync Tool) {
 			})
 		}
 	}
-}
-
-// buildHpncp builds cmd/hpncp once into dir and returns its path.
-func buildHpncp(t *testing.T, dir string) string {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("build hpncp: %v", err)
-	}
-	bin := filepath.Join(dir, "hpncp")
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, gobin, "build", "-o", bin, "github.com/hpncp/hpncp/cmd/hpncp").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build ./cmd/hpncp: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // controlMaster starts an ssh master connection to srv and returns its

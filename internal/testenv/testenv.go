@@ -1,11 +1,17 @@
 // Package testenv decides which tests the quick loop, go test -short,
-// leaves out, and how many of a package's parallel tests run at once.
+// leaves out, and how many of a package's parallel tests run at once; and
+// builds the hpncp binary for the tests that need a program, not a
+// function (a helper for a real sshd to run, rsync's remote shell).
 package testenv
 
 import (
+	"context"
 	"flag"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // SkipMessage is the reason SkipSlow gives. It differs from the e2e
@@ -40,4 +46,21 @@ func ParallelUnlessSet(n int) {
 	if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
 		panic(err)
 	}
+}
+
+// BuildHpncp builds cmd/hpncp into dir and returns its path. Build it
+// before setting XDG_CACHE_HOME in a test: the Go build cache follows it.
+func BuildHpncp(t testing.TB, dir string) string {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("build hpncp: %v", err)
+	}
+	bin := filepath.Join(dir, "hpncp")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, gobin, "build", "-o", bin, "github.com/hpncp/hpncp/cmd/hpncp").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/hpncp: %v\n%s", err, out)
+	}
+	return bin
 }
