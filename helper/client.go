@@ -55,6 +55,15 @@ func Hello(ch io.Reader) error {
 	return nil
 }
 
+// Refuse answers a client of another protocol, on the first channel, with
+// an error frame in place of a hello: the client then runs its command the
+// plain way. It returns the error the helper exits with.
+func Refuse(w io.Writer, version string, theirs int) error {
+	msg := fmt.Sprintf("this hpncp (%s) speaks helper protocol %d, not %d", version, Protocol, theirs)
+	stripe.WriteFrame(w, stripe.Frame{Kind: stripe.KindError, Payload: []byte(msg)})
+	return fmt.Errorf("serve: %s", msg)
+}
+
 // Exit is how the remote command ended, as the helper said.
 type Exit struct {
 	Status int    // -1 when it ended by a signal

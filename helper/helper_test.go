@@ -226,3 +226,16 @@ func TestValidJob(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherProtocolRunsPlain: a helper of another protocol answers with
+// an error frame, which the client takes as no helper.
+func TestOtherProtocolRunsPlain(t *testing.T) {
+	var b bytes.Buffer
+	if err := Refuse(&b, "v0.test", Protocol+1); err == nil {
+		t.Fatal("Refuse returned no error")
+	}
+	err := Hello(&b)
+	if !errors.Is(err, ErrNoHelper) || !strings.Contains(err.Error(), "speaks helper protocol 1, not 2") {
+		t.Errorf("Hello after a refusal: %v, want ErrNoHelper saying why", err)
+	}
+}

@@ -21,6 +21,9 @@ import (
 	"github.com/hpncp/hpncp/sshconn"
 )
 
+// HelperProtocol is the helper protocol this hpncp speaks.
+const HelperProtocol = helper.Protocol
+
 // The helper settings of hpncp ssh (--helper).
 const (
 	HelperAuto  = "auto"  // a helper present at the far end is used
@@ -310,4 +313,29 @@ func quoted(text string) string {
 		return ""
 	}
 	return ": " + vis.Text(text)
+}
+
+// ServeOptions are hpncp serve's: the helper's end of one channel.
+type ServeOptions struct {
+	Protocol int    // the protocol the client speaks (--protocol)
+	Job      string // --job
+	Channels int    // --channels: the job's, this one with them
+	Join     bool   // --join: hand this channel to the job's first
+	Version  string // this hpncp's, for the client's error
+	Stdout   io.Writer
+	Stderr   io.Writer
+}
+
+// Serve runs one channel of a helper's job on this process's stdin and
+// stdout. A client of another protocol gets an error frame in place of a
+// hello, and runs its command the plain way.
+func Serve(ctx context.Context, o ServeOptions) error {
+	if o.Protocol != helper.Protocol {
+		return helper.Refuse(o.Stdout, o.Version, o.Protocol)
+	}
+	if o.Join {
+		return helper.Join(ctx, o.Job, os.Stdin, os.Stdout)
+	}
+	return helper.Lead(ctx, helper.LeadOptions{Job: o.Job, Channels: o.Channels,
+		In: os.Stdin, Out: os.Stdout, Stderr: o.Stderr})
 }

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/hpncp/hpncp/helper"
-	"github.com/hpncp/hpncp/stripe"
+	"github.com/hpncp/hpncp/job"
 )
 
 // serveCommand is `hpncp serve`, the helper: hpncp ssh runs it on the far
@@ -34,21 +31,11 @@ func serveCommand(stdout, stderr io.Writer) *cli.Command {
 			&cli.BoolFlag{Name: "join", Usage: "hand this channel to the job's first process", Destination: &o.join},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			if o.protocol != helper.Protocol {
-				// The client reads this in place of a hello, and runs
-				// the command the plain way.
-				msg := fmt.Sprintf("this hpncp (%s) speaks helper protocol %d, not %d", version, helper.Protocol, o.protocol)
-				stripe.WriteFrame(stdout, stripe.Frame{Kind: stripe.KindError, Payload: []byte(msg)})
-				return fmt.Errorf("serve: %s", msg)
-			}
-			if o.channels < 1 || o.channels > maxHelperChannels {
+			if o.protocol == job.HelperProtocol && (o.channels < 1 || o.channels > maxHelperChannels) {
 				return usagef("", "serve: --channels %d: want 1 to %d", o.channels, maxHelperChannels)
 			}
-			if o.join {
-				return helper.Join(ctx, o.job, os.Stdin, os.Stdout)
-			}
-			return helper.Lead(ctx, helper.LeadOptions{Job: o.job, Channels: o.channels,
-				In: os.Stdin, Out: os.Stdout, Stderr: stderr})
+			return job.Serve(ctx, job.ServeOptions{Protocol: o.protocol, Job: o.job, Channels: o.channels,
+				Join: o.join, Version: version, Stdout: stdout, Stderr: stderr})
 		},
 	}
 }

@@ -55,6 +55,13 @@ var layers = []row{
 	{"internal/hostile", []string{"internal/sshtest", "testing",
 		"github.com/klauspost/compress", "github.com/pkg/sftp", "golang.org/x/crypto"}},
 
+	// One byte stream over several connections: frames over any
+	// io.Reader and io.Writer, no SSH.
+	{"stripe", []string{}},
+	// hpncp at the far end (hpncp serve) and the client's side of it,
+	// over channels it is handed.
+	{"helper", []string{"stripe", "golang.org/x/sys"}},
+
 	// The window controller: arithmetic on samples, no I/O.
 	{"window", []string{"internal/units"}},
 	{"internal/trace", []string{"window", "internal/svg"}},
@@ -93,7 +100,7 @@ var layers = []row{
 	// from one value; the engine policy (tuning, congestion control,
 	// start-up) and the assembly of a run.
 	{"job", []string{"ends", "transfer", "mirror", "report", "pipeline", "protocol", "sshconn", "window",
-		"internal/recommend", "internal/starttrace", "golang.org/x/crypto", "golang.org/x/sys"}},
+		"helper", "internal/recommend", "internal/starttrace", "internal/vis", "golang.org/x/crypto", "golang.org/x/sys"}},
 
 	// hpncp bench: copies through the job layer, as a user's; its
 	// embedded demo serves SFTP with pkg/sftp's server. Nothing on a
