@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v3"
 
@@ -385,6 +386,9 @@ func runSSH(ctx context.Context, o *sshOptions, stdin io.Reader, stdout, stderr 
 		_, err := fmt.Fprintf(stderr, "hpncp ssh %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return err
 	}
+	// The connections dialed beside each other, the helper's streams and
+	// the -v lines all write to stderr at once: a line each, whole.
+	stderr = &lineLocked{w: stderr}
 	c := o.conn(stderr)
 	if o.PrintConfig {
 		return job.PrintConfig(ctx, o.Host, c, stdout)
@@ -400,6 +404,18 @@ func runSSH(ctx context.Context, o *sshOptions, stdin io.Reader, stdout, stderr 
 		s.Stdin = nil
 	}
 	return job.RunShell(ctx, s)
+}
+
+// lineLocked makes concurrent writes to w take turns.
+type lineLocked struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineLocked) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // sshHelpText is `hpncp ssh --help`.
