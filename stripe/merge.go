@@ -35,6 +35,7 @@ type Merger struct {
 	next    uint64
 	pending map[uint64][]byte
 	cur     []byte // the frame being read, what is left of it
+	done    []byte // the frame being read, whole: its buffer goes back once read
 	ended   bool
 	end     uint64
 	err     error
@@ -145,11 +146,15 @@ func (m *Merger) Read(p []byte) (int, error) {
 		if m.closed {
 			return 0, ErrMergerClosed
 		}
+		if m.done != nil {
+			putFrameBuf(m.done)
+			m.done = nil
+		}
 		if f, ok := m.pending[m.next]; ok {
 			delete(m.pending, m.next)
 			m.held -= len(f)
 			m.next++
-			m.cur = f
+			m.cur, m.done = f, f
 			m.cond.Broadcast()
 			continue
 		}
@@ -172,7 +177,7 @@ func (m *Merger) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closed = true
-	m.pending, m.held, m.cur = nil, 0, nil
+	m.pending, m.held, m.cur, m.done = nil, 0, nil, nil
 	m.cond.Broadcast()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // ErrConnLost is wrapped by Receive's error when a connection ends without
@@ -36,7 +37,7 @@ func receive(r io.Reader, streams [MaxStreams]*Merger, control func(Frame) error
 	var seen [MaxStreams]bool
 	var ended [MaxStreams]bool
 	for {
-		f, err := ReadFrame(r, nil)
+		f, err := ReadFrame(r, frameBuf())
 		switch {
 		case err == io.EOF || err == io.ErrUnexpectedEOF:
 			return fmt.Errorf("%w: it ended without its close frame", ErrConnLost)
@@ -45,8 +46,13 @@ func receive(r io.Reader, streams [MaxStreams]*Merger, control func(Frame) error
 		}
 		switch f.Kind {
 		case KindClose:
+			putFrameBuf(f.Payload)
 			return nil
-		case KindData, KindEOF:
+		case KindEOF:
+			putFrameBuf(f.Payload)
+		case KindData:
+			// Its Merger keeps the payload, and gives the buffer back
+			// once it is read.
 		default:
 			if control == nil {
 				return frameErr("unexpected %s frame", f.Kind)
@@ -80,5 +86,22 @@ func receive(r io.Reader, streams [MaxStreams]*Merger, control func(Frame) error
 		if err := m.Put(f.Seq, f.Payload); err != nil {
 			return err
 		}
+	}
+}
+
+// frames holds payload buffers of DefaultFrame bytes from one frame to
+// the next: a stream moves a gigabyte in frames of that size, and a
+// buffer each would be garbage the collector pays for, and memory it
+// lets grow to twice what the budget holds.
+var frames = sync.Pool{New: func() any { return new([DefaultFrame]byte) }}
+
+// frameBuf is an empty buffer of DefaultFrame bytes' room.
+func frameBuf() []byte { return frames.Get().(*[DefaultFrame]byte)[:0] }
+
+// putFrameBuf gives back a buffer frameBuf gave, once its bytes are used;
+// any other slice is left to the collector.
+func putFrameBuf(b []byte) {
+	if cap(b) == DefaultFrame {
+		frames.Put((*[DefaultFrame]byte)(b[:DefaultFrame]))
 	}
 }
