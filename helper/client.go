@@ -140,7 +140,10 @@ func Stripe(ctx context.Context, o StripeOptions) (Exit, error) {
 	if o.Stdin != nil {
 		sender = stripe.NewSender(o.Stdin, stripe.Stdin, o.Frame)
 	}
-	// add starts ch's frames: its output in, its share of stdin out.
+	// add starts ch's frames: its output in, its share of stdin out. A
+	// channel after the first starts once the helper's hello on it says
+	// it joined; one that ends before (it came after the command's end)
+	// carried nothing, and is closed.
 	add := func(ch Channel, first bool) {
 		mu.Lock()
 		if closed {
@@ -150,6 +153,10 @@ func Stripe(ctx context.Context, o StripeOptions) (Exit, error) {
 		}
 		chans = append(chans, ch)
 		mu.Unlock()
+		if !first && Hello(ch) != nil {
+			ch.Close()
+			return
+		}
 		group.Add(1)
 		control := func(f stripe.Frame) error {
 			mu.Lock()
@@ -195,21 +202,26 @@ func Stripe(ctx context.Context, o StripeOptions) (Exit, error) {
 			}
 		}()
 	}
-	if o.More != nil {
-		// The channels to come count as one until the last has come.
-		group.Add(1)
-	}
+	// The channels after the first count as one until the last has
+	// joined or is given up: each waits for its hello apart.
+	group.Add(1)
+	var joining sync.WaitGroup
 	for i, ch := range o.Channels {
-		add(ch, i == 0)
+		if i == 0 {
+			add(ch, true)
+			continue
+		}
+		joining.Go(func() { add(ch, false) })
 	}
-	if o.More != nil {
-		go func() {
-			defer group.Done()
+	go func() {
+		defer group.Done()
+		if o.More != nil {
 			for ch := range o.More {
-				add(ch, false)
+				joining.Go(func() { add(ch, false) })
 			}
-		}()
-	}
+		}
+		joining.Wait()
+	}()
 
 	var wg sync.WaitGroup
 	var copyErr [2]error

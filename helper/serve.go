@@ -96,6 +96,9 @@ func socketPath(job string) (string, error) {
 	return p, nil
 }
 
+// hello is the payload of the helper's hello: its protocol.
+func hello() []byte { return []byte{Protocol >> 8, Protocol & 0xff} }
+
 // A conn is one channel of the job: what the client sends on it (in) and
 // what goes back (out, whole frames at a time).
 type conn struct {
@@ -146,8 +149,7 @@ func Lead(ctx context.Context, o LeadOptions) error {
 	defer ln.Close()
 
 	out := stripe.Serial(o.Out)
-	hello := []byte{Protocol >> 8, Protocol & 0xff}
-	if err := stripe.WriteFrame(out, stripe.Frame{Kind: stripe.KindHello, Payload: hello}); err != nil {
+	if err := stripe.WriteFrame(out, stripe.Frame{Kind: stripe.KindHello, Payload: hello()}); err != nil {
 		return fmt.Errorf("helper: say hello: %w", err)
 	}
 	// The client's hello names the command: it comes as bytes, not
@@ -320,6 +322,18 @@ func (j *job) add(c *conn, first bool) {
 		c.in.Close()
 		c.done()
 		return
+	}
+	if !first {
+		// The client sends a channel its share of stdin once the
+		// helper has it: what it sent on one that never joined would be
+		// lost, and the command stopped for it.
+		if err := stripe.WriteFrame(c.out, stripe.Frame{Kind: stripe.KindHello, Payload: hello()}); err != nil {
+			j.mu.Unlock()
+			c.in.Close()
+			c.done()
+			j.group.Done()
+			return
+		}
 	}
 	j.conns = append(j.conns, c)
 	j.mu.Unlock()

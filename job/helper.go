@@ -19,6 +19,7 @@ import (
 	"github.com/hpncp/hpncp/helper"
 	"github.com/hpncp/hpncp/internal/recommend"
 	"github.com/hpncp/hpncp/internal/vis"
+	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/sshconn"
 )
 
@@ -57,19 +58,11 @@ func helperChannels(n int, rtt time.Duration) int {
 // helperExec is the exec command line of a helper's channel: the
 // helper's path (quoted for the remote shell) and words that need none.
 func helperExec(path, job string, channels int, join bool) string {
-	cmd := fmt.Sprintf("%s serve --protocol %d --job %s", shellWord(path), helper.Protocol, job)
+	cmd := fmt.Sprintf("%s serve --protocol %d --job %s", protocol.QuoteArg(path), helper.Protocol, job)
 	if join {
 		return cmd + " --join"
 	}
 	return fmt.Sprintf("%s --channels %d", cmd, channels)
-}
-
-// shellWord quotes s for a POSIX shell where it is not a plain word.
-func shellWord(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./~") == "" && !strings.HasPrefix(s, "~") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // helperChannel is an exec channel running the helper, with the channel's
@@ -77,7 +70,6 @@ func shellWord(s string) string {
 type helperChannel struct {
 	ssh.Channel
 	conn *sshconn.Client // the connection it is on, closed with it unless it is the first
-	end  chan sessionEnd
 }
 
 func (h *helperChannel) Close() error {
@@ -95,8 +87,10 @@ func openHelper(c *sshconn.Client, host, line string, logf func(string, ...any))
 	if err != nil {
 		return nil, &sshconn.Error{Op: "open session on", Host: host, Err: err}
 	}
-	h := &helperChannel{Channel: ch, end: make(chan sessionEnd, 1)}
-	go func() { h.end <- readSessionEnd(reqs) }()
+	// The command's exit comes in a frame; the channel's own requests
+	// (its exit-status is the helper's) are answered and dropped.
+	h := &helperChannel{Channel: ch}
+	go ssh.DiscardRequests(reqs)
 	for _, kv := range c.Config.Environment(os.Environ()) {
 		if _, err := ch.SendRequest("env", false, ssh.Marshal(struct{ Name, Value string }{kv[0], kv[1]})); err != nil {
 			ch.Close()
@@ -291,12 +285,8 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, key string, ahea
 	if n > 1 {
 		logf("striping over %d connections (round trip %v)", n, rtt.Round(time.Millisecond))
 	}
-	var stdin io.Reader
-	if s.Stdin != nil {
-		stdin = s.Stdin
-	}
 	exit, err := helper.Stripe(ctx, helper.StripeOptions{Channels: []helper.Channel{first}, More: more,
-		Stdin: stdin, Stdout: s.Stdout, Stderr: s.Stderr})
+		Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr})
 	first.Close()
 	if ctx.Err() != nil {
 		return true, ctx.Err()
