@@ -119,9 +119,8 @@ type LeadOptions struct {
 	Shell    string // runs the client's command as Shell -c COMMAND; $SHELL, else /bin/sh
 	In       io.ReadCloser
 	Out      io.Writer
-	Stderr   io.Writer // the channel's stderr: the helper's own messages
-	Budget   int       // stdin's reorder budget (stripe.DefaultBudget when 0)
-	Frame    int       // output frames' size (stripe.DefaultFrame when 0)
+	Budget   int // stdin's reorder budget (stripe.DefaultBudget when 0)
+	Frame    int // output frames' size (stripe.DefaultFrame when 0)
 	// JoinWait bounds how long the job's socket takes more channels
 	// after the command started (0: a minute).
 	JoinWait time.Duration
@@ -408,12 +407,9 @@ func receiveJoin(uc *net.UnixConn, name string) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	var cred *syscall.Ucred
-	var cerr error
-	raw.Control(func(fd uintptr) {
-		cred, cerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	})
-	if cerr != nil || cred == nil || int(cred.Uid) != os.Getuid() {
+	uid, cerr := -1, error(nil)
+	raw.Control(func(fd uintptr) { uid, cerr = peerUID(int(fd)) })
+	if cerr != nil || uid != os.Getuid() {
 		return nil, errors.New("helper: a process of another user tried to join")
 	}
 	uc.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -22,7 +22,6 @@ type LeadOptions struct {
 	Shell    string
 	In       io.ReadCloser
 	Out      io.Writer
-	Stderr   io.Writer
 	Budget   int
 	Frame    int
 	JoinWait time.Duration

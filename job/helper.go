@@ -21,6 +21,7 @@ import (
 	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/sshconn"
+	"github.com/hpncp/hpncp/transfer"
 )
 
 // HelperProtocol is the helper protocol this hpncp speaks.
@@ -164,16 +165,15 @@ func (j *joiners) close() {
 	}
 }
 
-// helperKey is s's destination as the helper record names it, "" where
-// it cannot be resolved (the dial then says why).
+// helperKey is s's destination as the helper record names it, the key of
+// its bench recommendation; "" where it cannot be resolved (the dial then
+// says why).
 func helperKey(ctx context.Context, s Shell) string {
-	so := s.Conn.ssh()
-	so.Logf, so.Warnf = nil, nil
-	cfg, err := sshconn.Resolve(ctx, s.Host, so)
+	key, err := RecommendationKey(ctx, s.Conn, transfer.Location{Host: s.Host})
 	if err != nil {
 		return ""
 	}
-	return recommend.Key(cfg.User, cfg.HostName, cfg.Port)
+	return key
 }
 
 // helperAhead starts, where a helper answered at s's destination last
@@ -274,7 +274,7 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, key string, ahea
 
 	// The further connections, dialed ahead or now, join as they come
 	// while the first channel carries the streams.
-	more := (chan helper.Channel)(nil)
+	var more chan helper.Channel
 	if ahead != nil {
 		more = ahead.more
 	} else if n > 1 {
@@ -321,7 +321,6 @@ type ServeOptions struct {
 	Join     bool   // --join: hand this channel to the job's first
 	Version  string // this hpncp's, for the client's error
 	Stdout   io.Writer
-	Stderr   io.Writer
 }
 
 // Serve runs one channel of a helper's job on this process's stdin and
@@ -340,5 +339,5 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	// double it.
 	debug.SetMemoryLimit(helperMemory)
 	return helper.Lead(ctx, helper.LeadOptions{Job: o.Job, Channels: o.Channels,
-		In: os.Stdin, Out: os.Stdout, Stderr: o.Stderr, Budget: helperBudget})
+		In: os.Stdin, Out: os.Stdout, Budget: helperBudget})
 }

@@ -107,13 +107,6 @@ func (s *Sender) fail(err error) error {
 	return err
 }
 
-// Failed reports why the stream failed, nil while it has not.
-func (s *Sender) Failed() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
-}
-
 // Serial makes w take each Write whole, one at a time, for the senders that
 // share a connection (a stream's Run and a control frame): a channel
 // splits a Write into messages, and two at once would mix their frames.

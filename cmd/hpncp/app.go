@@ -29,7 +29,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	words := args[min(1, len(args)):]
 	var opts copyOptions
-	subcommands := []*cli.Command{versionCommand(stdout), sshCommand(stdin, stdout, stderr), syncCommand(stdin, stdout, stderr), benchCommand(stdout, stderr), reportCommand(stdin, stdout, stderr), traceCommand(stdout), docsCommand(), serveCommand(stdout, stderr)}
+	subcommands := []*cli.Command{versionCommand(stdout), sshCommand(stdin, stdout, stderr), syncCommand(stdin, stdout, stderr), benchCommand(stdout, stderr), reportCommand(stdin, stdout, stderr), traceCommand(stdout), docsCommand(), serveCommand(stdout)}
 	app := &cli.Command{
 		Name:                          "hpncp",
 		Usage:                         "copy files over SSH at link speed",

@@ -14,7 +14,7 @@ import (
 // stripe a remote command's stdin and output over them. It is not for
 // use by hand, and hidden: a local file named serve is still copied
 // unless --protocol follows (isSubcommand).
-func serveCommand(stdout, stderr io.Writer) *cli.Command {
+func serveCommand(stdout io.Writer) *cli.Command {
 	var o struct {
 		protocol, channels int
 		job                string
@@ -35,7 +35,7 @@ func serveCommand(stdout, stderr io.Writer) *cli.Command {
 				return usagef("", "serve: --channels %d: want 1 to %d", o.channels, maxHelperChannels)
 			}
 			return job.Serve(ctx, job.ServeOptions{Protocol: o.protocol, Job: o.job, Channels: o.channels,
-				Join: o.join, Version: version, Stdout: stdout, Stderr: stderr})
+				Join: o.join, Version: version, Stdout: stdout})
 		},
 	}
 }
