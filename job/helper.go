@@ -56,14 +56,28 @@ func helperChannels(n int, rtt time.Duration) int {
 	return min(max(int(math.Ceil(float64(rtt)/float64(helperRTTPerChannel))), 1), 16)
 }
 
-// helperExec is the exec command line of a helper's channel: the
-// helper's path (quoted for the remote shell) and words that need none.
-func helperExec(path, job string, channels int, join bool) string {
-	cmd := fmt.Sprintf("%s serve --protocol %d --job %s", protocol.QuoteArg(path), helper.Protocol, job)
+// helperArgs are hpncp serve's words for a channel of job: the first of
+// channels, or one that joins it. None needs quoting.
+func helperArgs(job string, channels int, join bool) string {
+	args := fmt.Sprintf("--protocol %d --job %s", helper.Protocol, job)
 	if join {
-		return cmd + " --join"
+		return args + " --join"
 	}
-	return fmt.Sprintf("%s --channels %d", cmd, channels)
+	return fmt.Sprintf("%s --channels %d", args, channels)
+}
+
+// helperLine is the exec command line of a helper's channel with args:
+// the helper told (--helper-path), else the one hpncp helper install put
+// in the helpers' directory for this hpncp, its hash checked first, else
+// hpncp on the remote PATH.
+func (s Shell) helperLine(args string) string {
+	switch {
+	case s.HelperPath != "":
+		return protocol.QuoteArg(s.HelperPath) + " serve " + args
+	case s.bin != nil:
+		return helper.Launch(s.HelperDir, s.bin.sum, args)
+	}
+	return DefaultHelperPath + " serve " + args
 }
 
 // helperChannel is an exec channel running the helper, with the channel's
@@ -98,7 +112,7 @@ func openHelper(c *sshconn.Client, host, line string, logf func(string, ...any))
 			return nil, &sshconn.Error{Op: "set environment on", Host: host, Err: err}
 		}
 	}
-	logf("starting the helper: %s", line)
+	logf("running: %s", line)
 	ok, err := ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{line}))
 	if err == nil && !ok {
 		err = errors.New("the server refused it")
@@ -128,7 +142,7 @@ type joiners struct {
 }
 
 // dialJoiners starts n-1 dials for job name.
-func dialJoiners(ctx context.Context, s Shell, path, name string, n int, logf func(string, ...any)) *joiners {
+func dialJoiners(ctx context.Context, s Shell, name string, n int, logf func(string, ...any)) *joiners {
 	ctx, stop := context.WithCancel(ctx)
 	j := &joiners{name: name, n: n, more: make(chan helper.Channel, n-1), stop: stop}
 	var dials sync.WaitGroup
@@ -139,7 +153,7 @@ func dialJoiners(ctx context.Context, s Shell, path, name string, n int, logf fu
 				logf("connection %d for the helper: %v", i+2, err)
 				return
 			}
-			h, err := openHelper(conn, s.Host, helperExec(path, name, n, true), logf)
+			h, err := openHelper(conn, s.Host, s.helperLine(helperArgs(name, n, true)), logf)
 			if err != nil {
 				conn.Close()
 				logf("connection %d for the helper: %v", i+2, err)
@@ -194,14 +208,7 @@ func helperAhead(ctx context.Context, s Shell, key string, logf func(string, ...
 		return nil
 	}
 	logf("a helper answered here before: dialing %d more connections beside the first", n-1)
-	return dialJoiners(ctx, s, s.helperPath(), newJobName(), n, logf)
-}
-
-func (s Shell) helperPath() string {
-	if s.HelperPath == "" {
-		return DefaultHelperPath
-	}
-	return s.HelperPath
+	return dialJoiners(ctx, s, newJobName(), n, logf)
 }
 
 // runHelper runs s's command through a helper at the far end, striped over
@@ -216,8 +223,7 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, key string, ahea
 		defer ahead.close()
 		name, n = ahead.name, ahead.n
 	}
-	path := s.helperPath()
-	first, err := openHelper(c, s.Host, helperExec(path, name, n, false), logf)
+	first, err := openHelper(c, s.Host, s.helperLine(helperArgs(name, n, false)), logf)
 	if err != nil {
 		return false, err
 	}
@@ -248,9 +254,19 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, key string, ahea
 		}
 	}()
 	if err := helper.Start(first, strings.Join(s.Command, " ")); err != nil {
+		// What the far end said (the shell's "not found", the launch
+		// line's check) may still be on its way: the channel closes
+		// once its command has exited.
+		select {
+		case <-stderrDone:
+		case <-time.After(helperStderrWait):
+		}
 		first.Close()
 		<-stderrDone
 		if errors.Is(err, helper.ErrNoHelper) {
+			if msg, ok := helper.CheckFailed(early.String()); ok && s.Conn.Warnf != nil {
+				s.Conn.Warnf("%s: %s", s.Host, vis.Text(msg))
+			}
 			logf("no helper at the far end (%v%s); running the command on one channel", err, quoted(early.String()))
 			if key != "" {
 				recommend.ForgetHelper(key)
@@ -278,7 +294,7 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, key string, ahea
 	if ahead != nil {
 		more = ahead.more
 	} else if n > 1 {
-		j := dialJoiners(ctx, s, path, name, n, logf)
+		j := dialJoiners(ctx, s, name, n, logf)
 		defer j.close()
 		more = j.more
 	}
@@ -296,6 +312,10 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, key string, ahea
 	}
 	return true, sessionEnd{status: exit.Status, signal: exit.Signal}.result(s.Host, logf)
 }
+
+// helperStderrWait bounds the wait for a failed helper's channel to
+// close, and its stderr with it, where a server holds it open.
+const helperStderrWait = 5 * time.Second
 
 // quoted is ": " and text, escaped for a terminal, where there is any.
 func quoted(text string) string {
@@ -340,4 +360,38 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	debug.SetMemoryLimit(helperMemory)
 	return helper.Lead(ctx, helper.LeadOptions{Job: o.Job, Channels: o.Channels,
 		In: os.Stdin, Out: os.Stdout, Budget: helperBudget})
+}
+
+// noHelper is what follows where no helper answered on c: with
+// HelperInstall, hpncp uploads itself there and runs the command through
+// it (ran true); otherwise, where a helper would have striped the
+// command, a line says how to get one. A helper that cannot be
+// installed is said why, and the command runs on one channel.
+func (s Shell) noHelper(ctx context.Context, c *sshconn.Client, key string, logf func(string, ...any)) (bool, error) {
+	warnf := s.Conn.Warnf
+	if warnf == nil {
+		warnf = func(string, ...any) {}
+	}
+	if s.Helper != HelperInstall {
+		rtt, _ := sshconn.TCPRTT(c.Transport)
+		if n := helperChannels(s.Channels, rtt); n > 1 && s.HelperPath == "" {
+			warnf("no helper on %s: the command ran on one channel; with one it would be striped over %d connections (hpncp helper install %s, or --helper install)",
+				s.Host, n, s.Host)
+		}
+		return false, nil
+	}
+	where, err := installHelperOn(ctx, c, s.Host, s.HelperDir, *s.bin, logf)
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		warnf("%v; running the command on one channel", err)
+		return false, nil
+	}
+	logf("installed the helper at %s:%s", s.Host, vis.Text(where))
+	ran, err := runHelper(ctx, c, s, key, nil, logf)
+	if !ran && err == nil {
+		warnf("the helper installed at %s:%s did not answer; running the command on one channel", s.Host, vis.Text(where))
+	}
+	return ran, err
 }

@@ -36,15 +36,22 @@ type Shell struct {
 	// Logf, when not nil, receives the session's steps (-v).
 	Logf func(format string, args ...any)
 	// Helper is HelperAuto (a helper at the far end stripes the
-	// command's streams over several connections) or HelperNever ("":
-	// auto); HelperPath is the helper's command there
-	// (DefaultHelperPath when ""); Channels, when above 0, how many
+	// command's streams over several connections), HelperInstall (and
+	// hpncp uploads itself as the helper where none answers) or
+	// HelperNever; "" takes hpncp's configuration file's, else auto.
+	// HelperPath is the helper's command there, when told; else the one
+	// installed in HelperDir (the configuration's, else
+	// helper.DefaultDir) for HelperBinary (the running hpncp when ""),
+	// else hpncp on the remote PATH. Channels, when above 0, is how many
 	// connections it stripes over.
-	Helper     string
-	HelperPath string
-	Channels   int
+	Helper       string
+	HelperPath   string
+	HelperDir    string
+	HelperBinary string
+	Channels     int
 
 	dialer *sshconn.Dialer
+	bin    *localBinary // the binary an installed helper must hash to; nil: none known
 }
 
 // RunShell connects and runs s's command, shell or subsystem with its
@@ -57,7 +64,27 @@ func RunShell(ctx context.Context, s Shell) error {
 		logf = func(string, ...any) {}
 	}
 	s.dialer = sshconn.NewDialer(s.Conn.ssh())
-	striped := s.Helper != HelperNever && !s.Subsystem && !s.NoCommand && len(s.Command) > 0
+	striped := !s.Subsystem && !s.NoCommand && len(s.Command) > 0
+	if striped {
+		mode, dir, err := HelperSettings(s.Host, s.Helper, s.HelperDir)
+		if err != nil {
+			return err
+		}
+		s.Helper, s.HelperDir = mode, dir
+		if s.Helper == HelperInstall && s.HelperPath != "" {
+			return errors.New("--helper install with --helper-path: the helper installed is the one in the helpers' directory; leave one out")
+		}
+		striped = s.Helper != HelperNever
+		if striped && s.HelperPath == "" {
+			if b, err := openBinary(s.HelperBinary); err == nil {
+				s.bin = &b
+			} else if s.HelperBinary != "" || s.Helper == HelperInstall {
+				return err
+			} else {
+				logf("no installed helper can be checked: %v", err)
+			}
+		}
+	}
 	var key string
 	var ahead *joiners
 	if striped {
@@ -77,6 +104,9 @@ func RunShell(ctx context.Context, s Shell) error {
 	}
 	if striped {
 		if ran, err := runHelper(ctx, c, s, key, ahead, logf); ran || err != nil {
+			return err
+		}
+		if ran, err := s.noHelper(ctx, c, key, logf); ran || err != nil {
 			return err
 		}
 	} else if s.Helper == HelperNever {

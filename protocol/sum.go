@@ -98,3 +98,9 @@ func (p *pool) firstConn() *ssh.Client {
 	}
 	return p.conns[0].c
 }
+
+// Output runs cmd on conn and returns its stdout, of at most max bytes;
+// a non-zero exit is an error carrying the start of the command's stderr.
+func Output(ctx context.Context, conn *ssh.Client, cmd string, max int64) ([]byte, error) {
+	return runCommandMax(ctx, conn, cmd, max)
+}

@@ -29,7 +29,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	words := args[min(1, len(args)):]
 	var opts copyOptions
-	subcommands := []*cli.Command{versionCommand(stdout), sshCommand(stdin, stdout, stderr), syncCommand(stdin, stdout, stderr), benchCommand(stdout, stderr), reportCommand(stdin, stdout, stderr), traceCommand(stdout), docsCommand(), serveCommand(stdout)}
+	subcommands := []*cli.Command{versionCommand(stdout), sshCommand(stdin, stdout, stderr), syncCommand(stdin, stdout, stderr), benchCommand(stdout, stderr), reportCommand(stdin, stdout, stderr), traceCommand(stdout), docsCommand(), serveCommand(stdout), helperCommand(stdout, stderr)}
 	app := &cli.Command{
 		Name:                          "hpncp",
 		Usage:                         "copy files over SSH at link speed",
@@ -102,6 +102,9 @@ func isSubcommand(app *cli.Command, words []string) bool {
 		// The helper, as hpncp ssh starts it; a file named serve is
 		// copied.
 		return len(words) > 1 && strings.HasPrefix(words[1], "--protocol")
+	case sub.Name == "helper":
+		// A file named helper is copied unless an action follows.
+		return len(words) > 1 && (helperActions[words[1]] || words[1] == "--help" || words[1] == "-h")
 	case sub.Name == "trace":
 		// A file named trace (strace's output) is copied, as before the
 		// subcommand was, unless plot follows.

@@ -112,7 +112,7 @@ func manPage() string {
 	fmt.Fprintf(&b, ".TH HPNCP 1 %q %q \"User Commands\"\n", date, "hpncp "+version)
 	b.WriteString(".SH NAME\nhpncp, hpnssh \\- copy files over SSH at link speed\n")
 	for _, s := range []struct{ title, text string }{
-		{"DESCRIPTION", helpText}, {"SYNC", syncHelpText}, {"BENCH", benchHelpText}, {"SSH", sshHelpText}, {"REPORT", reportHelpText}, {"TRACE", traceHelpText},
+		{"DESCRIPTION", helpText}, {"SYNC", syncHelpText}, {"BENCH", benchHelpText}, {"SSH", sshHelpText}, {"HELPER", helperHelpText}, {"REPORT", reportHelpText}, {"TRACE", traceHelpText},
 	} {
 		fmt.Fprintf(&b, ".SH %s\n.nf\n%s.fi\n", s.title, roff(s.text))
 	}
@@ -303,6 +303,7 @@ func markdownPage() (string, error) {
 		{"hpncp", "hpncp --help", helpText},
 		{"hpncp sync", "hpncp sync --help", syncHelpText},
 		{"hpncp ssh", "hpncp ssh --help", sshHelpText},
+		{"hpncp helper", "hpncp helper --help", helperHelpText},
 		{"hpncp bench", "hpncp bench --help", benchHelpText},
 		{"hpncp report", "hpncp report --help", reportHelpText},
 		{"hpncp trace", "hpncp trace --help", traceHelpText},

@@ -6,6 +6,7 @@ const usageText = `Usage:
   hpncp [flags] SOURCE... TARGET
   hpncp sync [rsync flags] SRC... DEST    rsync's command line and semantics
   hpncp ssh [ssh flags] [user@]host [command...]
+  hpncp helper status|install|remove host the helper hpncp ssh stripes through
   hpncp bench [flags] [user@]host[:dir]   measure configurations, keep the best
   hpncp bench --embedded                  the demo: an emulated 50 ms path
   hpncp report merge [-o FILE] REPORT...  one --json report of a job's shards

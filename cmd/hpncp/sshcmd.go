@@ -37,9 +37,11 @@ type sshOptions struct {
 	Version       bool // -V
 	Help          bool
 
-	Helper     string // --helper: auto (the default) or never
-	HelperPath string // --helper-path: the helper's command at the far end
-	Channels   int    // --connections: the helper's connections (0: as the path asks)
+	Helper       string // --helper: auto, never or install ("": the configuration's, else auto)
+	HelperPath   string // --helper-path: the helper's command at the far end
+	HelperDir    string // --helper-dir: where installed helpers are on the server
+	HelperBinary string // --helper-binary: the local hpncp that --helper install uploads
+	Channels     int    // --connections: the helper's connections (0: as the path asks)
 
 	Host    string
 	Command []string
@@ -181,14 +183,14 @@ func parseSSHArgs(args []string) (*sshOptions, error) {
 }
 
 // longSSHFlags are hpncp ssh's own flags, beside ssh's: the helper's.
-var longSSHFlags = map[string]bool{"helper": true, "helper-path": true, "connections": true}
+var longSSHFlags = map[string]bool{"helper": true, "helper-path": true, "helper-dir": true, "helper-binary": true, "connections": true}
 
 // setLong applies one of hpncp ssh's own flags.
 func (o *sshOptions) setLong(name, v string) error {
 	switch name {
 	case "helper":
-		if v != job.HelperAuto && v != job.HelperNever {
-			return usagef("", "--helper %s: want auto or never", v)
+		if v != job.HelperAuto && v != job.HelperNever && v != job.HelperInstall {
+			return usagef("", "--helper %s: want auto, never or install", v)
 		}
 		o.Helper = v
 	case "helper-path":
@@ -196,6 +198,16 @@ func (o *sshOptions) setLong(name, v string) error {
 			return usagef("", "--helper-path needs the helper's command at the far end")
 		}
 		o.HelperPath = v
+	case "helper-dir":
+		if err := job.CheckHelperDir(v); err != nil {
+			return usagef("the helpers' directory on the server is absolute or under ~/", "--helper-dir: %v", err)
+		}
+		o.HelperDir = v
+	case "helper-binary":
+		if v == "" {
+			return usagef("", "--helper-binary needs a local hpncp binary")
+		}
+		o.HelperBinary = v
 	case "connections":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxHelperChannels {
@@ -399,7 +411,8 @@ func runSSH(ctx context.Context, o *sshOptions, stdin io.Reader, stdout, stderr 
 	}
 	s := job.Shell{Conn: c, Host: o.Host, Command: o.Command, Subsystem: o.Subsystem, NoCommand: o.NoCommand,
 		Stdin: stdin, Stdout: stdout, Stderr: stderr, Logf: logf,
-		Helper: o.Helper, HelperPath: o.HelperPath, Channels: o.Channels}
+		Helper: o.Helper, HelperPath: o.HelperPath, HelperDir: o.HelperDir, HelperBinary: o.HelperBinary,
+		Channels: o.Channels}
 	if o.NullStdin {
 		s.Stdin = nil
 	}
@@ -461,15 +474,25 @@ Flags (ssh's, with ssh's meaning):
 Other ssh flags (-t -A -X -L -R -D -W -f -M -S ...) are refused by name.
 
 hpncp's own flags:
-  --helper auto|never
+  --helper auto|never|install
                 auto (the default): where hpncp runs at the far end too
-                (on the remote PATH, or --helper-path), it stripes the
-                command's stdin and output over several connections, as
-                many as the round trip asks for, so that a long path
-                carries them at link speed; without one, or with never,
-                one channel, as ssh. -v says which.
+                (installed by hpncp helper install, or on the remote PATH),
+                it stripes the command's stdin and output over several
+                connections, as many as the round trip asks for, so that a
+                long path carries them at link speed. Without a helper, one
+                channel, as ssh, and a line says how to get one where it
+                would have helped. never: always one channel. install: where
+                no helper answers, upload this hpncp as one first (see
+                hpncp helper --help). The default for a host can be set in
+                hpncp's configuration file (Helper, in a Host block).
   --helper-path CMD
-                the helper's command at the far end [hpncp]
+                the helper's command at the far end, in place of the
+                installed one or hpncp on the remote PATH
+  --helper-dir DIR
+                where installed helpers are on the server
+                [~/.cache/hpncp/helper, or HelperDir in the configuration]
+  --helper-binary FILE
+                the local hpncp that --helper install uploads [this one]
   --connections N
                 stripe over N connections, not as many as the path asks
 

@@ -43,6 +43,7 @@ var layers = []row{
 	{"internal/svg", nil},
 	{"internal/filter", nil},
 	{"internal/recommend", nil},
+	{"internal/hostconfig", []string{"github.com/kevinburke/ssh_config"}},
 	{"internal/faultnet", nil},
 	{"internal/syncoracle", []string{"golang.org/x/sys"}},
 	{"internal/depstest", nil},
@@ -100,7 +101,7 @@ var layers = []row{
 	// from one value; the engine policy (tuning, congestion control,
 	// start-up) and the assembly of a run.
 	{"job", []string{"ends", "transfer", "mirror", "report", "pipeline", "protocol", "sshconn", "window",
-		"helper", "internal/recommend", "internal/starttrace", "internal/vis", "golang.org/x/crypto", "golang.org/x/sys"}},
+		"helper", "internal/hostconfig", "internal/recommend", "internal/starttrace", "internal/vis", "golang.org/x/crypto", "golang.org/x/sys"}},
 
 	// hpncp bench: copies through the job layer, as a user's; its
 	// embedded demo serves SFTP with pkg/sftp's server. Nothing on a
