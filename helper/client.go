@@ -139,6 +139,7 @@ func Stripe(ctx context.Context, o StripeOptions) (Exit, error) {
 	var sender *stripe.Sender
 	if o.Stdin != nil {
 		sender = stripe.NewSender(o.Stdin, stripe.Stdin, o.Frame)
+		sender.SetReady(readyFunc(o.Stdin))
 	}
 	// add starts ch's frames: its output in, its share of stdin out. A
 	// channel after the first starts once the helper's hello on it says

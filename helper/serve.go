@@ -197,6 +197,8 @@ func Lead(ctx context.Context, o LeadOptions) error {
 		stderr: stripe.NewSender(stderr, stripe.Stderr, o.Frame),
 		pgid:   cmd.Process.Pid,
 	}
+	j.stdout.SetReady(readyFunc(stdout))
+	j.stderr.SetReady(readyFunc(stderr))
 	j.group = stripe.NewGroup(j.stdin)
 	j.group.Add(max(o.Channels, 1))
 	j.joins = max(o.Channels, 1) - 1

@@ -326,11 +326,14 @@ func quoted(text string) string {
 	return ": " + vis.Text(text)
 }
 
-// The helper's stdin reorder budget (above the 12.5 MB a 1 Gbit/s path of
-// 100 ms holds in flight) and the heap it asks the collector to keep to.
+// The helper's stdin reorder budget (twice the 12.5 MB a 1 Gbit/s path of
+// 100 ms holds in flight: a connection that falls a round trip behind
+// leaves the others that much ahead; with 16 MiB the others stood waiting
+// for it hundreds of times a gigabyte) and the heap it asks the
+// collector to keep to.
 const (
-	helperBudget = 16 << 20
-	helperMemory = 40 << 20
+	helperBudget = 24 << 20
+	helperMemory = 48 << 20
 )
 
 // ServeOptions are hpncp serve's: the helper's end of one channel.

@@ -158,6 +158,17 @@ func check(kind Kind, stream uint8, n int) error {
 // allow is an error wrapping ErrFrame; r ending between frames is io.EOF,
 // within one io.ErrUnexpectedEOF.
 func ReadFrame(r io.Reader, buf []byte) (Frame, error) {
+	return readFrame(r, func(n int) []byte {
+		if n <= cap(buf) {
+			return buf[:n]
+		}
+		return make([]byte, n)
+	})
+}
+
+// readFrame is ReadFrame with the payload's buffer from get, which is
+// asked for the payload's size once the header has been checked.
+func readFrame(r io.Reader, get func(n int) []byte) (Frame, error) {
 	var h [HeaderLen]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return Frame{}, err
@@ -173,11 +184,7 @@ func ReadFrame(r io.Reader, buf []byte) (Frame, error) {
 	if err := check(f.Kind, f.Stream, int(n)); err != nil {
 		return Frame{}, err
 	}
-	if int(n) <= cap(buf) {
-		f.Payload = buf[:n]
-	} else {
-		f.Payload = make([]byte, n)
-	}
+	f.Payload = get(int(n))
 	if _, err := io.ReadFull(r, f.Payload); err != nil {
 		if err == io.EOF {
 			err = io.ErrUnexpectedEOF

@@ -31,7 +31,7 @@ type Merger struct {
 	cond    *sync.Cond
 	stream  uint8
 	budget  int
-	held    int // bytes of pending
+	held    int // bytes of pending: their buffers', which a frame of a few bytes holds whole
 	next    uint64
 	pending map[uint64][]byte
 	cur     []byte // the frame being read, what is left of it
@@ -43,7 +43,9 @@ type Merger struct {
 }
 
 // NewMerger is a Merger of stream holding at most budget bytes out of
-// order (DefaultBudget when 0).
+// order (DefaultBudget when 0), counted by the buffers that hold them: a
+// peer sending frames of a byte each must not hold a whole buffer per
+// byte of the budget.
 func NewMerger(stream uint8, budget int) *Merger {
 	if budget <= 0 {
 		budget = DefaultBudget
@@ -73,14 +75,14 @@ func (m *Merger) Put(seq uint64, p []byte) error {
 	if m.ended && seq >= m.end {
 		return m.failLocked(frameErr("data frame %d of stream %d past its end at %d", seq, m.stream, m.end))
 	}
-	for seq != m.next && m.held > 0 && m.held+len(p) > m.budget && m.err == nil && !m.closed {
+	for seq != m.next && m.held > 0 && m.held+cap(p) > m.budget && m.err == nil && !m.closed {
 		m.cond.Wait()
 	}
 	if err := m.usable(); err != nil {
 		return err
 	}
 	m.pending[seq] = p
-	m.held += len(p)
+	m.held += cap(p)
 	m.cond.Broadcast()
 	return nil
 }
@@ -142,9 +144,51 @@ func (m *Merger) Read(p []byte) (int, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := m.waitLocked(); err != nil {
+		return 0, err
+	}
+	n := copy(p, m.cur)
+	m.cur = m.cur[n:]
+	return n, nil
+}
+
+// WriteTo writes the stream to w in order, each frame's bytes in one
+// Write, until its end (nil) or its failure, as Read would read it:
+// io.Copy from a Merger costs a write per frame rather than per 32 KiB.
+func (m *Merger) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for {
+		m.mu.Lock()
+		err := m.waitLocked()
+		// The frame's buffer stays m.done's until the next wait, after
+		// this write: only then does it go back for another frame.
+		chunk := m.cur
+		m.cur = nil
+		m.mu.Unlock()
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+		n, err := w.Write(chunk)
+		total += int64(n)
+		if err == nil && n < len(chunk) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+// waitLocked waits until the bytes in turn are in m.cur: nil, or io.EOF
+// at the stream's end, or why it failed. The frame read before goes back
+// to the buffers first.
+func (m *Merger) waitLocked() error {
 	for len(m.cur) == 0 {
 		if m.closed {
-			return 0, ErrMergerClosed
+			return ErrMergerClosed
 		}
 		if m.done != nil {
 			putFrameBuf(m.done)
@@ -152,23 +196,21 @@ func (m *Merger) Read(p []byte) (int, error) {
 		}
 		if f, ok := m.pending[m.next]; ok {
 			delete(m.pending, m.next)
-			m.held -= len(f)
+			m.held -= cap(f)
 			m.next++
 			m.cur, m.done = f, f
 			m.cond.Broadcast()
 			continue
 		}
 		if m.ended && m.next == m.end {
-			return 0, io.EOF
+			return io.EOF
 		}
 		if m.err != nil {
-			return 0, fmt.Errorf("stream %d after %d frames: %w", m.stream, m.next, m.err)
+			return fmt.Errorf("stream %d after %d frames: %w", m.stream, m.next, m.err)
 		}
 		m.cond.Wait()
 	}
-	n := copy(p, m.cur)
-	m.cur = m.cur[n:]
-	return n, nil
+	return nil
 }
 
 // Close gives up reading: Put and End return ErrMergerClosed from then on,

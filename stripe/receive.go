@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 )
 
 // ErrConnLost is wrapped by Receive's error when a connection ends without
@@ -37,7 +36,7 @@ func receive(r io.Reader, streams [MaxStreams]*Merger, control func(Frame) error
 	var seen [MaxStreams]bool
 	var ended [MaxStreams]bool
 	for {
-		f, err := ReadFrame(r, frameBuf())
+		f, err := readFrame(r, frameBuf)
 		switch {
 		case err == io.EOF || err == io.ErrUnexpectedEOF:
 			return fmt.Errorf("%w: it ended without its close frame", ErrConnLost)
@@ -89,19 +88,61 @@ func receive(r io.Reader, streams [MaxStreams]*Merger, control func(Frame) error
 	}
 }
 
-// frames holds payload buffers of DefaultFrame bytes from one frame to
-// the next: a stream moves a gigabyte in frames of that size, and a
-// buffer each would be garbage the collector pays for, and memory it
-// lets grow to twice what the budget holds.
-var frames = sync.Pool{New: func() any { return new([DefaultFrame]byte) }}
+// Payload buffers are kept from one frame to the next, in two sizes: a
+// stream moves a gigabyte in frames, and a buffer each would be garbage
+// the collector pays for, and memory it lets grow to twice what the
+// budget holds. A frame gets the smaller size that holds it: a Merger's
+// budget counts the buffers it holds (a peer's one-byte frames must not
+// hold a whole frame's buffer each uncounted), so a source that writes
+// 32 KiB at a time (rsync) would otherwise get an eighth of the budget.
+//
+// The lists are their own rather than sync.Pools, which the collector
+// empties: under a memory limit near the budget (the helper's), every
+// collection would drop the buffers, the next frames allocate them
+// again, and the collector run the more for it. Each keeps at most
+// maxFree buffers: more than a 24 MiB budget's worth of whole frames.
+var (
+	bigFrames   = make(chan []byte, maxFree)
+	smallFrames = make(chan []byte, maxFree)
+)
 
-// frameBuf is an empty buffer of DefaultFrame bytes' room.
-func frameBuf() []byte { return frames.Get().(*[DefaultFrame]byte)[:0] }
+const (
+	maxFree    = 128
+	smallFrame = 64 << 10
+)
+
+// frameBuf is a buffer of n bytes: a kept one of the smaller size that
+// holds n, or a new one of that size; past DefaultFrame, one of n bytes.
+func frameBuf(n int) []byte {
+	list, size := smallFrames, smallFrame
+	switch {
+	case n > DefaultFrame:
+		return make([]byte, n)
+	case n > smallFrame:
+		list, size = bigFrames, DefaultFrame
+	}
+	select {
+	case b := <-list:
+		return b[:n]
+	default:
+		return make([]byte, n, size)
+	}
+}
 
 // putFrameBuf gives back a buffer frameBuf gave, once its bytes are used;
-// any other slice is left to the collector.
+// any other slice, or one past the list's room, is left to the collector.
 func putFrameBuf(b []byte) {
-	if cap(b) == DefaultFrame {
-		frames.Put((*[DefaultFrame]byte)(b[:DefaultFrame]))
+	var list chan []byte
+	switch cap(b) {
+	case DefaultFrame:
+		list = bigFrames
+	case smallFrame:
+		list = smallFrames
+	default:
+		return
+	}
+	select {
+	case list <- b[:0]:
+	default:
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -394,4 +395,105 @@ func ExampleSender() {
 	out, err := io.ReadAll(m)
 	fmt.Printf("%s %v\n", out, err)
 	// Output: one stream over two connections <nil>
+}
+
+// TestMergerCountsBuffersNotBytes: a peer that sends frames of a byte
+// each, ahead of their turn, holds a buffer with each; the budget counts
+// the buffers, so that it bounds the memory held, not a byte count a
+// million buffers could hold.
+func TestMergerCountsBuffersNotBytes(t *testing.T) {
+	const frames = 4
+	m := NewMerger(Stdout, frames*smallFrame)
+	for seq := uint64(1); seq <= frames; seq++ {
+		b := frameBuf(1)
+		b[0] = 'x'
+		if err := m.Put(seq, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := make(chan error, 1)
+	go func() { put <- m.Put(frames+1, xFrame()) }()
+	select {
+	case err := <-put:
+		t.Fatalf("a one-byte frame past %d buffers was taken at once (%v)", frames, err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := m.Put(0, xFrame()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.End(frames + 2); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := m.WriteTo(&out); err != nil || out.String() != strings.Repeat("x", frames+2) {
+		t.Fatalf("WriteTo: %q, %v", out.String(), err)
+	}
+	if err := <-put; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// xFrame is a one-byte frame "x" in a buffer as Receive gets one.
+func xFrame() []byte {
+	b := frameBuf(1)
+	b[0] = 'x'
+	return b
+}
+
+// TestSenderFillsFramesFromSmallWrites: a source that writes 32 KiB at a
+// time (rsync) goes out in whole frames while the connection is slower
+// than the source, and every byte arrives in order.
+func TestSenderFillsFramesFromSmallWrites(t *testing.T) {
+	data := make([]byte, 8<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		for off := 0; off < len(data); off += 32 << 10 {
+			pw.Write(data[off : off+32<<10])
+		}
+		pw.Close()
+	}()
+	s := NewSender(pr, Stdout, 0)
+	// A connection that lets the source run ahead: it takes a frame only
+	// once the sender's read-ahead is full or the source has ended.
+	conn := &frameRecorder{s: s}
+	if err := s.Run(conn); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for _, f := range conn.frames {
+		got = append(got, f...)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("the frames carry %d bytes, not the source's %d in order", len(got), len(data))
+	}
+	if len(conn.frames) > len(data)/DefaultFrame+1 {
+		t.Errorf("%d frames for %d bytes: small writes went out as small frames", len(conn.frames), len(data))
+	}
+}
+
+// frameRecorder is a connection that, before each frame, waits until the
+// Sender holds a full read-ahead or its source ended: a connection slower
+// than the source.
+type frameRecorder struct {
+	s      *Sender
+	frames [][]byte
+}
+
+func (r *frameRecorder) Write(p []byte) (int, error) {
+	f, err := ReadFrame(bytes.NewReader(p), nil)
+	if err != nil {
+		return 0, err
+	}
+	if f.Kind == KindData {
+		r.frames = append(r.frames, f.Payload)
+	}
+	r.s.mu.Lock()
+	for r.s.ring == nil || r.s.n < len(r.s.ring) && !r.s.eof {
+		r.s.cond.Wait()
+	}
+	r.s.mu.Unlock()
+	return len(p), nil
 }
