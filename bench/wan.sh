@@ -47,7 +47,8 @@
 #                helper-cat hpnd hpn hpn-sync
 #                (rsync-hpn is rsync -e 'hpncp ssh' with no helper at the far
 #                end, rsync-helper the same with the hpncp under test there
-#                as its helper (--helper-path), ssh-cat and helper-cat
+#                as its helper (hpncp helper install, into the run's
+#                directory: --helper-dir), ssh-cat and helper-cat
 #                `hpncp ssh bench 'cat > f' < file` up and `cat f > file`
 #                down, without and with the helper; hpn-sync hpncp sync
 #                of the file to a target that is not there, so sent
@@ -166,8 +167,9 @@ if [ -z "$hpncp_bin" ]; then
 	(cd "$root" && go build -o "$work/hpncp" ./cmd/hpncp)
 	hpncp_bin=$work/hpncp
 fi
-mkdir -p "$work/remote" "$work/local"
-bench_user_own "$work/remote" "$work/local"
+mkdir -p "$work/remote" "$work/local" "$work/helper"
+bench_user_own "$work/remote" "$work/local" "$work/helper"
+chmod 700 "$work/helper"
 
 size_bytes=$(bench_units size "$size") || { echo "wan.sh: --size $size: want bytes or a K, M, G suffix" >&2; exit 2; }
 slow_bytes=$(bench_units size "$slow_size") || { echo "wan.sh: --slow-size $slow_size: want bytes or a K, M, G suffix" >&2; exit 2; }
@@ -222,12 +224,12 @@ copy() {
 		;;
 	rsync) client rsync -e "ssh -F $cfg" "$from" "$to" ;;
 	rsync-hpn) client rsync -e "$hpncp_bin ssh -F $cfg" "$from" "$to" ;;
-	rsync-helper) client rsync -e "$hpncp_bin ssh -F $cfg --helper-path $hpncp_bin" "$from" "$to" ;;
+	rsync-helper) client rsync -e "$hpncp_bin ssh -F $cfg --helper-dir $work/helper" "$from" "$to" ;;
 	ssh-cat | helper-cat)
 		# A command's stdin and stdout: hpncp ssh without (ssh-cat) and
 		# with (helper-cat) the helper at the far end.
 		local via=(--helper never)
-		[ "$tool" = ssh-cat ] || via=(--helper-path "$hpncp_bin")
+		[ "$tool" = ssh-cat ] || via=(--helper-dir "$work/helper")
 		if [ "$dir" = up ]; then
 			client "$hpncp_bin" ssh -F "$cfg" "${via[@]}" bench "cat > $work/remote/$name" <"$src"
 		else
@@ -296,6 +298,14 @@ for case in $cases; do
 	fi
 	start_sshd "$addr" 2222 "MaxStartups 100:30:200" ||
 		{ echo "wan.sh: sshd did not come up on $addr: $(cat "$work/sshd.log")" >&2; exit 1; }
+	case " $tools " in
+	*" rsync-helper "* | *" helper-cat "*)
+		# The helper as a user puts it there: hpncp helper install,
+		# into a directory of the run's (its hash checked at each start).
+		"${run_client[@]}" "${run_user[@]}" "$hpncp_bin" helper install -q -F "$work/ssh_config" --helper-dir "$work/helper" bench >/dev/null ||
+			{ echo "wan.sh: hpncp helper install failed" >&2; exit 1; }
+		;;
+	esac
 	case " $tools " in
 	*" hpnssh "*)
 		start_hpnsshd "$addr" 2223 ||

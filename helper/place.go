@@ -110,24 +110,37 @@ func CheckFailed(text string) (string, bool) {
 	return msg, true
 }
 
-// Launch is the remote command line that runs hpncp serve with args:
-// the helper installed in dir for the binary of hash sum, once the
-// server's sha256sum (or shasum, or sha256) has found it unchanged, else
-// hpncp on the login's PATH. An installed helper whose hash differs, or
-// cannot be taken, is not run, and the line says why on stderr. It is
-// sh's, under whatever shell the login has: every word in it is quoted
-// for that shell too.
-func Launch(dir string, sum [32]byte, args string) string {
+// Launch is the remote command line that runs hpncp serve with args for
+// job: the helper installed in dir for the binary of hash sum, else hpncp
+// on the login's PATH. The first channel's line (join false) runs the
+// installed helper only once the server's sha256sum (or shasum, or
+// sha256) has found its hash the one named; one whose hash differs, or
+// cannot be taken, is not run, and the line says why on stderr. A joining
+// channel's line runs it only once the first channel's helper, checked so,
+// has made the job's socket: hashing a 20 MB binary on each of a dozen
+// channels at once cost the start of a striped command half a second.
+// It is sh's, under whatever shell the login has: every word in it is
+// quoted for that shell too.
+func Launch(dir string, sum [32]byte, job, args string, join bool) string {
 	want := hex.EncodeToString(sum[:])
 	script := "h=" + ShellDir(dir) + "/" + VersionDir(sum) + "/" + BinaryName + "; " +
-		`if [ -e "$h" ]; then ` +
-		`s=$( (sha256sum || shasum -a 256 || sha256) <"$h" 2>/dev/null); ` +
-		`case "$s" in ` +
-		want + `*) exec "$h" serve ` + args + `;; ` +
-		`"") echo "` + checkFailed + `no sha256sum, shasum or sha256 to check $h with; not running it" >&2;; ` +
-		`*) echo "` + checkFailed + `$h is not the file installed: its sha256 differs; not running it" >&2;; ` +
-		`esac; exit 126; fi; ` +
-		`exec hpncp serve ` + args
+		`if [ -e "$h" ]; then `
+	if join {
+		// The socket's directory as runDir names it.
+		script += `s=${XDG_RUNTIME_DIR:-}; case "$s" in /*) ;; *) s="$HOME"/.cache;; esac; ` +
+			`s="$s"/hpncp/run/` + job + `.sock; i=0; ` +
+			`while [ ! -S "$s" ]; do i=$((i+1)); if [ "$i" -gt 300 ]; then ` +
+			`echo "` + checkFailed + `no checked helper started the job; not running $h" >&2; exit 126; fi; sleep 0.1; done; ` +
+			`exec "$h" serve ` + args + `; fi; `
+	} else {
+		script += `s=$( (sha256sum || shasum -a 256 || sha256) <"$h" 2>/dev/null); ` +
+			`case "$s" in ` +
+			want + `*) exec "$h" serve ` + args + `;; ` +
+			`"") echo "` + checkFailed + `no sha256sum, shasum or sha256 to check $h with; not running it" >&2;; ` +
+			`*) echo "` + checkFailed + `$h is not the file installed: its sha256 differs; not running it" >&2;; ` +
+			`esac; exit 126; fi; `
+	}
+	script += `exec hpncp serve ` + args
 	return "sh -c " + quote(script)
 }
 

@@ -3,6 +3,7 @@ package helper
 import (
 	"bytes"
 	"crypto/sha256"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,33 +70,45 @@ func TestLaunchChecksTheHash(t *testing.T) {
 	helper := []byte("#!/bin/sh\necho installed \"$@\"\n")
 	sum := sha256.Sum256(helper)
 	dir := filepath.Join(home, ".cache", "hpncp", "helper", VersionDir(sum))
-	run := func(d string) (string, string) {
+	runtime := t.TempDir()
+	run := func(d string, join bool) (string, string) {
 		t.Helper()
-		line := Launch(d, sum, "--protocol 1 --job j")
+		line := Launch(d, sum, "j", "--protocol 1 --job j", join)
 		// The login's shell runs the line as sshd gives it.
 		cmd := exec.Command(sh, "-c", line)
-		cmd.Env = []string{"HOME=" + home, "PATH=" + bin + ":" + os.Getenv("PATH")}
+		cmd.Env = []string{"HOME=" + home, "PATH=" + bin + ":" + os.Getenv("PATH"), "XDG_RUNTIME_DIR=" + runtime}
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		cmd.Run()
 		return out.String(), errb.String()
 	}
-	if out, _ := run("~/.cache/hpncp/helper"); out != "path serve --protocol 1 --job j\n" {
+	if out, _ := run("~/.cache/hpncp/helper", false); out != "path serve --protocol 1 --job j\n" {
 		t.Errorf("none installed: %q, want the PATH's hpncp", out)
 	}
 	os.MkdirAll(dir, 0o700)
 	os.WriteFile(filepath.Join(dir, BinaryName), helper, 0o700)
-	if out, _ := run("~/.cache/hpncp/helper"); out != "installed serve --protocol 1 --job j\n" {
+	if out, _ := run("~/.cache/hpncp/helper", false); out != "installed serve --protocol 1 --job j\n" {
 		t.Errorf("installed: %q, want the installed helper", out)
 	}
 	abs := filepath.Join(home, ".cache", "hpncp", "helper")
-	if out, _ := run(abs); out != "installed serve --protocol 1 --job j\n" {
+	if out, _ := run(abs, false); out != "installed serve --protocol 1 --job j\n" {
 		t.Errorf("installed, absolute directory: %q", out)
+	}
+	// A joining channel runs it once the first channel's helper has
+	// made the job's socket.
+	os.MkdirAll(filepath.Join(runtime, "hpncp", "run"), 0o700)
+	ln, err := net.Listen("unix", filepath.Join(runtime, "hpncp", "run", "j.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if out, _ := run("~/.cache/hpncp/helper", true); out != "installed serve --protocol 1 --job j\n" {
+		t.Errorf("join: %q, want the installed helper", out)
 	}
 	changed := append([]byte{}, helper...)
 	changed[len(changed)-2] = 'X'
 	os.WriteFile(filepath.Join(dir, BinaryName), changed, 0o700)
-	out, stderr := run("~/.cache/hpncp/helper")
+	out, stderr := run("~/.cache/hpncp/helper", false)
 	if out != "" {
 		t.Errorf("a changed helper ran: %q", out)
 	}

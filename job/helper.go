@@ -70,12 +70,13 @@ func helperArgs(job string, channels int, join bool) string {
 // the helper told (--helper-path), else the one hpncp helper install put
 // in the helpers' directory for this hpncp, its hash checked first, else
 // hpncp on the remote PATH.
-func (s Shell) helperLine(args string) string {
+func (s Shell) helperLine(job string, channels int, join bool) string {
+	args := helperArgs(job, channels, join)
 	switch {
 	case s.HelperPath != "":
 		return protocol.QuoteArg(s.HelperPath) + " serve " + args
 	case s.bin != nil:
-		return helper.Launch(s.HelperDir, s.bin.sum, args)
+		return helper.Launch(s.HelperDir, s.bin.sum, job, args, join)
 	}
 	return DefaultHelperPath + " serve " + args
 }
@@ -153,7 +154,7 @@ func dialJoiners(ctx context.Context, s Shell, name string, n int, logf func(str
 				logf("connection %d for the helper: %v", i+2, err)
 				return
 			}
-			h, err := openHelper(conn, s.Host, s.helperLine(helperArgs(name, n, true)), logf)
+			h, err := openHelper(conn, s.Host, s.helperLine(name, n, true), logf)
 			if err != nil {
 				conn.Close()
 				logf("connection %d for the helper: %v", i+2, err)
@@ -223,7 +224,7 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, key string, ahea
 		defer ahead.close()
 		name, n = ahead.name, ahead.n
 	}
-	first, err := openHelper(c, s.Host, s.helperLine(helperArgs(name, n, false)), logf)
+	first, err := openHelper(c, s.Host, s.helperLine(name, n, false), logf)
 	if err != nil {
 		return false, err
 	}

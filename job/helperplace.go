@@ -207,6 +207,7 @@ type helperFiles struct {
 	s    *protocol.SFTP
 	host string
 	dir  string // for SFTP (helper.SFTPDir)
+	home bool   // dir is under the login's home: shown with "~/"
 }
 
 func openHelperFiles(c *sshconn.Client, host, dir string, logf func(string, ...any)) (*helperFiles, error) {
@@ -214,13 +215,21 @@ func openHelperFiles(c *sshconn.Client, host, dir string, logf func(string, ...a
 	if err != nil {
 		return nil, err
 	}
-	return &helperFiles{s: s, host: host, dir: helper.SFTPDir(dir)}, nil
+	return &helperFiles{s: s, host: host, dir: helper.SFTPDir(dir), home: strings.HasPrefix(dir, "~/")}, nil
 }
 
 func (f *helperFiles) Close() error { return f.s.Close() }
 
 // where names p on the server for a message.
-func (f *helperFiles) where(p string) string { return f.host + ":" + vis.Text(p) }
+func (f *helperFiles) where(p string) string { return f.host + ":" + vis.Text(f.show(p)) }
+
+// show is p as the user names it: "~/" before a path under the home.
+func (f *helperFiles) show(p string) string {
+	if f.home {
+		return "~/" + p
+	}
+	return p
+}
 
 // ownDir checks that p is a directory, not a link, open to its owner
 // only (it narrows one that is not).
@@ -272,7 +281,7 @@ func (f *helperFiles) install(ctx context.Context, b localBinary, logf func(stri
 	if fi, err := f.s.Lstat(final); err == nil && fi.Mode().IsRegular() {
 		if sum, err := f.s.Sum256(ctx, final); err == nil && [32]byte(sum) == b.sum {
 			logf("the helper at %s is there already, and its hash checks", f.where(final))
-			return final, nil
+			return f.show(final), nil
 		}
 		logf("the helper at %s is not this hpncp's; replacing it", f.where(final))
 	}
@@ -320,7 +329,7 @@ func (f *helperFiles) install(ctx context.Context, b localBinary, logf func(stri
 		f.s.Remove(tmp)
 		return "", fmt.Errorf("rename %s to %s: %w", f.where(tmp), helper.BinaryName, err)
 	}
-	return final, nil
+	return f.show(final), nil
 }
 
 // upload copies the local file p to the new file tmp, which only its
@@ -447,13 +456,13 @@ func (f *helperFiles) remove(logf func(string, ...any)) (removed []string, err e
 				if err := f.s.Remove(path.Join(p, fi.Name())); err != nil {
 					return removed, fmt.Errorf("remove %s: %w", f.where(path.Join(p, fi.Name())), err)
 				}
-				removed = append(removed, path.Join(p, fi.Name()))
+				removed = append(removed, f.show(path.Join(p, fi.Name())))
 			}
 			if err := f.s.Remove(p); err != nil {
 				left = append(left, p)
 				continue
 			}
-			removed = append(removed, p)
+			removed = append(removed, f.show(p))
 			continue
 		default:
 			left = append(left, p)
@@ -472,11 +481,11 @@ func (f *helperFiles) remove(logf func(string, ...any)) (removed []string, err e
 	if err := f.s.Remove(f.dir); err != nil {
 		return removed, fmt.Errorf("remove %s: %w", f.where(f.dir), err)
 	}
-	removed = append(removed, f.dir)
+	removed = append(removed, f.show(f.dir))
 	for i := len(above) - 1; i >= 0; i-- {
 		// A directory something else uses now is not empty, and stays.
 		if f.s.Remove(above[i]) == nil {
-			removed = append(removed, above[i])
+			removed = append(removed, f.show(above[i]))
 		}
 	}
 	return removed, nil
@@ -650,7 +659,7 @@ func HelperStatus(ctx context.Context, p HelperPlace, mode string, w io.Writer) 
 // probeHelper starts a helper on c as hpncp ssh would and runs "exit 0"
 // through it.
 func probeHelper(ctx context.Context, c *sshconn.Client, s Shell, logf func(string, ...any)) error {
-	first, err := openHelper(c, s.Host, s.helperLine(helperArgs(newJobName(), 1, false)), logf)
+	first, err := openHelper(c, s.Host, s.helperLine(newJobName(), 1, false), logf)
 	if err != nil {
 		return err
 	}

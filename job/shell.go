@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -101,6 +102,14 @@ func RunShell(ctx context.Context, s Shell) error {
 	defer c.Close()
 	if s.NoCommand {
 		return waitConnection(ctx, c, s.Host)
+	}
+	if striped && ahead == nil {
+		// On a short path one channel is what ssh has, and as fast: the
+		// helper would only add its start.
+		if rtt, _ := sshconn.TCPRTT(c.Transport); helperChannels(s.Channels, rtt) < 2 {
+			logf("the round trip (%v) asks for one channel: running the command on it, without the helper", rtt.Round(time.Microsecond))
+			striped = false
+		}
 	}
 	if striped {
 		if ran, err := runHelper(ctx, c, s, key, ahead, logf); ran || err != nil {

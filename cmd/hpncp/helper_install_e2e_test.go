@@ -175,7 +175,12 @@ func TestHelperInstallE2E(t *testing.T) {
 	// and a line (no -v) saying why.
 	mark := filepath.Join(t.TempDir(), "ran")
 	fake := []byte("#!/bin/sh\ntouch " + mark + "\nexec " + w.bin + " \"$@\"\n")
-	if err := os.WriteFile(installed, fake, 0o700); err != nil {
+	// Put in place by rename: a helper of the last run may still be
+	// exiting, and a running binary cannot be written.
+	if err := os.WriteFile(installed+".new", fake, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(installed+".new", installed); err != nil {
 		t.Fatal(err)
 	}
 	out, stderr, code = w.run(t, nil, w.ssh("--connections", "3", "e2e", "echo ran")...)
