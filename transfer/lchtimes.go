@@ -2,8 +2,6 @@ package transfer
 
 import (
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // LinkTimer is an end that can set a symbolic link's own times, as
@@ -33,6 +31,5 @@ func (l Local) Lchtimes(name string, atime, mtime time.Time) error {
 	if l.root != nil {
 		return l.root.chtimes(name, atime, mtime)
 	}
-	ts := []unix.Timespec{unix.NsecToTimespec(atime.UnixNano()), unix.NsecToTimespec(mtime.UnixNano())}
-	return unix.UtimesNanoAt(unix.AT_FDCWD, name, ts, unix.AT_SYMLINK_NOFOLLOW)
+	return lchtimes(name, atime, mtime)
 }
