@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -170,5 +172,58 @@ func TestRsyncThroughHelperE2E(t *testing.T) {
 	out, err := exec.CommandContext(ctx, "diff", "-r", src, back).CombinedOutput()
 	if err != nil {
 		t.Fatalf("the tree rsync brought back through the helper differs: %v\n%s", err, out)
+	}
+}
+
+// TestHelperInterruptedE2E: SIGTERM to hpncp ssh while a striped
+// command still reads its input ends hpncp ssh with exit 130, and the
+// helper stops the command (its process group) rather than give it an
+// early end of its input: a tar x would take a cut archive for a whole
+// one. (Where the input had ended, the command runs on, as under ssh.)
+func TestHelperInterruptedE2E(t *testing.T) {
+	_, bin, ssh := helperServer(t)
+	dir := t.TempDir()
+	started, done := filepath.Join(dir, "started"), filepath.Join(dir, "done")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append(append([]string{}, ssh...), "--connections", "3", "e2e",
+		"echo $$ > "+started+"; cat > /dev/null; touch "+done)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	in.Write(make([]byte, 1<<20))
+	// Wait for the command to have started at the far end.
+	var pid int
+	for pid == 0 {
+		if b, err := os.ReadFile(started); err == nil && len(b) > 1 {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the command never started: %s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("hpncp ssh after SIGTERM: %v, want exit 130\n%s", err, stderr.String())
+	}
+	// The remote shell goes: the helper kills its process group.
+	for syscall.Kill(pid, 0) == nil {
+		if ctx.Err() != nil {
+			t.Fatalf("the remote command (pid %d) still runs after hpncp ssh was interrupted", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(done); err == nil {
+		t.Fatalf("the remote command was given an end of its input and ran on")
 	}
 }
