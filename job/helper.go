@@ -76,7 +76,9 @@ func (s Shell) helperLine(job string, channels int, join bool) string {
 	case s.HelperPath != "":
 		return protocol.QuoteArg(s.HelperPath) + " serve " + args
 	case s.bin != nil:
-		return helper.Launch(s.HelperDir, s.bin.sum, job, args, join)
+		if b, ok := s.bin.get(); ok {
+			return helper.Launch(s.HelperDir, b.sum, job, args, join)
+		}
 	}
 	return DefaultHelperPath + " serve " + args
 }
@@ -384,7 +386,8 @@ func (s Shell) noHelper(ctx context.Context, c *sshconn.Client, key string, logf
 		}
 		return false, nil
 	}
-	where, err := installHelperOn(ctx, c, s.Host, s.HelperDir, *s.bin, logf)
+	b, _ := s.bin.get() // install mode: known before the dial (RunShell)
+	where, err := installHelperOn(ctx, c, s.Host, s.HelperDir, b, logf)
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, ctx.Err()

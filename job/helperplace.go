@@ -114,6 +114,43 @@ func openBinary(p string) (localBinary, error) {
 	return readBinary(p)
 }
 
+// binaryFuture is a local binary being read and hashed.
+type binaryFuture struct {
+	done chan struct{}
+	b    localBinary
+	ok   bool
+}
+
+// knownBinary is a binaryFuture of b, read already.
+func knownBinary(b localBinary) *binaryFuture {
+	f := &binaryFuture{done: make(chan struct{}), b: b, ok: true}
+	close(f.done)
+	return f
+}
+
+// hashBinary reads and hashes the binary at p (the running one when "")
+// on a goroutine of its own; one that is not hpncp is logged, and
+// get reports it not ok.
+func hashBinary(p string, logf func(string, ...any)) *binaryFuture {
+	f := &binaryFuture{done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		b, err := openBinary(p)
+		if err != nil {
+			logf("no installed helper can be checked: %v", err)
+			return
+		}
+		f.b, f.ok = b, true
+	}()
+	return f
+}
+
+// get waits for the binary; ok false where it is not hpncp.
+func (f *binaryFuture) get() (localBinary, bool) {
+	<-f.done
+	return f.b, f.ok
+}
+
 func readBinary(p string) (localBinary, error) {
 	b := localBinary{path: p}
 	bi, err := buildinfo.ReadFile(p)
@@ -646,7 +683,7 @@ func HelperStatus(ctx context.Context, p HelperPlace, mode string, w io.Writer) 
 
 	s := Shell{Host: p.Host, HelperDir: p.Dir}
 	if berr == nil {
-		s.bin = &b
+		s.bin = knownBinary(b)
 	}
 	if err := probeHelper(ctx, c, s, logf); err != nil {
 		fmt.Fprintf(w, "answers:   no: %v\n", err)

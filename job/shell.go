@@ -52,7 +52,7 @@ type Shell struct {
 	Channels     int
 
 	dialer *sshconn.Dialer
-	bin    *localBinary // the binary an installed helper must hash to; nil: none known
+	bin    *binaryFuture // the binary an installed helper must hash to; nil: none known
 }
 
 // RunShell connects and runs s's command, shell or subsystem with its
@@ -76,14 +76,19 @@ func RunShell(ctx context.Context, s Shell) error {
 			return errors.New("--helper install with --helper-path: the helper installed is the one in the helpers' directory; leave one out")
 		}
 		striped = s.Helper != HelperNever
-		if striped && s.HelperPath == "" {
-			if b, err := openBinary(s.HelperBinary); err == nil {
-				s.bin = &b
-			} else if s.HelperBinary != "" || s.Helper == HelperInstall {
+		switch {
+		case !striped || s.HelperPath != "":
+		case s.HelperBinary != "" || s.Helper == HelperInstall:
+			// The binary told of, or to be uploaded, must be one.
+			b, err := openBinary(s.HelperBinary)
+			if err != nil {
 				return err
-			} else {
-				logf("no installed helper can be checked: %v", err)
 			}
+			s.bin = knownBinary(b)
+		default:
+			// Hashed while the connection is dialed: on a short path,
+			// where no helper is started, it is not waited for.
+			s.bin = hashBinary(s.HelperBinary, logf)
 		}
 	}
 	var key string
