@@ -72,7 +72,7 @@ func containsFlag(fs []docFlag, name string) bool {
 	return false
 }
 
-var docCommands = []string{"bench", "report", "ssh", "sync", "trace", "version"}
+var docCommands = []string{"bench", "helper", "report", "ssh", "sync", "trace", "version"}
 
 // writeDocs writes DIR/hpncp.1 and DIR/completions/hpncp.{bash,zsh,fish}.
 func writeDocs(dir string) error {
