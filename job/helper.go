@@ -257,15 +257,7 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, key string, ahea
 		}
 	}()
 	if err := helper.Start(first, strings.Join(s.Command, " ")); err != nil {
-		// What the far end said (the shell's "not found", the launch
-		// line's check) may still be on its way: the channel closes
-		// once its command has exited.
-		select {
-		case <-stderrDone:
-		case <-time.After(helperStderrWait):
-		}
-		first.Close()
-		<-stderrDone
+		closeAfterStderr(first, stderrDone)
 		if errors.Is(err, helper.ErrNoHelper) {
 			if msg, ok := helper.CheckFailed(early.String()); ok && s.Conn.Warnf != nil {
 				s.Conn.Warnf("%s: %s", s.Host, vis.Text(msg))
@@ -319,6 +311,20 @@ func runHelper(ctx context.Context, c *sshconn.Client, s Shell, key string, ahea
 // helperStderrWait bounds the wait for a failed helper's channel to
 // close, and its stderr with it, where a server holds it open.
 const helperStderrWait = 5 * time.Second
+
+// closeAfterStderr closes the channel of a helper that did not start
+// once its stderr's reader has ended (done), or helperStderrWait has
+// passed: what the far end said (the shell's "not found", the launch
+// line's check) may still be on its way, and closing the channel first
+// loses it. The channel closes once its command has exited.
+func closeAfterStderr(ch *helperChannel, done <-chan struct{}) {
+	select {
+	case <-done:
+	case <-time.After(helperStderrWait):
+	}
+	ch.Close()
+	<-done
+}
 
 // quoted is ": " and text, escaped for a terminal, where there is any.
 func quoted(text string) string {

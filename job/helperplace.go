@@ -708,8 +708,7 @@ func probeHelper(ctx context.Context, c *sshconn.Client, s Shell, logf func(stri
 		io.Copy(&early, io.LimitReader(first.Stderr(), 4096))
 	}()
 	if err := helper.Start(first, "exit 0"); err != nil {
-		first.Close()
-		<-done
+		closeAfterStderr(first, done)
 		if msg, ok := helper.CheckFailed(early.String()); ok {
 			return errors.New(vis.Text(msg))
 		}
