@@ -25,14 +25,8 @@ func openRegular(name string, noFollow bool) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
+	if err := regularOnly(f, name); err != nil {
 		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		_ = f.Close()
-		return nil, &fs.PathError{Op: "open", Path: name, Err: errNotRegular}
 	}
 	return f, nil
 }
