@@ -38,6 +38,8 @@ targets=(
 	internal/trace:FuzzParse
 	protocol:FuzzRemoteCommandPaths
 	stripe:FuzzReceive
+	delta:FuzzApply
+	delta:FuzzReadSignature
 )
 
 # Every func FuzzXxx in a _test.go file, as package:FuzzXxx.

@@ -1,0 +1,208 @@
+// Package delta is rsync's delta transfer, written for hpncp: the end
+// that holds the old version of a file (the basis) sends a weak and a
+// strong checksum of each of its blocks (a Signature); the end that holds
+// the new version finds those blocks in it at any offset, with a rolling
+// checksum, and sends only block references and the bytes between them
+// (Diff); the first end rebuilds the new version from its basis and those
+// (Apply).
+//
+// Unlike rsync, a file is cut into ranges that are diffed and rebuilt at
+// once on several cores, and every range carries the SHA-256 of its
+// bytes: a rebuilt range that does not hash to what its sender read is an
+// error, never a file. Both streams come from the far end, which may be
+// hostile, so every count and length read is bounded and every reference
+// checked against the basis before a byte is read or written.
+package delta
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+)
+
+const (
+	// MinBlock and MaxBlock bound a block's length, as rsync bounds it
+	// (700 bytes, 128 KiB).
+	MinBlock = 700
+	MaxBlock = 128 << 10
+	// StrongLen is how much of a block's SHA-256 a Signature keeps:
+	// enough that two different blocks sharing a weak sum are told
+	// apart; the range hashes catch what would still slip through.
+	StrongLen = 16
+	// MaxSize bounds a file's size on the wire (16 TiB).
+	MaxSize = 1 << 44
+)
+
+// BlockSize is the block length for a basis of size bytes, by rsync's
+// square-root rule: the square root, a multiple of 8, within MinBlock and
+// MaxBlock. It balances the signature's size, which falls as blocks grow,
+// against the bytes sent around each change, which grow with them.
+func BlockSize(size int64) int {
+	if size <= MinBlock*MinBlock {
+		return MinBlock
+	}
+	b := isqrt(size) &^ 7
+	return int(min(max(b, MinBlock), MaxBlock))
+}
+
+func isqrt(n int64) int64 {
+	// Newton's method from above; n fits in 44 bits, so no overflow.
+	x := n
+	y := (x + 1) / 2
+	for y < x {
+		x = y
+		y = (x + n/x) / 2
+	}
+	return x
+}
+
+// weak is rsync's rolling checksum of a window: the sum of its bytes and
+// the sum of those sums, each modulo 2^16.
+func weak(p []byte) (a, b uint32) {
+	n := uint32(len(p))
+	for i, c := range p {
+		a += uint32(c)
+		b += (n - uint32(i)) * uint32(c)
+	}
+	return a & 0xffff, b & 0xffff
+}
+
+// roll moves a window of n bytes one byte on: out leaves it, in joins.
+func roll(a, b uint32, n uint32, out, in byte) (uint32, uint32) {
+	a = (a - uint32(out) + uint32(in)) & 0xffff
+	b = (b - n*uint32(out) + a) & 0xffff
+	return a, b
+}
+
+func pack(a, b uint32) uint32 { return a | b<<16 }
+
+// strong is the strong checksum of a block: its SHA-256, cut to StrongLen.
+func strong(p []byte) (s [StrongLen]byte) {
+	h := sha256.Sum256(p)
+	copy(s[:], h[:])
+	return s
+}
+
+// A Signature is what the basis end sends: its block length, its size,
+// and each block's weak and strong checksum in order (the last block is
+// short unless the size is a multiple of the block length).
+type Signature struct {
+	BlockLen int
+	Size     int64
+	Weak     []uint32
+	Strong   [][StrongLen]byte
+}
+
+// Blocks is how many blocks a basis of size has with blocks of blockLen.
+func Blocks(size int64, blockLen int) int64 {
+	return (size + int64(blockLen) - 1) / int64(blockLen)
+}
+
+// blockLenAt is the length of block i.
+func (s *Signature) blockLenAt(i int) int {
+	if rest := s.Size - int64(i)*int64(s.BlockLen); rest < int64(s.BlockLen) {
+		return int(rest)
+	}
+	return s.BlockLen
+}
+
+// Sign reads the basis r of size bytes and returns its Signature with
+// blocks of blockLen (BlockSize(size) when 0), on as many goroutines as
+// there are CPUs, each reading a run of blocks. A basis that ends early
+// is an error: a signature must describe exactly the bytes Apply will
+// read.
+func Sign(ctx context.Context, r io.ReaderAt, size int64, blockLen int) (*Signature, error) {
+	if blockLen == 0 {
+		blockLen = BlockSize(size)
+	}
+	if size < 0 || size > MaxSize || blockLen < MinBlock || blockLen > MaxBlock {
+		return nil, fmt.Errorf("sign: size %d, block length %d out of bounds", size, blockLen)
+	}
+	n := int(Blocks(size, blockLen))
+	s := &Signature{BlockLen: blockLen, Size: size, Weak: make([]uint32, n), Strong: make([][StrongLen]byte, n)}
+	// A run of blocks per read: big reads, and a few runs per CPU so
+	// that a slow one does not hold the rest.
+	per := max(1, (8<<20)/blockLen)
+	runs := (n + per - 1) / per
+	workers := min(runtime.GOMAXPROCS(0), runs)
+	var (
+		next  = make(chan int)
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, per*blockLen)
+			for run := range next {
+				lo := run * per
+				hi := min(lo+per, n)
+				off := int64(lo) * int64(blockLen)
+				want := int(min(int64(hi-lo)*int64(blockLen), size-off))
+				got, err := r.ReadAt(buf[:want], off)
+				if got < want {
+					if err == nil || err == io.EOF {
+						err = io.ErrUnexpectedEOF
+					}
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("sign: read at %d: %w", off, err)
+					}
+					mu.Unlock()
+					continue
+				}
+				for i := lo; i < hi; i++ {
+					p := buf[(i-lo)*blockLen : min((i-lo+1)*blockLen, want)]
+					s.Weak[i] = pack(weak(p))
+					s.Strong[i] = strong(p)
+				}
+			}
+		}()
+	}
+	for run := 0; run < runs; run++ {
+		if ctx.Err() != nil {
+			break
+		}
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		next <- run
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Stats counts what a delta carried: bytes sent as data, and bytes
+// rebuilt from the basis.
+type Stats struct {
+	Literal int64
+	Matched int64
+	Ranges  int
+}
+
+func (s *Stats) add(o Stats) {
+	s.Literal += o.Literal
+	s.Matched += o.Matched
+	s.Ranges += o.Ranges
+}
+
+// ErrMismatch says a rebuilt range did not hash to what its sender read:
+// the basis changed under the run, or the bytes were damaged. What was
+// rebuilt is not the new file.
+var ErrMismatch = errors.New("rebuilt data does not match the sender's hash")

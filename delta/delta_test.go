@@ -1,0 +1,304 @@
+package delta
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+)
+
+// memFile is an in-memory file that grows as it is written at.
+type memFile struct{ b []byte }
+
+func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
+	if end := int(off) + len(p); end > len(m.b) {
+		m.b = append(m.b, make([]byte, end-len(m.b))...)
+	}
+	return copy(m.b[off:], p), nil
+}
+
+func TestBlockSize(t *testing.T) {
+	for _, c := range []struct {
+		size int64
+		want int
+	}{
+		{0, 700}, {1, 700}, {490000, 700}, {490001, 700}, {1_000_000, 1000},
+		{1_000_100, 1000}, {1 << 30, 32768}, {10 << 30, 103616}, {1 << 40, MaxBlock},
+	} {
+		if got := BlockSize(c.size); got != c.want {
+			t.Errorf("BlockSize(%d) = %d, want %d", c.size, got, c.want)
+		}
+	}
+}
+
+func TestRollMatchesWeak(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	data := make([]byte, 5000)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	const n = 731
+	a, b := weak(data[:n])
+	for i := 0; i+n < len(data); i++ {
+		a, b = roll(a, b, n, data[i], data[i+n])
+		wa, wb := weak(data[i+1 : i+1+n])
+		if a != wa || b != wb {
+			t.Fatalf("at %d: rolled %d,%d, computed %d,%d", i+1, a, b, wa, wb)
+		}
+	}
+}
+
+// roundTrip signs basis, diffs next against it and applies the delta,
+// and fails unless the result is next.
+func roundTrip(t *testing.T, basis, next []byte, blockLen int, o DiffOptions) Stats {
+	t.Helper()
+	ctx := context.Background()
+	sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), blockLen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wire bytes.Buffer
+	if err := WriteSignature(&wire, sig); err != nil {
+		t.Fatal(err)
+	}
+	sig2, err := ReadSignature(&wire, int64(len(basis)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d bytes.Buffer
+	sent, err := Diff(ctx, sig2, bytes.NewReader(next), int64(len(next)), &d, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &memFile{}
+	h, got, err := Apply(ctx, &d, Basis{R: bytes.NewReader(basis), Size: int64(len(basis)), BlockLen: sig.BlockLen}, out, int64(len(next)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Size != int64(len(next)) || !bytes.Equal(out.b, next) && !(len(out.b) == 0 && len(next) == 0) {
+		t.Fatalf("rebuilt %d bytes, not the %d of the new file", len(out.b), len(next))
+	}
+	if got != sent {
+		t.Errorf("receiver counted %+v, sender %+v", got, sent)
+	}
+	if got.Literal+got.Matched != int64(len(next)) {
+		t.Errorf("literal %d + matched %d != %d", got.Literal, got.Matched, len(next))
+	}
+	return got
+}
+
+func random(rng *rand.Rand, n int) []byte {
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(rng.Uint32())
+	}
+	return p
+}
+
+func TestRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	basis := random(rng, 300_000)
+	edit := func(f func(b []byte) []byte) []byte { return f(bytes.Clone(basis)) }
+	cases := map[string][]byte{
+		"same":       basis,
+		"empty":      nil,
+		"new":        random(rng, 200_000),
+		"append":     append(bytes.Clone(basis), random(rng, 5000)...),
+		"truncate":   basis[:123_457],
+		"shift":      append([]byte("x"), basis...),
+		"front cut":  basis[777:],
+		"one byte":   edit(func(b []byte) []byte { b[150_000] ^= 1; return b }),
+		"last byte":  edit(func(b []byte) []byte { b[len(b)-1] ^= 1; return b }),
+		"insert mid": edit(func(b []byte) []byte { return append(b[:100_000:100_000], append(random(rng, 333), b[100_000:]...)...) }),
+		"delete mid": edit(func(b []byte) []byte { return append(b[:100_000:100_000], b[101_500:]...) }),
+		"reorder":    append(bytes.Clone(basis[200_000:]), basis[:200_000]...),
+		"repeated":   bytes.Repeat(basis[:10_000], 40),
+		"small":      []byte("tiny"),
+	}
+	for name, next := range cases {
+		for _, o := range []DiffOptions{{}, {RangeLen: 1, Workers: 3}, {RangeLen: 50_000, Workers: 2}} {
+			t.Run(fmt.Sprintf("%s/%d", name, o.RangeLen), func(t *testing.T) {
+				st := roundTrip(t, basis, next, 1000, o)
+				if name == "same" && st.Literal != 0 {
+					t.Errorf("an unchanged file sent %d literal bytes", st.Literal)
+				}
+			})
+		}
+	}
+	t.Run("empty basis", func(t *testing.T) {
+		st := roundTrip(t, nil, basis[:5000], 0, DiffOptions{})
+		if st.Matched != 0 {
+			t.Errorf("matched %d bytes of an empty basis", st.Matched)
+		}
+	})
+}
+
+// A few scattered changes cost about the changed bytes and a block around
+// each, as rsync's do.
+func TestScatteredChangesSendLittle(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	basis := random(rng, 8<<20)
+	next := bytes.Clone(basis)
+	const changes, each = 50, 100
+	for range changes {
+		off := rng.IntN(len(next) - each)
+		copy(next[off:], random(rng, each))
+	}
+	bl := BlockSize(int64(len(basis)))
+	st := roundTrip(t, basis, next, 0, DiffOptions{RangeLen: 1 << 20})
+	if limit := int64(changes * (each + 2*bl)); st.Literal > limit {
+		t.Errorf("sent %d literal bytes for %d changes of %d in blocks of %d (limit %d)", st.Literal, changes, each, bl, limit)
+	}
+}
+
+func TestApplyRefuses(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(7, 8))
+	basis := random(rng, 50_000)
+	next := append(bytes.Clone(basis[:20_000]), random(rng, 1000)...)
+	next = append(next, basis[20_000:]...)
+	sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 700)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d bytes.Buffer
+	if _, err := Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), &d, DiffOptions{RangeLen: 10_000}); err != nil {
+		t.Fatal(err)
+	}
+	good := d.Bytes()
+	apply := func(delta, basis []byte, blockLen int, size int64) error {
+		_, _, err := Apply(ctx, bytes.NewReader(delta), Basis{R: bytes.NewReader(basis), Size: int64(len(basis)), BlockLen: blockLen}, &memFile{}, size)
+		return err
+	}
+	if err := apply(good, basis, 700, int64(len(next))); err != nil {
+		t.Fatalf("the good delta: %v", err)
+	}
+	changed := bytes.Clone(basis)
+	changed[30_000] ^= 0x80
+	for name, c := range map[string]struct {
+		err  error
+		want error
+	}{
+		"basis changed since signed": {apply(good, changed, 700, -1), ErrMismatch},
+		"other block length":         {apply(good, basis, 704, -1), ErrFormat},
+		"other basis size":           {apply(good, basis[:49_999], 700, -1), ErrFormat},
+		"other size than listed":     {apply(good, basis, 700, int64(len(next))+1), ErrFormat},
+		"cut short":                  {apply(good[:len(good)/2], basis, 700, -1), io.ErrUnexpectedEOF},
+		"no end":                     {apply(good[:len(good)-1], basis, 700, -1), io.ErrUnexpectedEOF},
+		"bad magic":                  {apply(append([]byte("X"), good[1:]...), basis, 700, -1), ErrFormat},
+		"range ended twice": {apply(append(bytes.Clone(good[:len(good)-1]),
+			append(endRecord(0, [32]byte{}), recDone)...), basis, 700, -1), ErrFormat},
+		"block past the basis": {apply(withRecords(good, copyRecord(0, 72, 1)), basis, 700, -1), ErrFormat},
+		"zero blocks":          {apply(withRecords(good, copyRecord(0, 0, 0)), basis, 700, -1), ErrFormat},
+		"range past the file":  {apply(withRecords(good, copyRecord(999, 0, 1)), basis, 700, -1), ErrFormat},
+	} {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: got %v, want %v", name, c.err, c.want)
+		}
+	}
+}
+
+// withRecords puts recs right after good's header.
+func withRecords(good []byte, recs ...[]byte) []byte {
+	r := bytes.NewReader(good)
+	d := decoder{r: r}
+	if _, err := d.header(); err != nil {
+		panic(err)
+	}
+	n := len(good) - r.Len()
+	out := bytes.Clone(good[:n])
+	for _, r := range recs {
+		out = append(out, r...)
+	}
+	return append(out, good[n:]...)
+}
+
+func copyRecord(rng, block, count int64) []byte {
+	w := recordWriter{flush: func([]byte) error { return nil }}
+	w.copyBlocks(rng, block, count)
+	return w.p
+}
+
+func endRecord(rng int64, sum [32]byte) []byte {
+	var p []byte
+	w := recordWriter{flush: func(b []byte) error { p = append(p, b...); return nil }}
+	w.end(rng, sum)
+	return p
+}
+
+func TestReadSignatureRefuses(t *testing.T) {
+	sig, err := Sign(context.Background(), bytes.NewReader(make([]byte, 5000)), 5000, 700)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	WriteSignature(&b, sig)
+	good := b.Bytes()
+	for name, c := range map[string]struct {
+		p    []byte
+		size int64
+		want error
+	}{
+		"other size":  {good, 5001, ErrFormat},
+		"cut short":   {good[:len(good)-3], 5000, io.ErrUnexpectedEOF},
+		"bad magic":   {append([]byte("Y"), good[1:]...), -1, ErrFormat},
+		"tiny blocks": {[]byte{'H', 'D', 'S', '1', 8, 1}, -1, ErrFormat},
+	} {
+		if _, err := ReadSignature(bytes.NewReader(c.p), c.size); !errors.Is(err, c.want) {
+			t.Errorf("%s: got %v, want %v", name, err, c.want)
+		}
+	}
+}
+
+// A basis that ends before the size it was said to have is an error,
+// not a signature of fewer bytes.
+func TestSignShortBasis(t *testing.T) {
+	if _, err := Sign(context.Background(), bytes.NewReader(make([]byte, 3000)), 4000, 700); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func BenchmarkDiffUnchanged(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	basis := random(rng, 64<<20)
+	sig, err := Sign(context.Background(), bytes.NewReader(basis), int64(len(basis)), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(basis)))
+	for b.Loop() {
+		if _, err := Diff(context.Background(), sig, bytes.NewReader(basis), int64(len(basis)), io.Discard, DiffOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDiffNew(b *testing.B) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	basis := random(rng, 16<<20)
+	next := random(rng, 16<<20)
+	sig, err := Sign(context.Background(), bytes.NewReader(basis), int64(len(basis)), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(next)))
+	for b.Loop() {
+		if _, err := Diff(context.Background(), sig, bytes.NewReader(next), int64(len(next)), io.Discard, DiffOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSign(b *testing.B) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	basis := random(rng, 64<<20)
+	b.SetBytes(int64(len(basis)))
+	for b.Loop() {
+		if _, err := Sign(context.Background(), bytes.NewReader(basis), int64(len(basis)), 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,353 @@
+package delta
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"math/bits"
+	"runtime"
+	"slices"
+	"sync"
+)
+
+// index finds the basis blocks a window may be: a bit filter on the weak
+// sum, consulted at every byte, and the blocks sorted by weak sum, for the
+// few windows that pass it.
+type index struct {
+	sig    *Signature
+	filter []uint64
+	shift  uint
+	blocks []entry
+}
+
+type entry struct {
+	weak  uint32
+	block int32
+}
+
+func newIndex(s *Signature) *index {
+	n := len(s.Weak)
+	// 64 filter bits a block or more: a window that no block has passes
+	// the filter about once in sixty-four.
+	logBits := max(10, bits.Len(uint(n*64)))
+	x := &index{sig: s, filter: make([]uint64, 1<<logBits/64), shift: uint(32 - logBits), blocks: make([]entry, n)}
+	for i, w := range s.Weak {
+		x.blocks[i] = entry{weak: w, block: int32(i)}
+		h := x.slot(w)
+		x.filter[h/64] |= 1 << (h % 64)
+	}
+	slices.SortFunc(x.blocks, func(a, b entry) int {
+		if a.weak != b.weak {
+			return int(int64(a.weak) - int64(b.weak))
+		}
+		return int(a.block - b.block)
+	})
+	return x
+}
+
+func (x *index) slot(w uint32) uint32 { return (w * 0x9e3779b1) >> x.shift }
+
+func (x *index) maybe(w uint32) bool {
+	h := x.slot(w)
+	return x.filter[h/64]&(1<<(h%64)) != 0
+}
+
+// find returns a block whose sums are window's, preferring block prefer
+// (the one after the last match, so that runs of blocks stay runs).
+func (x *index) find(w uint32, window []byte, prefer int64) (int64, bool) {
+	i, _ := slices.BinarySearchFunc(x.blocks, w, func(e entry, w uint32) int {
+		return int(int64(e.weak) - int64(w))
+	})
+	var (
+		sum   [StrongLen]byte
+		have  bool
+		found int64 = -1
+	)
+	for ; i < len(x.blocks) && x.blocks[i].weak == w; i++ {
+		b := int(x.blocks[i].block)
+		if x.sig.blockLenAt(b) != len(window) {
+			continue
+		}
+		if !have {
+			sum, have = strong(window), true
+		}
+		if x.sig.Strong[b] != sum {
+			continue
+		}
+		if int64(b) == prefer {
+			return prefer, true
+		}
+		if found < 0 {
+			found = int64(b)
+		}
+	}
+	return found, found >= 0
+}
+
+// DiffOptions tune Diff.
+type DiffOptions struct {
+	// Workers is how many ranges are diffed at once (GOMAXPROCS when 0).
+	Workers int
+	// RangeLen is the length of a range, rounded up to a multiple of the
+	// block length (32 MiB when 0).
+	RangeLen int64
+}
+
+// DefaultRangeLen is the length of a range when DiffOptions does not say.
+const DefaultRangeLen = 32 << 20
+
+// litChunk is how many unmatched bytes a matcher holds before it sends
+// them.
+const litChunk = 256 << 10
+
+// Diff reads the new file src of size bytes and writes to w the delta
+// that rebuilds it from the basis sig describes. The ranges are diffed
+// on several goroutines, each sending whole records to w, which is
+// written by one goroutine at a time.
+func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io.Writer, o DiffOptions) (Stats, error) {
+	if size < 0 || size > MaxSize {
+		return Stats{}, fmt.Errorf("delta: size %d out of bounds", size)
+	}
+	bl := int64(sig.BlockLen)
+	rl := o.RangeLen
+	if rl <= 0 {
+		rl = DefaultRangeLen
+	}
+	rl = max((rl+bl-1)/bl*bl, bl)
+	h := Header{Size: size, BlockLen: sig.BlockLen, BasisSize: sig.Size, RangeLen: rl}
+	if h.Ranges() > MaxRanges {
+		rl = (size + MaxRanges - 1) / MaxRanges
+		h.RangeLen = (rl + bl - 1) / bl * bl
+	}
+	var mu sync.Mutex
+	write := func(p []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		_, err := w.Write(p)
+		return err
+	}
+	if err := write(appendHeader(nil, h)); err != nil {
+		return Stats{}, err
+	}
+	x := newIndex(sig)
+	n := h.Ranges()
+	workers := o.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = int(min(int64(workers), max(n, 1)))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		next  = make(chan int64)
+		wg    sync.WaitGroup
+		total Stats
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := matcher{x: x, src: src, buf: make([]byte, 0, litChunk+2*sig.BlockLen+(4<<20))}
+			m.out.flush = write
+			for r := range next {
+				start := r * h.RangeLen
+				st, err := m.diffRange(ctx, r, start, min(h.RangeLen, size-start))
+				if err != nil {
+					cancel(err)
+					continue
+				}
+				mu.Lock()
+				total.add(st)
+				mu.Unlock()
+			}
+		}()
+	}
+feed:
+	for r := int64(0); r < n; r++ {
+		select {
+		case next <- r:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return Stats{}, err
+	}
+	if err := write([]byte{recDone}); err != nil {
+		return Stats{}, err
+	}
+	return total, nil
+}
+
+// A matcher diffs ranges one after another, keeping its buffer.
+type matcher struct {
+	x   *index
+	src io.ReaderAt
+	buf []byte
+	out recordWriter
+}
+
+// diffRange writes the records of range r, which is the new file's
+// length bytes from start.
+func (m *matcher) diffRange(ctx context.Context, r, start, length int64) (Stats, error) {
+	var (
+		sig   = m.x.sig
+		bl    = sig.BlockLen
+		h     = sha256.New()
+		data  = m.buf[:0] // the range's bytes from base on
+		base  int64       // range offset of data[0]
+		read  int64       // range offset read up to
+		pos   int         // window's start in data
+		lit   int         // unsent bytes' start in data
+		a, b  uint32
+		valid bool
+		run   struct{ block, count int64 }
+		st    = Stats{Ranges: 1}
+	)
+	sendRun := func() error {
+		if run.count == 0 {
+			return nil
+		}
+		err := m.out.copyBlocks(r, run.block, run.count)
+		run.count = 0
+		return err
+	}
+	sendLiteral := func(end int) error {
+		if end == lit {
+			return nil
+		}
+		if err := sendRun(); err != nil {
+			return err
+		}
+		st.Literal += int64(end - lit)
+		err := m.out.literal(r, data[lit:end])
+		lit = end
+		return err
+	}
+	// fill keeps data from lit on and reads on until want bytes are in
+	// data from pos or the range is all read.
+	fill := func(want int) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if lit > 0 {
+			kept := copy(data[:cap(data)], data[lit:])
+			data = data[:kept]
+			base += int64(lit)
+			pos -= lit
+			lit = 0
+		}
+		for len(data)-pos < want && read < length {
+			room := data[len(data):cap(data)]
+			room = room[:min(int64(len(room)), length-read)]
+			got, err := m.src.ReadAt(room, start+read)
+			if got < len(room) && (err == nil || err == io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			h.Write(room[:got])
+			data = data[:len(data)+got]
+			read += int64(got)
+			if err != nil && got < len(room) {
+				return fmt.Errorf("delta: read at %d: %w", start+read, err)
+			}
+		}
+		return nil
+	}
+	for {
+		rest := length - (base + int64(pos))
+		if rest < int64(bl) {
+			break
+		}
+		if len(data)-pos < bl+1 && read < length {
+			if err := fill(bl + 1); err != nil {
+				return Stats{}, err
+			}
+			valid = false
+			continue
+		}
+		window := data[pos : pos+bl]
+		if !valid {
+			a, b = weak(window)
+			valid = true
+		}
+		if w := pack(a, b); m.x.maybe(w) {
+			prefer := run.block + run.count
+			if blk, ok := m.x.find(w, window, prefer); ok {
+				if err := sendLiteral(pos); err != nil {
+					return Stats{}, err
+				}
+				if run.count > 0 && blk == prefer {
+					run.count++
+				} else {
+					if err := sendRun(); err != nil {
+						return Stats{}, err
+					}
+					run.block, run.count = blk, 1
+				}
+				st.Matched += int64(bl)
+				pos += bl
+				lit = pos
+				valid = false
+				continue
+			}
+		}
+		// No block here: roll on, byte by byte, to the next window the
+		// filter lets through, the buffer's end or a chunk's worth of
+		// bytes to send.
+		end := min(len(data)-bl, lit+litChunk)
+		for {
+			if pos >= end {
+				valid = pos+bl < len(data)
+				if valid {
+					a, b = roll(a, b, uint32(bl), data[pos], data[pos+bl])
+				}
+				pos++
+				break
+			}
+			a, b = roll(a, b, uint32(bl), data[pos], data[pos+bl])
+			pos++
+			if m.x.maybe(pack(a, b)) {
+				break
+			}
+		}
+		if pos-lit >= litChunk {
+			if err := sendLiteral(pos); err != nil {
+				return Stats{}, err
+			}
+		}
+	}
+	// The tail, shorter than a block: the basis's short last block, or
+	// bytes to send.
+	rest := int(length - (base + int64(pos)))
+	if err := fill(rest); err != nil {
+		return Stats{}, err
+	}
+	if rest > 0 {
+		tail := data[pos : pos+rest]
+		if blk, ok := m.x.find(pack(weak(tail)), tail, -1); ok {
+			if err := sendLiteral(pos); err != nil {
+				return Stats{}, err
+			}
+			if err := sendRun(); err != nil {
+				return Stats{}, err
+			}
+			run.block, run.count = blk, 1
+			st.Matched += int64(rest)
+			lit = pos + rest
+		}
+		pos += rest
+	}
+	if err := sendLiteral(pos); err != nil {
+		return Stats{}, err
+	}
+	if err := sendRun(); err != nil {
+		return Stats{}, err
+	}
+	if read != length {
+		return Stats{}, fmt.Errorf("delta: range %d read %d of %d bytes", r, read, length)
+	}
+	return st, m.out.end(r, [32]byte(h.Sum(nil)))
+}

@@ -1,0 +1,125 @@
+package delta
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"slices"
+	"testing"
+)
+
+// fuzzBasis is the basis every fuzzed delta is applied to: three blocks
+// and a short one.
+var fuzzBasis = func() []byte {
+	p := make([]byte, 3*700+300)
+	for i := range p {
+		p[i] = byte(i * 7)
+	}
+	return p
+}()
+
+// boundedFile records where it was written, refusing writes past limit.
+type boundedFile struct {
+	memFile
+	limit int64
+	t     *testing.T
+}
+
+func (b *boundedFile) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > b.limit {
+		b.t.Fatalf("write of %d bytes at %d, past the new file's %d", len(p), off, b.limit)
+	}
+	return b.memFile.WriteAt(p, off)
+}
+
+// FuzzApply: whatever a delta's bytes, Apply ends without panicking,
+// writes only inside the size its header gives, and succeeds only with
+// every range written and hashing to the sum its end record carries.
+func FuzzApply(f *testing.F) {
+	ctx := context.Background()
+	sig, err := Sign(ctx, bytes.NewReader(fuzzBasis), int64(len(fuzzBasis)), 700)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, next := range [][]byte{
+		fuzzBasis,
+		nil,
+		append([]byte("front"), fuzzBasis[1000:]...),
+		append(bytes.Clone(fuzzBasis[:1400]), "tail"...),
+	} {
+		var d bytes.Buffer
+		if _, err := Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), &d, DiffOptions{RangeLen: 1000, Workers: 2}); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(d.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		d := decoder{r: asByteReader(bytes.NewReader(p))}
+		h, err := d.header()
+		if err != nil {
+			return
+		}
+		out := &boundedFile{limit: h.Size, t: t}
+		got, _, err := Apply(ctx, bytes.NewReader(p), Basis{R: bytes.NewReader(fuzzBasis), Size: int64(len(fuzzBasis)), BlockLen: 700}, out, -1)
+		if err != nil {
+			return
+		}
+		if int64(len(out.b)) != got.Size {
+			t.Fatalf("applied a delta of %d bytes, wrote %d", got.Size, len(out.b))
+		}
+		// Each range hashes to its end record's sum: find them again.
+		sums := map[int64][32]byte{}
+		d = decoder{r: asByteReader(bytes.NewReader(p))}
+		d.header()
+		for {
+			rec, err := d.next()
+			if err != nil || rec.kind == recDone {
+				break
+			}
+			if rec.kind == recEnd {
+				sums[rec.rng] = rec.sum
+			}
+		}
+		for r := int64(0); r < got.Ranges(); r++ {
+			start := r * got.RangeLen
+			end := min(start+got.RangeLen, got.Size)
+			if sha256.Sum256(out.b[start:end]) != sums[r] {
+				t.Fatalf("range %d applied, but its bytes do not hash to its sum", r)
+			}
+		}
+	})
+}
+
+// FuzzReadSignature: whatever the bytes, ReadSignature ends without
+// panicking, and a signature it reads has the blocks its size asks for
+// and reads back the same once written.
+func FuzzReadSignature(f *testing.F) {
+	sig, err := Sign(context.Background(), bytes.NewReader(fuzzBasis), int64(len(fuzzBasis)), 700)
+	if err != nil {
+		f.Fatal(err)
+	}
+	var b bytes.Buffer
+	WriteSignature(&b, sig)
+	f.Add(b.Bytes())
+	f.Add([]byte("HDS1\xbc\x05\x00"))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		s, err := ReadSignature(bytes.NewReader(p), -1)
+		if err != nil {
+			return
+		}
+		var again bytes.Buffer
+		if err := WriteSignature(&again, s); err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(s.Weak)) != Blocks(s.Size, s.BlockLen) || len(s.Strong) != len(s.Weak) {
+			t.Fatalf("a signature of %d bytes in blocks of %d with %d blocks", s.Size, s.BlockLen, len(s.Weak))
+		}
+		s2, err := ReadSignature(&again, s.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s2.BlockLen != s.BlockLen || !slices.Equal(s2.Weak, s.Weak) || !slices.Equal(s2.Strong, s.Strong) {
+			t.Fatalf("a signature read back otherwise")
+		}
+	})
+}

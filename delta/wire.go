@@ -1,0 +1,288 @@
+package delta
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// The two streams, as they travel:
+//
+//	signature: "HDS1", uvarint block length, uvarint size, then per
+//	           block 4 bytes of weak sum (little-endian) and StrongLen
+//	           bytes of strong sum; the count follows from the size.
+//	delta:     "HDD1", uvarint new size, uvarint block length, uvarint
+//	           basis size, uvarint range length, then records until 'Z':
+//	             'C' range, block, count    count blocks from block on
+//	             'L' range, n, n bytes      bytes to write
+//	             'E' range, 32 bytes        the range's SHA-256; it ends
+//	             'Z'                        the delta ends
+//
+// Range r is the new file's bytes from r times the range length on. A
+// range's records come in its order; the records of different ranges may
+// interleave, which lets several goroutines write one stream.
+
+var (
+	sigMagic   = [4]byte{'H', 'D', 'S', '1'}
+	deltaMagic = [4]byte{'H', 'D', 'D', '1'}
+)
+
+const (
+	recCopy    = 'C'
+	recLiteral = 'L'
+	recEnd     = 'E'
+	recDone    = 'Z'
+
+	// MaxLiteral bounds one literal record, and so what one record read
+	// from the far end makes this end hold.
+	MaxLiteral = 1 << 20
+	// MaxOpen bounds how many ranges a delta may have begun and not
+	// ended, and MaxRanges how many it may have in all.
+	MaxOpen   = 1024
+	MaxRanges = 1 << 24
+)
+
+// ErrFormat is wrapped by every error about bytes that are not a
+// well-formed stream.
+var ErrFormat = errors.New("malformed delta stream")
+
+func formatErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrFormat, fmt.Sprintf(format, args...))
+}
+
+// WriteSignature writes s to w.
+func WriteSignature(w io.Writer, s *Signature) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.Write(sigMagic[:])
+	bw.Write(binary.AppendUvarint(nil, uint64(s.BlockLen)))
+	bw.Write(binary.AppendUvarint(nil, uint64(s.Size)))
+	var rec [4 + StrongLen]byte
+	for i := range s.Weak {
+		binary.LittleEndian.PutUint32(rec[:4], s.Weak[i])
+		copy(rec[4:], s.Strong[i][:])
+		bw.Write(rec[:])
+	}
+	return bw.Flush()
+}
+
+// ReadSignature reads a Signature from r. size is the basis size the
+// reader expects (the one it listed), or -1 for any: a signature of
+// another size is refused before its blocks are read, and the blocks are
+// held only as they arrive.
+func ReadSignature(r io.Reader, size int64) (*Signature, error) {
+	br := asByteReader(r)
+	var magic [4]byte
+	if _, err := io.ReadFull(br, magic[:]); err != nil {
+		return nil, fmt.Errorf("read signature: %w", eofErr(err))
+	}
+	if magic != sigMagic {
+		return nil, formatErr("signature begins with %q", magic[:])
+	}
+	bl, err := binary.ReadUvarint(br)
+	if err != nil {
+		return nil, fmt.Errorf("read signature: %w", eofErr(err))
+	}
+	sz, err := binary.ReadUvarint(br)
+	if err != nil {
+		return nil, fmt.Errorf("read signature: %w", eofErr(err))
+	}
+	if bl < MinBlock || bl > MaxBlock || sz > MaxSize {
+		return nil, formatErr("signature of %d bytes in blocks of %d", sz, bl)
+	}
+	if size >= 0 && int64(sz) != size {
+		return nil, formatErr("signature of %d bytes for a basis of %d", sz, size)
+	}
+	n := Blocks(int64(sz), int(bl))
+	s := &Signature{BlockLen: int(bl), Size: int64(sz)}
+	var rec [4 + StrongLen]byte
+	for i := int64(0); i < n; i++ {
+		if _, err := io.ReadFull(br, rec[:]); err != nil {
+			return nil, fmt.Errorf("read signature: block %d of %d: %w", i, n, eofErr(err))
+		}
+		s.Weak = append(s.Weak, binary.LittleEndian.Uint32(rec[:4]))
+		s.Strong = append(s.Strong, [StrongLen]byte(rec[4:]))
+	}
+	return s, nil
+}
+
+func eofErr(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+type byteReader interface {
+	io.Reader
+	io.ByteReader
+}
+
+func asByteReader(r io.Reader) byteReader {
+	if br, ok := r.(byteReader); ok {
+		return br
+	}
+	return bufio.NewReaderSize(r, 64<<10)
+}
+
+// Header is a delta's first record: the new file's size and the basis it
+// was made against.
+type Header struct {
+	Size      int64
+	BlockLen  int
+	BasisSize int64
+	RangeLen  int64
+}
+
+// Ranges is how many ranges the new file is cut into.
+func (h Header) Ranges() int64 { return (h.Size + h.RangeLen - 1) / h.RangeLen }
+
+func appendHeader(p []byte, h Header) []byte {
+	p = append(p, deltaMagic[:]...)
+	p = binary.AppendUvarint(p, uint64(h.Size))
+	p = binary.AppendUvarint(p, uint64(h.BlockLen))
+	p = binary.AppendUvarint(p, uint64(h.BasisSize))
+	return binary.AppendUvarint(p, uint64(h.RangeLen))
+}
+
+// A record is one of a delta's records, as the Decoder returns it.
+type record struct {
+	kind byte
+	rng  int64
+	a, b int64  // copy: block, count
+	data []byte // literal: valid until the next call
+	sum  [32]byte
+}
+
+// decoder reads a delta's records, bounding each.
+type decoder struct {
+	r   byteReader
+	buf []byte
+}
+
+func (d *decoder) header() (Header, error) {
+	var magic [4]byte
+	if _, err := io.ReadFull(d.r, magic[:]); err != nil {
+		return Header{}, eofErr(err)
+	}
+	if magic != deltaMagic {
+		return Header{}, formatErr("delta begins with %q", magic[:])
+	}
+	var v [4]uint64
+	for i := range v {
+		x, err := binary.ReadUvarint(d.r)
+		if err != nil {
+			return Header{}, eofErr(err)
+		}
+		v[i] = x
+	}
+	if v[0] > MaxSize || v[1] < MinBlock || v[1] > MaxBlock || v[2] > MaxSize || v[3] < MinBlock || v[3] > MaxSize {
+		return Header{}, formatErr("header: size %d, block length %d, basis %d, ranges of %d", v[0], v[1], v[2], v[3])
+	}
+	h := Header{Size: int64(v[0]), BlockLen: int(v[1]), BasisSize: int64(v[2]), RangeLen: int64(v[3])}
+	if h.Ranges() > MaxRanges {
+		return Header{}, formatErr("header: %d ranges", h.Ranges())
+	}
+	return h, nil
+}
+
+func (d *decoder) uvarint(limit uint64, what string) (int64, error) {
+	x, err := binary.ReadUvarint(d.r)
+	if err != nil {
+		return 0, eofErr(err)
+	}
+	if x > limit {
+		return 0, formatErr("%s %d past %d", what, x, limit)
+	}
+	return int64(x), nil
+}
+
+func (d *decoder) next() (record, error) {
+	kind, err := d.r.ReadByte()
+	if err != nil {
+		return record{}, eofErr(err)
+	}
+	rec := record{kind: kind}
+	if kind == recDone {
+		return rec, nil
+	}
+	if kind != recCopy && kind != recLiteral && kind != recEnd {
+		return record{}, formatErr("record kind %#x", kind)
+	}
+	if rec.rng, err = d.uvarint(MaxRanges, "range"); err != nil {
+		return record{}, err
+	}
+	switch kind {
+	case recCopy:
+		if rec.a, err = d.uvarint(MaxSize, "offset"); err != nil {
+			return record{}, err
+		}
+		if rec.b, err = d.uvarint(MaxSize, "length"); err != nil {
+			return record{}, err
+		}
+	case recLiteral:
+		n, err := d.uvarint(MaxLiteral, "literal length")
+		if err != nil {
+			return record{}, err
+		}
+		if cap(d.buf) < int(n) {
+			d.buf = make([]byte, n)
+		}
+		rec.data = d.buf[:n]
+		if _, err := io.ReadFull(d.r, rec.data); err != nil {
+			return record{}, eofErr(err)
+		}
+	case recEnd:
+		if _, err := io.ReadFull(d.r, rec.sum[:]); err != nil {
+			return record{}, eofErr(err)
+		}
+	}
+	return rec, nil
+}
+
+// recordWriter builds one goroutine's records, handing them to the
+// shared stream in whole records.
+type recordWriter struct {
+	p     []byte
+	flush func([]byte) error
+}
+
+func (w *recordWriter) maybeFlush(force bool) error {
+	if len(w.p) == 0 || !force && len(w.p) < 256<<10 {
+		return nil
+	}
+	err := w.flush(w.p)
+	w.p = w.p[:0]
+	return err
+}
+
+func (w *recordWriter) copyBlocks(rng int64, block, count int64) error {
+	w.p = append(w.p, recCopy)
+	w.p = binary.AppendUvarint(w.p, uint64(rng))
+	w.p = binary.AppendUvarint(w.p, uint64(block))
+	w.p = binary.AppendUvarint(w.p, uint64(count))
+	return w.maybeFlush(false)
+}
+
+func (w *recordWriter) literal(rng int64, data []byte) error {
+	for len(data) > 0 {
+		n := min(len(data), MaxLiteral)
+		w.p = append(w.p, recLiteral)
+		w.p = binary.AppendUvarint(w.p, uint64(rng))
+		w.p = binary.AppendUvarint(w.p, uint64(n))
+		w.p = append(w.p, data[:n]...)
+		data = data[n:]
+		if err := w.maybeFlush(false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *recordWriter) end(rng int64, sum [32]byte) error {
+	w.p = append(w.p, recEnd)
+	w.p = binary.AppendUvarint(w.p, uint64(rng))
+	w.p = append(w.p, sum[:]...)
+	return w.maybeFlush(true)
+}
