@@ -177,11 +177,21 @@ type Hosts struct {
 
 	mu      sync.Mutex
 	clients []*sshconn.Client
-	closed  bool // Close ran: a dial that ends later closes its connection
+	// first is each SFTP end's first connection and host, where its
+	// helper runs; delta the ends' delta services (DeltaHosts).
+	first  map[transfer.FS]firstConn
+	delta  map[transfer.FS]*deltaHost
+	closed bool // Close ran: a dial that ends later closes its connection
 	// aborted ends every dial, under way or to come, once the copy has
 	// been given up (Abort).
 	aborted     context.Context
 	stopDialing context.CancelFunc
+}
+
+// firstConn is an SFTP end's first connection, and the host it reached.
+type firstConn struct {
+	c    *sshconn.Client
+	host string
 }
 
 // New returns an empty set of hosts that connects with o.
@@ -189,6 +199,7 @@ func New(o Options) *Hosts {
 	aborted, stop := context.WithCancel(context.Background())
 	return &Hosts{opts: o, base: o.sshOptions(),
 		sftp: map[string]*protocol.SFTP{}, scp: map[string]*scp.Host{},
+		first: map[transfer.FS]firstConn{}, delta: map[transfer.FS]*deltaHost{},
 		aborted: aborted, stopDialing: stop}
 }
 
@@ -430,6 +441,9 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 				Hint: "the server may have no sftp subsystem; ask its admin to enable Subsystem sftp"}
 		}
 		h.sftp[key] = end
+		h.mu.Lock()
+		h.first[end] = firstConn{c: first, host: l.Host}
+		h.mu.Unlock()
 	}
 	return transfer.Endpoint{FS: end, Path: RemotePath(l.Path)}, nil
 }
@@ -681,7 +695,11 @@ func (h *Hosts) Close() {
 	h.mu.Lock()
 	clients := h.clients
 	h.clients, h.closed = nil, true
+	deltas := h.delta
 	h.mu.Unlock()
+	for _, d := range deltas {
+		d.close()
+	}
 	for _, c := range clients {
 		_ = c.Close()
 	}

@@ -34,3 +34,6 @@ func Lead(context.Context, LeadOptions) error { return errUnix }
 
 // Join is a further channel of the helper, on Unix only.
 func Join(context.Context, string, *os.File, *os.File) error { return errUnix }
+
+// ServeDelta is the delta service, on Unix only.
+func ServeDelta(context.Context, io.Reader, io.Writer) error { return errUnix }

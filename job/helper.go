@@ -351,6 +351,7 @@ type ServeOptions struct {
 	Job      string // --job
 	Channels int    // --channels: the job's, this one with them
 	Join     bool   // --join: hand this channel to the job's first
+	Delta    bool   // --delta: serve delta transfers on this channel
 	Version  string // this hpncp's, for the client's error
 	Stdout   io.Writer
 }
@@ -364,6 +365,9 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	}
 	if o.Join {
 		return helper.Join(ctx, o.Job, os.Stdin, os.Stdout)
+	}
+	if o.Delta {
+		return helper.ServeDelta(ctx, os.Stdin, o.Stdout)
 	}
 	// The helper runs on someone's server beside their work: what it
 	// holds is stdin's reorder budget and a frame per channel, and the

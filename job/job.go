@@ -69,8 +69,13 @@ type Job struct {
 	Options transfer.Options
 	Conn    Conn
 	Legacy  bool // -O: the legacy scp protocol for every remote end
-	Tuning  Tuning
-	Limit   int64 // bytes per second over the whole run; 0 for none
+	// Delta sends a file whose target exists by rsync's delta transfer
+	// through the helper Helper says (--delta); trees then go file by
+	// file, not as tar streams.
+	Delta  bool
+	Helper DeltaHelper
+	Tuning Tuning
+	Limit  int64 // bytes per second over the whole run; 0 for none
 	// TraceStart traces the start, from the dial to the first byte, and
 	// has Result.StartSummary count its round trips (-v).
 	TraceStart bool
@@ -112,7 +117,7 @@ func Copy(ctx context.Context, j Job) (*Result, error) {
 		return out, err
 	}
 	to := j.Options
-	to.Tar = tarMode(to, j.Legacy, j.Tuning.HPNDisabled)
+	to.Tar = tarMode(to, j.Legacy, j.Tuning.HPNDisabled || j.Delta)
 	to.Parallel = tune.parallel
 	to.Limiter = pipeline.NewLimiter(j.Limit)
 
@@ -128,6 +133,13 @@ func Copy(ctx context.Context, j Job) (*Result, error) {
 		Warm: warm, WarmFirst: warmFirst})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
+	if j.Delta {
+		logf := func(string, ...any) {}
+		if to.Logf != nil {
+			logf = to.Logf
+		}
+		to.Delta = hosts.DeltaHosts(j.Helper.lines(logf))
+	}
 	run, err := hosts.Open(ctx, locs, to)
 	if err != nil {
 		return out, err

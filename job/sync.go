@@ -50,6 +50,11 @@ type SyncJob struct {
 	// Totals, when not nil, is told the files and bytes the plans so far
 	// will send, after each source's plan (rsync's progress formats).
 	Totals func(files int, bytes int64)
+	// WholeFile is rsync's -W: no file goes as a delta. Otherwise a file
+	// whose target exists does where a helper answers at the remote end
+	// (Helper), as rsync's default for a remote copy.
+	WholeFile bool
+	Helper    DeltaHelper
 }
 
 // SyncStats are rsync's --stats counts.
@@ -58,6 +63,11 @@ type SyncStats struct {
 	Created, CreatedDirs, Deleted int
 	Sent                          int
 	TotalBytes, SentBytes         int64
+	// Literal and Matched are the bytes of the files sent as deltas
+	// that went over the wire, and that their targets' old versions
+	// gave (rsync's literal and matched data).
+	Literal, Matched int64
+	Delta            bool // a file went as a delta
 }
 
 func (s *SyncStats) add(p *mirror.Plan) {
@@ -73,6 +83,9 @@ func (s *SyncStats) ran(r *mirror.Result) {
 		s.Sent += r.Engine.Files
 		s.SentBytes += r.Engine.Bytes
 		s.Created += r.Engine.Files
+		s.Literal += r.Engine.Literal
+		s.Matched += r.Engine.Matched
+		s.Delta = s.Delta || r.Engine.DeltaFiles > 0
 	}
 	s.CreatedDirs += r.Dirs
 	s.Created += r.Dirs + r.Links
@@ -160,6 +173,13 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 	hosts := ends.New(ho)
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
+	if !j.WholeFile && !mo.DryRun {
+		logf := func(string, ...any) {}
+		if eo.Logf != nil {
+			logf = eo.Logf
+		}
+		eo.Delta = hosts.DeltaHosts(j.Helper.lines(logf))
+	}
 	open := func(l transfer.Location) (transfer.Endpoint, error) {
 		e, err := hosts.Endpoint(ctx, l)
 		if errors.Is(err, ends.ErrNoSFTP) {

@@ -40,6 +40,7 @@ targets=(
 	stripe:FuzzReceive
 	delta:FuzzApply
 	delta:FuzzReadSignature
+	helper:FuzzDeltaReplies
 )
 
 # Every func FuzzXxx in a _test.go file, as package:FuzzXxx.

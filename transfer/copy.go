@@ -105,6 +105,10 @@ type Options struct {
 	// Sparse keeps files' holes (--sparse, sparse.go): a local source's
 	// holes are not read, and no block of zeros is written.
 	Sparse bool
+	// Delta, when not nil, sends a file whose target exists by rsync's
+	// delta transfer (delta.go) through a helper at the remote end: only
+	// the bytes the target lacks travel.
+	Delta DeltaHosts
 }
 
 // Result counts what a run did.
@@ -125,6 +129,12 @@ type Result struct {
 	// Links counts the symbolic and hard links made (--links,
 	// --hard-links); Files does not count them.
 	Links int
+	// DeltaFiles counts the files sent as deltas (Files counts them
+	// too); Literal is the bytes those sent, Matched the bytes their
+	// targets' old versions gave.
+	DeltaFiles int
+	Literal    int64
+	Matched    int64
 }
 
 // maxDepth bounds recursion where no loop is seen (loop.go): a server
@@ -542,6 +552,11 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		}
 		c.done(src, dst, n, 0, "", start)
 		return nil
+	}
+	if c.deltaOK(src, dst, si, existing) {
+		if done, err := c.copyDelta(ctx, src, dst, si, existing, start); done {
+			return err
+		}
 	}
 	part, err := c.resumePoint(ctx, src, dst, si)
 	if err != nil {

@@ -59,6 +59,10 @@ type copyOptions struct {
 	Resume         bool   // keep interrupted files' temporaries and continue them
 	Sparse         bool   // keep files' holes
 	Trace          string // --trace: the window controller's CSV trace (internal/trace)
+	// Delta sends a file whose target exists by rsync's delta transfer,
+	// through a helper at the far end (Helper, HelperPath, HelperDir).
+	Delta                         bool
+	Helper, HelperPath, HelperDir string
 
 	// Links, as rsync's long flags (-l is scp's limit, -H unused by scp
 	// but kept rsync's long-only here too).
@@ -129,6 +133,10 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "from0", Aliases: []string{"0"}, Destination: &o.From0},
 		&cli.StringFlag{Name: "bwlimit", Destination: &o.BWLimit},
 		&cli.BoolFlag{Name: "resume", Destination: &o.Resume},
+		&cli.BoolFlag{Name: "delta", Destination: &o.Delta},
+		&cli.StringFlag{Name: "helper", Destination: &o.Helper},
+		&cli.StringFlag{Name: "helper-path", Destination: &o.HelperPath},
+		&cli.StringFlag{Name: "helper-dir", Destination: &o.HelperDir},
 		&cli.BoolFlag{Name: "links", Destination: &o.Links},
 		&cli.BoolFlag{Name: "hard-links", Destination: &o.HardLinks},
 		&cli.BoolFlag{Name: "safe-links", Destination: &o.SafeLinks},
@@ -180,6 +188,23 @@ func (o *copyOptions) check() error {
 	}
 	if o.BWLimit != "" && o.LimitKbit != 0 {
 		return usagef("", "-l and --bwlimit exclude each other")
+	}
+	switch {
+	case o.Delta && o.Legacy:
+		return usagef("leave out -O", "--delta goes through a helper beside SFTP, not the legacy scp protocol")
+	case o.Delta && o.Tar:
+		return usagef("leave out --tar", "--delta sends files one by one; tar streams carry them whole")
+	case o.Delta && (o.Resume || o.Sparse):
+		return usagef("leave out --delta, or --resume and --sparse", "--delta does not combine with --resume or --sparse yet")
+	case o.Helper != "" && o.Helper != job.HelperAuto && o.Helper != job.HelperNever:
+		return usagef("install it first: hpncp helper install HOST", "--helper %s: a copy takes auto or never", o.Helper)
+	case (o.Helper != "" || o.HelperPath != "" || o.HelperDir != "") && !o.Delta:
+		return usagef("add --delta", "--helper, --helper-path and --helper-dir are for --delta")
+	}
+	if o.HelperDir != "" {
+		if err := job.CheckHelperDir(o.HelperDir); err != nil {
+			return usagef("the helpers' directory on the server is absolute or under ~/", "--helper-dir: %v", err)
+		}
 	}
 	if o.From0 && o.FilesFrom == "" {
 		return usagef("", "-0 goes with --files-from")
@@ -364,16 +389,17 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 	if err := o.check(); err != nil {
 		return err
 	}
-	j := job.Job{Legacy: o.Legacy, TraceStart: o.Verbose, Options: transfer.Options{
-		Tar:       o.tarOptions(),
-		Recursive: o.Recursive,
-		Preserve:  o.Preserve,
-		Skip:      o.skipMode(),
-		Verify:    o.Verify,
-		Resume:    o.Resume,
-		Links:     transfer.LinkOptions{Symlinks: o.Links, Hard: o.HardLinks, Safe: o.SafeLinks},
-		Sparse:    o.Sparse,
-	}}
+	j := job.Job{Legacy: o.Legacy, TraceStart: o.Verbose, Delta: o.Delta,
+		Helper: job.DeltaHelper{Helper: o.Helper, HelperPath: o.HelperPath, HelperDir: o.HelperDir}, Options: transfer.Options{
+			Tar:       o.tarOptions(),
+			Recursive: o.Recursive,
+			Preserve:  o.Preserve,
+			Skip:      o.skipMode(),
+			Verify:    o.Verify,
+			Resume:    o.Resume,
+			Links:     transfer.LinkOptions{Symlinks: o.Links, Hard: o.HardLinks, Safe: o.SafeLinks},
+			Sparse:    o.Sparse,
+		}}
 	to := &j.Options
 	// The list is read once its options are known to go together, so that
 	// a refused combination is told before a list that cannot be read.

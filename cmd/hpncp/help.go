@@ -121,6 +121,17 @@ Re-runs and migrations:
   --checksum             skip files whose size and SHA-256 match instead
   --verify               compare SHA-256 of source and written file before
                          the rename; a mismatch fails the file
+  --delta                send a file whose target exists (64 KiB and more)
+                         by rsync's delta transfer: only the blocks the
+                         target lacks travel, each range of the result
+                         checked against the source's SHA-256. Needs hpncp
+                         at the far end as its helper (hpncp helper install
+                         HOST); without one the file goes whole (-v says
+                         why). Not with -O, --tar, --resume or --sparse
+  --helper auto|never    with --delta: use a helper present there (auto,
+                         or the Helper of hpncp's configuration file), or none
+  --helper-path CMD      with --delta: the helper's command at the far end
+  --helper-dir DIR       with --delta: where hpncp helper install put it
   --files-from FILE      copy the paths FILE lists (one a line; - for stdin)
                          from the source directory to the same paths below
                          the target

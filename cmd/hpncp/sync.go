@@ -167,7 +167,8 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 		}
 	}
 	j := job.SyncJob{Mirror: mo, Conn: co.conn(stderr), RemoveSource: o.removeSource,
-		Verbose: o.verbose, Itemize: o.itemize}
+		Verbose: o.verbose, Itemize: o.itemize, WholeFile: o.wholeFile,
+		Helper: job.DeltaHelper{Helper: o.helper, HelperPath: o.helperPath, HelperDir: o.helperDir}}
 	for _, s := range o.operands[:len(o.operands)-1] {
 		op, err := parseSyncOperand(s)
 		if err != nil {
@@ -240,7 +241,7 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 		printSyncStats(stdout, res.Stats, res.Took)
 	}
 	if o.verbose > 0 && !o.stats {
-		fmt.Fprintf(stdout, "\nsent %s bytes  total size is %s\n", commas(res.Stats.SentBytes), commas(res.Stats.TotalBytes))
+		fmt.Fprintf(stdout, "\nsent %s bytes  total size is %s\n", commas(res.Stats.SentBytes-res.Stats.Matched), commas(res.Stats.TotalBytes))
 	}
 	if res.DeleteSkipped > 0 {
 		fmt.Fprintf(stderr, "hpncp: Deletions stopped due to --max-delete limit (%d skipped)\n", res.DeleteSkipped)
@@ -322,11 +323,16 @@ func printSyncStats(w io.Writer, s job.SyncStats, took time.Duration) {
 	fmt.Fprintf(w, "Number of regular files transferred: %s\n", commas(int64(s.Sent)))
 	fmt.Fprintf(w, "Total file size: %s bytes\n", commas(s.TotalBytes))
 	fmt.Fprintf(w, "Total transferred file size: %s bytes\n", commas(s.SentBytes))
+	// What went over the wire: a whole file's bytes, and a delta's
+	// literal data; its matched data came from the target's old version.
+	sent := s.SentBytes - s.Matched
+	fmt.Fprintf(w, "Literal data: %s bytes\n", commas(sent))
+	fmt.Fprintf(w, "Matched data: %s bytes\n", commas(s.Matched))
 	secs := took.Seconds()
 	rate := 0.0
 	if secs > 0 {
-		rate = float64(s.SentBytes) / secs
+		rate = float64(sent) / secs
 	}
-	fmt.Fprintf(w, "\nsent %s bytes in %.2f seconds (%s bytes/sec)\n", commas(s.SentBytes), secs, commas(int64(rate)))
+	fmt.Fprintf(w, "\nsent %s bytes in %.2f seconds (%s bytes/sec)\n", commas(sent), secs, commas(int64(rate)))
 	fmt.Fprintf(w, "total size is %s\n", commas(s.TotalBytes))
 }

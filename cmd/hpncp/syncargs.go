@@ -32,8 +32,12 @@ type syncOptions struct {
 	help                                              bool
 	explicitR                                         bool // -r itself, not -a's
 
+	// wholeFile is -W: files go whole, never as deltas.
+	wholeFile bool
+
 	// hpncp's own, which rsync does not have.
-	json, verify bool
+	json, verify                  bool
+	helper, helperPath, helperDir string
 
 	// filters are the --exclude, --include, --filter and *-from rules in
 	// the order given: the first that matches a name decides.
@@ -158,6 +162,33 @@ var syncFlags = []syncFlag{
 	{long: "human-readable", short: 'h', set: func(o *syncOptions, _ string) error { o.humanReadable++; return nil }},
 	{long: "help", set: on(func(o *syncOptions) *bool { return &o.help })},
 	{long: "json", set: on(func(o *syncOptions) *bool { return &o.json })},
+	{long: "whole-file", short: 'W', set: on(func(o *syncOptions) *bool { return &o.wholeFile })},
+	{long: "no-whole-file", set: func(o *syncOptions, _ string) error { o.wholeFile = false; return nil }},
+	{long: "helper", valued: true, set: func(o *syncOptions, v string) error {
+		switch v {
+		case job.HelperAuto, job.HelperNever:
+		case job.HelperInstall:
+			return syncUsagef("install it first: hpncp helper install HOST", "--helper=install is for hpncp ssh; hpncp sync uses a helper already there")
+		default:
+			return syncUsagef("", "--helper=%s: want auto or never", v)
+		}
+		o.helper = v
+		return nil
+	}},
+	{long: "helper-path", valued: true, set: func(o *syncOptions, v string) error {
+		if v == "" {
+			return syncUsagef("", "--helper-path needs the helper's command at the far end")
+		}
+		o.helperPath = v
+		return nil
+	}},
+	{long: "helper-dir", valued: true, set: func(o *syncOptions, v string) error {
+		if err := job.CheckHelperDir(v); err != nil {
+			return syncUsagef("the helpers' directory on the server is absolute or under ~/", "--helper-dir: %v", err)
+		}
+		o.helperDir = v
+		return nil
+	}},
 	{long: "verify", set: on(func(o *syncOptions) *bool { return &o.verify })},
 }
 
@@ -167,8 +198,6 @@ var refusedSyncFlags = map[string]string{
 	"inplace":          "hpncp writes every file beside its target and renames it into place",
 	"append":           "use --partial: hpncp continues interrupted files from its journal",
 	"append-verify":    "use --partial: hpncp continues interrupted files from its journal",
-	"whole-file":       "hpncp always sends whole files (no delta algorithm); leave it out",
-	"W":                "hpncp always sends whole files (no delta algorithm); leave it out",
 	"acls":             "SFTP carries no ACLs",
 	"A":                "SFTP carries no ACLs",
 	"xattrs":           "SFTP carries no extended attributes",

@@ -13,6 +13,13 @@ DEST; without one (dir) the directory itself goes inside DEST. DEST is
 created when missing (not its parents). A re-run sends only what changed.
 Either end may be remote ([user@]host:path); not both.
 
+Where hpncp runs at the remote end as its helper (hpncp helper install
+HOST), a changed file whose old version is at DEST goes by rsync's delta
+transfer: only the blocks it lacks travel, each range of the result is
+checked against the source's SHA-256, and large files are diffed and
+rebuilt on every core. Without a helper every changed file goes whole, and
+-vv says why.
+
 Flags (rsync's, with rsync's meanings):
   -a, --archive          -rlptgoD
   -r, --recursive        recurse into directories
@@ -33,6 +40,8 @@ Flags (rsync's, with rsync's meanings):
   -u, --update           leave files that are newer on the receiver
   -c, --checksum         compare content (SHA-256), not size and time
   -I, --ignore-times     send every file
+  -W, --whole-file       send changed files whole, never as deltas (the
+                         fast path on a fast link); --no-whole-file undoes it
       --size-only        compare size only
       --existing         create nothing new on the receiver
       --ignore-existing  update nothing the receiver has
@@ -61,6 +70,11 @@ Flags (rsync's, with rsync's meanings):
 hpncp's own:
       --json             a JSON report on stdout, with the planned changes
       --verify           hash each file sent against its source
+      --helper=auto|never  use a helper present at the remote end for deltas
+                         (auto, or the Helper of hpncp's configuration
+                         file), or none; nothing is ever uploaded by sync
+      --helper-path=CMD  the helper's command at the remote end
+      --helper-dir=DIR   where hpncp helper install put it (~/.cache/hpncp/helper)
 
 Exit codes (rsync's): 0 done, 1 usage, 20 interrupted, 23 some files or
 deletions failed, 25 --max-delete stopped deletions, 255 connection failed.

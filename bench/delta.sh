@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Re-syncing a large file that changed a little: hpncp sync (rsync's delta
+# transfer through the helper at the far end, each large file diffed and
+# rebuilt on every core) beside rsync -a -e ssh, in one run, up and down,
+# on an emulated path through bench/netns.sh.
+#
+#   bench/delta.sh [--rtt 100] [--rate 1gbit] [--runs 3]
+#                  [--cases "scattered region"] [--dirs "up down"]
+#                  [--tools "rsync hpn-sync hpn-sync-W"] [--hpncp BINARY]
+#                  [--out FILE.md]
+#
+#   --cases   scattered: a 1 GiB file with 100 changes of 10 KiB at
+#             places spread over it (about 0.1 %);
+#             region: a 4 GiB file with 1 % of it changed in one place
+#   --tools   rsync (rsync -a -e ssh; the server's rsync), hpn-sync
+#             (hpncp sync -a with the hpncp under test installed at the
+#             far end by hpncp helper install, into the run's
+#             directory), hpn-sync-W (the same with -W: whole files)
+#
+# Each run puts the old version at the target (its time set apart from
+# the source's, so that both tools see it changed), then times the tool
+# bringing it up to date, and checks the result against the source with
+# cmp. The server is a stock OpenSSH sshd in the far namespace (its own
+# keys and config, Subsystem sftp internal-sftp); the clients run as an
+# ordinary user (bench/sshd.sh's); TCP settings are a stock Debian
+# kernel's (bench/netns.sh --tcp debian). Files live on /dev/shm. Each
+# row: the median wall time, its ratio to rsync's, the bytes the tool sent
+# over the wire as its --stats counts them (rsync: "Literal data"), and
+# the CPU seconds of the whole machine (both ends, the emulator) and of
+# the client, medians. Needs root, sshd, rsync, setpriv, /usr/bin/time,
+# go.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+rtt=100 rate=1gbit runs=3 cases="scattered" dirs="up down" tools="rsync hpn-sync" hpncp_bin= out=
+while [ $# -gt 0 ]; do
+	case $1 in
+	--rtt) rtt=$2 ;;
+	--rate) rate=$2 ;;
+	--runs) runs=$2 ;;
+	--cases) cases=$2 ;;
+	--dirs) dirs=$2 ;;
+	--tools) tools=$2 ;;
+	--hpncp) hpncp_bin=$2 ;;
+	--out) out=$2 ;;
+	*)
+		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+		exit 2
+		;;
+	esac
+	shift 2
+done
+[ "$(id -u)" = 0 ] || { echo "delta.sh: needs root (network namespaces)" >&2; exit 1; }
+# shellcheck source=bench/netns.sh
+source "$here/netns.sh"
+# shellcheck source=bench/sshd.sh
+source "$here/sshd.sh"
+
+work=$(mktemp -d /dev/shm/hpncp-delta.XXXXXX)
+cleanup() {
+	[ -z "${sshd_pid:-}" ] || stop_sshd
+	[ -z "${WAN_UP:-}" ] || wan_down
+	rm -rf "$work"
+}
+trap cleanup EXIT
+bench_user_setup || { echo "delta.sh: no ordinary user to run the clients as" >&2; exit 1; }
+if [ -z "$hpncp_bin" ]; then
+	echo "building hpncp" >&2
+	(cd "$root" && go build -o "$work/hpncp" ./cmd/hpncp)
+	hpncp_bin=$work/hpncp
+fi
+mkdir -p "$work/remote" "$work/local" "$work/helper" "$work/files"
+bench_user_own "$work/remote" "$work/local" "$work/helper" "$work/files"
+chmod 700 "$work/helper"
+
+# makecase NAME: $work/files/NAME.old and NAME.new, made once.
+makecase() {
+	local old=$work/files/$1.old new=$work/files/$1.new
+	[ -e "$new" ] && return
+	echo "creating case $1" >&2
+	case $1 in
+	scattered)
+		head -c 1G /dev/urandom >"$old"
+		cp "$old" "$new"
+		# 100 changes of 10 KiB, one in each hundredth of the file.
+		local i
+		for i in $(seq 0 99); do
+			head -c 10240 /dev/urandom | dd of="$new" bs=1 seek=$(((i * 10737418 + (i * 7919 % 997) * 4096))) conv=notrunc status=none
+		done
+		;;
+	region)
+		head -c 4G /dev/urandom >"$old"
+		cp "$old" "$new"
+		# 1 % of it, 41 MiB, rewritten in one place past the middle.
+		head -c 42949673 /dev/urandom | dd of="$new" bs=1M seek=2500 conv=notrunc status=none iflag=fullblock
+		;;
+	*) echo "delta.sh: unknown case $1" >&2; exit 2 ;;
+	esac
+	touch -d '2026-01-02 03:04:05' "$new"
+	bench_user_own "$old" "$new"
+}
+
+client() { "${run_client[@]}" /usr/bin/time -f '%U %S' -o "$work/cpu" "${run_user[@]}" "$@"; }
+
+busy_cpu() {
+	awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { print ($2 + $3 + $4 + $7 + $8 + $9) / hz; exit }' /proc/stat
+}
+
+# sync TOOL DIR CASE: one timed re-sync; prints seconds, bytes sent, the
+# machine's CPU seconds and the client's.
+sync_once() {
+	local tool=$1 dir=$2 name=$3 cfg=$work/ssh_config src dst from to stats
+	if [ "$dir" = up ]; then
+		src=$work/files/$name.new dst=$work/remote/$name
+		from=$src to=bench:$dst
+	else
+		src=$work/remote/$name.src dst=$work/local/$name
+		[ -e "$src" ] || { cp -p "$work/files/$name.new" "$src"; bench_user_own "$src"; }
+		from=bench:$src to=$dst
+	fi
+	cp "$work/files/$name.old" "$dst"
+	touch -d '2025-06-07 08:09:10' "$dst"
+	bench_user_own "$dst"
+	wan_forget
+	local t0 t1 c0 c1
+	c0=$(busy_cpu)
+	t0=$(date +%s.%N)
+	case $tool in
+	rsync) stats=$(client rsync -a --stats -e "ssh -F $cfg" "$from" "$to") ;;
+	hpn-sync) stats=$(client "$hpncp_bin" sync -a --stats -e "ssh -F $cfg" --helper-dir "$work/helper" "$from" "$to") ;;
+	hpn-sync-W) stats=$(client "$hpncp_bin" sync -a -W --stats -e "ssh -F $cfg" "$from" "$to") ;;
+	*) echo "delta.sh: unknown tool $tool" >&2; exit 2 ;;
+	esac
+	t1=$(date +%s.%N)
+	c1=$(busy_cpu)
+	cmp -s "$src" "$dst" || { echo "delta.sh: $tool $dir $name: the target differs from the source" >&2; exit 1; }
+	local sent
+	sent=$(echo "$stats" | awk '/^Literal data:/ { gsub(",", "", $3); print $3 }')
+	awk -v a="$t0" -v b="$t1" -v c0="$c0" -v c1="$c1" -v s="${sent:-0}" -v u="$(tail -1 "$work/cpu")" \
+		'BEGIN { split(u, t, " "); printf "%.3f %d %.2f %.2f\n", b - a, s, c1 - c0, t[1] + t[2] }'
+}
+
+for c in $cases; do makecase "$c"; done
+wan_up --rtt "${rtt}ms" --rate "$rate" --tcp debian
+WAN_UP=1
+addr=$WAN_ADDR_B run_client=(ip netns exec "$NS_A")
+start_sshd "$addr" 2222 "MaxStartups 100:30:200" ||
+	{ echo "delta.sh: sshd did not come up: $(cat "$work/sshd.log")" >&2; exit 1; }
+case " $tools " in
+*" hpn-sync "*)
+	"${run_client[@]}" "${run_user[@]}" "$hpncp_bin" helper install -q -F "$work/ssh_config" --helper-dir "$work/helper" bench >/dev/null ||
+		{ echo "delta.sh: hpncp helper install failed" >&2; exit 1; }
+	;;
+esac
+results=$work/results
+: >"$results"
+for run in $(seq "$runs"); do
+	for c in $cases; do
+		for dir in $dirs; do
+			for tool in $tools; do
+				s=$(sync_once "$tool" "$dir" "$c")
+				echo "$c $dir $tool $s" >>"$results"
+				echo "run=$run $c $dir $tool: $s (s, bytes sent, CPU machine, client)" >&2
+			done
+		done
+	done
+done
+stop_sshd
+wan_down
+WAN_UP=
+
+table=$(awk -v tools="$tools" -v cases="$cases" -v dirs="$dirs" '
+function median(arr, n,   i, j, t, a) {
+	for (i = 1; i <= n; i++) a[i] = arr[i]
+	for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{ k = $1 SUBSEP $2 SUBSEP $3; n[k]++; s[k, n[k]] = $4; b[k, n[k]] = $5; m[k, n[k]] = $6; c[k, n[k]] = $7 }
+END {
+	print "| case | dir | tool | median s | min s | max s | x rsync (time) | sent MB (median) | CPU s machine (client) |"
+	print "|---|---|---|---|---|---|---|---|---|"
+	nc = split(cases, C, " "); nd = split(dirs, D, " "); nt = split(tools, T, " ")
+	for (ci = 1; ci <= nc; ci++) for (d = 1; d <= nd; d++) {
+		kr = C[ci] SUBSEP D[d] SUBSEP "rsync"
+		rmed = 0
+		if (n[kr]) { for (i = 1; i <= n[kr]; i++) x[i] = s[kr, i]; rmed = median(x, n[kr]) }
+		for (t = 1; t <= nt; t++) {
+			k = C[ci] SUBSEP D[d] SUBSEP T[t]
+			if (!n[k]) continue
+			mn = 1e18; mx = 0
+			for (i = 1; i <= n[k]; i++) { x[i] = s[k, i]; if (x[i] < mn) mn = x[i]; if (x[i] > mx) mx = x[i]; y[i] = b[k, i]; z[i] = m[k, i]; w[i] = c[k, i] }
+			med = median(x, n[k])
+			printf "| %s | %s | %s | %.2f | %.2f | %.2f | %s | %.1f | %.2f (%.2f) |\n", C[ci], D[d], T[t], med, mn, mx,
+				rmed ? sprintf("%.2f", med / rmed) : "-", median(y, n[k]) / 1e6, median(z, n[k]), median(w, n[k])
+		}
+	}
+}' "$results")
+{
+	echo "hpncp sync (delta, helper at the far end) vs rsync -a -e ssh, $(date -u +%Y-%m-%d), re-syncing a changed file, clients as an ordinary user (${bench_user:-}), $runs runs each, ${rtt} ms, $rate, $WAN_TCP, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
+	echo
+	echo "$table"
+} | tee ${out:+"$out"}

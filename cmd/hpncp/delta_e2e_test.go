@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// literalData is --stats's "Literal data" count.
+func literalData(t *testing.T, stdout string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`Literal data: ([0-9,]+) bytes`).FindStringSubmatch(stdout)
+	if m == nil {
+		t.Fatalf("no Literal data in --stats:\n%s", stdout)
+	}
+	n, _ := strconv.ParseInt(strings.ReplaceAll(m[1], ",", ""), 10, 64)
+	return n
+}
+
+// scatter changes n runs of each bytes of p at places rng picks.
+func scatter(rng *rand.Rand, p []byte, n, each int) {
+	for range n {
+		off := rng.Intn(len(p) - each)
+		rng.Read(p[off : off+each])
+	}
+}
+
+// TestSyncDeltaE2E: hpncp sync with a helper at the far end (a real
+// sshd) sends a changed file as rsync's delta transfer would, up and
+// down: only about the changed bytes travel, the result is the source
+// byte for byte, and its attributes are the source's. Without a helper,
+// or with -W, the file goes whole, and -vv says why.
+func TestSyncDeltaE2E(t *testing.T) {
+	srv, bin, _ := helperServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewSource(37))
+	old := make([]byte, 24<<20+4321)
+	rng.Read(old)
+	next := bytes.Clone(old)
+	scatter(rng, next, 40, 5000)
+	next = append(next, "and a tail"...)
+	const changed = 40*5000 + 10
+
+	sync := func(args ...string) (string, string, error) {
+		full := append([]string{"sync", "-e", "ssh -F " + srv.ConfigFile, "--helper-path", bin}, args...)
+		return runSSHArgs(ctx, "hpncp", full, nil)
+	}
+	for _, dir := range []string{"up", "down"} {
+		t.Run(dir, func(t *testing.T) {
+			local, remote := t.TempDir(), t.TempDir()
+			src, dst := filepath.Join(local, "f"), filepath.Join(remote, "f")
+			from, to := src, "e2e:"+dst
+			if dir == "down" {
+				src, dst = dst, src
+				from, to = "e2e:"+src, dst
+			}
+			os.WriteFile(dst, old, 0o644)
+			os.WriteFile(src, next, 0o640)
+			mtime := time.Date(2020, 3, 4, 5, 6, 7, 0, time.UTC)
+			os.Chtimes(src, mtime, mtime)
+
+			stdout, stderr, err := sync("-a", "--stats", "-vv", from, to)
+			if err != nil {
+				t.Fatalf("sync: %v\n%s%s", err, stdout, stderr)
+			}
+			got, _ := os.ReadFile(dst)
+			if !bytes.Equal(got, next) {
+				t.Fatalf("the target is %d bytes and not the source's %d", len(got), len(next))
+			}
+			fi, _ := os.Stat(dst)
+			if fi.Mode().Perm() != 0o640 || !fi.ModTime().Equal(mtime) {
+				t.Errorf("the target's mode %v, time %v; want the source's", fi.Mode().Perm(), fi.ModTime())
+			}
+			if sent := literalData(t, stdout); sent > 4*changed {
+				t.Errorf("sent %d literal bytes for %d changed", sent, changed)
+			}
+			if !strings.Contains(stderr, "delta: ") || !strings.Contains(stdout, "f\n") {
+				t.Errorf("-vv says nothing of the delta, or the file is not itemized:\n%s%s", stdout, stderr)
+			}
+			// No temporary file is left beside it.
+			if ents, _ := os.ReadDir(filepath.Dir(dst)); len(ents) != 1 {
+				t.Errorf("the target's directory holds %d entries", len(ents))
+			}
+
+			// -W sends it whole.
+			os.WriteFile(dst, old, 0o644)
+			stdout, stderr, err = sync("-a", "-W", "--stats", from, to)
+			if got, _ := os.ReadFile(dst); err != nil || !bytes.Equal(got, next) {
+				t.Fatalf("sync -W: %v\n%s", err, stderr)
+			}
+			if sent := literalData(t, stdout); sent != int64(len(next)) {
+				t.Errorf("-W sent %d literal bytes, not the file's %d", sent, len(next))
+			}
+		})
+	}
+
+	// scp's syntax with --delta: the same, down; -v names the delta.
+	t.Run("copy --delta", func(t *testing.T) {
+		local, remote := t.TempDir(), t.TempDir()
+		os.WriteFile(filepath.Join(local, "f"), old, 0o644)
+		os.WriteFile(filepath.Join(remote, "f"), next, 0o600)
+		full := []string{"-F", srv.ConfigFile, "--delta", "--helper-path", bin, "-p", "-v",
+			"e2e:" + filepath.Join(remote, "f"), filepath.Join(local, "f")}
+		_, stderr, err := runSSHArgs(ctx, "hpncp", full, nil)
+		if got, _ := os.ReadFile(filepath.Join(local, "f")); err != nil || !bytes.Equal(got, next) {
+			t.Fatalf("hpncp --delta: %v\n%s", err, stderr)
+		}
+		m := regexp.MustCompile(`delta: \S+: (\d+) bytes sent`).FindStringSubmatch(stderr)
+		if m == nil {
+			t.Fatalf("-v does not say the file went as a delta:\n%s", stderr)
+		}
+		if n, _ := strconv.Atoi(m[1]); n > 4*changed {
+			t.Errorf("sent %d bytes for %d changed", n, changed)
+		}
+		if fi, _ := os.Stat(filepath.Join(local, "f")); fi.Mode().Perm() != 0o600 {
+			t.Errorf("-p: the target's mode is %v", fi.Mode().Perm())
+		}
+	})
+
+	t.Run("no helper", func(t *testing.T) {
+		local, remote := t.TempDir(), t.TempDir()
+		os.WriteFile(filepath.Join(remote, "f"), old, 0o644)
+		os.WriteFile(filepath.Join(local, "f"), next, 0o644)
+		full := []string{"sync", "-e", "ssh -F " + srv.ConfigFile, "--helper-path", "/nonexistent/hpncp", "-a", "-vv", "--stats",
+			filepath.Join(local, "f"), "e2e:" + filepath.Join(remote, "f")}
+		stdout, stderr, err := runSSHArgs(ctx, "hpncp", full, nil)
+		if got, _ := os.ReadFile(filepath.Join(remote, "f")); err != nil || !bytes.Equal(got, next) {
+			t.Fatalf("sync without a helper: %v\n%s", err, stderr)
+		}
+		if !strings.Contains(stderr, "goes whole") || literalData(t, stdout) != int64(len(next)) {
+			t.Errorf("without a helper: -vv does not say the file goes whole, or not all of it went:\n%s%s", stdout, stderr)
+		}
+	})
+}

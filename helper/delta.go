@@ -1,0 +1,375 @@
+package helper
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hpncp/hpncp/delta"
+)
+
+// The delta service (hpncp serve --delta) runs on one exec channel: the
+// client asks, one request at a time, for what needs the file where it
+// lies: the signature of a file there (the target of a push), a file
+// there rebuilt from its old version and a delta (a push), or a delta of
+// a file there against the client's signature (a pull). The channel
+// carries, after the helper's hello line:
+//
+//	request: op, then its fields (strings and numbers as uvarints), then
+//	         for 'P' and 'D' a chunked stream (the delta, the signature)
+//	reply:   a chunked stream (the signature, the delta; none for 'P'),
+//	         then 'K' and the delta's counts, or 'X' and a message
+//
+// A chunked stream is chunks of a uvarint length (at most maxChunk) and
+// that many bytes, ended by a chunk of none: an end that fails part way
+// through still ends its stream, and the channel stays in step.
+
+// deltaHello is the delta service's first line.
+const deltaHello = "hpncp-delta 1\n"
+
+const (
+	opSign  = 'S'
+	opPatch = 'P'
+	opDiff  = 'D'
+
+	statusOK   = 'K'
+	statusFail = 'X'
+
+	maxChunk   = 1 << 20
+	maxPathLen = 64 << 10
+)
+
+// ErrDeltaProtocol is wrapped by errors about bytes that are not the
+// delta service's.
+var ErrDeltaProtocol = errors.New("malformed delta service stream")
+
+// chunkWriter writes a chunked stream.
+type chunkWriter struct{ w *bufio.Writer }
+
+func (c chunkWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), maxChunk)
+		c.w.Write(binary.AppendUvarint(nil, uint64(k)))
+		if _, err := c.w.Write(p[:k]); err != nil {
+			return n, err
+		}
+		n += k
+		p = p[k:]
+	}
+	return n, nil
+}
+
+func (c chunkWriter) end() error {
+	return c.w.WriteByte(0)
+}
+
+// chunkReader reads a chunked stream, returning io.EOF at its end.
+type chunkReader struct {
+	r    *bufio.Reader
+	left int
+	done bool
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	for c.left == 0 {
+		if c.done {
+			return 0, io.EOF
+		}
+		n, err := binary.ReadUvarint(c.r)
+		if err != nil {
+			return 0, eofIsUnexpected(err)
+		}
+		if n > maxChunk {
+			return 0, fmt.Errorf("%w: chunk of %d bytes", ErrDeltaProtocol, n)
+		}
+		if n == 0 {
+			c.done = true
+			return 0, io.EOF
+		}
+		c.left = int(n)
+	}
+	k, err := c.r.Read(p[:min(len(p), c.left)])
+	c.left -= k
+	if err != nil && k == 0 {
+		return 0, eofIsUnexpected(err)
+	}
+	return k, nil
+}
+
+// drain reads the rest of the stream, so that what follows it can be.
+func (c *chunkReader) drain() error {
+	_, err := io.Copy(io.Discard, c)
+	return err
+}
+
+func eofIsUnexpected(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func appendString(p []byte, s string) []byte {
+	p = binary.AppendUvarint(p, uint64(len(s)))
+	return append(p, s...)
+}
+
+func readString(r *bufio.Reader, limit int) (string, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return "", eofIsUnexpected(err)
+	}
+	if n > uint64(limit) {
+		return "", fmt.Errorf("%w: a string of %d bytes", ErrDeltaProtocol, n)
+	}
+	p := make([]byte, n)
+	if _, err := io.ReadFull(r, p); err != nil {
+		return "", eofIsUnexpected(err)
+	}
+	return string(p), nil
+}
+
+func readUint(r *bufio.Reader, limit uint64) (int64, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return 0, eofIsUnexpected(err)
+	}
+	if n > limit {
+		return 0, fmt.Errorf("%w: %d past %d", ErrDeltaProtocol, n, limit)
+	}
+	return int64(n), nil
+}
+
+// DeltaError is the helper's message for a request it could not do. Its
+// text is the server's: escape it before it reaches a terminal.
+type DeltaError struct{ Message string }
+
+func (e *DeltaError) Error() string { return "the helper: " + e.Message }
+
+// A DeltaClient asks a helper's delta service for one thing at a time.
+type DeltaClient struct {
+	mu     sync.Mutex
+	r      *bufio.Reader
+	w      *bufio.Writer
+	c      io.Closer
+	broken bool // a reply was not read to its end: the channel is out of step
+}
+
+// Broken says the client can ask nothing more: a reply was refused part
+// way through, or the channel failed.
+func (c *DeltaClient) Broken() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.broken
+}
+
+// breaks marks the client broken when err is not nil, and closes it.
+func (c *DeltaClient) breaks(err error) error {
+	if err != nil && !c.broken {
+		c.broken = true
+		c.c.Close()
+	}
+	return err
+}
+
+// NewDeltaClient reads the delta service's hello on ch, whose Close ends
+// the service. An error means no delta service answered.
+func NewDeltaClient(ctx context.Context, ch io.ReadWriteCloser) (*DeltaClient, error) {
+	stop := context.AfterFunc(ctx, func() { ch.Close() })
+	defer stop()
+	r := bufio.NewReaderSize(ch, 256<<10)
+	line := make([]byte, len(deltaHello))
+	if _, err := io.ReadFull(r, line); err != nil {
+		return nil, fmt.Errorf("delta service: no hello: %w", err)
+	}
+	if string(line) != deltaHello {
+		return nil, fmt.Errorf("%w: hello %q", ErrDeltaProtocol, line)
+	}
+	return &DeltaClient{r: r, w: bufio.NewWriterSize(ch, 256<<10), c: ch}, nil
+}
+
+// Close ends the service.
+func (c *DeltaClient) Close() error { return c.c.Close() }
+
+// Signature is the signature of the file at path on the helper's host,
+// which must be a regular file of size bytes.
+func (c *DeltaClient) Signature(ctx context.Context, path string, size int64) (*delta.Signature, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken {
+		return nil, errBroken
+	}
+	sig, err := c.signature(ctx, path, size)
+	var de *DeltaError
+	if !errors.As(err, &de) {
+		c.breaks(err)
+	}
+	return sig, err
+}
+
+func (c *DeltaClient) signature(ctx context.Context, path string, size int64) (*delta.Signature, error) {
+	stop := context.AfterFunc(ctx, func() { c.c.Close() })
+	defer stop()
+	req := appendString([]byte{opSign}, path)
+	req = binary.AppendUvarint(req, uint64(size))
+	if _, err := c.w.Write(req); err != nil {
+		return nil, err
+	}
+	if err := c.w.Flush(); err != nil {
+		return nil, err
+	}
+	in := &chunkReader{r: c.r}
+	sig, serr := delta.ReadSignature(in, size)
+	if errors.Is(serr, io.ErrUnexpectedEOF) && in.done {
+		// The helper ended the stream early: its status says why.
+		_, err := c.status()
+		if err == nil {
+			err = serr
+		}
+		return nil, err
+	}
+	if serr != nil {
+		return nil, serr
+	}
+	// A signature read whole is one the stream ends right after.
+	if n, err := in.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		return nil, fmt.Errorf("%w: bytes after the signature", ErrDeltaProtocol)
+	}
+	if _, err := c.status(); err != nil {
+		return nil, err
+	}
+	return sig, nil
+}
+
+// Patch rebuilds the file on the helper's host: it writes into tmp (an
+// empty regular file there, made by the client) the new file's size
+// bytes, from basis (a regular file of sig.Size bytes, the one sig was
+// made of) and the delta diff writes. It returns the counts the helper
+// applied.
+func (c *DeltaClient) Patch(ctx context.Context, basis, tmp string, sig *delta.Signature, size int64, diff func(io.Writer) error) (delta.Stats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken {
+		return delta.Stats{}, errBroken
+	}
+	st, err := c.patch(ctx, basis, tmp, sig, size, diff)
+	var de *DeltaError
+	if !errors.As(err, &de) {
+		c.breaks(err)
+	}
+	return st, err
+}
+
+func (c *DeltaClient) patch(ctx context.Context, basis, tmp string, sig *delta.Signature, size int64, diff func(io.Writer) error) (delta.Stats, error) {
+	stop := context.AfterFunc(ctx, func() { c.c.Close() })
+	defer stop()
+	req := appendString([]byte{opPatch}, basis)
+	req = binary.AppendUvarint(req, uint64(sig.Size))
+	req = binary.AppendUvarint(req, uint64(sig.BlockLen))
+	req = appendString(req, tmp)
+	req = binary.AppendUvarint(req, uint64(size))
+	if _, err := c.w.Write(req); err != nil {
+		return delta.Stats{}, err
+	}
+	out := chunkWriter{w: c.w}
+	// The delta goes out as it is made; the helper answers once it has
+	// applied it all, or at the first failure, after which it reads the
+	// rest of the stream and drops it.
+	if err := diff(out); err != nil {
+		// A delta cut short must not be applied: the channel goes.
+		return delta.Stats{}, err
+	}
+	if err := out.end(); err != nil {
+		return delta.Stats{}, err
+	}
+	if err := c.w.Flush(); err != nil {
+		return delta.Stats{}, err
+	}
+	if n, err := (&chunkReader{r: c.r}).Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		return delta.Stats{}, fmt.Errorf("%w: data in the reply to a patch", ErrDeltaProtocol)
+	}
+	return c.status()
+}
+
+// Diff asks the helper for the delta that rebuilds the file at path on
+// its host (a regular file of size bytes) from the basis sig describes,
+// and hands the delta to apply as it comes.
+func (c *DeltaClient) Diff(ctx context.Context, path string, size int64, sig *delta.Signature, apply func(io.Reader) error) (delta.Stats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken {
+		return delta.Stats{}, errBroken
+	}
+	st, err := c.diff(ctx, path, size, sig, apply)
+	var de *DeltaError
+	if !errors.As(err, &de) {
+		c.breaks(err)
+	}
+	return st, err
+}
+
+func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sig *delta.Signature, apply func(io.Reader) error) (delta.Stats, error) {
+	stop := context.AfterFunc(ctx, func() { c.c.Close() })
+	defer stop()
+	req := appendString([]byte{opDiff}, path)
+	req = binary.AppendUvarint(req, uint64(size))
+	if _, err := c.w.Write(req); err != nil {
+		return delta.Stats{}, err
+	}
+	out := chunkWriter{w: c.w}
+	if err := delta.WriteSignature(out, sig); err != nil {
+		return delta.Stats{}, err
+	}
+	if err := out.end(); err != nil {
+		return delta.Stats{}, err
+	}
+	if err := c.w.Flush(); err != nil {
+		return delta.Stats{}, err
+	}
+	in := &chunkReader{r: c.r}
+	if err := apply(in); err != nil {
+		if in.done {
+			// The helper ended the delta early: its status says why.
+			if _, serr := c.status(); serr != nil {
+				return delta.Stats{}, serr
+			}
+		}
+		return delta.Stats{}, err
+	}
+	if n, err := in.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		return delta.Stats{}, fmt.Errorf("%w: bytes after the delta", ErrDeltaProtocol)
+	}
+	return c.status()
+}
+
+var errBroken = errors.New("the delta service's channel is out of step")
+
+// status reads a reply's status.
+func (c *DeltaClient) status() (delta.Stats, error) {
+	b, err := c.r.ReadByte()
+	if err != nil {
+		return delta.Stats{}, eofIsUnexpected(err)
+	}
+	switch b {
+	case statusOK:
+		var v [3]int64
+		for i := range v {
+			if v[i], err = readUint(c.r, delta.MaxSize); err != nil {
+				return delta.Stats{}, err
+			}
+		}
+		return delta.Stats{Literal: v[0], Matched: v[1], Ranges: int(v[2])}, nil
+	case statusFail:
+		msg, err := readString(c.r, 4096)
+		if err != nil {
+			return delta.Stats{}, err
+		}
+		return delta.Stats{}, &DeltaError{Message: msg}
+	}
+	return delta.Stats{}, fmt.Errorf("%w: status %#x", ErrDeltaProtocol, b)
+}

@@ -1,0 +1,164 @@
+//go:build unix
+
+package helper
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hpncp/hpncp/delta"
+)
+
+// deltaPair runs the delta service on one end of a pipe and returns a
+// client on the other.
+func deltaPair(t *testing.T) *DeltaClient {
+	t.Helper()
+	a, b := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- ServeDelta(context.Background(), b, b); b.Close() }()
+	c, err := NewDeltaClient(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Close()
+		if err := <-done; err != nil && !errors.Is(err, io.ErrClosedPipe) {
+			t.Errorf("service: %v", err)
+		}
+	})
+	return c
+}
+
+func randomBytes(seed uint64, n int) []byte {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	p := make([]byte, n)
+	for i := range p {
+		p[i] = byte(rng.Uint32())
+	}
+	return p
+}
+
+func TestDeltaServicePush(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old := randomBytes(1, 400_000)
+	next := append(bytes.Clone(old[:150_000]), append([]byte("a change"), old[150_100:]...)...)
+	basis := filepath.Join(dir, "f")
+	tmp := filepath.Join(dir, ".f.tmp")
+	os.WriteFile(basis, old, 0o644)
+	os.WriteFile(tmp, nil, 0o600)
+	c := deltaPair(t)
+
+	sig, err := c.Signature(ctx, basis, int64(len(old)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent delta.Stats
+	st, err := c.Patch(ctx, basis, tmp, sig, int64(len(next)), func(w io.Writer) error {
+		var err error
+		sent, err = delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(tmp); !bytes.Equal(got, next) {
+		t.Fatalf("the helper rebuilt %d bytes, not the new file's %d", len(got), len(next))
+	}
+	if st != sent || st.Literal > 10_000 {
+		t.Errorf("applied %+v, sent %+v", st, sent)
+	}
+
+	// Requests the helper cannot do are answered, and the service goes on.
+	if _, err := c.Signature(ctx, basis, int64(len(old))+1); !isDeltaError(err) {
+		t.Errorf("a basis of another size: %v", err)
+	}
+	os.Symlink(basis, filepath.Join(dir, "link"))
+	if _, err := c.Signature(ctx, filepath.Join(dir, "link"), int64(len(old))); !isDeltaError(err) {
+		t.Errorf("a link: %v", err)
+	}
+	// tmp holds the new file now: it is not the empty file a patch takes.
+	_, err = c.Patch(ctx, basis, tmp, sig, int64(len(next)), func(w io.Writer) error {
+		_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{})
+		return err
+	})
+	if !isDeltaError(err) {
+		t.Errorf("a temporary file not empty: %v", err)
+	}
+	// A basis that changed since it was signed gives a mismatch, not a file.
+	os.WriteFile(tmp, nil, 0o600)
+	changed := bytes.Clone(old)
+	changed[300_000] ^= 1
+	os.WriteFile(basis, changed, 0o644)
+	_, err = c.Patch(ctx, basis, tmp, sig, int64(len(next)), func(w io.Writer) error {
+		_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{})
+		return err
+	})
+	if !isDeltaError(err) {
+		t.Errorf("a basis changed since signed: %v", err)
+	}
+	if _, err := c.Signature(ctx, basis, int64(len(old))); err != nil || c.Broken() {
+		t.Errorf("after the failures: %v (broken %v)", err, c.Broken())
+	}
+}
+
+func isDeltaError(err error) bool {
+	var de *DeltaError
+	return errors.As(err, &de)
+}
+
+func TestDeltaServicePull(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old := randomBytes(2, 300_000)
+	next := append(randomBytes(3, 1000), old...)
+	src := filepath.Join(dir, "src")
+	os.WriteFile(src, next, 0o644)
+	c := deltaPair(t)
+
+	sig, err := delta.Sign(ctx, bytes.NewReader(old), int64(len(old)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	st, err := c.Diff(ctx, src, int64(len(next)), sig, func(r io.Reader) error {
+		var f memFile
+		_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(old), Size: sig.Size, BlockLen: sig.BlockLen}, &f, int64(len(next)))
+		out.Write(f.b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out.Bytes(), next) {
+		t.Fatalf("rebuilt %d bytes, not the %d of the helper's file", out.Len(), len(next))
+	}
+	if st.Literal > 2*int64(sig.BlockLen)+1000 {
+		t.Errorf("sent %+v", st)
+	}
+	// A file there of another size than the client listed is refused,
+	// and the client can go on.
+	_, err = c.Diff(ctx, src, int64(len(next))-1, sig, func(r io.Reader) error {
+		_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(old), Size: sig.Size, BlockLen: sig.BlockLen}, &memFile{}, -1)
+		return err
+	})
+	if !isDeltaError(err) || c.Broken() {
+		t.Errorf("a changed source: %v (broken %v)", err, c.Broken())
+	}
+}
+
+type memFile struct{ b []byte }
+
+func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
+	if end := int(off) + len(p); end > len(m.b) {
+		m.b = append(m.b, make([]byte, end-len(m.b))...)
+	}
+	return copy(m.b[off:], p), nil
+}

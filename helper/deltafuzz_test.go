@@ -1,0 +1,64 @@
+package helper
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"testing"
+
+	"github.com/hpncp/hpncp/delta"
+)
+
+// replyConn is a channel whose far end says reply, whatever is written.
+type replyConn struct{ io.Reader }
+
+func (replyConn) Write(p []byte) (int, error) { return len(p), nil }
+func (replyConn) Close() error                { return nil }
+
+// FuzzDeltaReplies: whatever a helper answers, the client's requests end
+// without panicking, and a signature or delta they hand on is one the
+// delta package read whole and checked.
+func FuzzDeltaReplies(f *testing.F) {
+	ctx := context.Background()
+	basis := bytes.Repeat([]byte("basis "), 500)
+	sig, _ := delta.Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 700)
+	var sigWire, deltaWire bytes.Buffer
+	delta.WriteSignature(&sigWire, sig)
+	delta.Diff(ctx, sig, bytes.NewReader(basis[7:]), int64(len(basis)-7), &deltaWire, delta.DiffOptions{})
+	chunked := func(p []byte, status string) []byte {
+		var b bytes.Buffer
+		w := chunkWriter{w: bufio.NewWriter(&b)}
+		w.Write(p)
+		w.end()
+		w.w.Flush()
+		return append(b.Bytes(), status...)
+	}
+	f.Add(uint8(0), chunked(sigWire.Bytes(), "K\x00\x00\x00"))
+	f.Add(uint8(1), chunked(nil, "X\x05nope!"))
+	f.Add(uint8(2), chunked(deltaWire.Bytes(), "K\x07\x80\x17\x01"))
+	f.Add(uint8(1), chunked(nil, "K\x00\x00\x00"))
+	f.Fuzz(func(t *testing.T, op uint8, reply []byte) {
+		c, err := NewDeltaClient(ctx, replyConn{io.MultiReader(bytes.NewReader([]byte(deltaHello)), bytes.NewReader(reply))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch op % 3 {
+		case 0:
+			if s, err := c.Signature(ctx, "f", int64(len(basis))); err == nil && s.Size != int64(len(basis)) {
+				t.Fatalf("a signature of %d bytes for a file of %d", s.Size, len(basis))
+			}
+		case 1:
+			c.Patch(ctx, "f", "t", sig, 10, func(w io.Writer) error { _, err := w.Write([]byte("delta")); return err })
+		case 2:
+			c.Diff(ctx, "f", int64(len(basis)-7), sig, func(r io.Reader) error {
+				_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, discardAt{}, int64(len(basis)-7))
+				return err
+			})
+		}
+	})
+}
+
+type discardAt struct{}
+
+func (discardAt) WriteAt(p []byte, _ int64) (int, error) { return len(p), nil }

@@ -1,0 +1,45 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hpncp/hpncp/helper"
+	"github.com/hpncp/hpncp/protocol"
+)
+
+// DeltaHelper says which helper runs the delta service on a host for a
+// copy or a sync (transfer.Options.Delta): Helper (auto or never; ""
+// for hpncp's configuration file's), HelperPath and HelperDir as hpncp
+// ssh takes them.
+type DeltaHelper struct {
+	Helper, HelperPath, HelperDir string
+}
+
+// lines returns what runs the delta service on a host: the helper told
+// (HelperPath), else the one installed for this very binary in the
+// helpers' directory, its hash checked first, else hpncp on the remote
+// PATH; an error says why none is to run there. Nothing is uploaded.
+func (d DeltaHelper) lines(logf func(string, ...any)) func(host string) (string, error) {
+	var bin *binaryFuture
+	if d.HelperPath == "" {
+		bin = hashBinary("", logf)
+	}
+	return func(host string) (string, error) {
+		mode, dir, err := HelperSettings(host, d.Helper, d.HelperDir)
+		if err != nil {
+			return "", err
+		}
+		if mode == HelperNever {
+			return "", errors.New("--helper never")
+		}
+		args := fmt.Sprintf("--protocol %d --delta", helper.Protocol)
+		if d.HelperPath != "" {
+			return protocol.QuoteArg(d.HelperPath) + " serve " + args, nil
+		}
+		if b, ok := bin.get(); ok {
+			return helper.Launch(dir, b.sum, "", args, false), nil
+		}
+		return DefaultHelperPath + " serve " + args, nil
+	}
+}

@@ -1,0 +1,228 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"time"
+
+	"github.com/hpncp/hpncp/delta"
+	"github.com/hpncp/hpncp/internal/vis"
+)
+
+// A DeltaSession is a helper at a remote end, doing there what rsync's
+// delta transfer needs done where the file lies (helper.DeltaClient).
+type DeltaSession interface {
+	// Signature is the signature of the regular file of size bytes at
+	// path.
+	Signature(ctx context.Context, path string, size int64) (*delta.Signature, error)
+	// Patch writes into tmp, an empty file, the file of size bytes that
+	// the delta diff writes rebuilds from basis, which sig describes.
+	Patch(ctx context.Context, basis, tmp string, sig *delta.Signature, size int64, diff func(io.Writer) error) (delta.Stats, error)
+	// Diff hands apply the delta that rebuilds the regular file of size
+	// bytes at path from the basis sig describes.
+	Diff(ctx context.Context, path string, size int64, sig *delta.Signature, apply func(io.Reader) error) (delta.Stats, error)
+}
+
+// DeltaHosts gives the copy a DeltaSession on a remote end's host, and
+// takes it back with release; an error says why there is none, and the
+// file goes whole.
+type DeltaHosts interface {
+	DeltaSession(ctx context.Context, end FS) (s DeltaSession, release func(), err error)
+}
+
+// deltaMinSize is the smallest target a delta is tried for: below it,
+// the signature's round trip costs more than the file.
+const deltaMinSize = 64 << 10
+
+// deltaOK says whether src goes to dst, which holds existing, as a delta:
+// one end is remote and has a helper, the other local, and the target is
+// a regular file large enough to be worth it.
+func (c *copier) deltaOK(src, dst Endpoint, si, existing fs.FileInfo) bool {
+	return c.opts.Delta != nil && existing != nil && existing.Mode().IsRegular() &&
+		existing.Size() >= deltaMinSize && si.Size() > 0 && !c.opts.Resume && !c.opts.Sparse &&
+		isRemote(src.FS) != isRemote(dst.FS)
+}
+
+// copyDelta copies src to dst by rsync's delta transfer: the end that
+// has the target signs it, the end that has the source sends what
+// differs, and the target's end rebuilds the file under a temporary name,
+// each range checked against the source's hash, before it is finished as
+// any other copy. done false means the file was not copied this way (no
+// helper, or one that failed: -v says why) and goes whole, from scratch.
+func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing fs.FileInfo, start time.Time) (done bool, err error) {
+	push := isRemote(dst.FS)
+	far := src.FS
+	if push {
+		far = dst.FS
+	}
+	s, release, err := c.opts.Delta.DeltaSession(ctx, far)
+	if err != nil {
+		c.logf("delta: %s goes whole: %v", src, err)
+		return false, nil
+	}
+	defer release()
+	op := "copy " + src.String() + " to"
+	out, tmp, err := createTemp(dst.FS, dst.FS.Dir(dst.Path), dst.FS.Base(dst.Path))
+	if err != nil {
+		return true, &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
+	}
+	tmpEnd := Endpoint{dst.FS, tmp}
+	closed, finished := false, false
+	defer func() {
+		if !closed {
+			out.Close()
+		}
+		if !finished {
+			dst.FS.Remove(tmp)
+		}
+	}()
+	prog := fileProgress(c.opts.Progress)
+	if prog != nil {
+		prog.StartFile(src.FS.Base(src.Path), si.Size())
+		defer prog.EndFile()
+	}
+	var st delta.Stats
+	if push {
+		// The helper writes the temporary file; this end made it, empty
+		// and owner-only, so that it is made as any other.
+		closed = true
+		if err := out.Close(); err != nil {
+			return true, &Error{Op: op, Path: dst.String(), Err: err}
+		}
+		st, err = c.pushDelta(ctx, s, src, dst, si, existing, tmp)
+	} else {
+		st, err = c.pullDelta(ctx, s, src, dst, si, existing, out)
+		if err == nil {
+			closed = true
+			err = out.Close()
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return true, ctx.Err()
+		}
+		var local *localDeltaError
+		if errors.As(err, &local) {
+			return true, &Error{Op: op, Path: dst.String(), Err: local.err}
+		}
+		c.logf("delta: %s goes whole: %s", src, vis.String(err.Error()))
+		return false, nil
+	}
+	if prog != nil {
+		prog.Add(int(si.Size()))
+	}
+	attrs := func() fileAttrs {
+		return c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
+			return c.newFileMode(ctx, dst, si.Mode().Perm())
+		})
+	}
+	var sum string
+	var check func() error
+	if c.opts.Verify {
+		check = func() error {
+			var verr error
+			sum, verr = verify(ctx, src, dst, tmpEnd, nil)
+			return verr
+		}
+	}
+	if err := (tempFile{dst: dst, tmp: tmp, op: op}).finish(ctx, si.Size(), nil, attrs, check); err != nil {
+		return true, err
+	}
+	finished = true
+	c.record(func(r *Result) {
+		r.DeltaFiles++
+		r.Literal += st.Literal
+		r.Matched += st.Matched
+	})
+	c.logf("delta: %s: %d bytes sent, %d matched", src, st.Literal, st.Matched)
+	c.done(src, dst, si.Size(), 0, sum, start)
+	return true, nil
+}
+
+// localDeltaError is a failure of this end's files in a delta: not a
+// reason to send the file whole, which would fail the same way.
+type localDeltaError struct{ err error }
+
+func (e *localDeltaError) Error() string { return e.err.Error() }
+
+// openAt opens name on fsys for reading at offsets, checking it is still
+// size bytes.
+func openAt(fsys FS, name string, size int64) (io.ReaderAt, io.Closer, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	ra, ok := f.(interface {
+		io.ReaderAt
+		Stat() (fs.FileInfo, error)
+	})
+	if !ok {
+		f.Close()
+		return nil, nil, errors.New("not a file that can be read at offsets")
+	}
+	fi, err := ra.Stat()
+	if err == nil && fi.Size() != size {
+		err = fmt.Errorf("%d bytes, not the %d listed: it changed", fi.Size(), size)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return ra, f, nil
+}
+
+// pushDelta has the helper sign the target, diffs the local source
+// against it, and has the helper rebuild the file into tmp.
+func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, tmp string) (delta.Stats, error) {
+	sig, err := s.Signature(ctx, dst.Path, existing.Size())
+	if err != nil {
+		return delta.Stats{}, err
+	}
+	f, closer, err := openAt(src.FS, src.Path, si.Size())
+	if err != nil {
+		return delta.Stats{}, &localDeltaError{err}
+	}
+	defer closer.Close()
+	var derr error
+	st, err := s.Patch(ctx, dst.Path, tmp, sig, si.Size(), func(w io.Writer) error {
+		_, derr = delta.Diff(ctx, sig, f, si.Size(), w, delta.DiffOptions{})
+		return derr
+	})
+	if derr != nil && !errors.Is(derr, delta.ErrMismatch) {
+		var pe *fs.PathError
+		if errors.As(derr, &pe) || errors.Is(derr, io.ErrUnexpectedEOF) {
+			return st, &localDeltaError{derr}
+		}
+	}
+	return st, err
+}
+
+// pullDelta signs the local target, has the helper diff the source
+// against it, and rebuilds the file into out.
+func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, out io.Writer) (delta.Stats, error) {
+	wa, ok := out.(io.WriterAt)
+	if !ok {
+		return delta.Stats{}, errors.New("the temporary file cannot be written at offsets")
+	}
+	basis, closer, err := openAt(dst.FS, dst.Path, existing.Size())
+	if err != nil {
+		return delta.Stats{}, &localDeltaError{err}
+	}
+	defer closer.Close()
+	sig, err := delta.Sign(ctx, basis, existing.Size(), 0)
+	if err != nil {
+		return delta.Stats{}, &localDeltaError{err}
+	}
+	var got delta.Stats
+	_, err = s.Diff(ctx, src.Path, si.Size(), sig, func(r io.Reader) error {
+		var err error
+		_, got, err = delta.Apply(ctx, r, delta.Basis{R: basis, Size: sig.Size, BlockLen: sig.BlockLen}, wa, si.Size())
+		return err
+	})
+	// What this end rebuilt and checked counts, not what the far end says
+	// it sent.
+	return got, err
+}
