@@ -145,7 +145,7 @@ sync_once() {
 for c in $cases; do makecase "$c"; done
 wan_up --rtt "${rtt}ms" --rate "$rate" --tcp debian
 WAN_UP=1
-addr=$WAN_ADDR_B run_client=(ip netns exec "$NS_A")
+addr=$WAN_ADDR_B run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")
 start_sshd "$addr" 2222 "MaxStartups 100:30:200" ||
 	{ echo "delta.sh: sshd did not come up: $(cat "$work/sshd.log")" >&2; exit 1; }
 case " $tools " in

@@ -2,10 +2,12 @@ package delta
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"hash"
 	"io"
+	"runtime"
+	"sync"
+
+	"github.com/zeebo/xxh3"
 )
 
 // Basis is what Apply rebuilds from: the basis file and the block length
@@ -22,11 +24,15 @@ type Basis struct {
 // expects (the one it listed), or -1 for any. It returns the delta's
 // header, which gives the size written.
 //
-// Each range is checked against the SHA-256 its sender read; a range
+// Each range is checked against the hash of what its sender read; a range
 // that does not match is ErrMismatch, and out then holds bytes that are
 // not the new file. out is written at offsets below the header's size
 // only, and Apply never truncates or extends it otherwise: the caller
 // gives it a fresh file.
+//
+// The records are read and checked here, in order; the reading of the
+// basis, the writing and the hashing are done by a goroutine per CPU,
+// each range by one of them.
 func Apply(ctx context.Context, r io.Reader, b Basis, out io.WriterAt, size int64) (Header, Stats, error) {
 	d := decoder{r: asByteReader(r)}
 	h, err := d.header()
@@ -40,31 +46,66 @@ func Apply(ctx context.Context, r io.Reader, b Basis, out io.WriterAt, size int6
 	case size >= 0 && h.Size != size:
 		return h, Stats{}, fmt.Errorf("apply delta: %w: for %d bytes, expected %d", ErrFormat, h.Size, size)
 	}
-	a := applier{h: h, b: b, out: out, open: map[int64]*rangeState{}, done: make([]uint64, (h.Ranges()+63)/64)}
-	a.blocks = Blocks(b.Size, b.BlockLen)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	a := &applier{h: h, b: b, out: out, open: map[int64]*rangeState{}, done: make([]uint64, (h.Ranges()+63)/64),
+		blocks: Blocks(b.Size, b.BlockLen), fail: cancel}
+	a.start(ctx, runtime.GOMAXPROCS(0))
+	err = a.read(ctx, &d)
+	if err != nil {
+		cancel(err)
+	}
+	a.stop()
+	if err := context.Cause(ctx); err != nil {
+		return h, a.st, fmt.Errorf("apply delta: %w", err)
+	}
+	return h, a.st, nil
+}
+
+// read checks the records and hands them to the workers, until the
+// delta's end.
+func (a *applier) read(ctx context.Context, d *decoder) error {
 	for {
-		if err := ctx.Err(); err != nil {
-			return h, a.st, err
+		if ctx.Err() != nil {
+			return nil // the cause is the workers'
 		}
 		rec, err := d.next()
 		if err != nil {
-			return h, a.st, fmt.Errorf("apply delta: %w", err)
+			return err
 		}
 		if rec.kind == recDone {
-			if a.ended != h.Ranges() {
-				return h, a.st, fmt.Errorf("apply delta: %w: ended with %d of %d ranges", ErrFormat, a.ended, h.Ranges())
+			if a.ended != a.h.Ranges() {
+				return formatErr("ended with %d of %d ranges", a.ended, a.h.Ranges())
 			}
-			return h, a.st, nil
+			return nil
 		}
-		if err := a.apply(rec); err != nil {
-			return h, a.st, fmt.Errorf("apply delta: %w", err)
+		j, err := a.check(rec)
+		if err != nil {
+			return err
+		}
+		if !a.send(ctx, j) {
+			return nil
 		}
 	}
 }
 
+// A rangeState is a range being rebuilt: at is where the next byte goes
+// as the records say (the reader's), h the hash of what was written (its
+// worker's).
 type rangeState struct {
-	at, end int64 // the next byte's offset in the new file, and the range's end
-	h       hash.Hash
+	at, end int64
+	h       *xxh3.Hasher
+}
+
+// A job is one record's work: write data, or count bytes of the basis
+// from off, at at; or, when sum is set, check the range's hash.
+type job struct {
+	s      *rangeState
+	rng    int64
+	at     int64
+	data   []byte // a literal's bytes, the worker's to give back
+	off, n int64
+	sum    *RangeSum
 }
 
 type applier struct {
@@ -75,8 +116,65 @@ type applier struct {
 	open   map[int64]*rangeState
 	done   []uint64
 	ended  int64
-	buf    []byte
 	st     Stats
+	fail   context.CancelCauseFunc
+
+	jobs []chan job
+	free chan []byte // literal buffers, back from the workers
+	wg   sync.WaitGroup
+}
+
+func (a *applier) start(ctx context.Context, n int) {
+	a.free = make(chan []byte, 4*n)
+	for range n {
+		ch := make(chan job, 4)
+		a.jobs = append(a.jobs, ch)
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			buf := make([]byte, 1<<20)
+			for j := range ch {
+				if ctx.Err() != nil {
+					continue
+				}
+				if err := a.work(j, buf); err != nil {
+					a.fail(err)
+				}
+			}
+		}()
+	}
+}
+
+func (a *applier) stop() {
+	for _, ch := range a.jobs {
+		close(ch)
+	}
+	a.wg.Wait()
+}
+
+// send hands j to its range's worker; false once the apply has failed.
+func (a *applier) send(ctx context.Context, j job) bool {
+	select {
+	case a.jobs[j.rng%int64(len(a.jobs))] <- j:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// literal is a buffer of n bytes for a literal's data.
+func (a *applier) literal(p []byte) []byte {
+	var b []byte
+	select {
+	case b = <-a.free:
+	default:
+	}
+	if cap(b) < len(p) {
+		b = make([]byte, len(p), max(len(p), 64<<10))
+	}
+	b = b[:len(p)]
+	copy(b, p)
+	return b
 }
 
 func (a *applier) state(r int64) (*rangeState, error) {
@@ -93,49 +191,73 @@ func (a *applier) state(r int64) (*rangeState, error) {
 		return nil, formatErr("more than %d ranges open", MaxOpen)
 	}
 	start := r * a.h.RangeLen
-	s := &rangeState{at: start, end: min(start+a.h.RangeLen, a.h.Size), h: sha256.New()}
+	s := &rangeState{at: start, end: min(start+a.h.RangeLen, a.h.Size), h: xxh3.New()}
 	a.open[r] = s
 	a.st.Ranges++
 	return s, nil
 }
 
-func (a *applier) write(s *rangeState, p []byte) error {
-	s.h.Write(p)
-	if _, err := a.out.WriteAt(p, s.at); err != nil {
-		return fmt.Errorf("write at %d: %w", s.at, err)
-	}
-	s.at += int64(len(p))
-	return nil
-}
-
-func (a *applier) apply(rec record) error {
+// check checks rec against the header, the basis and its range's bytes
+// so far, and makes its job.
+func (a *applier) check(rec record) (job, error) {
 	s, err := a.state(rec.rng)
 	if err != nil {
-		return err
+		return job{}, err
 	}
+	j := job{s: s, rng: rec.rng, at: s.at}
 	switch rec.kind {
 	case recLiteral:
 		if int64(len(rec.data)) > s.end-s.at {
-			return formatErr("range %d: %d literal bytes past its end", rec.rng, len(rec.data))
+			return job{}, formatErr("range %d: %d literal bytes past its end", rec.rng, len(rec.data))
 		}
 		a.st.Literal += int64(len(rec.data))
-		return a.write(s, rec.data)
+		j.data = a.literal(rec.data)
+		s.at += int64(len(rec.data))
 	case recCopy:
 		block, count := rec.a, rec.b
 		if count < 1 || block >= a.blocks || count > a.blocks-block {
-			return formatErr("range %d: blocks %d+%d of %d", rec.rng, block, count, a.blocks)
+			return job{}, formatErr("range %d: blocks %d+%d of %d", rec.rng, block, count, a.blocks)
 		}
-		off := block * int64(a.b.BlockLen)
-		n := min((block+count)*int64(a.b.BlockLen), a.b.Size) - off
-		if n > s.end-s.at {
-			return formatErr("range %d: %d bytes of blocks past its end", rec.rng, n)
+		j.off = block * int64(a.b.BlockLen)
+		j.n = min((block+count)*int64(a.b.BlockLen), a.b.Size) - j.off
+		if j.n > s.end-s.at {
+			return job{}, formatErr("range %d: %d bytes of blocks past its end", rec.rng, j.n)
 		}
-		if a.buf == nil {
-			a.buf = make([]byte, 1<<20)
+		a.st.Matched += j.n
+		s.at += j.n
+	case recEnd:
+		if s.at != s.end {
+			return job{}, formatErr("range %d ended %d bytes short", rec.rng, s.end-s.at)
 		}
-		a.st.Matched += n
-		for n > 0 {
-			p := a.buf[:min(n, int64(len(a.buf)))]
+		sum := rec.sum
+		j.sum = &sum
+		delete(a.open, rec.rng)
+		a.done[rec.rng/64] |= 1 << (rec.rng % 64)
+		a.ended++
+	default:
+		return job{}, formatErr("record kind %#x", rec.kind)
+	}
+	return j, nil
+}
+
+// work does j on a worker, with buf for the basis's bytes.
+func (a *applier) work(j job, buf []byte) error {
+	switch {
+	case j.sum != nil:
+		if j.s.h.Sum128().Bytes() != *j.sum {
+			return fmt.Errorf("range %d (bytes %d to %d): %w", j.rng, j.rng*a.h.RangeLen, j.s.end, ErrMismatch)
+		}
+	case j.data != nil:
+		err := a.write(j.s, j.data, j.at)
+		select {
+		case a.free <- j.data:
+		default:
+		}
+		return err
+	default:
+		at, off := j.at, j.off
+		for n := j.n; n > 0; {
+			p := buf[:min(n, int64(len(buf)))]
 			got, err := a.b.R.ReadAt(p, off)
 			if got < len(p) {
 				if err == nil || err == io.EOF {
@@ -143,24 +265,21 @@ func (a *applier) apply(rec record) error {
 				}
 				return fmt.Errorf("read basis at %d: %w", off, err)
 			}
-			if err := a.write(s, p); err != nil {
+			if err := a.write(j.s, p, at); err != nil {
 				return err
 			}
+			at += int64(len(p))
 			off += int64(len(p))
 			n -= int64(len(p))
 		}
-		return nil
-	case recEnd:
-		if s.at != s.end {
-			return formatErr("range %d ended %d bytes short", rec.rng, s.end-s.at)
-		}
-		if [32]byte(s.h.Sum(nil)) != rec.sum {
-			return fmt.Errorf("range %d (bytes %d to %d): %w", rec.rng, rec.rng*a.h.RangeLen, s.end, ErrMismatch)
-		}
-		delete(a.open, rec.rng)
-		a.done[rec.rng/64] |= 1 << (rec.rng % 64)
-		a.ended++
-		return nil
 	}
-	return formatErr("record kind %#x", rec.kind)
+	return nil
+}
+
+func (a *applier) write(s *rangeState, p []byte, at int64) error {
+	s.h.Write(p)
+	if _, err := a.out.WriteAt(p, at); err != nil {
+		return fmt.Errorf("write at %d: %w", at, err)
+	}
+	return nil
 }

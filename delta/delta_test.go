@@ -7,13 +7,20 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"testing"
 )
 
-// memFile is an in-memory file that grows as it is written at.
-type memFile struct{ b []byte }
+// memFile is an in-memory file that grows as it is written at, from
+// several goroutines at once (Apply's workers).
+type memFile struct {
+	mu sync.Mutex
+	b  []byte
+}
 
 func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if end := int(off) + len(p); end > len(m.b) {
 		m.b = append(m.b, make([]byte, end-len(m.b))...)
 	}
@@ -31,6 +38,39 @@ func TestBlockSize(t *testing.T) {
 		if got := BlockSize(c.size); got != c.want {
 			t.Errorf("BlockSize(%d) = %d, want %d", c.size, got, c.want)
 		}
+	}
+}
+
+// TestWeak checks weak against its definition, at every length and
+// alignment up to a few words.
+func TestWeak(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	data := make([]byte, 300)
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	data[7], data[8], data[9] = 255, 255, 255
+	for from := 0; from < 9; from++ {
+		for n := 0; from+n <= len(data); n++ {
+			p := data[from : from+n]
+			var wa, wb uint32
+			for i, c := range p {
+				wa += uint32(c)
+				wb += uint32(n-i) * uint32(c)
+			}
+			if a, b := weak(p); a != wa&0xffff || b != wb&0xffff {
+				t.Fatalf("weak of %d bytes from %d: %d,%d, want %d,%d", n, from, a, b, wa&0xffff, wb&0xffff)
+			}
+		}
+	}
+	all := bytes.Repeat([]byte{255}, 100_000)
+	var wa, wb uint32
+	for i, c := range all {
+		wa += uint32(c)
+		wb += uint32(len(all)-i) * uint32(c)
+	}
+	if a, b := weak(all); a != wa&0xffff || b != wb&0xffff {
+		t.Fatalf("weak of 100,000 bytes of 255: %d,%d, want %d,%d", a, b, wa&0xffff, wb&0xffff)
 	}
 }
 
@@ -190,7 +230,7 @@ func TestApplyRefuses(t *testing.T) {
 		"no end":                     {apply(good[:len(good)-1], basis, 700, -1), io.ErrUnexpectedEOF},
 		"bad magic":                  {apply(append([]byte("X"), good[1:]...), basis, 700, -1), ErrFormat},
 		"range ended twice": {apply(append(bytes.Clone(good[:len(good)-1]),
-			append(endRecord(0, [32]byte{}), recDone)...), basis, 700, -1), ErrFormat},
+			append(endRecord(0, RangeSum{}), recDone)...), basis, 700, -1), ErrFormat},
 		"block past the basis": {apply(withRecords(good, copyRecord(0, 72, 1)), basis, 700, -1), ErrFormat},
 		"zero blocks":          {apply(withRecords(good, copyRecord(0, 0, 0)), basis, 700, -1), ErrFormat},
 		"range past the file":  {apply(withRecords(good, copyRecord(999, 0, 1)), basis, 700, -1), ErrFormat},
@@ -222,7 +262,7 @@ func copyRecord(rng, block, count int64) []byte {
 	return w.p
 }
 
-func endRecord(rng int64, sum [32]byte) []byte {
+func endRecord(rng int64, sum RangeSum) []byte {
 	var p []byte
 	w := recordWriter{flush: func(b []byte) error { p = append(p, b...); return nil }}
 	w.end(rng, sum)
@@ -300,5 +340,13 @@ func BenchmarkSign(b *testing.B) {
 		if _, err := Sign(context.Background(), bytes.NewReader(basis), int64(len(basis)), 0); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func BenchmarkWeak(b *testing.B) {
+	p := random(rand.New(rand.NewPCG(15, 16)), 32768)
+	b.SetBytes(int64(len(p)))
+	for b.Loop() {
+		weak(p)
 	}
 }

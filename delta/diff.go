@@ -2,13 +2,14 @@ package delta
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"math/bits"
 	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/zeebo/xxh3"
 )
 
 // index finds the basis blocks a window may be: a bit filter on the weak
@@ -196,7 +197,7 @@ func (m *matcher) diffRange(ctx context.Context, r, start, length int64) (Stats,
 	var (
 		sig   = m.x.sig
 		bl    = sig.BlockLen
-		h     = sha256.New()
+		h     = xxh3.New()
 		data  = m.buf[:0] // the range's bytes from base on
 		base  int64       // range offset of data[0]
 		read  int64       // range offset read up to
@@ -349,5 +350,5 @@ func (m *matcher) diffRange(ctx context.Context, r, start, length int64) (Stats,
 	if read != length {
 		return Stats{}, fmt.Errorf("delta: range %d read %d of %d bytes", r, read, length)
 	}
-	return st, m.out.end(r, [32]byte(h.Sum(nil)))
+	return st, m.out.end(r, h.Sum128().Bytes())
 }

@@ -17,7 +17,7 @@ import (
 //	           basis size, uvarint range length, then records until 'Z':
 //	             'C' range, block, count    count blocks from block on
 //	             'L' range, n, n bytes      bytes to write
-//	             'E' range, 32 bytes        the range's SHA-256; it ends
+//	             'E' range, 16 bytes        the range's hash; it ends
 //	             'Z'                        the delta ends
 //
 // Range r is the new file's bytes from r times the range length on. A
@@ -152,7 +152,7 @@ type record struct {
 	rng  int64
 	a, b int64  // copy: block, count
 	data []byte // literal: valid until the next call
-	sum  [32]byte
+	sum  RangeSum
 }
 
 // decoder reads a delta's records, bounding each.
@@ -280,7 +280,7 @@ func (w *recordWriter) literal(rng int64, data []byte) error {
 	return nil
 }
 
-func (w *recordWriter) end(rng int64, sum [32]byte) error {
+func (w *recordWriter) end(rng int64, sum RangeSum) error {
 	w.p = append(w.p, recEnd)
 	w.p = binary.AppendUvarint(w.p, uint64(rng))
 	w.p = append(w.p, sum[:]...)

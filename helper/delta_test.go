@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/hpncp/hpncp/delta"
@@ -154,9 +155,14 @@ func TestDeltaServicePull(t *testing.T) {
 	}
 }
 
-type memFile struct{ b []byte }
+type memFile struct {
+	mu sync.Mutex
+	b  []byte
+}
 
 func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if end := int(off) + len(p); end > len(m.b) {
 		m.b = append(m.b, make([]byte, end-len(m.b))...)
 	}

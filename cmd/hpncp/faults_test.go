@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpncp/hpncp/helper"
 	"github.com/hpncp/hpncp/internal/faultnet"
 	"github.com/hpncp/hpncp/internal/sshdtest"
 	"github.com/hpncp/hpncp/internal/sshtest"
@@ -64,7 +65,7 @@ import (
 // faultCase is one kind of trial.
 type faultCase struct {
 	download bool
-	mode     string // "large", "sparse" (a large file with holes, --sparse), "small" (one file sent in one batch, its temporary file made with the SFTP start), "tree" (SFTP), "tar" or "legacy" (-O)
+	mode     string // "large", "sparse" (a large file with holes, --sparse), "small" (one file sent in one batch, its temporary file made with the SFTP start), "tree" (SFTP), "tar", "legacy" (-O) or "delta" (--delta, a changed large file through the helper's delta service)
 	resume   bool
 	all      bool // fault every connection, not one
 }
@@ -90,10 +91,10 @@ func (c faultCase) String() string {
 func faultCases() []faultCase {
 	var cs []faultCase
 	for _, download := range []bool{false, true} {
-		for _, mode := range []string{"large", "sparse", "small", "tree", "tar", "legacy"} {
+		for _, mode := range []string{"large", "sparse", "small", "tree", "tar", "legacy", "delta"} {
 			for _, resume := range []bool{false, true} {
 				for _, all := range []bool{false, true} {
-					if resume && (mode == "tar" || mode == "legacy") || all && mode == "legacy" {
+					if resume && (mode == "tar" || mode == "legacy" || mode == "delta") || all && mode == "legacy" {
 						continue
 					}
 					cs = append(cs, faultCase{download: download, mode: mode, resume: resume, all: all})
@@ -189,7 +190,7 @@ func TestFaults(t *testing.T) {
 	env := func(t *testing.T, plan *faultPlan, exec bool) (string, string) {
 		o := sshtest.Options{WrapConn: plan.wrap}
 		if exec {
-			o.Exec = sshtest.ShellExec(t.TempDir())
+			o.Exec = deltaExec(sshtest.ShellExec(t.TempDir()))
 		}
 		return sshtest.Start(t, o).ConfigFile, "testhost"
 	}
@@ -472,7 +473,7 @@ func (ft *faultTrial) run(t *testing.T) {
 	var shape string
 	var top string // the operand below src, and so below dst
 	var files []faultFile
-	single := ft.c.mode == "large" || ft.c.mode == "sparse" || ft.c.mode == "small" || ft.c.mode == "legacy" && r.IntN(2) == 0
+	single := ft.c.mode == "large" || ft.c.mode == "sparse" || ft.c.mode == "small" || ft.c.mode == "delta" || ft.c.mode == "legacy" && r.IntN(2) == 0
 	switch {
 	case single:
 		top = "big"
@@ -530,6 +531,9 @@ func (ft *faultTrial) run(t *testing.T) {
 	case "legacy":
 		args = append(args, "-O")
 		shape += ", legacy scp"
+	case "delta":
+		args = append(args, "--delta", "--helper-path", faultHelper)
+		shape += ", --delta"
 	}
 	if ft.c.resume {
 		args = append(args, "--resume")
@@ -538,6 +542,9 @@ func (ft *faultTrial) run(t *testing.T) {
 	// Old content at some of the targets, older than the sources, so
 	// that the quick check copies them.
 	oldShare := r.Float64()
+	if ft.c.mode == "delta" {
+		oldShare = 1
+	}
 	for i := range files {
 		f := &files[i]
 		f.sum = sumFile(t, filepath.Join(src, f.rel))
@@ -549,7 +556,12 @@ func (ft *faultTrial) run(t *testing.T) {
 			size = r.Int64N(size + 1<<16)
 		}
 		o := filepath.Join(old, f.rel)
-		writeRandom(t, r, o, size)
+		if ft.c.mode == "delta" {
+			// An old version the new one shares most blocks with.
+			writeEdited(t, r, filepath.Join(src, f.rel), o)
+		} else {
+			writeRandom(t, r, o, size)
+		}
 		// Older than any source, so that the quick check never takes an
 		// old target for a copy already made.
 		if err := os.Chtimes(o, oldTime, oldTime); err != nil {
@@ -571,7 +583,7 @@ func (ft *faultTrial) run(t *testing.T) {
 	shape += fmt.Sprintf(", %d old targets", nold)
 
 	plan := &faultPlan{}
-	config, host := ft.env(t, plan, ft.c.mode == "tar" || ft.c.mode == "legacy")
+	config, host := ft.env(t, plan, ft.c.mode == "tar" || ft.c.mode == "legacy" || ft.c.mode == "delta")
 	operands := func(target string) []string {
 		if ft.c.download {
 			return []string{host + ":" + filepath.Join(src, top), target}
@@ -646,6 +658,66 @@ func (ft *faultTrial) run(t *testing.T) {
 			ft.resumed = true
 			ft.check(t, files, dst, old, code, false, "the re-run with --resume", temps)
 		}
+	}
+}
+
+// faultHelper is the helper's command in delta trials: deltaExec runs
+// its delta service in the test's process.
+const faultHelper = "/hpncp-fault-helper"
+
+// deltaExec is exec, but for the helper's delta service, which it runs
+// itself (helper.ServeDelta) as hpncp serve --delta would at the far end.
+func deltaExec(exec func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int) func(string, io.Reader, io.Writer, io.Writer) int {
+	return func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int {
+		if strings.HasPrefix(cmd, faultHelper+" serve ") && strings.HasSuffix(cmd, " --delta") {
+			if err := helper.ServeDelta(context.Background(), stdin, stdout); err != nil {
+				fmt.Fprintln(stderr, err)
+				return 1
+			}
+			return 0
+		}
+		return exec(cmd, stdin, stdout, stderr)
+	}
+}
+
+// writeEdited writes to to the file from, with a few runs of its bytes
+// changed, some bytes put in or taken out, and maybe its end cut or
+// extended: an old version a delta finds most blocks in.
+func writeEdited(t *testing.T, r *rand.Rand, from, to string) {
+	t.Helper()
+	p, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 1 + r.IntN(8) {
+		if len(p) < 2 {
+			break
+		}
+		off := r.IntN(len(p))
+		n := 1 + r.IntN(min(20000, len(p)-off))
+		switch r.IntN(3) {
+		case 0:
+			for i := off; i < off+n; i++ {
+				p[i] = byte(r.Uint32())
+			}
+		case 1:
+			p = append(p[:off:off], p[off+n:]...)
+		case 2:
+			ins := make([]byte, n)
+			for i := range ins {
+				ins[i] = byte(r.Uint32())
+			}
+			p = append(p[:off:off], append(ins, p[off:]...)...)
+		}
+	}
+	if r.IntN(3) == 0 {
+		p = p[:r.IntN(len(p)+1)]
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, p, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

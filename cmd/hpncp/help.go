@@ -124,7 +124,7 @@ Re-runs and migrations:
   --delta                send a file whose target exists (64 KiB and more)
                          by rsync's delta transfer: only the blocks the
                          target lacks travel, each range of the result
-                         checked against the source's SHA-256. Needs hpncp
+                         checked against the source's hash. Needs hpncp
                          at the far end as its helper (hpncp helper install
                          HOST); without one the file goes whole (-v says
                          why). Not with -O, --tar, --resume or --sparse

@@ -16,8 +16,8 @@ Either end may be remote ([user@]host:path); not both.
 Where hpncp runs at the remote end as its helper (hpncp helper install
 HOST), a changed file whose old version is at DEST goes by rsync's delta
 transfer: only the blocks it lacks travel, each range of the result is
-checked against the source's SHA-256, and large files are diffed and
-rebuilt on every core. Without a helper every changed file goes whole, and
+checked against the hash of the source's bytes, and large files are diffed
+and rebuilt on every core. Without a helper every changed file goes whole, and
 -vv says why.
 
 Flags (rsync's, with rsync's meanings):
