@@ -608,10 +608,25 @@ func (ft *faultTrial) run(t *testing.T) {
 	if single {
 		probeTarget = filepath.Join(probe, top)
 	}
+	probeArgs := command(probeTarget, calmTimers)
+	if ft.c.mode == "delta" {
+		// The probe sends what the faulted run will: a delta against
+		// the same old target, which -v shows it did.
+		for _, f := range files {
+			if f.hasOld {
+				copyFile(t, filepath.Join(old, f.rel), filepath.Join(probe, f.rel))
+			}
+		}
+		probeArgs = slices.Insert(probeArgs, 1, "-v")
+	}
 	plan.next(nil)
 	began := time.Now()
-	if code, stderr, _ := ft.copy(t, command(probeTarget, calmTimers)); code != 0 {
+	code, stderr, _ := ft.copy(t, probeArgs)
+	if code != 0 {
 		t.Fatalf("the fault-free probe copy (%s) exited %d:\n%s", shape, code, stderr)
+	}
+	if ft.c.mode == "delta" && nold > 0 && !strings.Contains(stderr, " bytes sent, ") {
+		t.Fatalf("the fault-free probe (%s) sent no delta:\n%s", shape, stderr)
 	}
 	took := time.Since(began)
 	var counts [][2]int64
@@ -669,7 +684,7 @@ const faultHelper = "/hpncp-fault-helper"
 // itself (helper.ServeDelta) as hpncp serve --delta would at the far end.
 func deltaExec(exec func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int) func(string, io.Reader, io.Writer, io.Writer) int {
 	return func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int {
-		if strings.HasPrefix(cmd, faultHelper+" serve ") && strings.HasSuffix(cmd, " --delta") {
+		if strings.HasPrefix(cmd, "'"+faultHelper+"' serve ") && strings.HasSuffix(cmd, " --delta") {
 			if err := helper.ServeDelta(context.Background(), stdin, stdout); err != nil {
 				fmt.Fprintln(stderr, err)
 				return 1
