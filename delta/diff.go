@@ -61,7 +61,7 @@ func (x *index) find(w uint32, window []byte, prefer int64) (int64, bool) {
 		return int(int64(e.weak) - int64(w))
 	})
 	var (
-		sum   [StrongLen]byte
+		sum   uint64
 		have  bool
 		found int64 = -1
 	)

@@ -52,16 +52,27 @@ func formatErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrFormat, fmt.Sprintf(format, args...))
 }
 
+// sigRecordLen is a block's record in a signature.
+const sigRecordLen = 4 + StrongLen
+
+func sigHeader(s *Signature) []byte {
+	p := append([]byte(nil), sigMagic[:]...)
+	p = binary.AppendUvarint(p, uint64(s.BlockLen))
+	return binary.AppendUvarint(p, uint64(s.Size))
+}
+
+func putSigRecord(rec []byte, s *Signature, i int) {
+	binary.LittleEndian.PutUint32(rec[:4], s.Weak[i])
+	binary.LittleEndian.PutUint64(rec[4:], s.Strong[i])
+}
+
 // WriteSignature writes s to w.
 func WriteSignature(w io.Writer, s *Signature) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.Write(sigMagic[:])
-	bw.Write(binary.AppendUvarint(nil, uint64(s.BlockLen)))
-	bw.Write(binary.AppendUvarint(nil, uint64(s.Size)))
-	var rec [4 + StrongLen]byte
+	bw.Write(sigHeader(s))
+	var rec [sigRecordLen]byte
 	for i := range s.Weak {
-		binary.LittleEndian.PutUint32(rec[:4], s.Weak[i])
-		copy(rec[4:], s.Strong[i][:])
+		putSigRecord(rec[:], s, i)
 		bw.Write(rec[:])
 	}
 	return bw.Flush()
@@ -96,13 +107,13 @@ func ReadSignature(r io.Reader, size int64) (*Signature, error) {
 	}
 	n := Blocks(int64(sz), int(bl))
 	s := &Signature{BlockLen: int(bl), Size: int64(sz)}
-	var rec [4 + StrongLen]byte
+	var rec [sigRecordLen]byte
 	for i := int64(0); i < n; i++ {
 		if _, err := io.ReadFull(br, rec[:]); err != nil {
 			return nil, fmt.Errorf("read signature: block %d of %d: %w", i, n, eofErr(err))
 		}
 		s.Weak = append(s.Weak, binary.LittleEndian.Uint32(rec[:4]))
-		s.Strong = append(s.Strong, [StrongLen]byte(rec[4:]))
+		s.Strong = append(s.Strong, binary.LittleEndian.Uint64(rec[4:]))
 	}
 	return s, nil
 }

@@ -35,5 +35,6 @@ func Lead(context.Context, LeadOptions) error { return errUnix }
 // Join is a further channel of the helper, on Unix only.
 func Join(context.Context, string, *os.File, *os.File) error { return errUnix }
 
-// ServeDelta is the delta service, on Unix only.
+// ServeDelta is the delta service over this host's files, on Unix only
+// (ServeDeltaFiles serves other files anywhere).
 func ServeDelta(context.Context, io.Reader, io.Writer) error { return errUnix }

@@ -1,0 +1,221 @@
+package helper
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/hpncp/hpncp/delta"
+)
+
+// ReadAtCloser and WriteAtCloser are the files DeltaFiles open.
+type (
+	ReadAtCloser interface {
+		io.ReaderAt
+		io.Closer
+	}
+	WriteAtCloser interface {
+		io.WriterAt
+		io.Closer
+	}
+)
+
+// DeltaFiles are the files the delta service reads and writes.
+type DeltaFiles interface {
+	// Open opens the regular file at path, which must be size bytes.
+	Open(path string, size int64) (ReadAtCloser, error)
+	// OpenTemp opens the client's empty temporary file at path for
+	// writing.
+	OpenTemp(path string) (WriteAtCloser, error)
+}
+
+// ServeDeltaFiles is the delta service on in and out, the stdin and
+// stdout of an exec channel, over files: requests one after another until
+// in ends. A request it cannot do is answered with why, and the service
+// goes on; a stream that is not the protocol's ends it.
+func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files DeltaFiles) error {
+	r := bufio.NewReaderSize(in, 256<<10)
+	w := bufio.NewWriterSize(out, 256<<10)
+	if _, err := w.WriteString(deltaHello); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for {
+		op, err := r.ReadByte()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var st delta.Stats
+		var rerr error
+		switch op {
+		case opSign:
+			st, rerr, err = serveSign(ctx, r, w, files)
+		case opPatch:
+			st, rerr, err = servePatch(ctx, r, w, files)
+		case opDiff:
+			st, rerr, err = serveDiff(ctx, r, w, files)
+		default:
+			return fmt.Errorf("%w: request %#x", ErrDeltaProtocol, op)
+		}
+		if err != nil {
+			return err
+		}
+		if rerr != nil {
+			msg := rerr.Error()
+			if len(msg) > 4000 {
+				msg = msg[:4000]
+			}
+			w.WriteByte(statusFail)
+			w.Write(appendString(nil, msg))
+		} else {
+			w.WriteByte(statusOK)
+			for _, v := range []int64{st.Literal, st.Matched, int64(st.Ranges)} {
+				w.Write(binary.AppendUvarint(nil, uint64(v)))
+			}
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// serveSign answers a signature request. rerr is why the request failed,
+// err why the service must end.
+func serveSign(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
+	path, err := readString(r, maxPathLen)
+	if err != nil {
+		return st, nil, err
+	}
+	size, err := readUint(r, delta.MaxSize)
+	if err != nil {
+		return st, nil, err
+	}
+	out := chunkWriter{w: w}
+	defer func() {
+		if err == nil {
+			err = out.end()
+		}
+	}()
+	f, rerr := files.Open(path, size)
+	if rerr != nil {
+		return st, rerr, nil
+	}
+	defer f.Close()
+	// The signature goes out run by run as it is made. A read that fails
+	// part way leaves it short, which the client takes for an error and
+	// the status says why.
+	ew := &errWriter{w: out}
+	if rerr := delta.SignTo(ctx, f, size, 0, ew); rerr != nil {
+		if ew.err != nil {
+			return st, nil, ew.err
+		}
+		return st, rerr, nil
+	}
+	return st, nil, nil
+}
+
+// servePatch answers a patch request: it rebuilds the new file in the
+// client's temporary file from the basis and the delta.
+func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
+	basis, err := readString(r, maxPathLen)
+	if err != nil {
+		return st, nil, err
+	}
+	basisSize, err := readUint(r, delta.MaxSize)
+	if err != nil {
+		return st, nil, err
+	}
+	blockLen, err := readUint(r, delta.MaxBlock)
+	if err != nil {
+		return st, nil, err
+	}
+	tmp, err := readString(r, maxPathLen)
+	if err != nil {
+		return st, nil, err
+	}
+	size, err := readUint(r, delta.MaxSize)
+	if err != nil {
+		return st, nil, err
+	}
+	in := &chunkReader{r: r}
+	defer func() {
+		// Whatever became of the request, the delta's stream is read to
+		// its end, and the reply's (empty) stream ended.
+		if derr := in.drain(); err == nil {
+			err = derr
+		}
+		if err == nil {
+			err = chunkWriter{w: w}.end()
+		}
+	}()
+	f, rerr := files.Open(basis, basisSize)
+	if rerr != nil {
+		return st, rerr, nil
+	}
+	defer f.Close()
+	t, rerr := files.OpenTemp(tmp)
+	if rerr != nil {
+		return st, rerr, nil
+	}
+	defer t.Close()
+	_, st, rerr = delta.Apply(ctx, in, delta.Basis{R: f, Size: basisSize, BlockLen: int(blockLen)}, t, size)
+	if rerr == nil {
+		rerr = t.Close()
+	}
+	return st, rerr, nil
+}
+
+// serveDiff answers a diff request: the delta of a file here against the
+// client's signature.
+func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
+	path, err := readString(r, maxPathLen)
+	if err != nil {
+		return st, nil, err
+	}
+	size, err := readUint(r, delta.MaxSize)
+	if err != nil {
+		return st, nil, err
+	}
+	in := &chunkReader{r: r}
+	sig, rerr := delta.ReadSignature(in, -1)
+	if derr := in.drain(); derr != nil {
+		return st, nil, derr
+	}
+	if rerr != nil {
+		if errors.Is(rerr, io.ErrUnexpectedEOF) {
+			return st, nil, rerr
+		}
+		return st, rerr, chunkWriter{w: w}.end()
+	}
+	out := chunkWriter{w: w}
+	f, rerr := files.Open(path, size)
+	if rerr != nil {
+		return st, rerr, out.end()
+	}
+	defer f.Close()
+	st, rerr = delta.Diff(ctx, sig, f, size, out, delta.DiffOptions{})
+	return st, rerr, out.end()
+}
+
+// errWriter keeps the first error of its writer: the channel's, which
+// ends the service, as against the file's, which ends a request.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	return n, err
+}
