@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -46,6 +47,12 @@ var confineRuns = []frontEnd{
 	{name: "sync-a", args: []string{"-a"}, sync: true},
 	{name: "sync-aH-delete", args: []string{"-aH", "--delete"}, sync: true},
 	{name: "sync-a-safe-links", args: []string{"-a", "--safe-links"}, sync: true},
+	// Files whose old version the target has go as deltas, through the
+	// hostile server's helper (hostile.HelperPath).
+	// (-v and -vv: their logs say when a file went as one, counted as
+	// "deltas".)
+	{name: "r-delta", args: []string{"-r", "-v", "--delta", "--helper-path", hostile.HelperPath}},
+	{name: "sync-a-delta", args: []string{"-a", "-vv", "--helper-path", hostile.HelperPath}, sync: true},
 }
 
 // confineLimit bounds one run of a trial: trees are a few entries, and a
@@ -54,7 +61,7 @@ var confineRuns = []frontEnd{
 const confineLimit = 5 * time.Second
 
 // confineCounts are the outcomes of the runs of one front end.
-type confineCounts struct{ runs, exit0, failed, timeouts, escapes int }
+type confineCounts struct{ runs, exit0, failed, timeouts, escapes, deltas int }
 
 func TestConfine(t *testing.T) {
 	seeds := confineCISeeds
@@ -111,6 +118,7 @@ func TestConfine(t *testing.T) {
 				c.failed += n.failed
 				c.timeouts += n.timeouts
 				c.escapes += n.escapes
+				c.deltas += n.deltas
 				mu.Unlock()
 			}
 		})
@@ -119,7 +127,7 @@ func TestConfine(t *testing.T) {
 
 func confineReport(trials int, counts map[string]*confineCounts) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "confinement trials: %d\n%-20s %6s %8s %8s %8s %8s\n", trials, "front end", "runs", "exit 0", "failed", "stopped", "escapes")
+	fmt.Fprintf(&b, "confinement trials: %d\n%-20s %6s %8s %8s %8s %8s %8s\n", trials, "front end", "runs", "exit 0", "failed", "stopped", "escapes", "deltas")
 	names := make([]string, 0, len(counts))
 	for n := range counts {
 		names = append(names, n)
@@ -128,14 +136,15 @@ func confineReport(trials int, counts map[string]*confineCounts) string {
 	var total confineCounts
 	for _, n := range names {
 		c := counts[n]
-		fmt.Fprintf(&b, "%-20s %6d %8d %8d %8d %8d\n", n, c.runs, c.exit0, c.failed, c.timeouts, c.escapes)
+		fmt.Fprintf(&b, "%-20s %6d %8d %8d %8d %8d %8d\n", n, c.runs, c.exit0, c.failed, c.timeouts, c.escapes, c.deltas)
+		total.deltas += c.deltas
 		total.runs += c.runs
 		total.exit0 += c.exit0
 		total.failed += c.failed
 		total.timeouts += c.timeouts
 		total.escapes += c.escapes
 	}
-	fmt.Fprintf(&b, "%-20s %6d %8d %8d %8d %8d\n", "all", total.runs, total.exit0, total.failed, total.timeouts, total.escapes)
+	fmt.Fprintf(&b, "%-20s %6d %8d %8d %8d %8d %8d\n", "all", total.runs, total.exit0, total.failed, total.timeouts, total.escapes, total.deltas)
 	return b.String()
 }
 
@@ -161,6 +170,9 @@ func confineTrial(t *testing.T, seed uint64) map[string]confineCounts {
 		code, stderr, timedOut := runHostileFor(t, srv, confineLimit, f.argv(t, c)...)
 		n := counts[f.name]
 		n.runs++
+		if strings.Contains(stderr, " bytes sent, ") {
+			n.deltas++ // a file went as a delta (transfer.copyDelta's log)
+		}
 		switch {
 		case timedOut:
 			// Not an escape: a loop of links followed without bound, or
@@ -196,6 +208,23 @@ var confineNames = []string{"d", "e", "k"}
 func confineTree(rng *rand.Rand, outside string) *hostile.Tree {
 	tr := hostile.NewTree()
 	tr.File("src/a", "a\n")
+	// A file large enough for a delta, mostly the same from run to run,
+	// at the top or below a name that may be a link by the next run; its
+	// delta sometimes damaged.
+	big := bytes.Repeat([]byte("a block of the file that stays "), 4000)
+	big = append(big, bytes.Repeat([]byte{'+'}, rng.IntN(100))...) // a size of its own: sync's quick check sends it
+	for range rng.IntN(4) {
+		off := rng.IntN(len(big) - 100)
+		copy(big[off:], fmt.Sprintf("changed %d", rng.Uint64()))
+	}
+	bigAt := "src/big"
+	if rng.IntN(3) == 0 {
+		bigAt = "src/" + confineNames[rng.IntN(len(confineNames))] + "/big"
+	}
+	tr.File(bigAt, string(big))
+	if rng.IntN(4) == 0 {
+		tr.DeltaFlip = 1 + rng.Int64N(2000)
+	}
 	dir := func(p string) {
 		tr.DirAt(p)
 		tr.File(p+"/x", fmt.Sprintf("evil %d\n", rng.IntN(1000)))

@@ -37,6 +37,10 @@ func (s *Server) exec(cmd string, stdin io.Reader, stdout, stderr io.Writer) int
 		return t.sha256sum(words[1:], stdout, stderr)
 	case "scp":
 		return t.scpSource(words[1:], stdin, stdout)
+	case HelperPath:
+		if len(words) > 1 && words[1] == "serve" && words[len(words)-1] == "--delta" {
+			return t.serveDelta(stdin, stdout)
+		}
 	}
 	fmt.Fprintf(stderr, "sh: %s: command not found\n", words[0])
 	return 127

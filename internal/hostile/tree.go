@@ -78,6 +78,10 @@ type Tree struct {
 	// Sums, if set, are the hashes sha256sum gives of the paths it holds
 	// instead of the content's.
 	Sums map[string]string
+	// DeltaFlip, if above 0, is the offset of a byte the helper's delta
+	// service (HelperPath) sends with its bits flipped: a damaged or
+	// forged delta.
+	DeltaFlip int64
 }
 
 // WriterTo is where a scenario writes a command's output.
