@@ -85,6 +85,39 @@ func TestSyncAgainstRsync(t *testing.T) {
 		}
 		compareAll(t, refs, sshTool("hpncp", []string{bin, "sync"}, srv), knownDifferences)
 	})
+	// hpncp sync with itself at the far end as its helper: the files that
+	// changed go as deltas, and every plan and tree must still be
+	// rsync's. The cases are those whose target is an older copy, where
+	// there are files to send against an old version.
+	t.Run("hpncp delta", func(t *testing.T) {
+		t.Parallel()
+		bin := testenv.BuildHpncp(t, t.TempDir())
+		tool := sshTool("hpncp", []string{bin, "sync", "--helper-path", bin}, srv)
+		checkDeltas(t, tool, src, t.TempDir())
+		compareSome(t, refs, tool, knownDifferences, func(c Case) bool { return c.Target.Name == OlderCopy.Name })
+	})
+}
+
+// checkDeltas runs tool (hpncp sync with a helper) once with --stats on
+// an older copy, and fails unless some of it went as a delta: the
+// differential runs would pass with the helper never used.
+func checkDeltas(t *testing.T, tool Tool, src, dir string) {
+	t.Helper()
+	c := Case{Flags: []string{"-a", "--stats"}, Target: OlderCopy}
+	o, err := Run(context.Background(), tool, c, Push, src, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	matched := ""
+	for _, l := range o.Lines {
+		if m, ok := strings.CutPrefix(l, "Matched data: "); ok {
+			matched = m
+		}
+	}
+	if o.Exit != 0 || matched == "" || matched == "0 bytes" {
+		t.Fatalf("hpncp sync --stats with a helper: exit %d, matched data %q: no file went as a delta\n%s\n%s",
+			o.Exit, matched, strings.Join(o.Lines, "\n"), o.Stderr)
+	}
 }
 
 // sshTool is a tool reaching srv as rsync users do: -e 'ssh -F CONFIG',
@@ -178,6 +211,11 @@ func compare(t *testing.T, refs *references, tool Tool, c Case, d Direction) (pr
 
 // compareAll compares tool with rsync on every case in both directions.
 func compareAll(t *testing.T, refs *references, tool Tool, known []knownDifference) {
+	compareSome(t, refs, tool, known, nil)
+}
+
+// compareSome is compareAll for the cases keep keeps (all when nil).
+func compareSome(t *testing.T, refs *references, tool Tool, known []knownDifference, keep func(Case) bool) {
 	all := cases()
 	for _, k := range known {
 		if k.name != "*" && !slices.ContainsFunc(all, func(c Case) bool { return c.Name == k.name }) {
@@ -186,6 +224,9 @@ func compareAll(t *testing.T, refs *references, tool Tool, known []knownDifferen
 	}
 	for _, d := range []Direction{Push, Pull} {
 		for _, c := range all {
+			if keep != nil && !keep(c) {
+				continue
+			}
 			t.Run(string(d)+" "+c.Name, func(t *testing.T) {
 				t.Parallel()
 				problems, report := compare(t, refs, tool, c, d)

@@ -21,6 +21,14 @@ const (
 
 // pseudoRandom is n bytes that no run can recreate by chance or compress
 // to nothing.
+// changedOld and changedNew are two versions of a file large enough to go
+// as a delta where a helper is at the far end: the new one has bytes put
+// in, changed and taken out.
+var (
+	changedOld = pseudoRandom(300 << 10)
+	changedNew = changedOld[:1000] + "put in" + changedOld[1000:150_000] + "changed" + changedOld[150_007:250_000] + changedOld[250_100:]
+)
+
 func pseudoRandom(n int) string {
 	var b strings.Builder
 	x := uint32(2463534242)
@@ -51,6 +59,7 @@ func Source() []Entry {
 		{Path: "zero", Mtime: old},
 		{Path: "small.bin", Data: "0123456789", Mtime: old},
 		{Path: "big.bin", Data: pseudoRandom(200 << 10), Mtime: mid},
+		{Path: "changed.bin", Data: changedNew, Mtime: mid},
 		{Path: "sparse.img", Data: strings.Repeat("S", 4096), Size: 1 << 20, Mtime: mid},
 		{Path: "samesize.txt", Data: "content A\n", Mtime: mid},
 		{Path: "a", Kind: Dir, Mtime: mid},
@@ -112,8 +121,9 @@ var (
 	// time, mode or owner only, one the same size and time but different
 	// (only -c sees it), one newer than the source (-u keeps it), extra
 	// files and directories (--delete removes them, an excluded one only
-	// with --delete-excluded), a retargeted symlink, and a hard-link group
-	// the target holds as separate files.
+	// with --delete-excluded), a retargeted symlink, a hard-link group
+	// the target holds as separate files, and an older version of a large
+	// file (changed.bin), which goes as a delta through a helper.
 	OlderCopy = State{Name: "older", Exists: true, Entries: []Entry{
 		{Path: ".", Kind: Dir, Mtime: old},
 		{Path: "top.txt", Data: "TOP LEVEL\n", Mtime: old},
@@ -122,6 +132,7 @@ var (
 		{Path: "-leading-dash", Data: "dash, longer\n", Mtime: shared},
 		{Path: "zero", Mtime: old},
 		{Path: "big.bin", Data: pseudoRandom(200 << 10), Mtime: mid},
+		{Path: "changed.bin", Data: changedOld, Mtime: old},
 		{Path: "sparse.img", Data: strings.Repeat("S", 4096), Size: 1 << 20, Mtime: old},
 		{Path: "samesize.txt", Data: "content B\n", Mtime: mid},
 		{Path: "a", Kind: Dir, Mode: 0o700, Mtime: old},
