@@ -11,7 +11,10 @@
 #
 #   --cases   scattered: a 1 GiB file with 100 changes of 10 KiB at
 #             places spread over it (about 0.1 %);
-#             region: a 4 GiB file with 1 % of it changed in one place
+#             region: a 4 GiB file with 1 % of it changed in one place;
+#             checksum: an unchanged tree of 10,000 files of 100 KiB in
+#             1,000 directories (1 GiB), synced with -c (rsync -a -c,
+#             hpncp sync -a -c: the helper hashes the remote files)
 #   --tools   rsync (rsync -a -e ssh; the server's rsync), hpn-sync
 #             (hpncp sync -a with the hpncp under test installed at the
 #             far end by hpncp helper install, into the run's
@@ -102,6 +105,21 @@ makecase() {
 	bench_user_own "$old" "$new"
 }
 
+# maketree: $work/files/checksum.tree, 10,000 files of 100 KiB in 1,000
+# directories, made once.
+maketree() {
+	local t=$work/files/checksum.tree d f
+	[ -e "$t" ] && return
+	echo "creating case checksum" >&2
+	mkdir -p "$t"
+	head -c $((10000 * 102400)) /dev/urandom | split -b 102400 -a 4 -d - "$t/f"
+	for d in $(seq 0 999); do mkdir "$t/d$d"; done
+	f=0
+	for x in "$t"/f*; do mv "$x" "$t/d$((f % 1000))/"; f=$((f + 1)); done
+	touch -d '2026-01-02 03:04:05' "$t"/d*/* 
+	chown -R "${bench_user:-$(id -un)}" "$t"
+}
+
 client() { "${run_client[@]}" /usr/bin/time -f '%U %S' -o "$work/cpu" "${run_user[@]}" "$@"; }
 
 busy_cpu() {
@@ -112,7 +130,15 @@ busy_cpu() {
 # machine's CPU seconds and the client's.
 sync_once() {
 	local tool=$1 dir=$2 name=$3 cfg=$work/ssh_config src dst from to stats
-	if [ "$dir" = up ]; then
+	local c=
+	if [ "$name" = checksum ]; then
+		# The same tree both ends, its times the same: -c reads it all.
+		c=-c
+		src=$work/files/checksum.tree dst=$work/remote/checksum.tree
+		[ "$dir" = up ] || dst=$work/local/checksum.tree
+		[ -e "$dst" ] || { cp -a "$src" "$dst"; chown -R "${bench_user:-$(id -un)}" "$dst"; }
+		if [ "$dir" = up ]; then from=$src/ to=bench:$dst/; else from=bench:$src/ to=$dst/; fi
+	elif [ "$dir" = up ]; then
 		src=$work/files/$name.new dst=$work/remote/$name
 		from=$src to=bench:$dst
 	else
@@ -120,29 +146,37 @@ sync_once() {
 		[ -e "$src" ] || { cp -p "$work/files/$name.new" "$src"; bench_user_own "$src"; }
 		from=bench:$src to=$dst
 	fi
-	cp "$work/files/$name.old" "$dst"
-	touch -d '2025-06-07 08:09:10' "$dst"
-	bench_user_own "$dst"
+	if [ -z "$c" ]; then
+		cp "$work/files/$name.old" "$dst"
+		touch -d '2025-06-07 08:09:10' "$dst"
+		bench_user_own "$dst"
+	fi
 	wan_forget
 	local t0 t1 c0 c1
 	c0=$(busy_cpu)
 	t0=$(date +%s.%N)
 	case $tool in
-	rsync) stats=$(client rsync -a --stats -e "ssh -F $cfg" "$from" "$to") ;;
-	hpn-sync) stats=$(client "$hpncp_bin" sync -a --stats -e "ssh -F $cfg" --helper-dir "$work/helper" "$from" "$to") ;;
-	hpn-sync-W) stats=$(client "$hpncp_bin" sync -a -W --stats -e "ssh -F $cfg" "$from" "$to") ;;
+	rsync) stats=$(client rsync -a $c --stats -e "ssh -F $cfg" "$from" "$to") ;;
+	hpn-sync) stats=$(client "$hpncp_bin" sync -a $c --stats -e "ssh -F $cfg" --helper-dir "$work/helper" "$from" "$to") ;;
+	hpn-sync-W) stats=$(client "$hpncp_bin" sync -a $c -W --stats -e "ssh -F $cfg" "$from" "$to") ;;
 	*) echo "delta.sh: unknown tool $tool" >&2; exit 2 ;;
 	esac
 	t1=$(date +%s.%N)
 	c1=$(busy_cpu)
-	cmp -s "$src" "$dst" || { echo "delta.sh: $tool $dir $name: the target differs from the source" >&2; exit 1; }
+	if [ -n "$c" ]; then
+		diff -r -q "$src" "$dst" >/dev/null || { echo "delta.sh: $tool $dir $name: the trees differ" >&2; exit 1; }
+	else
+		cmp -s "$src" "$dst" || { echo "delta.sh: $tool $dir $name: the target differs from the source" >&2; exit 1; }
+	fi
 	local sent
 	sent=$(echo "$stats" | awk '/^Literal data:/ { gsub(",", "", $3); print $3 }')
 	awk -v a="$t0" -v b="$t1" -v c0="$c0" -v c1="$c1" -v s="${sent:-0}" -v u="$(tail -1 "$work/cpu")" \
 		'BEGIN { split(u, t, " "); printf "%.3f %d %.2f %.2f\n", b - a, s, c1 - c0, t[1] + t[2] }'
 }
 
-for c in $cases; do makecase "$c"; done
+for c in $cases; do
+	if [ "$c" = checksum ]; then maketree; else makecase "$c"; fi
+done
 wan_up --rtt "${rtt}ms" --rate "$rate" --tcp debian
 WAN_UP=1
 addr=$WAN_ADDR_B run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$NS_A")

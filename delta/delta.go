@@ -295,6 +295,30 @@ func (s *Stats) add(o Stats) {
 // delta on both ends together.
 type RangeSum = [16]byte
 
+// SumOf is the content sum of the size bytes of r (the 128-bit XXH3 of
+// them, as a range's), read with buf: what both ends of a sync -c compare
+// where a helper hashes the remote files. A file that ends early is an
+// error.
+func SumOf(ctx context.Context, r io.ReaderAt, size int64, buf []byte) (RangeSum, error) {
+	h := xxh3.New()
+	for off := int64(0); off < size; {
+		if err := ctx.Err(); err != nil {
+			return RangeSum{}, err
+		}
+		p := buf[:min(int64(len(buf)), size-off)]
+		n, err := r.ReadAt(p, off)
+		h.Write(p[:n])
+		off += int64(n)
+		if n < len(p) {
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return RangeSum{}, fmt.Errorf("read at %d: %w", off, err)
+		}
+	}
+	return h.Sum128().Bytes(), nil
+}
+
 // ErrMismatch says a rebuilt range did not hash to what its sender read:
 // the basis changed under the run, or the bytes were damaged. What was
 // rebuilt is not the new file.

@@ -35,12 +35,15 @@ const (
 	opSign  = 'S'
 	opPatch = 'P'
 	opDiff  = 'D'
+	opSums  = 'H'
 
 	statusOK   = 'K'
 	statusFail = 'X'
 
 	maxChunk   = 1 << 20
 	maxPathLen = 64 << 10
+	// maxSums bounds the files of one sums request.
+	maxSums = 1 << 20
 )
 
 // ErrDeltaProtocol is wrapped by errors about bytes that are not the
@@ -348,6 +351,85 @@ func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sig *de
 }
 
 var errBroken = errors.New("the delta service's channel is out of step")
+
+// Sums asks the helper for the content sum (delta.SumOf) of each regular
+// file paths names, of the size sizes gives; errs holds, in its place, why
+// a file had none. err is about the request as a whole.
+func (c *DeltaClient) Sums(ctx context.Context, paths []string, sizes []int64) (sums []delta.RangeSum, errs []error, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken {
+		return nil, nil, errBroken
+	}
+	sums, errs, err = c.sums(ctx, paths, sizes)
+	var de *DeltaError
+	if !errors.As(err, &de) {
+		c.breaks(err)
+	}
+	return sums, errs, err
+}
+
+func (c *DeltaClient) sums(ctx context.Context, paths []string, sizes []int64) ([]delta.RangeSum, []error, error) {
+	if len(paths) > maxSums || len(sizes) != len(paths) {
+		return nil, nil, fmt.Errorf("sums of %d files (%d sizes): at most %d a request", len(paths), len(sizes), maxSums)
+	}
+	stop := context.AfterFunc(ctx, func() { c.c.Close() })
+	defer stop()
+	req := binary.AppendUvarint([]byte{opSums}, uint64(len(paths)))
+	for i, p := range paths {
+		req = appendString(req, p)
+		req = binary.AppendUvarint(req, uint64(sizes[i]))
+		if len(req) > 256<<10 {
+			if _, err := c.w.Write(req); err != nil {
+				return nil, nil, err
+			}
+			req = req[:0]
+		}
+	}
+	if _, err := c.w.Write(req); err != nil {
+		return nil, nil, err
+	}
+	if err := c.w.Flush(); err != nil {
+		return nil, nil, err
+	}
+	in := &chunkReader{r: c.r}
+	br := bufio.NewReader(in)
+	sums := make([]delta.RangeSum, len(paths))
+	errs := make([]error, len(paths))
+	for i := range paths {
+		kind, err := br.ReadByte()
+		if err != nil {
+			if in.done {
+				// The helper ended the stream early: its status says why.
+				if _, serr := c.status(); serr != nil {
+					return nil, nil, serr
+				}
+			}
+			return nil, nil, fmt.Errorf("sums: %d of %d: %w", i, len(paths), eofIsUnexpected(err))
+		}
+		switch kind {
+		case 0:
+			if _, err := io.ReadFull(br, sums[i][:]); err != nil {
+				return nil, nil, fmt.Errorf("sums: %w", eofIsUnexpected(err))
+			}
+		case 1:
+			msg, err := readString(br, 4096)
+			if err != nil {
+				return nil, nil, fmt.Errorf("sums: %w", err)
+			}
+			errs[i] = &DeltaError{Message: msg}
+		default:
+			return nil, nil, fmt.Errorf("%w: sum record %#x", ErrDeltaProtocol, kind)
+		}
+	}
+	if n, err := br.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		return nil, nil, fmt.Errorf("%w: bytes after the sums", ErrDeltaProtocol)
+	}
+	if _, err := c.status(); err != nil {
+		return nil, nil, err
+	}
+	return sums, errs, nil
+}
 
 // status reads a reply's status.
 func (c *DeltaClient) status() (delta.Stats, error) {

@@ -11,10 +11,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 
 	"github.com/hpncp/hpncp/delta"
+	"github.com/zeebo/xxh3"
 )
 
 // deltaPair runs the delta service on one end of a pipe and returns a
@@ -167,4 +169,44 @@ func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
 		m.b = append(m.b, make([]byte, end-len(m.b))...)
 	}
 	return copy(m.b[off:], p), nil
+}
+
+func TestDeltaServiceSums(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var paths []string
+	var sizes []int64
+	var want []delta.RangeSum
+	for i := range 40 {
+		p := filepath.Join(dir, "f"+strconv.Itoa(i))
+		data := randomBytes(uint64(i), i*5000)
+		os.WriteFile(p, data, 0o644)
+		paths = append(paths, p)
+		sizes = append(sizes, int64(len(data)))
+		want = append(want, xxh3.Hash128(data).Bytes())
+	}
+	// A file that is not there, one of another size, a link: errors in
+	// their places, and the others still summed.
+	os.Symlink(paths[3], filepath.Join(dir, "link"))
+	paths = append(paths, filepath.Join(dir, "missing"), paths[5], filepath.Join(dir, "link"))
+	sizes = append(sizes, 1, sizes[5]+1, sizes[3])
+	c := deltaPair(t)
+	sums, errs, err := c.Sums(ctx, paths, sizes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if errs[i] != nil || sums[i] != want[i] {
+			t.Errorf("file %d: sum %x, error %v; want %x", i, sums[i], errs[i], want[i])
+		}
+	}
+	for i := len(want); i < len(paths); i++ {
+		if !isDeltaError(errs[i]) {
+			t.Errorf("%s of %d bytes: %v, want the helper's error", paths[i], sizes[i], errs[i])
+		}
+	}
+	// The service goes on.
+	if _, err := c.Signature(ctx, paths[10], sizes[10]); err != nil || c.Broken() {
+		t.Errorf("after the sums: %v", err)
+	}
 }

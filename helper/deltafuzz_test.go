@@ -38,18 +38,24 @@ func FuzzDeltaReplies(f *testing.F) {
 	f.Add(uint8(1), chunked(nil, "X\x05nope!"))
 	f.Add(uint8(2), chunked(deltaWire.Bytes(), "K\x07\x80\x17\x01"))
 	f.Add(uint8(1), chunked(nil, "K\x00\x00\x00"))
+	f.Add(uint8(3), chunked(append(append([]byte{0}, make([]byte, 16)...), append([]byte{1, 4, 'g', 'o', 'n', 'e', 0}, make([]byte, 16)...)...), "K\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, op uint8, reply []byte) {
 		c, err := NewDeltaClient(ctx, replyConn{io.MultiReader(bytes.NewReader([]byte(deltaHello)), bytes.NewReader(reply))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch op % 3 {
+		switch op % 4 {
 		case 0:
 			if s, err := c.Signature(ctx, "f", int64(len(basis))); err == nil && s.Size != int64(len(basis)) {
 				t.Fatalf("a signature of %d bytes for a file of %d", s.Size, len(basis))
 			}
 		case 1:
 			c.Patch(ctx, "f", "t", sig, 10, func(w io.Writer) error { _, err := w.Write([]byte("delta")); return err })
+		case 3:
+			sums, errs, err := c.Sums(ctx, []string{"a", "b", "c"}, []int64{1, 2, 3})
+			if err == nil && (len(sums) != 3 || len(errs) != 3) {
+				t.Fatalf("sums of 3 files: %d sums, %d errors", len(sums), len(errs))
+			}
 		case 2:
 			c.Diff(ctx, "f", int64(len(basis)-7), sig, func(r io.Reader) error {
 				_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, discardAt{}, int64(len(basis)-7))

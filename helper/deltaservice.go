@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 
 	"github.com/hpncp/hpncp/delta"
 )
@@ -62,6 +63,8 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 			st, rerr, err = servePatch(ctx, r, w, files)
 		case opDiff:
 			st, rerr, err = serveDiff(ctx, r, w, files)
+		case opSums:
+			rerr, err = serveSums(ctx, r, w, files)
 		default:
 			return fmt.Errorf("%w: request %#x", ErrDeltaProtocol, op)
 		}
@@ -218,4 +221,79 @@ func (e *errWriter) Write(p []byte) (int, error) {
 		e.err = err
 	}
 	return n, err
+}
+
+// serveSums answers a sums request: the content sum of each file named,
+// in order, hashed on every CPU; a file that cannot be read gets its
+// error in its place.
+func serveSums(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (rerr, err error) {
+	n, err := readUint(r, maxSums)
+	if err != nil {
+		return nil, err
+	}
+	paths := make([]string, n)
+	sizes := make([]int64, n)
+	for i := range paths {
+		if paths[i], err = readString(r, maxPathLen); err != nil {
+			return nil, err
+		}
+		if sizes[i], err = readUint(r, delta.MaxSize); err != nil {
+			return nil, err
+		}
+	}
+	type result struct {
+		sum delta.RangeSum
+		err error
+	}
+	results := make([]chan result, n)
+	for i := range results {
+		results[i] = make(chan result, 1)
+	}
+	next := make(chan int)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range min(runtime.GOMAXPROCS(0), int(n)) {
+		go func() {
+			buf := make([]byte, 1<<20)
+			for i := range next {
+				sum, err := sumFile(ctx, files, paths[i], sizes[i], buf)
+				results[i] <- result{sum, err}
+			}
+		}()
+	}
+	go func() {
+		defer close(next)
+		for i := range results {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	out := chunkWriter{w: w}
+	for i := range results {
+		res := <-results[i]
+		var rec []byte
+		if res.err != nil {
+			msg := res.err.Error()
+			rec = appendString([]byte{1}, msg[:min(len(msg), 4000)])
+		} else {
+			rec = append([]byte{0}, res.sum[:]...)
+		}
+		if _, err := out.Write(rec); err != nil {
+			return nil, err
+		}
+	}
+	return nil, out.end()
+}
+
+// sumFile is the content sum of the regular file of size bytes at path.
+func sumFile(ctx context.Context, files DeltaFiles, path string, size int64, buf []byte) (delta.RangeSum, error) {
+	f, err := files.Open(path, size)
+	if err != nil {
+		return delta.RangeSum{}, err
+	}
+	defer f.Close()
+	return delta.SumOf(ctx, f, size, buf)
 }

@@ -173,12 +173,19 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 	hosts := ends.New(ho)
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
-	if !j.WholeFile && !mo.DryRun {
+	{
 		logf := func(string, ...any) {}
 		if eo.Logf != nil {
 			logf = eo.Logf
 		}
-		eo.Delta = hosts.DeltaHosts(j.Helper.lines(logf))
+		// The helper, where one answers, hashes -c's remote files, and
+		// (but with -W, or in a dry run) rebuilds changed files from
+		// deltas.
+		helper := hosts.DeltaHosts(j.Helper.lines(logf))
+		mo.Delta, mo.Logf = helper, eo.Logf
+		if !j.WholeFile && !mo.DryRun {
+			eo.Delta = helper
+		}
 	}
 	open := func(l transfer.Location) (transfer.Endpoint, error) {
 		e, err := hosts.Endpoint(ctx, l)

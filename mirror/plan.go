@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 
+	"github.com/hpncp/hpncp/delta"
 	"github.com/hpncp/hpncp/internal/slots"
+	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -49,6 +52,12 @@ type Options struct {
 	// Push names a run whose receiver is remote: rsync itemizes what it
 	// sends with '<' there, '>' otherwise.
 	Push bool
+	// Delta, when set, gives the helper at the remote end: with -c the
+	// remote files are hashed there in one request (helperChecksums)
+	// rather than one command each.
+	Delta transfer.DeltaHosts
+	// Logf, when set, is told what the plan asked of a helper (-vv).
+	Logf func(format string, args ...any)
 }
 
 // kind is what a change does.
@@ -389,6 +398,9 @@ func (o Options) checksums(ctx context.Context, p *Plan) map[string]bool {
 			names = append(names, n)
 		}
 	}
+	if out, ok := o.helperChecksums(ctx, p, names); ok {
+		return out
+	}
 	eq := make([]bool, len(names))
 	errs := make([]error, len(names))
 	slots.ForEach(len(names), listers, func(i int) {
@@ -414,6 +426,84 @@ func (o Options) checksums(ctx context.Context, p *Plan) map[string]bool {
 		out[n] = eq[i]
 	}
 	return out
+}
+
+func (o Options) logf(format string, args ...any) {
+	if o.Logf != nil {
+		o.Logf(format, args...)
+	}
+}
+
+// helperChecksums compares, with -c, the content of the files names
+// where a helper hashes the remote end's in one request, on every CPU of
+// its host, while this end hashes its own: XXH3-128 (delta.SumOf) both
+// ends. ok false: no helper answered (or the request as a whole failed),
+// and the files are compared one by one as without one.
+func (o Options) helperChecksums(ctx context.Context, p *Plan, names []string) (map[string]bool, bool) {
+	if o.Delta == nil || len(names) == 0 {
+		return nil, false
+	}
+	local, remote := p.Src, p.Dst
+	if !o.Push {
+		local, remote = p.Dst, p.Src
+	}
+	if local.Root.FS.Label() != "" || remote.Root.FS.Label() == "" {
+		return nil, false
+	}
+	s, release, err := o.Delta.DeltaSession(ctx, remote.Root.FS)
+	if err != nil {
+		o.logf("checksums: %d files hashed one by one: %v", len(names), err)
+		return nil, false
+	}
+	defer release()
+	paths := make([]string, len(names))
+	sizes := make([]int64, len(names))
+	for i, n := range names {
+		paths[i] = pathOf(remote.Root, p.SrcName, n)
+		sizes[i] = remote.Entries[n].Info.Size()
+	}
+	var (
+		theirs   []delta.RangeSum
+		theirErr []error
+		reqErr   error
+		done     = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		theirs, theirErr, reqErr = s.Sums(ctx, paths, sizes)
+	}()
+	ours := make([]delta.RangeSum, len(names))
+	ourErr := make([]error, len(names))
+	workers := runtime.GOMAXPROCS(0)
+	bufs := make(chan []byte, workers)
+	for range workers {
+		bufs <- make([]byte, 1<<20)
+	}
+	slots.ForEach(len(names), workers, func(i int) {
+		n := names[i]
+		e := transfer.Endpoint{FS: local.Root.FS, Path: pathOf(local.Root, p.SrcName, n)}
+		buf := <-bufs
+		ours[i], ourErr[i] = transfer.ContentSum(ctx, e, local.Entries[n].Info.Size(), buf)
+		bufs <- buf
+	})
+	<-done
+	if reqErr != nil {
+		o.logf("checksums: %d files hashed one by one: the helper's sums failed: %s", len(names), vis.String(reqErr.Error()))
+		return nil, false
+	}
+	o.logf("checksums: %d files hashed by the helper at %s, beside this end", len(names), remote.Root.FS.Label())
+	out := map[string]bool{}
+	for i, n := range names {
+		switch {
+		case ourErr[i] != nil:
+			p.Errors = append(p.Errors, &transfer.Error{Op: "checksum", Path: local.Root.FS.Label() + paths[i], Err: ourErr[i]})
+		case theirErr[i] != nil:
+			p.Errors = append(p.Errors, &transfer.Error{Op: "checksum", Path: remote.Root.FS.Label() + paths[i], Err: theirErr[i]})
+		default:
+			out[n] = ours[i] == theirs[i]
+		}
+	}
+	return out, true
 }
 
 // planDeletes plans, with --delete, the removal of every target entry

@@ -24,6 +24,22 @@ type DeltaSession interface {
 	// Diff hands apply the delta that rebuilds the regular file of size
 	// bytes at path from the basis sig describes.
 	Diff(ctx context.Context, path string, size int64, sig *delta.Signature, apply func(io.Reader) error) (delta.Stats, error)
+	// Sums are the content sums (delta.SumOf) of the regular files at
+	// paths, of sizes, hashed where they lie; errs says, in its place, why
+	// a file has none.
+	Sums(ctx context.Context, paths []string, sizes []int64) (sums []delta.RangeSum, errs []error, err error)
+}
+
+// ContentSum is the content sum (delta.SumOf) of the regular file e of
+// size bytes, read through its end with buf: what the local side of
+// sync -c compares with a helper's sums.
+func ContentSum(ctx context.Context, e Endpoint, size int64, buf []byte) (delta.RangeSum, error) {
+	f, closer, err := openAt(e.FS, e.Path, size)
+	if err != nil {
+		return delta.RangeSum{}, err
+	}
+	defer closer.Close()
+	return delta.SumOf(ctx, f, size, buf)
 }
 
 // DeltaHosts gives the copy a DeltaSession on a remote end's host, and

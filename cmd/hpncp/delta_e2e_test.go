@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -139,4 +140,71 @@ func TestSyncDeltaE2E(t *testing.T) {
 			t.Errorf("without a helper: -vv does not say the file goes whole, or not all of it went:\n%s%s", stdout, stderr)
 		}
 	})
+}
+
+// TestSyncChecksumHelperE2E: hpncp sync -c with a helper at the far end
+// (a real sshd) has the helper hash the remote files, in one request,
+// and sends exactly the files whose content differs, up and down.
+func TestSyncChecksumHelperE2E(t *testing.T) {
+	srv, bin, _ := helperServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// The helper's command logs each run to a file and runs the helper.
+	runs := filepath.Join(t.TempDir(), "runs")
+	wrapper := filepath.Join(t.TempDir(), "helper.sh")
+	os.WriteFile(wrapper, []byte("#!/bin/sh\necho \"$*\" >> "+runs+"\nexec "+bin+" \"$@\"\n"), 0o755)
+	stamp := time.Date(2021, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, dir := range []string{"up", "down"} {
+		t.Run(dir, func(t *testing.T) {
+			os.Remove(runs)
+			src, dst := t.TempDir(), t.TempDir()
+			for i := range 30 {
+				name := "f" + strconv.Itoa(i)
+				data := bytes.Repeat([]byte(name), 1000+i)
+				os.WriteFile(filepath.Join(src, name), data, 0o644)
+				if i%3 == 0 {
+					data = bytes.Clone(data)
+					data[7] ^= 1 // same size, other content: only -c sees it
+				}
+				os.WriteFile(filepath.Join(dst, name), data, 0o644)
+				os.Chtimes(filepath.Join(src, name), stamp, stamp)
+				os.Chtimes(filepath.Join(dst, name), stamp, stamp)
+			}
+			from, to := src+"/", "e2e:"+dst+"/"
+			if dir == "down" {
+				from, to = "e2e:"+src+"/", dst+"/"
+			}
+			full := []string{"sync", "-e", "ssh -F " + srv.ConfigFile, "--helper-path", wrapper, "-a", "-c", "-i", "-vv", from, to}
+			stdout, stderr, err := runSSHArgs(ctx, "hpncp", full, nil)
+			if err != nil {
+				t.Fatalf("sync -c: %v\n%s%s", err, stdout, stderr)
+			}
+			var sent []string
+			for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+				if (strings.HasPrefix(l, ">f") || strings.HasPrefix(l, "<f")) && !strings.Contains(l, "hpncp:") {
+					sent = append(sent, l[strings.LastIndex(l, " ")+1:])
+				}
+			}
+			want := []string{}
+			for i := 0; i < 30; i += 3 {
+				want = append(want, "f"+strconv.Itoa(i))
+			}
+			slices.Sort(sent)
+			slices.Sort(want)
+			if !slices.Equal(sent, want) {
+				t.Errorf("sync -c sent %v, want %v\n%s", sent, want, stdout)
+			}
+			for i := range 30 {
+				name := "f" + strconv.Itoa(i)
+				a, _ := os.ReadFile(filepath.Join(src, name))
+				b, _ := os.ReadFile(filepath.Join(dst, name))
+				if !bytes.Equal(a, b) {
+					t.Errorf("%s differs after sync -c", name)
+				}
+			}
+			if log, _ := os.ReadFile(runs); !strings.Contains(string(log), "--delta") || !strings.Contains(stderr, "checksums: 30 files hashed by the helper") {
+				t.Errorf("the helper did not hash the files (it ran %q):\n%s", log, stderr)
+			}
+		})
+	}
 }

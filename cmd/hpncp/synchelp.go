@@ -38,7 +38,8 @@ Flags (rsync's, with rsync's meanings):
   -v, --verbose          the names of what changes; -vv the engine's log
   -q, --quiet            no progress, no summary
   -u, --update           leave files that are newer on the receiver
-  -c, --checksum         compare content (SHA-256), not size and time
+  -c, --checksum         compare content, not size and time (SHA-256 by the
+                         server's sha256sum, or XXH3-128 by a helper there)
   -I, --ignore-times     send every file
   -W, --whole-file       send changed files whole, never as deltas (the
                          fast path on a fast link); --no-whole-file undoes it
