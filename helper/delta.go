@@ -36,6 +36,7 @@ const (
 	opPatch = 'P'
 	opDiff  = 'D'
 	opSums  = 'H'
+	opWalk  = 'L'
 
 	statusOK   = 'K'
 	statusFail = 'X'

@@ -7,10 +7,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -208,5 +210,66 @@ func TestDeltaServiceSums(t *testing.T) {
 	// The service goes on.
 	if _, err := c.Signature(ctx, paths[10], sizes[10]); err != nil || c.Broken() {
 		t.Errorf("after the sums: %v", err)
+	}
+}
+
+func TestDeltaServiceWalk(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "a/b/c"), 0o755)
+	os.MkdirAll(filepath.Join(root, "empty"), 0o755)
+	os.WriteFile(filepath.Join(root, "top"), []byte("top"), 0o640)
+	os.WriteFile(filepath.Join(root, "a/b/c/deep"), []byte("deep!"), 0o600)
+	os.Symlink("../top", filepath.Join(root, "a/link"))
+	os.Symlink("/", filepath.Join(root, "a/b/out")) // not followed
+	locked := filepath.Join(root, "locked")
+	os.Mkdir(locked, 0o755)
+	os.WriteFile(filepath.Join(locked, "x"), nil, 0o644)
+	os.Chmod(locked, 0)
+	defer os.Chmod(locked, 0o755)
+	c := deltaPair(t)
+	dirs, errs, err := c.Walk(ctx, root, 1000, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(dir string) []string {
+		var out []string
+		for _, fi := range dirs[dir] {
+			out = append(out, fi.Name())
+		}
+		slices.Sort(out)
+		return out
+	}
+	for dir, want := range map[string][]string{
+		"": {"a", "empty", "locked", "top"}, "a": {"b", "link"}, "a/b": {"c", "out"}, "a/b/c": {"deep"}, "empty": nil,
+	} {
+		if got := names(dir); !slices.Equal(got, want) {
+			t.Errorf("walk of %q: %v, want %v", dir, got, want)
+		}
+	}
+	for _, fi := range dirs["a"] {
+		if fi.Name() == "link" {
+			target, ok := fi.(interface{ LinkTarget() (string, bool) }).LinkTarget()
+			if !ok || target != "../top" || fi.Mode()&fs.ModeSymlink == 0 {
+				t.Errorf("link: %v %q %v", fi.Mode(), target, ok)
+			}
+		}
+	}
+	for _, fi := range dirs[""] {
+		if fi.Name() == "top" && (fi.Size() != 3 || fi.Mode().Perm() != 0o640) {
+			t.Errorf("top: %d bytes, mode %v", fi.Size(), fi.Mode())
+		}
+	}
+	if os.Geteuid() != 0 {
+		if _, ok := errs["locked"]; !ok {
+			t.Errorf("an unreadable directory: no error (%v)", errs)
+		}
+	}
+	// A tree past the bound is an error, and the service goes on.
+	if _, _, err := c.Walk(ctx, root, 3, 1<<20); err == nil {
+		t.Errorf("a walk of more than 3 entries succeeded")
+	}
+	if _, err := c.Signature(ctx, filepath.Join(root, "top"), 3); err != nil {
+		t.Errorf("after the walks: %v", err)
 	}
 }

@@ -38,13 +38,23 @@ func FuzzDeltaReplies(f *testing.F) {
 	f.Add(uint8(1), chunked(nil, "X\x05nope!"))
 	f.Add(uint8(2), chunked(deltaWire.Bytes(), "K\x07\x80\x17\x01"))
 	f.Add(uint8(1), chunked(nil, "K\x00\x00\x00"))
+	f.Add(uint8(4), chunked([]byte("E\x00\x03top\xa4\x03\x03\x01\x01\x00\x00\x00E\x00\x04link\x80\x80\x80\x80\x08\x00\x00\x00\x00\x00\x02..X\x01d\x04nope"), "K\x00\x00\x00"))
 	f.Add(uint8(3), chunked(append(append([]byte{0}, make([]byte, 16)...), append([]byte{1, 4, 'g', 'o', 'n', 'e', 0}, make([]byte, 16)...)...), "K\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, op uint8, reply []byte) {
 		c, err := NewDeltaClient(ctx, replyConn{io.MultiReader(bytes.NewReader([]byte(deltaHello)), bytes.NewReader(reply))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch op % 4 {
+		switch op % 5 {
+		case 4:
+			dirs, _, err := c.Walk(ctx, "root", 100, 4096)
+			n := 0
+			for _, es := range dirs {
+				n += len(es)
+			}
+			if err == nil && n > 100 {
+				t.Fatalf("a walk bounded at 100 entries gave %d", n)
+			}
 		case 0:
 			if s, err := c.Signature(ctx, "f", int64(len(basis))); err == nil && s.Size != int64(len(basis)) {
 				t.Fatalf("a signature of %d bytes for a file of %d", s.Size, len(basis))

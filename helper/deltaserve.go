@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"syscall"
 )
@@ -54,4 +55,31 @@ func (osFiles) OpenTemp(path string) (WriteAtCloser, error) {
 		return nil, fmt.Errorf("%s: not the empty temporary file the client made", path)
 	}
 	return t, nil
+}
+
+func (osFiles) ReadDir(path string) ([]fs.FileInfo, error) {
+	des, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]fs.FileInfo, 0, len(des))
+	for _, de := range des {
+		fi, err := de.Info()
+		if err != nil {
+			continue // gone since listed
+		}
+		out = append(out, fi)
+	}
+	return out, nil
+}
+
+func (osFiles) Readlink(path string) (string, error) { return os.Readlink(path) }
+
+// fileOwner is fi's owner, group and access time (Unix seconds).
+func fileOwner(fi fs.FileInfo) (uid, gid int, atime int64) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, 0, fi.ModTime().Unix()
+	}
+	return int(st.Uid), int(st.Gid), int64(st.Atim.Sec)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"runtime"
 
 	"github.com/hpncp/hpncp/delta"
@@ -31,6 +32,10 @@ type DeltaFiles interface {
 	// OpenTemp opens the client's empty temporary file at path for
 	// writing.
 	OpenTemp(path string) (WriteAtCloser, error)
+	// ReadDir lists the directory at path without following links in
+	// it; Readlink reads a link.
+	ReadDir(path string) ([]fs.FileInfo, error)
+	Readlink(path string) (string, error)
 }
 
 // ServeDeltaFiles is the delta service on in and out, the stdin and
@@ -65,6 +70,8 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 			st, rerr, err = serveDiff(ctx, r, w, files)
 		case opSums:
 			rerr, err = serveSums(ctx, r, w, files)
+		case opWalk:
+			rerr, err = serveWalk(ctx, r, w, files)
 		default:
 			return fmt.Errorf("%w: request %#x", ErrDeltaProtocol, op)
 		}

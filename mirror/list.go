@@ -7,8 +7,10 @@ import (
 	"io/fs"
 	"path"
 	"sort"
+	"strings"
 	"sync"
 
+	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/transfer"
 )
@@ -138,6 +140,58 @@ type lister struct {
 	// maxEntries and maxNameBytes, when not 0, are the bounds a test
 	// wants instead of maxTreeEntries and maxTreeNameBytes.
 	maxEntries, maxNameBytes int
+	// walk, when not nil, lists the whole tree below a root at once (a
+	// helper's walk, transfer.DeltaSession.Walk); nil (or ok false) lists
+	// it a directory at a time.
+	walk   func(ctx context.Context, root string, maxEntries, maxBytes int) (*walkedTree, bool)
+	walked *walkedTree
+}
+
+// walkedTree is a tree a helper listed in one request: the listings of
+// the directories below root by their paths below it ("" for root), the
+// directories whose listing failed, and every directory the walk saw (an
+// empty one has no listing of its own).
+type walkedTree struct {
+	root string
+	dirs map[string][]fs.FileInfo
+	errs map[string]string
+	seen map[string]bool
+}
+
+// newWalkedTree holds a walk's answer for the root at root on end.
+func newWalkedTree(end transfer.FS, root string, dirs map[string][]fs.FileInfo, errs map[string]string) *walkedTree {
+	w := &walkedTree{root: root, dirs: dirs, errs: errs, seen: map[string]bool{"": true}}
+	for d, es := range dirs {
+		for _, fi := range es {
+			if fi.IsDir() {
+				w.seen[path.Join(d, fi.Name())] = true
+			}
+		}
+	}
+	return w
+}
+
+// listing is the walk's listing of dir (a path on the end, below root):
+// ok false where the walk did not see it, which is then listed as
+// without one.
+func (w *walkedTree) listing(end transfer.FS, dir string) (entries []fs.FileInfo, err error, ok bool) {
+	rel := ""
+	if dir != w.root {
+		prefix := end.Join(w.root, "x")
+		prefix = prefix[:len(prefix)-1]
+		r, found := strings.CutPrefix(dir, prefix)
+		if !found {
+			return nil, nil, false
+		}
+		rel = r
+	}
+	if msg, failed := w.errs[rel]; failed {
+		return nil, errors.New(vis.String(msg)), true
+	}
+	if !w.seen[rel] {
+		return nil, nil, false
+	}
+	return w.dirs[rel], nil, true
 }
 
 // listTree lists the tree at root, whose rsync name is rootName ("." when
@@ -178,6 +232,11 @@ func (l lister) listTree(ctx context.Context, root transfer.Endpoint, rootName s
 	}
 	if !info.IsDir() {
 		return t, nil
+	}
+	if l.walk != nil {
+		if w, ok := l.walk(ctx, root.Path, maxEntries, maxNameBytes); ok {
+			l.walked = w
+		}
 	}
 	var idsDone chan struct{}
 	if h, ok := root.FS.(hardLinkLister); ok && l.ids {
@@ -341,7 +400,15 @@ type listedDir struct{ path, name string }
 // them to list next, and what failed.
 func (l lister) listDir(ctx context.Context, t *Tree, dir, name string) ([]*Entry, []listedDir, []error) {
 	end := t.Root.FS
-	entries, err := transfer.ReadDir(ctx, end, dir)
+	var entries []fs.FileInfo
+	var err error
+	walked := false
+	if l.walked != nil {
+		entries, err, walked = l.walked.listing(end, dir)
+	}
+	if !walked {
+		entries, err = transfer.ReadDir(ctx, end, dir)
+	}
 	if err == nil && len(entries) > protocol.MaxDirEntries {
 		// SFTP's listings stop there already (protocol.ReadDir); an
 		// end of another kind is held to the same.
@@ -375,7 +442,7 @@ func (l lister) listDir(ctx context.Context, t *Tree, dir, name string) ([]*Entr
 		e := &Entry{Name: n, Info: fi}
 		p := end.Join(dir, base)
 		if l.links && fi.Mode()&fs.ModeSymlink != 0 {
-			if err := t.readLink(e, p); err != nil {
+			if err := t.readLinkOf(e, p, fi); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -386,6 +453,21 @@ func (l lister) listDir(ctx context.Context, t *Tree, dir, name string) ([]*Entr
 		}
 	}
 	return found, dirs, errs
+}
+
+// readLinkOf is readLink, with the target a helper's walk gave with fi
+// where it gave one.
+func (t *Tree) readLinkOf(e *Entry, p string, fi fs.FileInfo) error {
+	if w, ok := fi.(interface{ LinkTarget() (string, bool) }); ok {
+		if target, ok := w.LinkTarget(); ok {
+			if err := transfer.CheckLinkTarget(target); err != nil {
+				return &transfer.Error{Op: "read link", Path: t.Root.FS.Label() + p, Err: err}
+			}
+			e.Link = target
+			return nil
+		}
+	}
+	return t.readLink(e, p)
 }
 
 func (t *Tree) readLink(e *Entry, p string) error {

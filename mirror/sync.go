@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/transfer"
 )
 
@@ -44,6 +45,15 @@ func Sync(ctx context.Context, src, dst transfer.Endpoint, name string, contents
 	if !o.Recursive {
 		srcL.descend = func(string) bool { return false }
 		dstL.descend = srcL.descend
+	}
+	// The remote tree is listed by its helper in one request, where one
+	// answers: a round trip or more a directory otherwise.
+	if o.Recursive && o.Delta != nil {
+		if src.FS.Label() != "" {
+			srcL.walk = o.walker(src.FS)
+		} else if dst.FS.Label() != "" && !fresh {
+			dstL.walk = o.walker(dst.FS)
+		}
 	}
 	var (
 		wg         sync.WaitGroup
@@ -80,6 +90,29 @@ func Sync(ctx context.Context, src, dst transfer.Endpoint, name string, contents
 		return nil, &transfer.Error{Op: "sync to", Path: dst.String(), Err: errors.New("is a directory")}
 	}
 	return makePlan(ctx, st, dt, name, o), nil
+}
+
+// walker is a lister's walk through the helper at end.
+func (o Options) walker(end transfer.FS) func(ctx context.Context, root string, maxEntries, maxBytes int) (*walkedTree, bool) {
+	return func(ctx context.Context, root string, maxEntries, maxBytes int) (*walkedTree, bool) {
+		s, release, err := o.Delta.DeltaSession(ctx, end)
+		if err != nil {
+			o.logf("listing %s%s a directory at a time: %v", end.Label(), root, err)
+			return nil, false
+		}
+		defer release()
+		dirs, errs, err := s.Walk(ctx, root, maxEntries, maxBytes)
+		if err != nil {
+			o.logf("listing %s%s a directory at a time: the helper's walk failed: %s", end.Label(), root, vis.String(err.Error()))
+			return nil, false
+		}
+		n := 0
+		for _, es := range dirs {
+			n += len(es)
+		}
+		o.logf("listed %s%s by its helper: %d entries in %d directories", end.Label(), root, n, len(dirs))
+		return newWalkedTree(end, root, dirs, errs), true
+	}
 }
 
 // Counts returns the tree's regular files, directories and links.

@@ -76,11 +76,14 @@ func (a *attrInfo) Owner() (uid, gid int, ok bool) {
 }
 
 // Owner returns the numeric owner and group of a FileInfo this package
-// returned, from its own listings and stats or from pkg/sftp's; ok is
-// false for any other FileInfo, or when the server sent no owner.
+// returned, from its own listings and stats or from pkg/sftp's, or of one
+// whose Sys says them itself (a helper's walk); ok is false for any other
+// FileInfo, or when the server sent no owner.
 func Owner(fi fs.FileInfo) (uid, gid int, ok bool) {
 	switch st := fi.Sys().(type) {
-	case *attrInfo:
+	case interface {
+		Owner() (uid, gid int, ok bool)
+	}:
 		return st.Owner()
 	case *sftp.FileStat:
 		// pkg/sftp keeps no record of which attributes a reply held.

@@ -28,6 +28,12 @@ type DeltaSession interface {
 	// paths, of sizes, hashed where they lie; errs says, in its place, why
 	// a file has none.
 	Sums(ctx context.Context, paths []string, sizes []int64) (sums []delta.RangeSum, errs []error, err error)
+	// Walk lists the tree at root in one request: each directory's
+	// entries by its path below root ("" for root; a link's target by
+	// the entry's LinkTarget method), and the directories that could not
+	// be read, with the server's words; at most maxEntries entries and
+	// maxBytes of names.
+	Walk(ctx context.Context, root string, maxEntries, maxBytes int) (dirs map[string][]fs.FileInfo, errs map[string]string, err error)
 }
 
 // ContentSum is the content sum (delta.SumOf) of the regular file e of

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"strings"
 
@@ -70,4 +71,50 @@ func (f *flipper) Write(p []byte) (int, error) {
 	}
 	f.n += int64(len(p))
 	return f.w.Write(p)
+}
+
+// ReadDir lists the directory at name as the SFTP server does, links on
+// the way followed.
+func (f treeFiles) ReadDir(name string) ([]fs.FileInfo, error) {
+	p, ok := rel(path.Join(Home, name))
+	if strings.HasPrefix(name, "/") {
+		p, ok = rel(name)
+	}
+	if !ok {
+		return nil, fs.ErrNotExist
+	}
+	e, real, found := f.t.lookup(p, true)
+	if !found || e.Kind != Dir {
+		return nil, fs.ErrNotExist
+	}
+	es, ok := f.t.list(real)
+	if !ok {
+		return nil, fs.ErrNotExist
+	}
+	out := make([]fs.FileInfo, len(es))
+	for i, e := range es {
+		out[i] = info{e}
+	}
+	return out, nil
+}
+
+// Readlink reads the link at name: the first entry of its name that is
+// a link, as the SFTP server's Readlink.
+func (f treeFiles) Readlink(name string) (string, error) {
+	p, ok := rel(path.Join(Home, name))
+	if strings.HasPrefix(name, "/") {
+		p, ok = rel(name)
+	}
+	if !ok {
+		return "", fs.ErrNotExist
+	}
+	if dir, real, ok := f.t.lookup(path.Dir(p), true); ok && dir.Kind == Dir {
+		es, _ := f.t.list(real)
+		for _, e := range es {
+			if e.Name == path.Base(p) && e.Kind == Symlink {
+				return e.Target, nil
+			}
+		}
+	}
+	return "", fs.ErrNotExist
 }
