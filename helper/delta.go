@@ -3,6 +3,7 @@ package helper
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -36,6 +37,7 @@ const (
 	opPatch = 'P'
 	opDiff  = 'D'
 	opSums  = 'H'
+	opSHA   = 'G' // sums as SHA-256, for --verify and scp-style --checksum
 	opWalk  = 'L'
 
 	statusOK   = 'K'
@@ -357,12 +359,31 @@ var errBroken = errors.New("the delta service's channel is out of step")
 // file paths names, of the size sizes gives; errs holds, in its place, why
 // a file had none. err is about the request as a whole.
 func (c *DeltaClient) Sums(ctx context.Context, paths []string, sizes []int64) (sums []delta.RangeSum, errs []error, err error) {
+	raw, errs, err := c.sumsOf(ctx, opSums, len(delta.RangeSum{}), paths, sizes)
+	if err != nil {
+		return nil, nil, err
+	}
+	sums = make([]delta.RangeSum, len(raw))
+	for i, r := range raw {
+		copy(sums[i][:], r)
+	}
+	return sums, errs, nil
+}
+
+// SHA256s is Sums with each file's SHA-256: what --verify and the
+// scp-style --checksum compare, hashed by the helper in place of the
+// server's sha256sum.
+func (c *DeltaClient) SHA256s(ctx context.Context, paths []string, sizes []int64) (sums [][]byte, errs []error, err error) {
+	return c.sumsOf(ctx, opSHA, sha256.Size, paths, sizes)
+}
+
+func (c *DeltaClient) sumsOf(ctx context.Context, op byte, size int, paths []string, sizes []int64) (sums [][]byte, errs []error, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
 		return nil, nil, errBroken
 	}
-	sums, errs, err = c.sums(ctx, paths, sizes)
+	sums, errs, err = c.sums(ctx, op, size, paths, sizes)
 	var de *DeltaError
 	if !errors.As(err, &de) {
 		c.breaks(err)
@@ -370,13 +391,13 @@ func (c *DeltaClient) Sums(ctx context.Context, paths []string, sizes []int64) (
 	return sums, errs, err
 }
 
-func (c *DeltaClient) sums(ctx context.Context, paths []string, sizes []int64) ([]delta.RangeSum, []error, error) {
+func (c *DeltaClient) sums(ctx context.Context, op byte, size int, paths []string, sizes []int64) ([][]byte, []error, error) {
 	if len(paths) > maxSums || len(sizes) != len(paths) {
 		return nil, nil, fmt.Errorf("sums of %d files (%d sizes): at most %d a request", len(paths), len(sizes), maxSums)
 	}
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
-	req := binary.AppendUvarint([]byte{opSums}, uint64(len(paths)))
+	req := binary.AppendUvarint([]byte{op}, uint64(len(paths)))
 	for i, p := range paths {
 		req = appendString(req, p)
 		req = binary.AppendUvarint(req, uint64(sizes[i]))
@@ -395,7 +416,7 @@ func (c *DeltaClient) sums(ctx context.Context, paths []string, sizes []int64) (
 	}
 	in := &chunkReader{r: c.r}
 	br := bufio.NewReader(in)
-	sums := make([]delta.RangeSum, len(paths))
+	sums := make([][]byte, len(paths))
 	errs := make([]error, len(paths))
 	for i := range paths {
 		kind, err := br.ReadByte()
@@ -410,7 +431,8 @@ func (c *DeltaClient) sums(ctx context.Context, paths []string, sizes []int64) (
 		}
 		switch kind {
 		case 0:
-			if _, err := io.ReadFull(br, sums[i][:]); err != nil {
+			sums[i] = make([]byte, size)
+			if _, err := io.ReadFull(br, sums[i]); err != nil {
 				return nil, nil, fmt.Errorf("sums: %w", eofIsUnexpected(err))
 			}
 		case 1:

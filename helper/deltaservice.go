@@ -3,6 +3,7 @@ package helper
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -68,8 +69,8 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 			st, rerr, err = servePatch(ctx, r, w, files)
 		case opDiff:
 			st, rerr, err = serveDiff(ctx, r, w, files)
-		case opSums:
-			rerr, err = serveSums(ctx, r, w, files)
+		case opSums, opSHA:
+			rerr, err = serveSums(ctx, r, w, files, op == opSHA)
 		case opWalk:
 			rerr, err = serveWalk(ctx, r, w, files)
 		default:
@@ -233,7 +234,7 @@ func (e *errWriter) Write(p []byte) (int, error) {
 // serveSums answers a sums request: the content sum of each file named,
 // in order, hashed on every CPU; a file that cannot be read gets its
 // error in its place.
-func serveSums(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (rerr, err error) {
+func serveSums(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles, sha bool) (rerr, err error) {
 	n, err := readUint(r, maxSums)
 	if err != nil {
 		return nil, err
@@ -249,7 +250,7 @@ func serveSums(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 		}
 	}
 	type result struct {
-		sum delta.RangeSum
+		sum []byte
 		err error
 	}
 	results := make([]chan result, n)
@@ -263,7 +264,7 @@ func serveSums(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 		go func() {
 			buf := make([]byte, 1<<20)
 			for i := range next {
-				sum, err := sumFile(ctx, files, paths[i], sizes[i], buf)
+				sum, err := sumFile(ctx, files, paths[i], sizes[i], buf, sha)
 				results[i] <- result{sum, err}
 			}
 		}()
@@ -286,7 +287,7 @@ func serveSums(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 			msg := res.err.Error()
 			rec = appendString([]byte{1}, msg[:min(len(msg), 4000)])
 		} else {
-			rec = append([]byte{0}, res.sum[:]...)
+			rec = append([]byte{0}, res.sum...)
 		}
 		if _, err := out.Write(rec); err != nil {
 			return nil, err
@@ -295,12 +296,21 @@ func serveSums(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 	return nil, out.end()
 }
 
-// sumFile is the content sum of the regular file of size bytes at path.
-func sumFile(ctx context.Context, files DeltaFiles, path string, size int64, buf []byte) (delta.RangeSum, error) {
+// sumFile is the content sum of the regular file of size bytes at path,
+// or its SHA-256 (sha).
+func sumFile(ctx context.Context, files DeltaFiles, path string, size int64, buf []byte, sha bool) ([]byte, error) {
 	f, err := files.Open(path, size)
 	if err != nil {
-		return delta.RangeSum{}, err
+		return nil, err
 	}
 	defer f.Close()
-	return delta.SumOf(ctx, f, size, buf)
+	if sha {
+		h := sha256.New()
+		if _, err := io.CopyBuffer(h, io.NewSectionReader(f, 0, size), buf); err != nil {
+			return nil, err
+		}
+		return h.Sum(nil), nil
+	}
+	sum, err := delta.SumOf(ctx, f, size, buf)
+	return sum[:], err
 }

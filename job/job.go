@@ -133,12 +133,17 @@ func Copy(ctx context.Context, j Job) (*Result, error) {
 		Warm: warm, WarmFirst: warmFirst})
 	defer hosts.Close()
 	defer hosts.AbortOnCancel(ctx)()
-	if j.Delta {
+	if j.Delta || to.Verify || to.Skip == transfer.SkipChecksum {
+		// A helper at a remote end hashes there for --verify and
+		// --checksum, and (--delta) rebuilds files from deltas.
 		logf := func(string, ...any) {}
 		if to.Logf != nil {
 			logf = to.Logf
 		}
-		to.Delta = hosts.DeltaHosts(j.Helper.lines(logf))
+		to.Helper = hosts.DeltaHosts(j.Helper.lines(logf))
+		if j.Delta {
+			to.Delta = to.Helper
+		}
 	}
 	run, err := hosts.Open(ctx, locs, to)
 	if err != nil {

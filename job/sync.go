@@ -183,6 +183,7 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 		// deltas.
 		helper := hosts.DeltaHosts(j.Helper.lines(logf))
 		mo.Delta, mo.Logf = helper, eo.Logf
+		eo.Helper = helper
 		if !j.WholeFile && !mo.DryRun {
 			eo.Delta = helper
 		}

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -109,6 +110,10 @@ type Options struct {
 	// delta transfer (delta.go) through a helper at the remote end: only
 	// the bytes the target lacks travel.
 	Delta DeltaHosts
+	// Helper, when not nil, hashes a remote end's files for --verify and
+	// --checksum where a helper answers there (sum256), in place of the
+	// server's sha256sum.
+	Helper DeltaHosts
 }
 
 // Result counts what a run did.
@@ -275,6 +280,9 @@ type copier struct {
 	// directory private to the run (Listed.Direct); read-only once the
 	// copies start.
 	direct map[string]bool
+	// helperStarted has the remote end's helper started once, at the
+	// first file --verify hashes there, while that file is copied.
+	helperStarted sync.Once
 	*sched
 }
 
@@ -514,6 +522,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	// path each is several round trips. Should the quick check skip the
 	// file, they wait idle for the next one.
 	c.prepareStreams(ctx, src.FS, dst.FS, si.Size())
+	c.startHelper(ctx, src, dst)
 	var existing fs.FileInfo
 	var di fs.FileInfo
 	serr := fs.ErrNotExist
@@ -690,7 +699,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 				srcSum = srcHash.h.Sum(nil)
 			}
 			var verr error
-			sum, verr = verify(ctx, src, dst, tmpEnd, srcSum)
+			sum, verr = c.verify(ctx, src, dst, tmpEnd, srcSum, si.Size())
 			return verr
 		}
 	}

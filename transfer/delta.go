@@ -28,6 +28,8 @@ type DeltaSession interface {
 	// paths, of sizes, hashed where they lie; errs says, in its place, why
 	// a file has none.
 	Sums(ctx context.Context, paths []string, sizes []int64) (sums []delta.RangeSum, errs []error, err error)
+	// SHA256s are the files' SHA-256s, as Sums gives its sums.
+	SHA256s(ctx context.Context, paths []string, sizes []int64) (sums [][]byte, errs []error, err error)
 	// Walk lists the tree at root in one request: each directory's
 	// entries by its path below root ("" for root; a link's target by
 	// the entry's LinkTarget method), and the directories that could not
@@ -146,7 +148,7 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 	if c.opts.Verify {
 		check = func() error {
 			var verr error
-			sum, verr = verify(ctx, src, dst, tmpEnd, nil)
+			sum, verr = c.verify(ctx, src, dst, tmpEnd, nil, si.Size())
 			return verr
 		}
 	}

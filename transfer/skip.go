@@ -53,11 +53,11 @@ func (c *copier) skip(ctx context.Context, src, dst Endpoint, si, existing fs.Fi
 		if si.Size() != existing.Size() {
 			return "", "", nil
 		}
-		a, err := sum256(ctx, src)
+		a, err := c.sum256(ctx, src, si.Size())
 		if err != nil {
 			return "", "", err
 		}
-		b, err := sum256(ctx, dst)
+		b, err := c.sum256(ctx, dst, existing.Size())
 		if err != nil {
 			return "", "", err
 		}

@@ -198,8 +198,8 @@ func (o *copyOptions) check() error {
 		return usagef("leave out --delta, or --resume and --sparse", "--delta does not combine with --resume or --sparse yet")
 	case o.Helper != "" && o.Helper != job.HelperAuto && o.Helper != job.HelperNever:
 		return usagef("install it first: hpncp helper install HOST", "--helper %s: a copy takes auto or never", o.Helper)
-	case (o.Helper != "" || o.HelperPath != "" || o.HelperDir != "") && !o.Delta:
-		return usagef("add --delta", "--helper, --helper-path and --helper-dir are for --delta")
+	case (o.Helper != "" || o.HelperPath != "" || o.HelperDir != "") && !o.Delta && !o.Verify && !o.Checksum:
+		return usagef("add --delta, --verify or --checksum", "--helper, --helper-path and --helper-dir are for --delta, --verify and --checksum")
 	}
 	if o.HelperDir != "" {
 		if err := job.CheckHelperDir(o.HelperDir); err != nil {

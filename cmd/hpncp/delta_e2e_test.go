@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -204,6 +206,45 @@ func TestSyncChecksumHelperE2E(t *testing.T) {
 			}
 			if log, _ := os.ReadFile(runs); !strings.Contains(string(log), "--delta") || !strings.Contains(stderr, "checksums: 30 files hashed by the helper") {
 				t.Errorf("the helper did not hash the files (it ran %q):\n%s", log, stderr)
+			}
+		})
+	}
+}
+
+// TestVerifyHelperE2E: hpncp --verify with a helper at the far end (a
+// real sshd) has the helper take the remote file's SHA-256, up and down,
+// and reports the file's own hash.
+func TestVerifyHelperE2E(t *testing.T) {
+	srv, bin, _ := helperServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	runs := filepath.Join(t.TempDir(), "runs")
+	wrapper := filepath.Join(t.TempDir(), "helper.sh")
+	os.WriteFile(wrapper, []byte("#!/bin/sh\necho \"$*\" >> "+runs+"\nexec "+bin+" \"$@\"\n"), 0o755)
+	data := make([]byte, 3<<20+17)
+	rand.New(rand.NewSource(38)).Read(data)
+	want := fmt.Sprintf("%x", sha256.Sum256(data))
+	for _, dir := range []string{"up", "down"} {
+		t.Run(dir, func(t *testing.T) {
+			os.Remove(runs)
+			src, dst := filepath.Join(t.TempDir(), "f"), filepath.Join(t.TempDir(), "f")
+			os.WriteFile(src, data, 0o644)
+			from, to := src, "e2e:"+dst
+			if dir == "down" {
+				from, to = "e2e:"+src, dst
+			}
+			stdout, stderr, err := runSSHArgs(ctx, "hpncp", []string{"-F", srv.ConfigFile, "--verify", "--json", "--helper-path", wrapper, "-v", from, to}, nil)
+			if err != nil {
+				t.Fatalf("--verify: %v\n%s", err, stderr)
+			}
+			if got, _ := os.ReadFile(dst); !bytes.Equal(got, data) {
+				t.Fatal("the copy differs")
+			}
+			if !strings.Contains(stdout, want) {
+				t.Errorf("the report does not give the file's SHA-256 %s:\n%s", want, stdout)
+			}
+			if log, _ := os.ReadFile(runs); !strings.Contains(string(log), "--delta") || strings.Contains(stderr, "sha256sum") {
+				t.Errorf("the helper did not take the hash (it ran %q):\n%s", log, stderr)
 			}
 		})
 	}

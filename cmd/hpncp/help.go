@@ -128,10 +128,13 @@ Re-runs and migrations:
                          at the far end as its helper (hpncp helper install
                          HOST); without one the file goes whole (-v says
                          why). Not with -O, --tar, --resume or --sparse
-  --helper auto|never    with --delta: use a helper present there (auto,
-                         or the Helper of hpncp's configuration file), or none
-  --helper-path CMD      with --delta: the helper's command at the far end
-  --helper-dir DIR       with --delta: where hpncp helper install put it
+  --helper auto|never    with --delta, --verify or --checksum: use a helper
+                         present there (auto, or the Helper of hpncp's
+                         configuration file), or none; with one, the
+                         remote end's SHA-256s are taken by it, not by
+                         the server's sha256sum
+  --helper-path CMD      the helper's command at the far end
+  --helper-dir DIR       where hpncp helper install put it
   --files-from FILE      copy the paths FILE lists (one a line; - for stdin)
                          from the source directory to the same paths below
                          the target
