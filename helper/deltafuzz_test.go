@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hpncp/hpncp/delta"
+	"github.com/klauspost/compress/zstd"
 )
 
 // replyConn is a channel whose far end says reply, whatever is written.
@@ -38,7 +39,8 @@ func FuzzDeltaReplies(f *testing.F) {
 	f.Add(uint8(1), chunked(nil, "X\x05nope!"))
 	f.Add(uint8(2), chunked(deltaWire.Bytes(), "K\x07\x80\x17\x01"))
 	f.Add(uint8(1), chunked(nil, "K\x00\x00\x00"))
-	f.Add(uint8(4), chunked([]byte("E\x00\x03top\xa4\x03\x03\x01\x01\x00\x00\x00E\x00\x04link\x80\x80\x80\x80\x08\x00\x00\x00\x00\x00\x02..X\x01d\x04nope"), "K\x00\x00\x00"))
+	zenc, _ := zstd.NewWriter(nil)
+	f.Add(uint8(4), chunked(zenc.EncodeAll([]byte("E\x00\x03top\xa4\x03\x03\x01\x01\x00\x00\x00E\x00\x04link\x80\x80\x80\x40\x00\x00\x00\x00\x00\x02..X\x01d\x04nope"), nil), "K\x00\x00\x00"))
 	f.Add(uint8(3), chunked(append(append([]byte{0}, make([]byte, 16)...), append([]byte{1, 4, 'g', 'o', 'n', 'e', 0}, make([]byte, 16)...)...), "K\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, op uint8, reply []byte) {
 		c, err := NewDeltaClient(ctx, replyConn{io.MultiReader(bytes.NewReader([]byte(deltaHello)), bytes.NewReader(reply))})

@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // A walk (request 'L') lists a tree on the helper's host in one request:
@@ -98,7 +100,15 @@ func (c *DeltaClient) walk(ctx context.Context, root string, maxEntries, maxByte
 		return nil, err
 	}
 	in := &chunkReader{r: c.r}
-	br := bufio.NewReaderSize(in, 64<<10)
+	// The records come compressed (zstd): names repeat, and a tree's
+	// listing is the first thing a connection carries, in the small
+	// windows of its start.
+	zr, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(8<<20), zstd.WithDecoderMaxMemory(64<<20))
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	br := bufio.NewReaderSize(zr, 64<<10)
 	w := &walked{dirs: map[string][]fs.FileInfo{}, errs: map[string]string{}}
 	entries, bytes := 0, 0
 	for {
@@ -107,6 +117,12 @@ func (c *DeltaClient) walk(ctx context.Context, root string, maxEntries, maxByte
 			break
 		}
 		if err != nil {
+			if in.done && !errors.Is(err, ErrDeltaProtocol) {
+				// The helper ended the stream early: its status says why.
+				if _, serr := c.status(); serr != nil {
+					return nil, serr
+				}
+			}
 			return nil, fmt.Errorf("walk: %w", err)
 		}
 		dir, err := readString(br, maxPathLen)
@@ -151,6 +167,10 @@ func (c *DeltaClient) walk(ctx context.Context, root string, maxEntries, maxByte
 		w.dirs[dir] = append(w.dirs[dir], &walkInfo{name: name, mode: mode, size: v[1],
 			mtime: time.Unix(v[2], 0), atime: time.Unix(v[3], 0), uid: int(v[4]), gid: int(v[5]), target: target})
 	}
+	// The records end where the stream does.
+	if n, err := in.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		return nil, fmt.Errorf("%w: bytes after the walk", ErrDeltaProtocol)
+	}
 	if _, err := c.status(); err != nil {
 		return nil, err
 	}
@@ -169,7 +189,11 @@ func serveWalk(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 	if err != nil {
 		return nil, err
 	}
-	out := &errWriter{w: chunkWriter{w: w}}
+	zw, err := zstd.NewWriter(chunkWriter{w: w}, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
+	if err != nil {
+		return nil, err
+	}
+	out := &errWriter{w: zw}
 	type dir struct {
 		rel   string
 		depth int
@@ -225,6 +249,9 @@ func serveWalk(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 	}
 	if out.err != nil {
 		return nil, out.err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
 	}
 	return rerr, chunkWriter{w: w}.end()
 }
