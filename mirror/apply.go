@@ -48,6 +48,9 @@ type runner struct {
 	ro  RunOptions
 	mu  sync.Mutex
 	res *Result
+	// touched are the directories (rsync names) the plan makes, replaces
+	// or removes an entry in: fixDirs sets their times again.
+	touched map[string]bool
 	// owned is the owner the receiving end gives what it creates, learnt
 	// from the first file sent; owners are set only where they differ.
 	ownerKnown bool
@@ -213,6 +216,15 @@ func (p *Plan) Run(ctx context.Context, o Options, ro RunOptions) (*Result, erro
 		}
 		if c.clear {
 			clears = append(clears, c)
+		}
+	}
+	// The directories an entry is made in, replaced in or removed from:
+	// their times change, and only theirs need setting again when the
+	// plan found them right.
+	r.touched = map[string]bool{}
+	for _, c := range p.Changes {
+		if c.kind != setAttrs && c.kind != message {
+			r.touched[parentName(c.Name)] = true
 		}
 	}
 	r.stage(by[mkDir])
@@ -635,7 +647,10 @@ func (r *runner) fixDirs(ctx context.Context, cs []*Change) {
 				})
 			}
 		}
-		if r.o.Times {
+		// A directory the plan found right keeps its times unless an
+		// entry in it was made or removed: 1,000 requests at 100 ms were
+		// half a second of an unchanged tree's sync.
+		if r.o.Times && (c.kind != setAttrs || c.Item != "" || r.touched[c.Name]) {
 			wg.Go(func() { r.setTimes(c, d) })
 		}
 		wg.Wait()

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hpncp/hpncp/transfer"
 )
@@ -221,3 +222,36 @@ func TestDeleteExcluded(t *testing.T) {
 type excludeLogs struct{}
 
 func (excludeLogs) Excluded(n string, dir bool) bool { return !dir && strings.HasSuffix(n, ".log") }
+
+// A directory whose times were right is left alone, unless an entry is
+// made or removed in it: then its times are set again, as rsync's -t
+// leaves them. (An unchanged tree's sync set every directory's times,
+// a request each.)
+func TestDirectoryTimesOnlyWhereTouched(t *testing.T) {
+	src, dst := t.TempDir(), t.TempDir()
+	stamp := time.Date(2020, 5, 6, 7, 8, 9, 0, time.UTC)
+	for _, root := range []string{src, dst} {
+		for _, d := range []string{"same", "changed", "gains"} {
+			os.MkdirAll(filepath.Join(root, d), 0o755)
+			os.WriteFile(filepath.Join(root, d, "f"), []byte("one"), 0o644)
+			os.Chtimes(filepath.Join(root, d, "f"), stamp, stamp)
+		}
+	}
+	os.WriteFile(filepath.Join(src, "changed", "f"), []byte("two"), 0o644) // same size, newer: sent
+	os.WriteFile(filepath.Join(src, "gains", "new"), []byte("new"), 0o644)
+	for _, root := range []string{src, dst} {
+		for _, d := range []string{"same", "changed", "gains"} {
+			os.Chtimes(filepath.Join(root, d), stamp, stamp)
+		}
+	}
+	_, res := syncLocal(t, src+"/", dst, Options{Recursive: true, Times: true, Perms: true})
+	if len(res.Errors) > 0 {
+		t.Fatal(res.Errors)
+	}
+	for _, d := range []string{"same", "changed", "gains"} {
+		fi, err := os.Stat(filepath.Join(dst, d))
+		if err != nil || !fi.ModTime().Equal(stamp) {
+			t.Errorf("%s: time %v (%v), want the source's %v", d, fi.ModTime(), err, stamp)
+		}
+	}
+}
