@@ -101,13 +101,10 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 // serveSign answers a signature request. rerr is why the request failed,
 // err why the service must end.
 func serveSign(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
-	path, err := readString(r, maxPathLen)
-	if err != nil {
-		return st, nil, err
-	}
-	size, err := readUint(r, delta.MaxSize)
-	if err != nil {
-		return st, nil, err
+	fr := fields{r: r}
+	path, size := fr.path(), fr.uint(delta.MaxSize)
+	if fr.err != nil {
+		return st, nil, fr.err
 	}
 	out := chunkWriter{w: w}
 	defer func() {
@@ -136,25 +133,11 @@ func serveSign(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 // servePatch answers a patch request: it rebuilds the new file in the
 // client's temporary file from the basis and the delta.
 func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
-	basis, err := readString(r, maxPathLen)
-	if err != nil {
-		return st, nil, err
-	}
-	basisSize, err := readUint(r, delta.MaxSize)
-	if err != nil {
-		return st, nil, err
-	}
-	blockLen, err := readUint(r, delta.MaxBlock)
-	if err != nil {
-		return st, nil, err
-	}
-	tmp, err := readString(r, maxPathLen)
-	if err != nil {
-		return st, nil, err
-	}
-	size, err := readUint(r, delta.MaxSize)
-	if err != nil {
-		return st, nil, err
+	fr := fields{r: r}
+	basis, basisSize, blockLen := fr.path(), fr.uint(delta.MaxSize), fr.uint(delta.MaxBlock)
+	tmp, size := fr.path(), fr.uint(delta.MaxSize)
+	if fr.err != nil {
+		return st, nil, fr.err
 	}
 	in := &chunkReader{r: r}
 	defer func() {
@@ -187,13 +170,10 @@ func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Del
 // serveDiff answers a diff request: the delta of a file here against the
 // client's signature.
 func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
-	path, err := readString(r, maxPathLen)
-	if err != nil {
-		return st, nil, err
-	}
-	size, err := readUint(r, delta.MaxSize)
-	if err != nil {
-		return st, nil, err
+	fr := fields{r: r}
+	path, size := fr.path(), fr.uint(delta.MaxSize)
+	if fr.err != nil {
+		return st, nil, fr.err
 	}
 	in := &chunkReader{r: r}
 	sig, rerr := delta.ReadSignature(in, -1)
@@ -241,13 +221,12 @@ func serveSums(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 	}
 	paths := make([]string, n)
 	sizes := make([]int64, n)
+	fr := fields{r: r}
 	for i := range paths {
-		if paths[i], err = readString(r, maxPathLen); err != nil {
-			return nil, err
-		}
-		if sizes[i], err = readUint(r, delta.MaxSize); err != nil {
-			return nil, err
-		}
+		paths[i], sizes[i] = fr.path(), fr.uint(delta.MaxSize)
+	}
+	if fr.err != nil {
+		return nil, fr.err
 	}
 	type result struct {
 		sum []byte
@@ -313,4 +292,29 @@ func sumFile(ctx context.Context, files DeltaFiles, path string, size int64, buf
 	}
 	sum, err := delta.SumOf(ctx, f, size, buf)
 	return sum[:], err
+}
+
+// fields reads a request's fields, keeping the first error: a caller
+// reads them all and checks once.
+type fields struct {
+	r   *bufio.Reader
+	err error
+}
+
+func (f *fields) path() string {
+	if f.err != nil {
+		return ""
+	}
+	var s string
+	s, f.err = readString(f.r, maxPathLen)
+	return s
+}
+
+func (f *fields) uint(limit uint64) int64 {
+	if f.err != nil {
+		return 0
+	}
+	var n int64
+	n, f.err = readUint(f.r, limit)
+	return n
 }

@@ -181,13 +181,10 @@ func (c *DeltaClient) walk(ctx context.Context, root string, maxEntries, maxByte
 // directory's entries as its listing gives them, links not followed below
 // the root, at most maxEntries entries and maxDepth levels.
 func serveWalk(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (rerr, err error) {
-	root, err := readString(r, maxPathLen)
-	if err != nil {
-		return nil, err
-	}
-	maxEntries, err := readUint(r, 1<<30)
-	if err != nil {
-		return nil, err
+	fr := fields{r: r}
+	root, maxEntries := fr.path(), fr.uint(1<<30)
+	if fr.err != nil {
+		return nil, fr.err
 	}
 	zw, err := zstd.NewWriter(chunkWriter{w: w}, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
 	if err != nil {

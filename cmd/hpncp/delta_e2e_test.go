@@ -27,6 +27,18 @@ func literalData(t *testing.T, stdout string) int64 {
 	return n
 }
 
+// loggedHelper is a helper's command that notes each run's arguments
+// in the file runs, then runs the helper bin.
+func loggedHelper(t *testing.T, bin string) (wrapper, runs string) {
+	t.Helper()
+	runs = filepath.Join(t.TempDir(), "runs")
+	wrapper = filepath.Join(t.TempDir(), "helper.sh")
+	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\necho \"$*\" >> "+runs+"\nexec "+bin+" \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return wrapper, runs
+}
+
 // scatter changes n runs of each bytes of p at places rng picks.
 func scatter(rng *rand.Rand, p []byte, n, each int) {
 	for range n {
@@ -151,10 +163,7 @@ func TestSyncChecksumHelperE2E(t *testing.T) {
 	srv, bin, _ := helperServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// The helper's command logs each run to a file and runs the helper.
-	runs := filepath.Join(t.TempDir(), "runs")
-	wrapper := filepath.Join(t.TempDir(), "helper.sh")
-	os.WriteFile(wrapper, []byte("#!/bin/sh\necho \"$*\" >> "+runs+"\nexec "+bin+" \"$@\"\n"), 0o755)
+	wrapper, runs := loggedHelper(t, bin)
 	stamp := time.Date(2021, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, dir := range []string{"up", "down"} {
 		t.Run(dir, func(t *testing.T) {
@@ -218,9 +227,7 @@ func TestVerifyHelperE2E(t *testing.T) {
 	srv, bin, _ := helperServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	runs := filepath.Join(t.TempDir(), "runs")
-	wrapper := filepath.Join(t.TempDir(), "helper.sh")
-	os.WriteFile(wrapper, []byte("#!/bin/sh\necho \"$*\" >> "+runs+"\nexec "+bin+" \"$@\"\n"), 0o755)
+	wrapper, runs := loggedHelper(t, bin)
 	data := make([]byte, 3<<20+17)
 	rand.New(rand.NewSource(38)).Read(data)
 	want := fmt.Sprintf("%x", sha256.Sum256(data))
