@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/hpncp/hpncp/helper"
 	"github.com/hpncp/hpncp/protocol"
@@ -20,11 +21,15 @@ type DeltaHelper struct {
 // (HelperPath), else the one installed for this very binary in the
 // helpers' directory, its hash checked first, else hpncp on the remote
 // PATH; an error says why none is to run there. Nothing is uploaded.
+//
+// The running binary is hashed (for the installed helper's check) only
+// once a host asks: a sync that never reaches a remote end's helper does
+// not read it.
 func (d DeltaHelper) lines(logf func(string, ...any)) func(host string) (string, error) {
-	var bin *binaryFuture
-	if d.HelperPath == "" {
-		bin = hashBinary("", logf)
-	}
+	var (
+		once sync.Once
+		bin  *binaryFuture
+	)
 	return func(host string) (string, error) {
 		mode, dir, err := HelperSettings(host, d.Helper, d.HelperDir)
 		if err != nil {
@@ -37,6 +42,7 @@ func (d DeltaHelper) lines(logf func(string, ...any)) func(host string) (string,
 		if d.HelperPath != "" {
 			return protocol.QuoteArg(d.HelperPath) + " serve " + args, nil
 		}
+		once.Do(func() { bin = hashBinary("", logf) })
 		if b, ok := bin.get(); ok {
 			return helper.Launch(dir, b.sum, "", args, false), nil
 		}
