@@ -63,9 +63,9 @@ func (d deltaHosts) DeltaSession(ctx context.Context, end transfer.FS) (transfer
 // take returns an idle client, or one on a new channel.
 func (d *deltaHost) take(ctx context.Context) (transfer.DeltaSession, func(), error) {
 	d.mu.Lock()
-	if d.noneErr != nil {
+	if err := d.noneErr; err != nil {
 		d.mu.Unlock()
-		return nil, nil, d.noneErr
+		return nil, nil, err
 	}
 	if n := len(d.idle); n > 0 {
 		c := d.idle[n-1]

@@ -6,6 +6,7 @@ import (
 	"io"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hpncp/hpncp/internal/vis"
@@ -17,16 +18,27 @@ import (
 // neither may reach the terminal raw.
 func logTo(w io.Writer) func(format string, args ...any) {
 	return func(format string, args ...any) {
-		fmt.Fprintf(w, "hpncp: %s\n", vis.String(fmt.Sprintf(format, args...)))
+		line := fmt.Sprintf("hpncp: %s\n", vis.String(fmt.Sprintf(format, args...)))
+		logMu.Lock()
+		defer logMu.Unlock()
+		io.WriteString(w, line)
 	}
 }
+
+// logMu has the -v lines written one at a time, whole: the connections,
+// the engine and a sync's plan (its helper's walk and sums) log from
+// goroutines of their own.
+var logMu sync.Mutex
 
 // warnTo returns a Warnf that prints each warning to w as it is worded,
 // ssh's way, escaped but for its line breaks: a warning may name a host
 // or a key as the server or the config gave them.
 func warnTo(w io.Writer) func(format string, args ...any) {
 	return func(format string, args ...any) {
-		fmt.Fprintf(w, "%s\n", vis.Text(fmt.Sprintf(format, args...)))
+		line := vis.Text(fmt.Sprintf(format, args...)) + "\n"
+		logMu.Lock()
+		defer logMu.Unlock()
+		io.WriteString(w, line)
 	}
 }
 

@@ -47,21 +47,24 @@ var layers = []row{
 	{"internal/faultnet", nil},
 	{"internal/syncoracle", []string{"golang.org/x/sys"}},
 	{"internal/depstest", nil},
+	// rsync's delta transfer: sums, diff and rebuild over io.ReaderAt and
+	// io.WriterAt, no SSH.
+	{"delta", []string{"github.com/zeebo/xxh3"}},
+
+	// One byte stream over several connections: frames over any
+	// io.Reader and io.Writer, no SSH.
+	{"stripe", []string{}},
+	// hpncp at the far end (hpncp serve: striped commands, the delta
+	// service) and the client's side of it, over channels it is handed.
+	{"helper", []string{"stripe", "delta", "github.com/klauspost/compress", "golang.org/x/sys"}},
 
 	// Test servers and harnesses: only they may import testing outside
 	// a test file, and only tests may import them (testHelpers).
 	{"internal/testenv", []string{"testing"}},
 	{"internal/sshdtest", []string{"internal/testenv", "testing", "golang.org/x/crypto"}},
 	{"internal/sshtest", []string{"testing", "github.com/pkg/sftp", "golang.org/x/crypto", "golang.org/x/sys"}},
-	{"internal/hostile", []string{"internal/sshtest", "testing",
+	{"internal/hostile", []string{"internal/sshtest", "helper", "testing",
 		"github.com/klauspost/compress", "github.com/pkg/sftp", "golang.org/x/crypto"}},
-
-	// One byte stream over several connections: frames over any
-	// io.Reader and io.Writer, no SSH.
-	{"stripe", []string{}},
-	// hpncp at the far end (hpncp serve) and the client's side of it,
-	// over channels it is handed.
-	{"helper", []string{"stripe", "golang.org/x/sys"}},
 
 	// The window controller: arithmetic on samples, no I/O.
 	{"window", []string{"internal/units"}},
@@ -84,7 +87,7 @@ var layers = []row{
 	{"pipeline", []string{"protocol", "window", "internal/bufpool", "golang.org/x/time"}},
 
 	// The one copy engine.
-	{"transfer", []string{"pipeline", "protocol", "protocol/scp", "window",
+	{"transfer", []string{"pipeline", "protocol", "protocol/scp", "window", "delta",
 		"internal/slots", "internal/starttrace", "internal/vis",
 		"github.com/klauspost/compress", "golang.org/x/sys", "golang.org/x/time"}},
 
@@ -93,9 +96,9 @@ var layers = []row{
 	{"report", []string{"transfer", "internal/vis"}},
 
 	// sync's semantics over the engine, and a run's ends opened.
-	{"mirror", []string{"transfer", "protocol", "internal/slots"}},
-	{"ends", []string{"transfer", "protocol", "protocol/scp", "sshconn", "window",
-		"internal/starttrace", "golang.org/x/crypto"}},
+	{"mirror", []string{"transfer", "protocol", "delta", "internal/slots", "internal/vis"}},
+	{"ends", []string{"transfer", "protocol", "protocol/scp", "sshconn", "window", "helper",
+		"internal/starttrace", "internal/vis", "golang.org/x/crypto"}},
 
 	// What one run is, under the CLI: a copy, a sync or a remote shell
 	// from one value; the engine policy (tuning, congestion control,
