@@ -147,51 +147,66 @@ type lister struct {
 	walked *walkedTree
 }
 
-// walkedTree is a tree a helper listed in one request: the listings of
-// the directories below root by their paths below it ("" for root), the
-// directories whose listing failed, and every directory the walk saw (an
-// empty one has no listing of its own).
+// walkedTree is a tree a helper listed in one request, by the paths on
+// the end that listDir asks for: the listings of the directories below
+// the root, the directories whose listing failed, and every directory
+// the walk saw (an empty one has no listing of its own).
 type walkedTree struct {
-	root string
 	dirs map[string][]fs.FileInfo
 	errs map[string]string
 	seen map[string]bool
 }
 
-// newWalkedTree holds a walk's answer for the root at root on end.
+// newWalkedTree holds a walk's answer for the root at root on end, whose
+// directories it names by their paths below root ("" for root). A path
+// that is not a plain relative one (empty, ".", ".." or "/" in it) names
+// no directory listDir asks for, and is left out.
 func newWalkedTree(end transfer.FS, root string, dirs map[string][]fs.FileInfo, errs map[string]string) *walkedTree {
-	w := &walkedTree{root: root, dirs: dirs, errs: errs, seen: map[string]bool{"": true}}
-	for d, es := range dirs {
-		for _, fi := range es {
-			if fi.IsDir() {
-				w.seen[path.Join(d, fi.Name())] = true
+	onEnd := func(rel string) (string, bool) {
+		if rel == "" {
+			return root, true
+		}
+		parts := strings.Split(rel, "/")
+		for _, p := range parts {
+			if p == "" || p == "." || p == ".." {
+				return "", false
 			}
+		}
+		return end.Join(append([]string{root}, parts...)...), true
+	}
+	w := &walkedTree{dirs: map[string][]fs.FileInfo{}, errs: map[string]string{}, seen: map[string]bool{root: true}}
+	for rel, es := range dirs {
+		d, ok := onEnd(rel)
+		if !ok {
+			continue
+		}
+		w.dirs[d] = es
+		for _, fi := range es {
+			// A name listDir refuses marks nothing seen.
+			if fi.IsDir() && transfer.ValidName(fi.Name()) == nil {
+				w.seen[end.Join(d, fi.Name())] = true
+			}
+		}
+	}
+	for rel, msg := range errs {
+		if d, ok := onEnd(rel); ok {
+			w.errs[d] = msg
 		}
 	}
 	return w
 }
 
-// listing is the walk's listing of dir (a path on the end, below root):
-// ok false where the walk did not see it, which is then listed as
-// without one.
-func (w *walkedTree) listing(end transfer.FS, dir string) (entries []fs.FileInfo, err error, ok bool) {
-	rel := ""
-	if dir != w.root {
-		prefix := end.Join(w.root, "x")
-		prefix = prefix[:len(prefix)-1]
-		r, found := strings.CutPrefix(dir, prefix)
-		if !found {
-			return nil, nil, false
-		}
-		rel = r
-	}
-	if msg, failed := w.errs[rel]; failed {
+// listing is the walk's listing of dir (a path on the end, below the
+// root): ok false where the walk did not see it, which is then listed
+// as without one.
+func (w *walkedTree) listing(dir string) (entries []fs.FileInfo, err error, ok bool) {
+	if msg, failed := w.errs[dir]; failed {
 		return nil, errors.New(vis.String(msg)), true
 	}
-	if !w.seen[rel] {
+	if !w.seen[dir] {
 		return nil, nil, false
 	}
-	return w.dirs[rel], nil, true
+	return w.dirs[dir], nil, true
 }
 
 // listTree lists the tree at root, whose rsync name is rootName ("." when
@@ -404,7 +419,7 @@ func (l lister) listDir(ctx context.Context, t *Tree, dir, name string) ([]*Entr
 	var err error
 	walked := false
 	if l.walked != nil {
-		entries, err, walked = l.walked.listing(end, dir)
+		entries, err, walked = l.walked.listing(dir)
 	}
 	if !walked {
 		entries, err = transfer.ReadDir(ctx, end, dir)
