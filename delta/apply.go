@@ -17,6 +17,12 @@ type Basis struct {
 	R        io.ReaderAt
 	Size     int64
 	BlockLen int
+	// InPlace says the new file is written over the basis, out being the
+	// basis file (rsync's --inplace): the delta must then refer only to
+	// blocks InPlaceOK allows, and blocks already at their place are read
+	// (for the range's hash) but not written. The caller truncates the
+	// file to the header's size afterwards.
+	InPlace bool
 }
 
 // Apply reads a delta from r and writes the new file it describes to out,
@@ -256,6 +262,9 @@ func (a *applier) check(rec record) (job, error) {
 		if j.n > s.end-s.at {
 			return job{}, formatErr("range %d: %d bytes of blocks past its end", rec.rng, j.n)
 		}
+		if a.b.InPlace && !InPlaceOK(j.off, j.n, s.at, s.end, a.h.Size) {
+			return job{}, formatErr("range %d: blocks %d+%d at %d, which writing in place will have changed", rec.rng, block, count, s.at)
+		}
 		a.st.Matched += j.n
 		s.at += j.n
 	case recEnd:
@@ -302,7 +311,9 @@ func (a *applier) work(j job, buf []byte) error {
 				}
 				return fmt.Errorf("read basis at %d: %w", off, err)
 			}
-			if err := a.write(j.s, p, at); err != nil {
+			if a.b.InPlace && off == at {
+				j.s.h.Write(p) // already there
+			} else if err := a.write(j.s, p, at); err != nil {
 				return err
 			}
 			at += int64(len(p))

@@ -14,13 +14,28 @@ import (
 // memFile is an in-memory file that grows as it is written at, from
 // several goroutines at once (Apply's workers).
 type memFile struct {
-	mu sync.Mutex
-	b  []byte
+	mu      sync.Mutex
+	b       []byte
+	written int64
+}
+
+func (m *memFile) ReadAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if off >= int64(len(m.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, m.b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 func (m *memFile) WriteAt(p []byte, off int64) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.written += int64(len(p))
 	if end := int(off) + len(p); end > len(m.b) {
 		m.b = append(m.b, make([]byte, end-len(m.b))...)
 	}
@@ -114,9 +129,24 @@ func roundTrip(t *testing.T, basis, next []byte, blockLen int, o DiffOptions) St
 		t.Fatal(err)
 	}
 	out := &memFile{}
-	h, got, err := Apply(ctx, &d, Basis{R: bytes.NewReader(basis), Size: int64(len(basis)), BlockLen: sig.BlockLen}, out, int64(len(next)))
+	b := Basis{R: bytes.NewReader(basis), Size: int64(len(basis)), BlockLen: sig.BlockLen}
+	if o.InPlace {
+		// Over the basis itself, as --inplace does.
+		out.b = bytes.Clone(basis)
+		b.R, b.InPlace = out, true
+	}
+	h, got, err := Apply(ctx, &d, b, out, int64(len(next)))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.InPlace {
+		out.b = out.b[:h.Size]
+		if out.written > got.Literal+got.Matched {
+			t.Errorf("wrote %d bytes of a %d-byte file", out.written, h.Size)
+		}
+		if bytes.Equal(basis, next) && out.written != 0 {
+			t.Errorf("wrote %d bytes over an unchanged file", out.written)
+		}
 	}
 	if h.Size != int64(len(next)) || !bytes.Equal(out.b, next) && !(len(out.b) == 0 && len(next) == 0) {
 		t.Fatalf("rebuilt %d bytes, not the %d of the new file", len(out.b), len(next))
@@ -159,8 +189,9 @@ func TestRoundTrip(t *testing.T) {
 		"small":      []byte("tiny"),
 	}
 	for name, next := range cases {
-		for _, o := range []DiffOptions{{}, {RangeLen: 1, Workers: 3}, {RangeLen: 50_000, Workers: 2}} {
-			t.Run(fmt.Sprintf("%s/%d", name, o.RangeLen), func(t *testing.T) {
+		for _, o := range []DiffOptions{{}, {RangeLen: 1, Workers: 3}, {RangeLen: 50_000, Workers: 2},
+			{InPlace: true}, {RangeLen: 1, Workers: 3, InPlace: true}, {RangeLen: 50_000, Workers: 2, InPlace: true}} {
+			t.Run(fmt.Sprintf("%s/%d/inplace=%v", name, o.RangeLen, o.InPlace), func(t *testing.T) {
 				st := roundTrip(t, basis, next, 1000, o)
 				if name == "same" && st.Literal != 0 {
 					t.Errorf("an unchanged file sent %d literal bytes", st.Literal)
@@ -191,6 +222,47 @@ func TestScatteredChangesSendLittle(t *testing.T) {
 	st := roundTrip(t, basis, next, 0, DiffOptions{RangeLen: 1 << 20})
 	if limit := int64(changes * (each + 2*bl)); st.Literal > limit {
 		t.Errorf("sent %d literal bytes for %d changes of %d in blocks of %d (limit %d)", st.Literal, changes, each, bl, limit)
+	}
+}
+
+// Over the basis in place, a file with a few changes is written only
+// where it changed, and a delta made for a fresh file, which may copy a
+// block from where a range has written already, is refused.
+func TestInPlace(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 10))
+	basis := random(rng, 4<<20)
+	next := bytes.Clone(basis)
+	for _, off := range []int{10_000, 1 << 20, 3<<20 + 5} {
+		copy(next[off:], random(rng, 100))
+	}
+	bl := BlockSize(int64(len(basis)))
+	st := roundTrip(t, basis, next, 0, DiffOptions{RangeLen: 1 << 20, InPlace: true})
+	if st.Literal > int64(3*(100+2*bl)) {
+		t.Errorf("sent %d literal bytes for 3 changes of 100", st.Literal)
+	}
+
+	// The second half first: a fresh file's delta copies the first half's
+	// blocks into the second half, after the first half was written.
+	swapped := append(bytes.Clone(basis[len(basis)/2:]), basis[:len(basis)/2]...)
+	sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d bytes.Buffer
+	if _, err := Diff(ctx, sig, bytes.NewReader(swapped), int64(len(swapped)), &d, DiffOptions{RangeLen: int64(len(basis))}); err != nil {
+		t.Fatal(err)
+	}
+	out := &memFile{b: bytes.Clone(basis)}
+	_, _, err = Apply(ctx, &d, Basis{R: out, Size: sig.Size, BlockLen: sig.BlockLen, InPlace: true}, out, int64(len(swapped)))
+	if !errors.Is(err, ErrFormat) {
+		t.Fatalf("a fresh file's delta applied in place: %v, want ErrFormat", err)
+	}
+	// The same change made for writing in place goes through, sending the
+	// half it cannot copy.
+	st = roundTrip(t, basis, swapped, 0, DiffOptions{RangeLen: int64(len(basis)), InPlace: true})
+	if st.Matched < int64(len(basis)/2)-int64(bl) {
+		t.Errorf("matched only %d bytes of a swapped file in place", st.Matched)
 	}
 }
 

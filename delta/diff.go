@@ -55,8 +55,9 @@ func (x *index) maybe(w uint32) bool {
 }
 
 // find returns a block whose sums are window's, preferring block prefer
-// (the one after the last match, so that runs of blocks stay runs).
-func (x *index) find(w uint32, window []byte, prefer int64) (int64, bool) {
+// (the one after the last match, so that runs of blocks stay runs), and
+// taking only a block usable says may be used, when usable is not nil.
+func (x *index) find(w uint32, window []byte, prefer int64, usable func(block int64) bool) (int64, bool) {
 	i, _ := slices.BinarySearchFunc(x.blocks, w, func(e entry, w uint32) int {
 		return int(int64(e.weak) - int64(w))
 	})
@@ -73,7 +74,7 @@ func (x *index) find(w uint32, window []byte, prefer int64) (int64, bool) {
 		if !have {
 			sum, have = strong(window), true
 		}
-		if x.sig.Strong[b] != sum {
+		if x.sig.Strong[b] != sum || usable != nil && !usable(int64(b)) {
 			continue
 		}
 		if int64(b) == prefer {
@@ -93,6 +94,22 @@ type DiffOptions struct {
 	// RangeLen is the length of a range, rounded up to a multiple of the
 	// block length (32 MiB when 0).
 	RangeLen int64
+	// InPlace makes a delta for rebuilding the file over its basis
+	// (rsync's --inplace): it refers only to blocks no earlier write will
+	// have changed (InPlaceOK), and prefers a block at the offset it is
+	// needed at, which the writer then leaves alone.
+	InPlace bool
+}
+
+// InPlaceOK says whether a delta applied over its basis may copy the
+// basis's n bytes at off to at, in the range of the new file that ends at
+// rangeEnd, the new file being size bytes: the bytes are already there
+// (off == at), or no write will have reached them before they are read,
+// the ranges being written at once, each from its start on. Bytes at or
+// past size are never written; those from at to rangeEnd only by this
+// range's later writes.
+func InPlaceOK(off, n, at, rangeEnd, size int64) bool {
+	return off == at || off >= size || off >= at && min(off+n, size) <= rangeEnd
 }
 
 // DefaultRangeLen is the length of a range when DiffOptions does not say.
@@ -149,7 +166,7 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m := matcher{x: x, src: src, buf: make([]byte, 0, litChunk+2*sig.BlockLen+(4<<20))}
+			m := matcher{x: x, src: src, size: size, inPlace: o.InPlace, buf: make([]byte, 0, litChunk+2*sig.BlockLen+(4<<20))}
 			m.out.flush = write
 			for r := range next {
 				start := r * h.RangeLen
@@ -185,10 +202,12 @@ feed:
 
 // A matcher diffs ranges one after another, keeping its buffer.
 type matcher struct {
-	x   *index
-	src io.ReaderAt
-	buf []byte
-	out recordWriter
+	x       *index
+	src     io.ReaderAt
+	size    int64 // the new file's
+	inPlace bool  // DiffOptions.InPlace
+	buf     []byte
+	out     recordWriter
 }
 
 // diffRange writes the records of range r, which is the new file's
@@ -207,7 +226,16 @@ func (m *matcher) diffRange(ctx context.Context, r, start, length int64) (Stats,
 		valid bool
 		run   struct{ block, count int64 }
 		st    = Stats{Ranges: 1}
+		// usable, over the basis in place, says whether a block may be
+		// copied to the window's place (InPlaceOK).
+		usable func(block int64) bool
 	)
+	if m.inPlace {
+		usable = func(block int64) bool {
+			at := start + base + int64(pos)
+			return InPlaceOK(block*int64(bl), int64(sig.blockLenAt(int(block))), at, start+length, m.size)
+		}
+	}
 	sendRun := func() error {
 		if run.count == 0 {
 			return nil
@@ -276,7 +304,10 @@ func (m *matcher) diffRange(ctx context.Context, r, start, length int64) (Stats,
 		}
 		if w := pack(a, b); m.x.maybe(w) {
 			prefer := run.block + run.count
-			if blk, ok := m.x.find(w, window, prefer); ok {
+			if at := start + base + int64(pos); m.inPlace && run.count == 0 && at%int64(bl) == 0 {
+				prefer = at / int64(bl) // the block already in place
+			}
+			if blk, ok := m.x.find(w, window, prefer, usable); ok {
 				if err := sendLiteral(pos); err != nil {
 					return Stats{}, err
 				}
@@ -328,7 +359,11 @@ func (m *matcher) diffRange(ctx context.Context, r, start, length int64) (Stats,
 	}
 	if rest > 0 {
 		tail := data[pos : pos+rest]
-		if blk, ok := m.x.find(pack(weak(tail)), tail, -1); ok {
+		prefer := int64(-1)
+		if at := start + base + int64(pos); m.inPlace && at%int64(bl) == 0 {
+			prefer = at / int64(bl)
+		}
+		if blk, ok := m.x.find(pack(weak(tail)), tail, prefer, usable); ok {
 			if err := sendLiteral(pos); err != nil {
 				return Stats{}, err
 			}

@@ -57,41 +57,75 @@ func FuzzApply(f *testing.F) {
 		}
 		f.Add(d.Bytes())
 	}
-	f.Fuzz(func(t *testing.T, p []byte) {
-		d := decoder{r: asByteReader(bytes.NewReader(p))}
-		h, err := d.header()
-		if err != nil {
-			return
+	f.Fuzz(func(t *testing.T, p []byte) { fuzzApply(t, p, false) })
+}
+
+// FuzzApplyInPlace is FuzzApply over the basis itself (--inplace): the
+// same bounds, and a delta that copies a block a write may have changed
+// already is refused (the sums would catch it; the check says which).
+func FuzzApplyInPlace(f *testing.F) {
+	ctx := context.Background()
+	sig, err := Sign(ctx, bytes.NewReader(fuzzBasis), int64(len(fuzzBasis)), 700)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, next := range [][]byte{
+		fuzzBasis,
+		append([]byte("front"), fuzzBasis[1000:]...),
+		append(bytes.Clone(fuzzBasis[1400:]), fuzzBasis[:1400]...),
+	} {
+		var d bytes.Buffer
+		if _, err := Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), &d, DiffOptions{RangeLen: 1000, Workers: 2, InPlace: true}); err != nil {
+			f.Fatal(err)
 		}
-		out := &boundedFile{limit: h.Size, t: t}
-		got, _, err := Apply(ctx, bytes.NewReader(p), Basis{R: bytes.NewReader(fuzzBasis), Size: int64(len(fuzzBasis)), BlockLen: 700}, out, -1)
-		if err != nil {
-			return
+		f.Add(d.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, p []byte) { fuzzApply(t, p, true) })
+}
+
+func fuzzApply(t *testing.T, p []byte, inPlace bool) {
+	ctx := context.Background()
+	d := decoder{r: asByteReader(bytes.NewReader(p))}
+	h, err := d.header()
+	if err != nil {
+		return
+	}
+	out := &boundedFile{limit: h.Size, t: t}
+	b := Basis{R: bytes.NewReader(fuzzBasis), Size: int64(len(fuzzBasis)), BlockLen: 700}
+	if inPlace {
+		out.b = bytes.Clone(fuzzBasis)
+		b.R, b.InPlace = &out.memFile, true
+	}
+	got, _, err := Apply(ctx, bytes.NewReader(p), b, out, -1)
+	if err != nil {
+		return
+	}
+	if inPlace && int64(len(out.b)) > got.Size {
+		out.b = out.b[:got.Size]
+	}
+	if int64(len(out.b)) != got.Size {
+		t.Fatalf("applied a delta of %d bytes, wrote %d", got.Size, len(out.b))
+	}
+	// Each range hashes to its end record's sum: find them again.
+	sums := map[int64]RangeSum{}
+	d = decoder{r: asByteReader(bytes.NewReader(p))}
+	d.header()
+	for {
+		rec, err := d.next()
+		if err != nil || rec.kind == recDone {
+			break
 		}
-		if int64(len(out.b)) != got.Size {
-			t.Fatalf("applied a delta of %d bytes, wrote %d", got.Size, len(out.b))
+		if rec.kind == recEnd {
+			sums[rec.rng] = rec.sum
 		}
-		// Each range hashes to its end record's sum: find them again.
-		sums := map[int64]RangeSum{}
-		d = decoder{r: asByteReader(bytes.NewReader(p))}
-		d.header()
-		for {
-			rec, err := d.next()
-			if err != nil || rec.kind == recDone {
-				break
-			}
-			if rec.kind == recEnd {
-				sums[rec.rng] = rec.sum
-			}
+	}
+	for r := int64(0); r < got.Ranges(); r++ {
+		start := r * got.RangeLen
+		end := min(start+got.RangeLen, got.Size)
+		if xxh3.Hash128(out.b[start:end]).Bytes() != sums[r] {
+			t.Fatalf("range %d applied, but its bytes do not hash to its sum", r)
 		}
-		for r := int64(0); r < got.Ranges(); r++ {
-			start := r * got.RangeLen
-			end := min(start+got.RangeLen, got.Size)
-			if xxh3.Hash128(out.b[start:end]).Bytes() != sums[r] {
-				t.Fatalf("range %d applied, but its bytes do not hash to its sum", r)
-			}
-		}
-	})
+	}
 }
 
 // FuzzReadSignature: whatever the bytes, ReadSignature ends without

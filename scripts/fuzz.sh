@@ -39,6 +39,7 @@ targets=(
 	protocol:FuzzRemoteCommandPaths
 	stripe:FuzzReceive
 	delta:FuzzApply
+	delta:FuzzApplyInPlace
 	delta:FuzzReadSignature
 	helper:FuzzDeltaReplies
 )
