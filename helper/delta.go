@@ -21,7 +21,9 @@ import (
 // carries, after the helper's hello line:
 //
 //	request: op, then its fields (strings and numbers as uvarints), then
-//	         for 'P' and 'D' a chunked stream (the delta, the signature)
+//	         for 'P' and 'D' a chunked stream (the delta, the signature);
+//	         a 'P' naming no temporary file rewrites the basis in place,
+//	         a 'D' flagged diffInPlace makes a delta for that
 //	reply:   a chunked stream (the signature, the delta; none for 'P'),
 //	         then 'K' and the delta's counts, or 'X' and a message
 //
@@ -30,7 +32,7 @@ import (
 // through still ends its stream, and the channel stays in step.
 
 // deltaHello is the delta service's first line.
-const deltaHello = "hpncp-delta 1\n"
+const deltaHello = "hpncp-delta 2\n"
 
 const (
 	opSign  = 'S'
@@ -42,6 +44,10 @@ const (
 
 	statusOK   = 'K'
 	statusFail = 'X'
+
+	// diffInPlace, in a diff request's flags, asks for a delta to be
+	// applied over its basis (delta.DiffOptions.InPlace).
+	diffInPlace = 1
 
 	maxChunk   = 1 << 20
 	maxPathLen = 64 << 10
@@ -255,8 +261,9 @@ func (c *DeltaClient) signature(ctx context.Context, path string, size int64) (*
 // Patch rebuilds the file on the helper's host: it writes into tmp (an
 // empty regular file there, made by the client) the new file's size
 // bytes, from basis (a regular file of sig.Size bytes, the one sig was
-// made of) and the delta diff writes. It returns the counts the helper
-// applied.
+// made of) and the delta diff writes. tmp "" rewrites basis itself in
+// place (--inplace), which takes a delta made for that
+// (delta.DiffOptions.InPlace). It returns the counts the helper applied.
 func (c *DeltaClient) Patch(ctx context.Context, basis, tmp string, sig *delta.Signature, size int64, diff func(io.Writer) error) (delta.Stats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -304,14 +311,15 @@ func (c *DeltaClient) patch(ctx context.Context, basis, tmp string, sig *delta.S
 
 // Diff asks the helper for the delta that rebuilds the file at path on
 // its host (a regular file of size bytes) from the basis sig describes,
-// and hands the delta to apply as it comes.
-func (c *DeltaClient) Diff(ctx context.Context, path string, size int64, sig *delta.Signature, apply func(io.Reader) error) (delta.Stats, error) {
+// made to be applied over the basis when inPlace, and hands the delta to
+// apply as it comes.
+func (c *DeltaClient) Diff(ctx context.Context, path string, size int64, sig *delta.Signature, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
 		return delta.Stats{}, errBroken
 	}
-	st, err := c.diff(ctx, path, size, sig, apply)
+	st, err := c.diff(ctx, path, size, sig, inPlace, apply)
 	var de *DeltaError
 	if !errors.As(err, &de) {
 		c.breaks(err)
@@ -319,11 +327,16 @@ func (c *DeltaClient) Diff(ctx context.Context, path string, size int64, sig *de
 	return st, err
 }
 
-func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sig *delta.Signature, apply func(io.Reader) error) (delta.Stats, error) {
+func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sig *delta.Signature, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
 	req := appendString([]byte{opDiff}, path)
 	req = binary.AppendUvarint(req, uint64(size))
+	var flags uint64
+	if inPlace {
+		flags |= diffInPlace
+	}
+	req = binary.AppendUvarint(req, flags)
 	if _, err := c.w.Write(req); err != nil {
 		return delta.Stats{}, err
 	}

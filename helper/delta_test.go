@@ -133,7 +133,7 @@ func TestDeltaServicePull(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	st, err := c.Diff(ctx, src, int64(len(next)), sig, func(r io.Reader) error {
+	st, err := c.Diff(ctx, src, int64(len(next)), sig, false, func(r io.Reader) error {
 		var f memFile
 		_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(old), Size: sig.Size, BlockLen: sig.BlockLen}, &f, int64(len(next)))
 		out.Write(f.b)
@@ -150,7 +150,7 @@ func TestDeltaServicePull(t *testing.T) {
 	}
 	// A file there of another size than the client listed is refused,
 	// and the client can go on.
-	_, err = c.Diff(ctx, src, int64(len(next))-1, sig, func(r io.Reader) error {
+	_, err = c.Diff(ctx, src, int64(len(next))-1, sig, false, func(r io.Reader) error {
 		_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(old), Size: sig.Size, BlockLen: sig.BlockLen}, &memFile{}, -1)
 		return err
 	})
@@ -159,9 +159,85 @@ func TestDeltaServicePull(t *testing.T) {
 	}
 }
 
+// In place (--inplace): a push rewrites the basis itself, leaving what
+// did not change unwritten, and a pull's delta is made for applying over
+// the client's basis.
+func TestDeltaServiceInPlace(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old := randomBytes(4, 500_000)
+	next := bytes.Clone(old[:480_000]) // shorter: the rewrite cuts it
+	copy(next[200_000:], "changed in place")
+	swapped := append(bytes.Clone(old[250_000:]), old[:250_000]...)
+	basis := filepath.Join(dir, "f")
+	os.WriteFile(basis, old, 0o644)
+	before, _ := os.Stat(basis)
+	c := deltaPair(t)
+
+	sig, err := c.Signature(ctx, basis, int64(len(old)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Patch(ctx, basis, "", sig, int64(len(next)), func(w io.Writer) error {
+		_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{InPlace: true})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(basis); !bytes.Equal(got, next) {
+		t.Fatalf("rewritten in place: %d bytes, not the new file's %d", len(got), len(next))
+	}
+	if after, _ := os.Stat(basis); !os.SameFile(before, after) {
+		t.Errorf("the file was replaced, not rewritten")
+	}
+	if st.Literal > 10_000 {
+		t.Errorf("applied %+v", st)
+	}
+	// A delta made for a fresh file is refused over the basis, and the
+	// service goes on.
+	sig, _ = c.Signature(ctx, basis, int64(len(next)))
+	_, err = c.Patch(ctx, basis, "", sig, int64(len(swapped)), func(w io.Writer) error {
+		_, err := delta.Diff(ctx, sig, bytes.NewReader(swapped), int64(len(swapped)), w, delta.DiffOptions{RangeLen: 1 << 20})
+		return err
+	})
+	if !isDeltaError(err) || c.Broken() {
+		t.Errorf("a fresh file's delta in place: %v (broken %v)", err, c.Broken())
+	}
+
+	// Pull: the helper's delta applies over the client's copy.
+	src := filepath.Join(dir, "src")
+	os.WriteFile(src, swapped, 0o644)
+	local := &memFile{b: bytes.Clone(old)}
+	lsig, _ := delta.Sign(ctx, bytes.NewReader(old), int64(len(old)), 0)
+	_, err = c.Diff(ctx, src, int64(len(swapped)), lsig, true, func(r io.Reader) error {
+		_, _, err := delta.Apply(ctx, r, delta.Basis{R: local, Size: lsig.Size, BlockLen: lsig.BlockLen, InPlace: true}, local, int64(len(swapped)))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(local.b[:len(swapped)], swapped) {
+		t.Fatalf("pulled in place: not the helper's file")
+	}
+}
+
 type memFile struct {
 	mu sync.Mutex
 	b  []byte
+}
+
+func (m *memFile) ReadAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if off >= int64(len(m.b)) {
+		return 0, io.EOF
+	}
+	n := copy(p, m.b[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 func (m *memFile) WriteAt(p []byte, off int64) (int, error) {

@@ -69,7 +69,7 @@ func FuzzDeltaReplies(f *testing.F) {
 				t.Fatalf("sums of 3 files: %d sums, %d errors", len(sums), len(errs))
 			}
 		case 2:
-			c.Diff(ctx, "f", int64(len(basis)-7), sig, func(r io.Reader) error {
+			c.Diff(ctx, "f", int64(len(basis)-7), sig, false, func(r io.Reader) error {
 				_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, discardAt{}, int64(len(basis)-7))
 				return err
 			})

@@ -57,6 +57,28 @@ func (osFiles) OpenTemp(path string) (WriteAtCloser, error) {
 	return t, nil
 }
 
+// OpenUpdate opens path to be rewritten in place: a regular file (not a
+// link to one) of size bytes.
+func (osFiles) OpenUpdate(path string, size int64) (UpdateFile, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("%s: not a regular file", path)
+	case fi.Size() != size:
+		err = fmt.Errorf("%s: %d bytes, not the %d listed: it changed", path, fi.Size(), size)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
 func (osFiles) ReadDir(path string) ([]fs.FileInfo, error) {
 	des, err := os.ReadDir(path)
 	if err != nil {

@@ -24,6 +24,14 @@ type (
 		io.WriterAt
 		io.Closer
 	}
+	// An UpdateFile is a file rewritten in place (--inplace): read as the
+	// basis, written, and cut to the new file's size.
+	UpdateFile interface {
+		io.ReaderAt
+		io.WriterAt
+		Truncate(size int64) error
+		io.Closer
+	}
 )
 
 // DeltaFiles are the files the delta service reads and writes.
@@ -33,6 +41,9 @@ type DeltaFiles interface {
 	// OpenTemp opens the client's empty temporary file at path for
 	// writing.
 	OpenTemp(path string) (WriteAtCloser, error)
+	// OpenUpdate opens the regular file at path, which must be size
+	// bytes, to be rewritten in place.
+	OpenUpdate(path string, size int64) (UpdateFile, error)
 	// ReadDir lists the directory at path without following links in
 	// it; Readlink reads a link.
 	ReadDir(path string) ([]fs.FileInfo, error)
@@ -131,7 +142,8 @@ func serveSign(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 }
 
 // servePatch answers a patch request: it rebuilds the new file in the
-// client's temporary file from the basis and the delta.
+// client's temporary file from the basis and the delta, or, when the
+// request names no temporary file, over the basis itself (--inplace).
 func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
 	fr := fields{r: r}
 	basis, basisSize, blockLen := fr.path(), fr.uint(delta.MaxSize), fr.uint(delta.MaxBlock)
@@ -150,6 +162,22 @@ func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Del
 			err = chunkWriter{w: w}.end()
 		}
 	}()
+	if tmp == "" {
+		f, rerr := files.OpenUpdate(basis, basisSize)
+		if rerr != nil {
+			return st, rerr, nil
+		}
+		defer f.Close()
+		var h delta.Header
+		h, st, rerr = delta.Apply(ctx, in, delta.Basis{R: f, Size: basisSize, BlockLen: int(blockLen), InPlace: true}, f, size)
+		if rerr == nil {
+			rerr = f.Truncate(h.Size)
+		}
+		if rerr == nil {
+			rerr = f.Close()
+		}
+		return st, rerr, nil
+	}
 	f, rerr := files.Open(basis, basisSize)
 	if rerr != nil {
 		return st, rerr, nil
@@ -168,10 +196,11 @@ func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Del
 }
 
 // serveDiff answers a diff request: the delta of a file here against the
-// client's signature.
+// client's signature, made for a fresh file or, flagged diffInPlace, for
+// writing over the basis.
 func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
 	fr := fields{r: r}
-	path, size := fr.path(), fr.uint(delta.MaxSize)
+	path, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(diffInPlace)
 	if fr.err != nil {
 		return st, nil, fr.err
 	}
@@ -192,7 +221,7 @@ func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 		return st, rerr, out.end()
 	}
 	defer f.Close()
-	st, rerr = delta.Diff(ctx, sig, f, size, out, delta.DiffOptions{})
+	st, rerr = delta.Diff(ctx, sig, f, size, out, delta.DiffOptions{InPlace: flags&diffInPlace != 0})
 	return st, rerr, out.end()
 }
 

@@ -54,7 +54,10 @@ type SyncJob struct {
 	// whose target exists does where a helper answers at the remote end
 	// (Helper), as rsync's default for a remote copy.
 	WholeFile bool
-	Helper    DeltaHelper
+	// InPlace is rsync's --inplace: a delta rewrites its target where it
+	// lies (transfer.Options.InPlace).
+	InPlace bool
+	Helper  DeltaHelper
 }
 
 // SyncStats are rsync's --stats counts.
@@ -185,7 +188,7 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 		mo.Delta, mo.Logf = helper, eo.Logf
 		eo.Helper = helper
 		if !j.WholeFile && !mo.DryRun {
-			eo.Delta = helper
+			eo.Delta, eo.InPlace = helper, j.InPlace
 		}
 	}
 	open := func(l transfer.Location) (transfer.Endpoint, error) {

@@ -110,6 +110,12 @@ type Options struct {
 	// delta transfer (delta.go) through a helper at the remote end: only
 	// the bytes the target lacks travel.
 	Delta DeltaHosts
+	// InPlace has a delta rewrite its target where it lies, writing only
+	// what changed (rsync's --inplace), instead of rebuilding the file
+	// beside it and renaming it into place. A target that cannot be opened
+	// for writing, and every file that goes whole, is written beside it
+	// and renamed as without it.
+	InPlace bool
 	// Helper, when not nil, hashes a remote end's files for --verify and
 	// --checksum where a helper answers there (sum256), in place of the
 	// server's sha256sum.
@@ -562,16 +568,19 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		c.done(src, dst, n, 0, "", start)
 		return nil
 	}
-	if c.deltaOK(src, dst, si, existing) {
-		if done, err := c.copyDelta(ctx, src, dst, si, existing, start); done {
-			return err
-		}
-	}
 	part, err := c.resumePoint(ctx, src, dst, si)
 	if err != nil {
 		return err
 	}
 	from := part.resumed()
+	// A copy an earlier run left part done goes on from where it stopped;
+	// otherwise a changed file goes as a delta where it can. A delta cut
+	// short keeps nothing: the next run's costs as little again.
+	if from == 0 && c.deltaOK(src, dst, si, existing) {
+		if done, err := c.copyDelta(ctx, src, dst, si, existing, start); done {
+			return err
+		}
+	}
 	big := c.parallelOK(src.FS, dst.FS, si.Size())
 	release, err := c.reserve(ctx, src, dst, si, big)
 	if err != nil {

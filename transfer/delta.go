@@ -19,11 +19,14 @@ type DeltaSession interface {
 	// path.
 	Signature(ctx context.Context, path string, size int64) (*delta.Signature, error)
 	// Patch writes into tmp, an empty file, the file of size bytes that
-	// the delta diff writes rebuilds from basis, which sig describes.
+	// the delta diff writes rebuilds from basis, which sig describes; tmp
+	// "" rewrites basis itself, with a delta made for that
+	// (delta.DiffOptions.InPlace).
 	Patch(ctx context.Context, basis, tmp string, sig *delta.Signature, size int64, diff func(io.Writer) error) (delta.Stats, error)
 	// Diff hands apply the delta that rebuilds the regular file of size
-	// bytes at path from the basis sig describes.
-	Diff(ctx context.Context, path string, size int64, sig *delta.Signature, apply func(io.Reader) error) (delta.Stats, error)
+	// bytes at path from the basis sig describes, made to be applied over
+	// the basis when inPlace.
+	Diff(ctx context.Context, path string, size int64, sig *delta.Signature, inPlace bool, apply func(io.Reader) error) (delta.Stats, error)
 	// Sums are the content sums (delta.SumOf) of the regular files at
 	// paths, of sizes, hashed where they lie; errs says, in its place, why
 	// a file has none.
@@ -66,15 +69,17 @@ const deltaMinSize = 64 << 10
 // a regular file large enough to be worth it.
 func (c *copier) deltaOK(src, dst Endpoint, si, existing fs.FileInfo) bool {
 	return c.opts.Delta != nil && existing != nil && existing.Mode().IsRegular() &&
-		existing.Size() >= deltaMinSize && si.Size() > 0 && !c.opts.Resume && !c.opts.Sparse &&
+		existing.Size() >= deltaMinSize && si.Size() > 0 && !c.opts.Sparse &&
 		isRemote(src.FS) != isRemote(dst.FS)
 }
 
 // copyDelta copies src to dst by rsync's delta transfer: the end that
 // has the target signs it, the end that has the source sends what
-// differs, and the target's end rebuilds the file under a temporary name,
-// each range checked against the source's hash, before it is finished as
-// any other copy. done false means the file was not copied this way (no
+// differs, and the target's end rebuilds the file under a temporary name
+// (or, with --inplace, over the target), each range checked against the
+// source's hash, before it is finished as any other copy. A delta in place
+// that fails part way leaves the target part rewritten, as rsync's does,
+// until the file goes whole. done false means the file was not copied this way (no
 // helper, or one that failed: -v says why) and goes whole, from scratch.
 func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing fs.FileInfo, start time.Time) (done bool, err error) {
 	push := isRemote(dst.FS)
@@ -89,39 +94,64 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 	}
 	defer release()
 	op := "copy " + src.String() + " to"
-	out, tmp, err := createTemp(dst.FS, dst.FS.Dir(dst.Path), dst.FS.Base(dst.Path))
-	if err != nil {
-		return true, &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
-	}
-	tmpEnd := Endpoint{dst.FS, tmp}
-	closed, finished := false, false
-	defer func() {
-		if !closed {
-			out.Close()
-		}
-		if !finished {
-			dst.FS.Remove(tmp)
-		}
-	}()
 	prog := fileProgress(c.opts.Progress)
 	if prog != nil {
 		prog.StartFile(src.FS.Base(src.Path), si.Size())
 		defer prog.EndFile()
 	}
-	var st delta.Stats
-	if push {
-		// The helper writes the temporary file; this end made it, empty
-		// and owner-only, so that it is made as any other.
-		closed = true
-		if err := out.Close(); err != nil {
-			return true, &Error{Op: op, Path: dst.String(), Err: err}
+	var (
+		st       delta.Stats
+		tmp      = dst.Path // over the target in place (--inplace)
+		finished bool
+	)
+	switch {
+	case c.opts.InPlace && push:
+		st, err = c.pushDelta(ctx, s, src, dst, si, existing, "")
+	case c.opts.InPlace:
+		var f UpdateFile
+		if f, err = openUpdate(dst.FS, dst.Path, existing.Size()); err != nil {
+			c.logf("delta: %s goes whole: cannot write it in place: %v", dst, err)
+			return false, nil
 		}
-		st, err = c.pushDelta(ctx, s, src, dst, si, existing, tmp)
-	} else {
-		st, err = c.pullDelta(ctx, s, src, dst, si, existing, out)
-		if err == nil {
-			closed = true
-			err = out.Close()
+		st, err = c.pullDelta(ctx, s, src, dst, si, existing, f, f)
+		if cerr := f.Close(); err == nil && cerr != nil {
+			err = &localDeltaError{cerr}
+		}
+	default:
+		var out io.WriteCloser
+		out, tmp, err = createTemp(dst.FS, dst.FS.Dir(dst.Path), dst.FS.Base(dst.Path))
+		if err != nil {
+			return true, &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
+		}
+		defer func() {
+			if !finished {
+				dst.FS.Remove(tmp)
+			}
+		}()
+		if push {
+			// The helper writes the temporary file; this end made it,
+			// empty and owner-only, so that it is made as any other.
+			if err := out.Close(); err != nil {
+				return true, &Error{Op: op, Path: dst.String(), Err: err}
+			}
+			st, err = c.pushDelta(ctx, s, src, dst, si, existing, tmp)
+			break
+		}
+		wa, ok := out.(io.WriterAt)
+		if !ok {
+			out.Close()
+			c.logf("delta: %s goes whole: the temporary file cannot be written at offsets", src)
+			return false, nil
+		}
+		basis, closer, oerr := openAt(dst.FS, dst.Path, existing.Size())
+		if oerr != nil {
+			out.Close()
+			return true, &Error{Op: op, Path: dst.String(), Err: oerr}
+		}
+		st, err = c.pullDelta(ctx, s, src, dst, si, existing, basis, wa)
+		closer.Close()
+		if cerr := out.Close(); err == nil && cerr != nil {
+			err = &localDeltaError{cerr}
 		}
 	}
 	if err != nil {
@@ -148,7 +178,7 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 	if c.opts.Verify {
 		check = func() error {
 			var verr error
-			sum, verr = c.verify(ctx, src, dst, tmpEnd, nil, si.Size())
+			sum, verr = c.verify(ctx, src, dst, Endpoint{dst.FS, tmp}, nil, si.Size())
 			return verr
 		}
 	}
@@ -199,7 +229,8 @@ func openAt(fsys FS, name string, size int64) (io.ReaderAt, io.Closer, error) {
 }
 
 // pushDelta has the helper sign the target, diffs the local source
-// against it, and has the helper rebuild the file into tmp.
+// against it, and has the helper rebuild the file into tmp, or over the
+// target in place when tmp is "".
 func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, tmp string) (delta.Stats, error) {
 	sig, err := s.Signature(ctx, dst.Path, existing.Size())
 	if err != nil {
@@ -212,7 +243,7 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	defer closer.Close()
 	var derr error
 	st, err := s.Patch(ctx, dst.Path, tmp, sig, si.Size(), func(w io.Writer) error {
-		_, derr = delta.Diff(ctx, sig, f, si.Size(), w, delta.DiffOptions{})
+		_, derr = delta.Diff(ctx, sig, f, si.Size(), w, delta.DiffOptions{InPlace: tmp == ""})
 		return derr
 	})
 	if derr != nil && !errors.Is(derr, delta.ErrMismatch) {
@@ -224,29 +255,66 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	return st, err
 }
 
-// pullDelta signs the local target, has the helper diff the source
-// against it, and rebuilds the file into out.
-func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, out io.Writer) (delta.Stats, error) {
-	wa, ok := out.(io.WriterAt)
-	if !ok {
-		return delta.Stats{}, errors.New("the temporary file cannot be written at offsets")
-	}
-	basis, closer, err := openAt(dst.FS, dst.Path, existing.Size())
-	if err != nil {
-		return delta.Stats{}, &localDeltaError{err}
-	}
-	defer closer.Close()
+// pullDelta signs the local target, read through basis, has the helper
+// diff the source against it, and rebuilds the file into out: a fresh
+// file, or with --inplace the target itself (basis and out the same
+// file), which it then cuts to the new size.
+func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, basis io.ReaderAt, out io.WriterAt) (delta.Stats, error) {
 	sig, err := delta.Sign(ctx, basis, existing.Size(), 0)
 	if err != nil {
 		return delta.Stats{}, &localDeltaError{err}
 	}
+	inPlace := c.opts.InPlace
 	var got delta.Stats
-	_, err = s.Diff(ctx, src.Path, si.Size(), sig, func(r io.Reader) error {
+	_, err = s.Diff(ctx, src.Path, si.Size(), sig, inPlace, func(r io.Reader) error {
 		var err error
-		_, got, err = delta.Apply(ctx, r, delta.Basis{R: basis, Size: sig.Size, BlockLen: sig.BlockLen}, wa, si.Size())
+		_, got, err = delta.Apply(ctx, r, delta.Basis{R: basis, Size: sig.Size, BlockLen: sig.BlockLen, InPlace: inPlace}, out, si.Size())
 		return err
 	})
+	if err == nil && inPlace {
+		if err = out.(UpdateFile).Truncate(si.Size()); err != nil {
+			err = &localDeltaError{err}
+		}
+	}
 	// What this end rebuilt and checked counts, not what the far end says
 	// it sent.
 	return got, err
+}
+
+// An UpdateFile is a target opened to be rewritten in place (--inplace).
+type UpdateFile interface {
+	io.ReaderAt
+	io.WriterAt
+	Truncate(size int64) error
+	io.Closer
+}
+
+// updater is an end that can open an existing regular file to be
+// rewritten in place.
+type updater interface {
+	OpenUpdate(name string) (UpdateFile, error)
+}
+
+// openUpdate opens name on fsys to be rewritten in place, checking it is
+// still size bytes.
+func openUpdate(fsys FS, name string, size int64) (UpdateFile, error) {
+	u, ok := fsys.(updater)
+	if !ok {
+		return nil, errors.New("this end cannot rewrite a file in place")
+	}
+	f, err := u.OpenUpdate(name)
+	if err != nil {
+		return nil, err
+	}
+	if st, ok := f.(interface{ Stat() (fs.FileInfo, error) }); ok {
+		fi, err := st.Stat()
+		if err == nil && fi.Size() != size {
+			err = fmt.Errorf("%d bytes, not the %d listed: it changed", fi.Size(), size)
+		}
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return f, nil
 }

@@ -87,7 +87,7 @@ func (c *copier) setDirAttrs(dst Endpoint, a fileAttrs) {
 }
 
 // tempFile is a file being written under a temporary name beside its
-// target.
+// target, or, tmp being the target's own name, over it in place.
 type tempFile struct {
 	dst Endpoint // the target
 	tmp string   // the temporary name, on dst's end
@@ -141,6 +141,9 @@ func (t tempFile) finish(ctx context.Context, size int64, stat fs.FileInfo, attr
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if t.tmp == t.dst.Path {
+		return nil // written in place (--inplace)
 	}
 	if err := end.Rename(t.tmp, t.dst.Path); err != nil {
 		return &Error{Op: t.op, Path: t.dst.String(), Err: err}

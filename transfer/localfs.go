@@ -76,6 +76,22 @@ func (l Local) CreateExclusive(name string) (io.WriteCloser, error) {
 	return os.OpenFile(name, flags, 0o600)
 }
 
+// OpenUpdate opens the regular file name for reading and writing, to be
+// rewritten in place (--inplace); a confined end follows no link to it.
+func (l Local) OpenUpdate(name string) (UpdateFile, error) {
+	var f *os.File
+	var err error
+	if l.root != nil {
+		f, err = l.root.open("open", name, os.O_RDWR)
+	} else if f, err = os.OpenFile(name, os.O_RDWR, 0); err == nil {
+		err = regularOnly(f, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
 func (l Local) Mkdir(name string) error { return l.MkdirMode(context.Background(), name, 0o777) }
 
 // MkdirMode makes a directory with perm as the umask allows, in one call.

@@ -194,8 +194,8 @@ func (o *copyOptions) check() error {
 		return usagef("leave out -O", "--delta goes through a helper beside SFTP, not the legacy scp protocol")
 	case o.Delta && o.Tar:
 		return usagef("leave out --tar", "--delta sends files one by one; tar streams carry them whole")
-	case o.Delta && (o.Resume || o.Sparse):
-		return usagef("leave out --delta, or --resume and --sparse", "--delta does not combine with --resume or --sparse yet")
+	case o.Delta && o.Sparse:
+		return usagef("leave out --delta or --sparse", "--delta does not combine with --sparse yet")
 	case o.Helper != "" && o.Helper != job.HelperAuto && o.Helper != job.HelperNever:
 		return usagef("install it first: hpncp helper install HOST", "--helper %s: a copy takes auto or never", o.Helper)
 	case (o.Helper != "" || o.HelperPath != "" || o.HelperDir != "") && !o.Delta && !o.Verify && !o.Checksum:

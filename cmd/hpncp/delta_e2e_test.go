@@ -114,6 +114,30 @@ func TestSyncDeltaE2E(t *testing.T) {
 			if sent := literalData(t, stdout); sent != int64(len(next)) {
 				t.Errorf("-W sent %d literal bytes, not the file's %d", sent, len(next))
 			}
+
+			// --inplace rewrites the same file, sending as little; with
+			// --partial (-P) too.
+			for _, flags := range [][]string{{"--inplace"}, {"--inplace", "-P"}} {
+				os.WriteFile(dst, old, 0o644)
+				before, _ := os.Stat(dst)
+				stdout, stderr, err = sync(append([]string{"-a", "--stats", "-vv"}, append(flags, from, to)...)...)
+				if got, _ := os.ReadFile(dst); err != nil || !bytes.Equal(got, next) {
+					t.Fatalf("sync %v: %v\n%s", flags, err, stderr)
+				}
+				after, _ := os.Stat(dst)
+				if !os.SameFile(before, after) {
+					t.Errorf("sync %v replaced the target rather than rewriting it", flags)
+				}
+				if after.Mode().Perm() != 0o640 || !after.ModTime().Equal(mtime) {
+					t.Errorf("sync %v: the target's mode %v, time %v; want the source's", flags, after.Mode().Perm(), after.ModTime())
+				}
+				if sent := literalData(t, stdout); sent > 4*changed {
+					t.Errorf("sync %v sent %d literal bytes for %d changed", flags, sent, changed)
+				}
+				if ents, _ := os.ReadDir(filepath.Dir(dst)); len(ents) != 1 {
+					t.Errorf("sync %v: the target's directory holds %d entries", flags, len(ents))
+				}
+			}
 		})
 	}
 

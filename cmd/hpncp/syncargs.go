@@ -34,6 +34,8 @@ type syncOptions struct {
 
 	// wholeFile is -W: files go whole, never as deltas.
 	wholeFile bool
+	// inPlace is --inplace: a delta rewrites its target where it lies.
+	inPlace bool
 
 	// hpncp's own, which rsync does not have.
 	json, verify                  bool
@@ -164,6 +166,7 @@ var syncFlags = []syncFlag{
 	{long: "json", set: on(func(o *syncOptions) *bool { return &o.json })},
 	{long: "whole-file", short: 'W', set: on(func(o *syncOptions) *bool { return &o.wholeFile })},
 	{long: "no-whole-file", set: func(o *syncOptions, _ string) error { o.wholeFile = false; return nil }},
+	{long: "inplace", set: on(func(o *syncOptions) *bool { return &o.inPlace })},
 	{long: "helper", valued: true, set: func(o *syncOptions, v string) error {
 		switch v {
 		case job.HelperAuto, job.HelperNever:
@@ -195,7 +198,6 @@ var syncFlags = []syncFlag{
 // refusedSyncFlags are rsync flags people use that hpncp sync does not
 // do, with why, so that one given is an error naming it.
 var refusedSyncFlags = map[string]string{
-	"inplace":          "hpncp writes every file beside its target and renames it into place",
 	"append":           "use --partial: hpncp continues interrupted files from its journal",
 	"append-verify":    "use --partial: hpncp continues interrupted files from its journal",
 	"acls":             "SFTP carries no ACLs",

@@ -43,6 +43,10 @@ Flags (rsync's, with rsync's meanings):
   -I, --ignore-times     send every file
   -W, --whole-file       send changed files whole, never as deltas (the
                          fast path on a fast link); --no-whole-file undoes it
+      --inplace          a delta rewrites its target where it lies, writing
+                         only what changed (no second copy; a cut run leaves
+                         it part rewritten until the next); files that go
+                         whole are still written beside and renamed
       --size-only        compare size only
       --existing         create nothing new on the receiver
       --ignore-existing  update nothing the receiver has

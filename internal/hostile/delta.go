@@ -53,6 +53,10 @@ func (treeFiles) OpenTemp(name string) (helper.WriteAtCloser, error) {
 	return nil, errors.New("read-only")
 }
 
+func (treeFiles) OpenUpdate(name string, size int64) (helper.UpdateFile, error) {
+	return nil, errors.New("read-only")
+}
+
 type readerAt struct{ *bytes.Reader }
 
 func (readerAt) Close() error { return nil }

@@ -96,6 +96,19 @@ func TestSyncAgainstRsync(t *testing.T) {
 		checkDeltas(t, tool, src, t.TempDir())
 		compareSome(t, refs, tool, knownDifferences, func(c Case) bool { return c.Target.Name == OlderCopy.Name })
 	})
+	// The same with --inplace, against rsync --inplace: the deltas
+	// rewrite the older copies where they lie (keeping a hole where the
+	// bytes there did not change, as rsync's do), and the plans and trees
+	// are rsync's.
+	t.Run("hpncp delta inplace", func(t *testing.T) {
+		t.Parallel()
+		rsyncInPlace := sshTool("rsync", []string{sshdtest.LookTool(t, "rsync"), "--inplace"}, srv, "-S", controlMaster(t, srv))
+		refs := &references{tool: rsyncInPlace, src: src, dir: t.TempDir()}
+		bin := testenv.BuildHpncp(t, t.TempDir())
+		tool := sshTool("hpncp", []string{bin, "sync", "--inplace", "--helper-path", bin}, srv)
+		checkDeltas(t, tool, src, t.TempDir())
+		compareSome(t, refs, tool, knownDifferences, func(c Case) bool { return c.Target.Name == OlderCopy.Name })
+	})
 }
 
 // checkDeltas runs tool (hpncp sync with a helper) once with --stats on
