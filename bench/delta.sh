@@ -6,7 +6,8 @@
 #
 #   bench/delta.sh [--rtt 100] [--rate 1gbit] [--runs 3]
 #                  [--cases "scattered region"] [--dirs "up down"]
-#                  [--tools "rsync hpn-sync hpn-sync-W"] [--hpncp BINARY]
+#                  [--tools "rsync hpn-sync hpn-sync-W rsync-inplace
+#                  hpn-sync-inplace"] [--hpncp BINARY]
 #                  [--out FILE.md]
 #
 #   --cases   scattered: a 1 GiB file with 100 changes of 10 KiB at
@@ -18,7 +19,9 @@
 #   --tools   rsync (rsync -a -e ssh; the server's rsync), hpn-sync
 #             (hpncp sync -a with the hpncp under test installed at the
 #             far end by hpncp helper install, into the run's
-#             directory), hpn-sync-W (the same with -W: whole files)
+#             directory), hpn-sync-W (the same with -W: whole files);
+#             rsync-inplace and hpn-sync-inplace: each with --inplace
+#             (the target rewritten where it lies, only what changed)
 #
 # Each run puts the old version at the target (its time set apart from
 # the source's, so that both tools see it changed), then times the tool
@@ -159,6 +162,8 @@ sync_once() {
 	rsync) stats=$(client rsync -a $c --stats -e "ssh -F $cfg" "$from" "$to") ;;
 	hpn-sync) stats=$(client "$hpncp_bin" sync -a $c --stats -e "ssh -F $cfg" --helper-dir "$work/helper" "$from" "$to") ;;
 	hpn-sync-W) stats=$(client "$hpncp_bin" sync -a $c -W --stats -e "ssh -F $cfg" "$from" "$to") ;;
+	rsync-inplace) stats=$(client rsync -a $c --inplace --stats -e "ssh -F $cfg" "$from" "$to") ;;
+	hpn-sync-inplace) stats=$(client "$hpncp_bin" sync -a $c --inplace --stats -e "ssh -F $cfg" --helper-dir "$work/helper" "$from" "$to") ;;
 	*) echo "delta.sh: unknown tool $tool" >&2; exit 2 ;;
 	esac
 	t1=$(date +%s.%N)
@@ -183,7 +188,7 @@ addr=$WAN_ADDR_B run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$
 start_sshd "$addr" 2222 "MaxStartups 100:30:200" ||
 	{ echo "delta.sh: sshd did not come up: $(cat "$work/sshd.log")" >&2; exit 1; }
 case " $tools " in
-*" hpn-sync "*)
+*" hpn-sync "* | *" hpn-sync-inplace "*)
 	"${run_client[@]}" "${run_user[@]}" "$hpncp_bin" helper install -q -F "$work/ssh_config" --helper-dir "$work/helper" bench >/dev/null ||
 		{ echo "delta.sh: hpncp helper install failed" >&2; exit 1; }
 	;;

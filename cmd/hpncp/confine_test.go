@@ -53,6 +53,8 @@ var confineRuns = []frontEnd{
 	// "deltas".)
 	{name: "r-delta", args: []string{"-r", "-v", "--delta", "--helper-path", hostile.HelperPath}},
 	{name: "sync-a-delta", args: []string{"-a", "-vv", "--helper-path", hostile.HelperPath}, sync: true},
+	// --inplace: the pulled deltas rewrite the targets where they lie.
+	{name: "sync-a-inplace", args: []string{"-a", "-vv", "--inplace", "--helper-path", hostile.HelperPath}, sync: true},
 }
 
 // confineLimit bounds one run of a trial: trees are a few entries, and a
