@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"sync"
@@ -25,6 +26,18 @@ type deltaHost struct {
 	host string
 	line string
 
+	// started is closed once the helper started early (startDelta) is
+	// up or has failed; line and noneErr are set by then. walks are the
+	// walks asked of it ahead (WalkAhead), under mu.
+	started chan struct{}
+	walks   map[walkAsk]*walkAhead
+	// walked, when not nil, is closed once the walks asked ahead are
+	// answered and their channel idle: a session asked for meanwhile
+	// waits for it rather than start another helper (the lister asks
+	// for one to take its walk's answer).
+	walked chan struct{}
+	logf   func(format string, args ...any) // -vv, or nil
+
 	mu      sync.Mutex
 	idle    []*helper.DeltaClient
 	noneErr error // why no helper answered: every file goes whole then
@@ -33,8 +46,145 @@ type deltaHost struct {
 // DeltaHosts are the hosts' delta services for a copy (transfer.Options.
 // Delta): line says what runs the helper's delta service on a host, or
 // why none is to run there.
+//
+// Each host's helper is started on its first connection as soon as that
+// is up (startDelta), beside the SFTP start: on a long path its channel,
+// command and greeting are several round trips, which a sync's walk of
+// the remote tree, or its first delta, would otherwise wait for after
+// the SFTP start's own.
 func (h *Hosts) DeltaHosts(line func(host string) (string, error)) transfer.DeltaHosts {
+	h.mu.Lock()
+	h.deltaLine = line
+	h.mu.Unlock()
 	return deltaHosts{h: h, line: line}
+}
+
+// startDelta starts host's helper on c, its first connection, when the
+// run has asked for helpers; the end's first DeltaSession waits for it.
+// The trees WalkAhead named for the destination key are walked on it
+// straight away.
+func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key string) {
+	h.mu.Lock()
+	line := h.deltaLine
+	if line == nil || h.early[c] != nil {
+		h.mu.Unlock()
+		return
+	}
+	dh := &deltaHost{c: c, host: host, started: make(chan struct{}), walks: map[walkAsk]*walkAhead{}, logf: h.opts.SSH.Logf}
+	if len(h.walkAhead[key]) > 0 {
+		dh.walked = make(chan struct{})
+	}
+	asks := h.walkAhead[key]
+	answers := make([]*walkAhead, len(asks))
+	for i, a := range asks {
+		answers[i] = &walkAhead{done: make(chan struct{})}
+		dh.walks[a] = answers[i]
+	}
+	h.early[c] = dh
+	h.mu.Unlock()
+	go func() {
+		l, err := line(host)
+		dh.line, dh.noneErr = l, err
+		var first *helper.DeltaClient
+		if err == nil {
+			first, err = dh.open(ctx)
+			if err != nil && ctx.Err() == nil {
+				dh.noneErr = err
+			}
+		}
+		if first == nil || len(asks) == 0 {
+			if first != nil {
+				dh.releaser(first)()
+			}
+			close(dh.started)
+			for _, w := range answers {
+				w.err = errors.New("no helper")
+				close(w.done)
+			}
+			if dh.walked != nil {
+				close(dh.walked)
+			}
+			return
+		}
+		// Files ask for channels of their own meanwhile; the walks go
+		// on this one, one after another, and leave it idle.
+		close(dh.started)
+		for i, a := range asks {
+			w := answers[i]
+			w.dirs, w.errs, w.err = first.Walk(ctx, a.root, a.maxEntries, a.maxBytes)
+			close(w.done)
+		}
+		dh.releaser(first)()
+		close(dh.walked)
+	}()
+}
+
+// WalkAhead has the helper of l's host, once it is up, walk the tree at
+// root (the path its end will give, as a sync's lister asks), with the
+// limits given: the lister's walk of it then takes that answer rather
+// than asking and waiting, on a long path, for the SFTP start first. Call
+// it before the host's end is opened; it does nothing unless DeltaHosts
+// was asked for.
+func (h *Hosts) WalkAhead(l transfer.Location, root string, maxEntries, maxBytes int) {
+	key, _ := h.destination(l)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.walkAhead == nil {
+		h.walkAhead = map[string][]walkAsk{}
+	}
+	h.walkAhead[key] = append(h.walkAhead[key], walkAsk{root, maxEntries, maxBytes})
+}
+
+// A walkAsk is a walk asked for ahead; a walkAhead its answer, once done
+// is closed.
+type (
+	walkAsk struct {
+		root                 string
+		maxEntries, maxBytes int
+	}
+	walkAhead struct {
+		done chan struct{}
+		dirs map[string][]fs.FileInfo
+		errs map[string]string
+		err  error
+	}
+)
+
+// walkedAhead takes the answer to a walk asked for ahead, if there was one.
+func (d *deltaHost) walkedAhead(ctx context.Context, a walkAsk) (dirs map[string][]fs.FileInfo, errs map[string]string, ok bool, err error) {
+	d.mu.Lock()
+	w := d.walks[a]
+	delete(d.walks, a)
+	d.mu.Unlock()
+	if w == nil {
+		return nil, nil, false, nil
+	}
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		return nil, nil, true, ctx.Err()
+	}
+	if w.err != nil {
+		return nil, nil, false, nil // asked again, to say why
+	}
+	if d.logf != nil {
+		d.logf("%s: the helper walked %s as the SFTP start went on", d.host, vis.String(a.root))
+	}
+	return w.dirs, w.errs, true, nil
+}
+
+// session is a helper's client, whose walks take an answer asked for
+// ahead where there is one.
+type session struct {
+	*helper.DeltaClient
+	dh *deltaHost
+}
+
+func (s session) Walk(ctx context.Context, root string, maxEntries, maxBytes int) (map[string][]fs.FileInfo, map[string]string, error) {
+	if dirs, errs, ok, err := s.dh.walkedAhead(ctx, walkAsk{root, maxEntries, maxBytes}); ok {
+		return dirs, errs, err
+	}
+	return s.DeltaClient.Walk(ctx, root, maxEntries, maxBytes)
 }
 
 type deltaHosts struct {
@@ -51,12 +201,24 @@ func (d deltaHosts) DeltaSession(ctx context.Context, end transfer.FS) (transfer
 			d.h.mu.Unlock()
 			return nil, nil, errors.New("no connection to run a helper on")
 		}
-		dh = &deltaHost{c: f.c, host: f.host}
-		line, err := d.line(f.host)
-		dh.line, dh.noneErr = line, err
+		if dh = d.h.early[f.c]; dh == nil {
+			dh = &deltaHost{c: f.c, host: f.host}
+			line, err := d.line(f.host)
+			dh.line, dh.noneErr = line, err
+		}
 		d.h.delta[end] = dh
 	}
 	d.h.mu.Unlock()
+	for _, ready := range []chan struct{}{dh.started, dh.walked} {
+		if ready == nil {
+			continue
+		}
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
 	return dh.take(ctx)
 }
 
@@ -71,7 +233,7 @@ func (d *deltaHost) take(ctx context.Context) (transfer.DeltaSession, func(), er
 		c := d.idle[n-1]
 		d.idle = d.idle[:n-1]
 		d.mu.Unlock()
-		return c, d.releaser(c), nil
+		return session{c, d}, d.releaser(c), nil
 	}
 	d.mu.Unlock()
 	c, err := d.open(ctx)
@@ -83,7 +245,7 @@ func (d *deltaHost) take(ctx context.Context) (transfer.DeltaSession, func(), er
 		}
 		return nil, nil, err
 	}
-	return c, d.releaser(c), nil
+	return session{c, d}, d.releaser(c), nil
 }
 
 func (d *deltaHost) releaser(c *helper.DeltaClient) func() {

@@ -179,9 +179,17 @@ type Hosts struct {
 	clients []*sshconn.Client
 	// first is each SFTP end's first connection and host, where its
 	// helper runs; delta the ends' delta services (DeltaHosts).
-	first  map[transfer.FS]firstConn
-	delta  map[transfer.FS]*deltaHost
-	closed bool // Close ran: a dial that ends later closes its connection
+	first map[transfer.FS]firstConn
+	delta map[transfer.FS]*deltaHost
+	// deltaLine, once DeltaHosts has been asked for, is its launch line:
+	// each host's helper is then started on its first connection as soon
+	// as it is up, beside the SFTP start (early).
+	deltaLine func(host string) (string, error)
+	early     map[*sshconn.Client]*deltaHost
+	// walkAhead are the trees to be walked by each destination's helper
+	// as soon as it is up (WalkAhead).
+	walkAhead map[string][]walkAsk
+	closed    bool // Close ran: a dial that ends later closes its connection
 	// aborted ends every dial, under way or to come, once the copy has
 	// been given up (Abort).
 	aborted     context.Context
@@ -200,7 +208,7 @@ func New(o Options) *Hosts {
 	return &Hosts{opts: o, base: o.sshOptions(),
 		sftp: map[string]*protocol.SFTP{}, scp: map[string]*scp.Host{},
 		first: map[transfer.FS]firstConn{}, delta: map[transfer.FS]*deltaHost{},
-		aborted: aborted, stopDialing: stop}
+		early: map[*sshconn.Client]*deltaHost{}, aborted: aborted, stopDialing: stop}
 }
 
 // Run is a copy with its ends open, ready to go.
@@ -334,6 +342,18 @@ func (h *Hosts) Endpoint(ctx context.Context, l transfer.Location) (transfer.End
 	return h.endpoint(ctx, l, nil)
 }
 
+// EndpointStat is Endpoint with the stat of l's path asked for with its
+// host's SFTP start, when this is the first use of the host: the end's
+// first Stats of that path take the answer (protocol.Options.Stat) rather
+// than a round trip each.
+func (h *Hosts) EndpointStat(ctx context.Context, l transfer.Location) (transfer.Endpoint, error) {
+	var early []string
+	if l.Remote() {
+		early = []string{RemotePath(l.Path)}
+	}
+	return h.endpoint(ctx, l, early)
+}
+
 // endpoint is Endpoint, with the stats of early asked for as its host's
 // SFTP end starts (protocol.Options.Stat) when it starts here.
 func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []string) (transfer.Endpoint, error) {
@@ -388,6 +408,7 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 		if h.opts.Warm && h.opts.WarmFirst {
 			go h.warm(ctx, first)
 		}
+		h.startDelta(ctx, first, l.Host, key)
 		logf := func(string, ...any) {}
 		if o.Logf != nil {
 			logf = o.Logf
@@ -695,7 +716,13 @@ func (h *Hosts) Close() {
 	h.mu.Lock()
 	clients := h.clients
 	h.clients, h.closed = nil, true
-	deltas := h.delta
+	var deltas []*deltaHost
+	for _, d := range h.delta {
+		deltas = append(deltas, d)
+	}
+	for _, d := range h.early {
+		deltas = append(deltas, d) // started and never asked for
+	}
 	h.mu.Unlock()
 	for _, d := range deltas {
 		d.close()

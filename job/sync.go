@@ -192,7 +192,9 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 		}
 	}
 	open := func(l transfer.Location) (transfer.Endpoint, error) {
-		e, err := hosts.Endpoint(ctx, l)
+		// Its path's stat comes with the SFTP start: the sync stats it
+		// to know whether the target is a directory, then lists from it.
+		e, err := hosts.EndpointStat(ctx, l)
 		if errors.Is(err, ends.ErrNoSFTP) {
 			return e, &SyncError{Err: err, Hint: "hpncp sync needs the server's SFTP subsystem (Subsystem sftp in sshd_config)"}
 		}
@@ -200,12 +202,28 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 			return e, err
 		}
 		// The trees are listed first, then small files sent in batches:
-		// the sessions for both open now, meanwhile.
-		ends.Prepare(ctx, e, true, true)
+		// the sessions for both open now, meanwhile (a dry run sends
+		// none).
+		ends.Prepare(ctx, e, true, !mo.DryRun)
 		if e.FS.Label() != "" {
 			e.Path = ends.RemotePath(e.Path)
 		}
 		return e, nil
+	}
+	if mo.Recursive {
+		// The remote tree the lister will have the helper walk is walked
+		// as soon as the helper is up, beside the SFTP start.
+		entries, nameBytes := mirror.TreeLimits()
+		remoteSource := false
+		for _, s := range j.Sources {
+			if s.Location.Remote() {
+				remoteSource = true
+				hosts.WalkAhead(s.Location, ends.RemotePath(s.Location.Path), entries, nameBytes)
+			}
+		}
+		if !remoteSource && j.Dest.Location.Remote() && len(j.Sources) == 1 && j.Sources[0].Contents {
+			hosts.WalkAhead(j.Dest.Location, ends.RemotePath(j.Dest.Location.Path), entries, nameBytes)
+		}
 	}
 	dst, err := open(j.Dest.Location)
 	if err != nil {

@@ -544,3 +544,8 @@ func parentName(n string) string {
 	d := path.Dir(n)
 	return d
 }
+
+// TreeLimits are the bounds a sync's lister puts on a tree's entries and
+// name bytes, which a walk asked for ahead of it asks with too
+// (ends.Hosts.WalkAhead).
+func TreeLimits() (entries, nameBytes int) { return maxTreeEntries, maxTreeNameBytes }

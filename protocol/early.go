@@ -18,11 +18,11 @@ import (
 // comes with theirs, and the copy's Stat takes it instead of asking.
 //
 // An early answer is as old as the session's start, so it is given only
-// to a Stat that comes before any other request of the end, and only for
+// to Stats that come before any other request of the end, and only for
 // the name it was asked for: nothing has changed on the server through
-// this end since it was given. The end's first Stat, and every request
-// that may change something (onMain, getBatch, the streams, tar), drop
-// the answers.
+// this end since it was given. The end's first Stat drops the other
+// names' answers, and every request that may change something (onMain,
+// getBatch, the streams, tar) drops them all.
 
 // earlyID is the request id of the first early stat; limitsSession's
 // question is id 1.
@@ -40,13 +40,20 @@ type earlyStats struct {
 	m  map[string]earlyStat // nil once the first Stat came
 }
 
-// take returns the early answer for name if this is the first Stat, and
-// drops every answer: later Stats ask the server.
+// take returns the early answer for name if no request but Stats of name
+// came before, and drops every other answer: a Stat of another name asks
+// the server, and so does every Stat after it. (A sync stats its source
+// to know whether the target is a directory, then lists from it: two
+// Stats of one name, nothing between.)
 func (e *earlyStats) take(name string) (earlyStat, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	a, ok := e.m[name]
-	e.m = nil
+	if ok {
+		e.m = map[string]earlyStat{name: a}
+	} else {
+		e.m = nil
+	}
 	return a, ok
 }
 

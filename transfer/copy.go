@@ -526,8 +526,13 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	// A file large enough for several streams has them opened now, while
 	// the target is looked at and the temporary file created: on a long
 	// path each is several round trips. Should the quick check skip the
-	// file, they wait idle for the next one.
-	c.prepareStreams(ctx, src.FS, dst.FS, si.Size())
+	// file, they wait idle for the next one. Where the target may be
+	// there and the file go as a delta, which needs none, they are opened
+	// only once it goes whole.
+	mayDelta := c.opts.Delta != nil && !fresh
+	if !mayDelta {
+		c.prepareStreams(ctx, src.FS, dst.FS, si.Size())
+	}
 	c.startHelper(ctx, src, dst)
 	var existing fs.FileInfo
 	var di fs.FileInfo
@@ -580,6 +585,9 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		if done, err := c.copyDelta(ctx, src, dst, si, existing, start); done {
 			return err
 		}
+	}
+	if mayDelta {
+		c.prepareStreams(ctx, src.FS, dst.FS, si.Size())
 	}
 	big := c.parallelOK(src.FS, dst.FS, si.Size())
 	release, err := c.reserve(ctx, src, dst, si, big)

@@ -280,3 +280,64 @@ func TestVerifyHelperE2E(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncWalkAheadE2E: the remote tree a sync lists is walked by the
+// helper started beside the SFTP start (ends.Hosts.WalkAhead), and the
+// lister takes that answer: one helper runs, the plan is rsync's (the
+// changed file, nothing else), up and down, dry run or not.
+func TestSyncWalkAheadE2E(t *testing.T) {
+	srv, bin, _ := helperServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	wrapper, runs := loggedHelper(t, bin)
+	stamp := time.Date(2021, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, dir := range []string{"up", "down"} {
+		for _, dry := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/dry=%v", dir, dry), func(t *testing.T) {
+				os.Remove(runs)
+				src, dst := t.TempDir(), t.TempDir()
+				for _, root := range []string{src, dst} {
+					for d := range 5 {
+						sub := filepath.Join(root, "d"+strconv.Itoa(d), "e")
+						os.MkdirAll(sub, 0o755)
+						os.WriteFile(filepath.Join(sub, "f"), []byte("same"), 0o644)
+						os.Chtimes(filepath.Join(sub, "f"), stamp, stamp)
+					}
+				}
+				os.WriteFile(filepath.Join(src, "d3", "e", "f"), []byte("newer"), 0o644)
+				from, to := src+"/", "e2e:"+dst+"/"
+				if dir == "down" {
+					from, to = "e2e:"+src+"/", dst+"/"
+				}
+				args := []string{"sync", "-e", "ssh -F " + srv.ConfigFile, "--helper-path", wrapper, "-a", "-i", "-vv", from, to}
+				if dry {
+					args = append(args, "-n")
+				}
+				stdout, stderr, err := runSSHArgs(ctx, "hpncp", args, nil)
+				if err != nil {
+					t.Fatalf("sync: %v\n%s%s", err, stdout, stderr)
+				}
+				if !strings.Contains(stderr, "by its helper: 15 entries in 11 directories") ||
+					!strings.Contains(stderr, "the helper walked "+map[string]string{"up": dst, "down": src}[dir]+"/ as the SFTP start went on") {
+					t.Errorf("the remote tree was not walked ahead by the helper:\n%s", stderr)
+				}
+				var items []string
+				for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
+					if strings.HasPrefix(l, ">f") || strings.HasPrefix(l, "<f") {
+						items = append(items, l)
+					}
+				}
+				if len(items) != 1 || !strings.HasSuffix(items[0], " d3/e/f") {
+					t.Errorf("sync itemized %q, want d3/e/f alone\n%s", items, stdout)
+				}
+				if log, _ := os.ReadFile(runs); strings.Count(string(log), "--delta") != 1 {
+					t.Errorf("the helper ran %d times, want once:\n%s", strings.Count(string(log), "--delta"), log)
+				}
+				got, _ := os.ReadFile(filepath.Join(dst, "d3", "e", "f"))
+				if want := map[bool]string{true: "same", false: "newer"}[dry]; string(got) != want {
+					t.Errorf("the target holds %q, want %q", got, want)
+				}
+			})
+		}
+	}
+}
