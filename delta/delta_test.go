@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 )
 
 // memFile is an in-memory file that grows as it is written at, from
@@ -420,5 +421,83 @@ func BenchmarkWeak(b *testing.B) {
 	b.SetBytes(int64(len(p)))
 	for b.Loop() {
 		weak(p)
+	}
+}
+
+// notifyWriter closes first once more than skip bytes were written.
+type notifyWriter struct {
+	bytes.Buffer
+	skip  int
+	first chan struct{}
+	once  sync.Once
+}
+
+func (w *notifyWriter) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p)
+	if w.Len() > w.skip {
+		w.once.Do(func() { close(w.first) })
+	}
+	return n, err
+}
+
+// A delta made in place diffs a range as soon as its blocks of the
+// signature are there: the first range's records are out before the
+// signature's second half is sent, and the result is the new file.
+func TestInPlaceStreamedSignature(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(11, 12))
+	basis := random(rng, 2<<20)
+	next := bytes.Clone(basis)
+	copy(next[100_000:], "near the start")
+	copy(next[1_900_000:], "near the end")
+	sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wire bytes.Buffer
+	WriteSignature(&wire, sig)
+	all := wire.Bytes()
+	pr, pw := io.Pipe()
+	out := &notifyWriter{skip: 64, first: make(chan struct{})}
+	waited := make(chan bool, 1)
+	go func() {
+		half := len(all) / 2
+		pw.Write(all[:half])
+		select {
+		case <-out.first:
+			waited <- false
+		case <-time.After(30 * time.Second):
+			waited <- true
+		}
+		pw.Write(all[half:])
+		pw.Close()
+	}()
+	sr, err := NewSignatureReader(pr, int64(len(basis)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() { _, err := sr.Read(); read <- err }()
+	_, err = Diff(ctx, sr.Header(), bytes.NewReader(next), int64(len(next)), out,
+		DiffOptions{RangeLen: 256 << 10, Workers: 1, InPlace: true, Blocks: sr.Wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	if <-waited {
+		t.Fatal("no record in 30 s with half the signature sent")
+	}
+	f := &memFile{b: bytes.Clone(basis)}
+	h, st, err := Apply(ctx, &out.Buffer, Basis{R: f, Size: sig.Size, BlockLen: sig.BlockLen, InPlace: true}, f, int64(len(next)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(f.b[:h.Size], next) {
+		t.Fatal("rebuilt in place from a streamed signature: not the new file")
+	}
+	if st.Literal > 4*int64(sig.BlockLen) {
+		t.Errorf("sent %d literal bytes for two small changes", st.Literal)
 	}
 }

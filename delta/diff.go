@@ -27,14 +27,18 @@ type entry struct {
 	block int32
 }
 
-func newIndex(s *Signature) *index {
-	n := len(s.Weak)
+func newIndex(s *Signature) *index { return newRangeIndex(s, 0, len(s.Weak)) }
+
+// newRangeIndex indexes blocks lo to hi of s only: a range's own blocks,
+// the only ones a delta written in place copies from (InPlaceOK).
+func newRangeIndex(s *Signature, lo, hi int) *index {
+	n := hi - lo
 	// 64 filter bits a block or more: a window that no block has passes
 	// the filter about once in sixty-four.
 	logBits := max(10, bits.Len(uint(n*64)))
 	x := &index{sig: s, filter: make([]uint64, 1<<logBits/64), shift: uint(32 - logBits), blocks: make([]entry, n)}
-	for i, w := range s.Weak {
-		x.blocks[i] = entry{weak: w, block: int32(i)}
+	for i, w := range s.Weak[lo:hi] {
+		x.blocks[i] = entry{weak: w, block: int32(lo + i)}
 		h := x.slot(w)
 		x.filter[h/64] |= 1 << (h % 64)
 	}
@@ -97,8 +101,15 @@ type DiffOptions struct {
 	// InPlace makes a delta for rebuilding the file over its basis
 	// (rsync's --inplace): it refers only to blocks no earlier write will
 	// have changed (InPlaceOK), and prefers a block at the offset it is
-	// needed at, which the writer then leaves alone.
+	// needed at, which the writer then leaves alone. Each range is
+	// matched against its own blocks only (not those past the new file's
+	// end, which InPlaceOK would allow too).
 	InPlace bool
+	// Blocks, with InPlace, is the signature as it arrives (a
+	// SignatureReader's Wait): a range is diffed as soon as its own
+	// blocks are there, while the rest of the signature is still on its
+	// way. sig then gives only the block length and the basis size.
+	Blocks func(ctx context.Context, n int64) (*Signature, error)
 }
 
 // InPlaceOK says whether a delta applied over its basis may copy the
@@ -148,7 +159,10 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 	if err := write(appendHeader(nil, h)); err != nil {
 		return Stats{}, err
 	}
-	x := newIndex(sig)
+	var x *index
+	if !o.InPlace {
+		x = newIndex(sig)
+	}
 	n := h.Ranges()
 	workers := o.Workers
 	if workers <= 0 {
@@ -170,7 +184,23 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 			m.out.flush = write
 			for r := range next {
 				start := r * h.RangeLen
-				st, err := m.diffRange(ctx, r, start, min(h.RangeLen, size-start))
+				length := min(h.RangeLen, size-start)
+				if o.InPlace {
+					// The range's own blocks, as far as the basis has
+					// them.
+					nb := Blocks(sig.Size, sig.BlockLen)
+					lo, hi := min(start/bl, nb), min((start+length+bl-1)/bl, nb)
+					view := sig
+					if o.Blocks != nil {
+						var err error
+						if view, err = o.Blocks(ctx, hi); err != nil {
+							cancel(err)
+							continue
+						}
+					}
+					m.x = newRangeIndex(view, int(lo), int(hi))
+				}
+				st, err := m.diffRange(ctx, r, start, length)
 				if err != nil {
 					cancel(err)
 					continue

@@ -2,10 +2,12 @@ package delta
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // The two streams, as they travel:
@@ -83,6 +85,35 @@ func WriteSignature(w io.Writer, s *Signature) error {
 // another size is refused before its blocks are read, and the blocks are
 // held only as they arrive.
 func ReadSignature(r io.Reader, size int64) (*Signature, error) {
+	sr, err := NewSignatureReader(r, size)
+	if err != nil {
+		return nil, err
+	}
+	return sr.Read()
+}
+
+// A SignatureReader reads a signature as it arrives, for a diff made
+// for writing in place to begin with the ranges whose blocks are there
+// (DiffOptions.Blocks).
+type SignatureReader struct {
+	br     byteReader
+	header Signature // block length and size
+	n      int64     // blocks in all
+
+	mu   sync.Mutex
+	more *sync.Cond
+	// got is the signature so far: its slices are only ever appended to
+	// by Read, which publishes each longer view here, so that what a
+	// waiter was given never changes under it.
+	got  Signature
+	err  error
+	done bool
+}
+
+// NewSignatureReader reads a signature's header from r, which must be
+// for a basis of size bytes (or any, when size is -1); Read then reads
+// its blocks.
+func NewSignatureReader(r io.Reader, size int64) (*SignatureReader, error) {
 	br := asByteReader(r)
 	var magic [4]byte
 	if _, err := io.ReadFull(br, magic[:]); err != nil {
@@ -105,17 +136,71 @@ func ReadSignature(r io.Reader, size int64) (*Signature, error) {
 	if size >= 0 && int64(sz) != size {
 		return nil, formatErr("signature of %d bytes for a basis of %d", sz, size)
 	}
-	n := Blocks(int64(sz), int(bl))
-	s := &Signature{BlockLen: int(bl), Size: int64(sz)}
+	sr := &SignatureReader{br: br, header: Signature{BlockLen: int(bl), Size: int64(sz)}, n: Blocks(int64(sz), int(bl))}
+	sr.got = sr.header
+	sr.more = sync.NewCond(&sr.mu)
+	return sr, nil
+}
+
+// Header is the signature's block length and size, without blocks.
+func (sr *SignatureReader) Header() *Signature { h := sr.header; return &h }
+
+// Read reads the blocks, holding them only as they arrive, and returns
+// the whole signature; waiters are told of every batch.
+func (sr *SignatureReader) Read() (*Signature, error) {
+	weak, strong := sr.got.Weak, sr.got.Strong
 	var rec [sigRecordLen]byte
-	for i := int64(0); i < n; i++ {
-		if _, err := io.ReadFull(br, rec[:]); err != nil {
-			return nil, fmt.Errorf("read signature: block %d of %d: %w", i, n, eofErr(err))
+	var err error
+	for i := int64(0); i < sr.n; i++ {
+		if _, err = io.ReadFull(sr.br, rec[:]); err != nil {
+			err = fmt.Errorf("read signature: block %d of %d: %w", i, sr.n, eofErr(err))
+			break
 		}
-		s.Weak = append(s.Weak, binary.LittleEndian.Uint32(rec[:4]))
-		s.Strong = append(s.Strong, binary.LittleEndian.Uint64(rec[4:]))
+		weak = append(weak, binary.LittleEndian.Uint32(rec[:4]))
+		strong = append(strong, binary.LittleEndian.Uint64(rec[4:]))
+		if len(weak)%64 == 0 || i == sr.n-1 {
+			sr.mu.Lock()
+			sr.got.Weak, sr.got.Strong = weak, strong
+			sr.more.Broadcast()
+			sr.mu.Unlock()
+		}
 	}
-	return s, nil
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	sr.err, sr.done = err, true
+	sr.more.Broadcast()
+	if err != nil {
+		return nil, err
+	}
+	s := sr.got
+	return &s, nil
+}
+
+// Wait returns the signature as far as its first n blocks (or all of
+// it, when it has fewer), once they have arrived.
+func (sr *SignatureReader) Wait(ctx context.Context, n int64) (*Signature, error) {
+	stop := context.AfterFunc(ctx, func() {
+		sr.mu.Lock()
+		sr.more.Broadcast()
+		sr.mu.Unlock()
+	})
+	defer stop()
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	n = min(n, sr.n)
+	for int64(len(sr.got.Weak)) < n && !sr.done && ctx.Err() == nil {
+		sr.more.Wait()
+	}
+	switch {
+	case int64(len(sr.got.Weak)) >= n:
+		s := sr.got
+		return &s, nil
+	case sr.err != nil:
+		return nil, sr.err
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	}
+	return nil, io.ErrUnexpectedEOF
 }
 
 func eofErr(err error) error {

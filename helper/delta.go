@@ -211,12 +211,20 @@ func (c *DeltaClient) Close() error { return c.c.Close() }
 // Signature is the signature of the file at path on the helper's host,
 // which must be a regular file of size bytes.
 func (c *DeltaClient) Signature(ctx context.Context, path string, size int64) (*delta.Signature, error) {
+	return c.SignatureStream(ctx, path, size, nil)
+}
+
+// SignatureStream is Signature, handing arriving, when not nil, the
+// signature's reader once its header is in: a diff made in place may
+// begin with the blocks that are there (delta.DiffOptions.Blocks) while
+// the rest arrive. It returns once the whole signature is read.
+func (c *DeltaClient) SignatureStream(ctx context.Context, path string, size int64, arriving func(*delta.SignatureReader)) (*delta.Signature, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
 		return nil, errBroken
 	}
-	sig, err := c.signature(ctx, path, size)
+	sig, err := c.signature(ctx, path, size, arriving)
 	var de *DeltaError
 	if !errors.As(err, &de) {
 		c.breaks(err)
@@ -224,7 +232,7 @@ func (c *DeltaClient) Signature(ctx context.Context, path string, size int64) (*
 	return sig, err
 }
 
-func (c *DeltaClient) signature(ctx context.Context, path string, size int64) (*delta.Signature, error) {
+func (c *DeltaClient) signature(ctx context.Context, path string, size int64, arriving func(*delta.SignatureReader)) (*delta.Signature, error) {
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
 	req := appendString([]byte{opSign}, path)
@@ -236,7 +244,14 @@ func (c *DeltaClient) signature(ctx context.Context, path string, size int64) (*
 		return nil, err
 	}
 	in := &chunkReader{r: c.r}
-	sig, serr := delta.ReadSignature(in, size)
+	sr, serr := delta.NewSignatureReader(in, size)
+	var sig *delta.Signature
+	if serr == nil {
+		if arriving != nil {
+			arriving(sr)
+		}
+		sig, serr = sr.Read()
+	}
 	if errors.Is(serr, io.ErrUnexpectedEOF) && in.done {
 		// The helper ended the stream early: its status says why.
 		_, err := c.status()
@@ -314,12 +329,21 @@ func (c *DeltaClient) patch(ctx context.Context, basis, tmp string, sig *delta.S
 // made to be applied over the basis when inPlace, and hands the delta to
 // apply as it comes.
 func (c *DeltaClient) Diff(ctx context.Context, path string, size int64, sig *delta.Signature, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
+	return c.DiffStream(ctx, path, size, func(w io.Writer) error { return delta.WriteSignature(w, sig) }, inPlace, apply)
+}
+
+// DiffStream is Diff with the signature written by sign as it is made:
+// sent as it comes, while the delta is read, so that a delta made for
+// writing in place (which the helper diffs range by range as their
+// blocks arrive) flows back while the basis is still being signed. An
+// error of sign's is returned as it is; the channel is given up then.
+func (c *DeltaClient) DiffStream(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
 		return delta.Stats{}, errBroken
 	}
-	st, err := c.diff(ctx, path, size, sig, inPlace, apply)
+	st, err := c.diff(ctx, path, size, sign, inPlace, apply)
 	var de *DeltaError
 	if !errors.As(err, &de) {
 		c.breaks(err)
@@ -327,7 +351,18 @@ func (c *DeltaClient) Diff(ctx context.Context, path string, size int64, sig *de
 	return st, err
 }
 
-func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sig *delta.Signature, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
+// sentWriter writes a request's chunked stream, flushing each write.
+type sentWriter struct{ w *bufio.Writer }
+
+func (s sentWriter) Write(p []byte) (int, error) {
+	n, err := chunkWriter{w: s.w}.Write(p)
+	if err == nil {
+		err = s.w.Flush()
+	}
+	return n, err
+}
+
+func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
 	req := appendString([]byte{opDiff}, path)
@@ -340,31 +375,57 @@ func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sig *de
 	if _, err := c.w.Write(req); err != nil {
 		return delta.Stats{}, err
 	}
-	out := chunkWriter{w: c.w}
-	if err := delta.WriteSignature(out, sig); err != nil {
-		return delta.Stats{}, err
-	}
-	if err := out.end(); err != nil {
-		return delta.Stats{}, err
-	}
-	if err := c.w.Flush(); err != nil {
-		return delta.Stats{}, err
-	}
-	in := &chunkReader{r: c.r}
-	if err := apply(in); err != nil {
-		if in.done {
-			// The helper ended the delta early: its status says why.
-			if _, serr := c.status(); serr != nil {
-				return delta.Stats{}, serr
+	// The signature goes out on a goroutine of its own while the reply
+	// is read here. A signature that fails part way is ended short,
+	// which the helper takes for the end of the service.
+	signed := make(chan error, 1)
+	go func() {
+		err := sign(sentWriter{w: c.w})
+		if err == nil {
+			err = chunkWriter{w: c.w}.end()
+			if err == nil {
+				err = c.w.Flush()
 			}
+		} else {
+			chunkWriter{w: c.w}.end()
+			c.w.Flush()
+			err = &signError{err}
 		}
-		return delta.Stats{}, err
+		signed <- err
+	}()
+	in := &chunkReader{r: c.r}
+	aerr := apply(in)
+	switch {
+	case aerr != nil && in.done:
+		// The helper ended the delta early: its status says why.
+		if _, serr := c.status(); serr != nil {
+			aerr = serr
+		}
+	case aerr != nil:
+		// The rest of the delta is not read: the channel goes, and the
+		// signature's writes with it.
+		c.c.Close()
+	}
+	if serr := <-signed; serr != nil {
+		var se *signError
+		if errors.As(serr, &se) {
+			return delta.Stats{}, se.err
+		}
+		return delta.Stats{}, serr
+	}
+	if aerr != nil {
+		return delta.Stats{}, aerr
 	}
 	if n, err := in.Read(make([]byte, 1)); n != 0 || err != io.EOF {
 		return delta.Stats{}, fmt.Errorf("%w: bytes after the delta", ErrDeltaProtocol)
 	}
 	return c.status()
 }
+
+// signError is an error of the client's own signing, handed back as is.
+type signError struct{ err error }
+
+func (e *signError) Error() string { return e.err.Error() }
 
 var errBroken = errors.New("the delta service's channel is out of step")
 

@@ -205,6 +205,9 @@ func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 		return st, nil, fr.err
 	}
 	in := &chunkReader{r: r}
+	if flags&diffInPlace != 0 {
+		return diffInPlaceStream(ctx, in, w, files, path, size)
+	}
 	sig, rerr := delta.ReadSignature(in, -1)
 	if derr := in.drain(); derr != nil {
 		return st, nil, derr
@@ -221,8 +224,62 @@ func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 		return st, rerr, out.end()
 	}
 	defer f.Close()
-	st, rerr = delta.Diff(ctx, sig, f, size, out, delta.DiffOptions{InPlace: flags&diffInPlace != 0})
+	st, rerr = delta.Diff(ctx, sig, f, size, out, delta.DiffOptions{})
 	return st, rerr, out.end()
+}
+
+// diffInPlaceStream diffs for writing in place as the client's signature
+// arrives on in: each range as soon as its blocks are there, the delta
+// going out meanwhile (the client signs its target and rebuilds it at
+// once).
+func diffInPlaceStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files DeltaFiles, path string, size int64) (st delta.Stats, rerr, err error) {
+	sr, rerr := delta.NewSignatureReader(in, -1)
+	if rerr != nil {
+		if derr := in.drain(); derr != nil {
+			return st, nil, derr
+		}
+		if errors.Is(rerr, io.ErrUnexpectedEOF) {
+			return st, nil, rerr
+		}
+		return st, rerr, chunkWriter{w: w}.end()
+	}
+	read := make(chan error, 1)
+	go func() {
+		_, err := sr.Read()
+		if derr := in.drain(); err == nil {
+			err = derr
+		}
+		read <- err
+	}()
+	out := flushWriter{w: w}
+	f, rerr := files.Open(path, size)
+	if rerr == nil {
+		st, rerr = delta.Diff(ctx, sr.Header(), f, size, out, delta.DiffOptions{InPlace: true, Blocks: sr.Wait})
+		f.Close()
+	}
+	// The signature's stream is read to its end whatever became of the
+	// diff; one cut short ends the service.
+	if serr := <-read; serr != nil {
+		if errors.Is(serr, io.ErrUnexpectedEOF) {
+			return st, nil, serr
+		}
+		if rerr == nil {
+			rerr = serr
+		}
+	}
+	return st, rerr, chunkWriter{w: w}.end()
+}
+
+// flushWriter writes a chunked stream and flushes each write: a delta
+// made as its signature arrives goes out as it is made.
+type flushWriter struct{ w *bufio.Writer }
+
+func (f flushWriter) Write(p []byte) (int, error) {
+	n, err := chunkWriter{w: f.w}.Write(p)
+	if err == nil {
+		err = f.w.Flush()
+	}
+	return n, err
 }
 
 // errWriter keeps the first error of its writer: the channel's, which

@@ -1,11 +1,13 @@
 package transfer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"sync"
 	"time"
 
 	"github.com/hpncp/hpncp/delta"
@@ -18,6 +20,11 @@ type DeltaSession interface {
 	// Signature is the signature of the regular file of size bytes at
 	// path.
 	Signature(ctx context.Context, path string, size int64) (*delta.Signature, error)
+	// SignatureStream is Signature, handing arriving, when not nil, the
+	// signature's reader as soon as its header is in (a diff made in
+	// place begins with the blocks there); it returns once the whole
+	// signature has arrived.
+	SignatureStream(ctx context.Context, path string, size int64, arriving func(*delta.SignatureReader)) (*delta.Signature, error)
 	// Patch writes into tmp, an empty file, the file of size bytes that
 	// the delta diff writes rebuilds from basis, which sig describes; tmp
 	// "" rewrites basis itself, with a delta made for that
@@ -27,6 +34,10 @@ type DeltaSession interface {
 	// bytes at path from the basis sig describes, made to be applied over
 	// the basis when inPlace.
 	Diff(ctx context.Context, path string, size int64, sig *delta.Signature, inPlace bool, apply func(io.Reader) error) (delta.Stats, error)
+	// DiffStream is Diff with the signature written by sign as it is
+	// made, while the delta is read; an error of sign's is returned as
+	// it is.
+	DiffStream(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error)
 	// Sums are the content sums (delta.SumOf) of the regular files at
 	// paths, of sizes, hashed where they lie; errs says, in its place, why
 	// a file has none.
@@ -232,20 +243,61 @@ func openAt(fsys FS, name string, size int64) (io.ReaderAt, io.Closer, error) {
 // against it, and has the helper rebuild the file into tmp, or over the
 // target in place when tmp is "".
 func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, tmp string) (delta.Stats, error) {
-	sig, err := s.Signature(ctx, dst.Path, existing.Size())
-	if err != nil {
-		return delta.Stats{}, err
-	}
 	f, closer, err := openAt(src.FS, src.Path, si.Size())
 	if err != nil {
 		return delta.Stats{}, &localDeltaError{err}
 	}
 	defer closer.Close()
-	var derr error
-	st, err := s.Patch(ctx, dst.Path, tmp, sig, si.Size(), func(w io.Writer) error {
-		_, derr = delta.Diff(ctx, sig, f, si.Size(), w, delta.DiffOptions{InPlace: tmp == ""})
-		return derr
-	})
+	var (
+		sig  *delta.Signature
+		derr error
+		diff func(w io.Writer) error
+	)
+	if tmp == "" {
+		// In place, each range is diffed against its own blocks only:
+		// it begins as soon as they have arrived, while the rest of the
+		// signature is on its way, and its records wait in sp for the
+		// patch request, which goes out once the signature is in.
+		dctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		sp := newSpool(dctx, spoolMax)
+		defer sp.closeRead()
+		diffed := make(chan error, 1)
+		started := false
+		sig, err = s.SignatureStream(ctx, dst.Path, existing.Size(), func(sr *delta.SignatureReader) {
+			started = true
+			go func() {
+				_, err := delta.Diff(dctx, sr.Header(), f, si.Size(), sp, delta.DiffOptions{InPlace: true, Blocks: sr.Wait})
+				sp.closeWrite(err)
+				diffed <- err
+			}()
+		})
+		if err != nil {
+			cancel()
+			sp.closeRead()
+			if started {
+				<-diffed
+			}
+			return delta.Stats{}, err
+		}
+		diff = func(w io.Writer) error {
+			_, cerr := io.Copy(w, sp)
+			derr = <-diffed
+			if derr == nil {
+				derr = cerr
+			}
+			return derr
+		}
+	} else {
+		if sig, err = s.Signature(ctx, dst.Path, existing.Size()); err != nil {
+			return delta.Stats{}, err
+		}
+		diff = func(w io.Writer) error {
+			_, derr = delta.Diff(ctx, sig, f, si.Size(), w, delta.DiffOptions{})
+			return derr
+		}
+	}
+	st, err := s.Patch(ctx, dst.Path, tmp, sig, si.Size(), diff)
 	if derr != nil && !errors.Is(derr, delta.ErrMismatch) {
 		var pe *fs.PathError
 		if errors.As(derr, &pe) || errors.Is(derr, io.ErrUnexpectedEOF) {
@@ -255,27 +307,115 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	return st, err
 }
 
+// spoolMax bounds the delta a diff made in place holds while the
+// signature still arrives.
+const spoolMax = 64 << 20
+
+// A spool is a pipe that holds up to max bytes written and not yet read.
+type spool struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	buf   bytes.Buffer
+	max   int
+	wrote bool  // the writer is done: err, or the end
+	err   error // the writer's
+	gone  bool  // the reader is done
+}
+
+func newSpool(ctx context.Context, max int) *spool {
+	sp := &spool{max: max}
+	sp.cond = sync.NewCond(&sp.mu)
+	context.AfterFunc(ctx, sp.closeRead)
+	return sp
+}
+
+func (sp *spool) Write(p []byte) (int, error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for sp.buf.Len() > 0 && sp.buf.Len()+len(p) > sp.max && !sp.gone {
+		sp.cond.Wait()
+	}
+	if sp.gone {
+		return 0, io.ErrClosedPipe
+	}
+	sp.buf.Write(p)
+	sp.cond.Broadcast()
+	return len(p), nil
+}
+
+func (sp *spool) Read(p []byte) (int, error) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for sp.buf.Len() == 0 && !sp.wrote && !sp.gone {
+		sp.cond.Wait()
+	}
+	if sp.buf.Len() > 0 {
+		n, _ := sp.buf.Read(p)
+		sp.cond.Broadcast()
+		return n, nil
+	}
+	if sp.err != nil {
+		return 0, sp.err
+	}
+	return 0, io.EOF
+}
+
+// closeWrite ends what Read returns, with err or the end.
+func (sp *spool) closeWrite(err error) {
+	sp.mu.Lock()
+	sp.wrote, sp.err = true, err
+	sp.cond.Broadcast()
+	sp.mu.Unlock()
+}
+
+// closeRead has writes fail from now on.
+func (sp *spool) closeRead() {
+	sp.mu.Lock()
+	sp.gone = true
+	sp.cond.Broadcast()
+	sp.mu.Unlock()
+}
+
 // pullDelta signs the local target, read through basis, has the helper
 // diff the source against it, and rebuilds the file into out: a fresh
 // file, or with --inplace the target itself (basis and out the same
 // file), which it then cuts to the new size.
 func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, basis io.ReaderAt, out io.WriterAt) (delta.Stats, error) {
+	var got delta.Stats
+	if c.opts.InPlace {
+		// The target is signed as the delta comes back and is applied:
+		// the helper diffs each range once its blocks are there, and a
+		// range is rewritten only after its blocks were read here.
+		bl := delta.BlockSize(existing.Size())
+		var serr error
+		_, err := s.DiffStream(ctx, src.Path, si.Size(), func(w io.Writer) error {
+			serr = delta.SignTo(ctx, basis, existing.Size(), bl, w)
+			return serr
+		}, true, func(r io.Reader) error {
+			var err error
+			_, got, err = delta.Apply(ctx, r, delta.Basis{R: basis, Size: existing.Size(), BlockLen: bl, InPlace: true}, out, si.Size())
+			return err
+		})
+		var pe *fs.PathError
+		if serr != nil && (errors.As(serr, &pe) || errors.Is(serr, io.ErrUnexpectedEOF)) {
+			return got, &localDeltaError{serr}
+		}
+		if err == nil {
+			if err = out.(UpdateFile).Truncate(si.Size()); err != nil {
+				err = &localDeltaError{err}
+			}
+		}
+		return got, err
+	}
 	sig, err := delta.Sign(ctx, basis, existing.Size(), 0)
 	if err != nil {
 		return delta.Stats{}, &localDeltaError{err}
 	}
-	inPlace := c.opts.InPlace
-	var got delta.Stats
-	_, err = s.Diff(ctx, src.Path, si.Size(), sig, inPlace, func(r io.Reader) error {
+	_, err = s.Diff(ctx, src.Path, si.Size(), sig, false, func(r io.Reader) error {
 		var err error
-		_, got, err = delta.Apply(ctx, r, delta.Basis{R: basis, Size: sig.Size, BlockLen: sig.BlockLen, InPlace: inPlace}, out, si.Size())
+		_, got, err = delta.Apply(ctx, r, delta.Basis{R: basis, Size: sig.Size, BlockLen: sig.BlockLen}, out, si.Size())
 		return err
 	})
-	if err == nil && inPlace {
-		if err = out.(UpdateFile).Truncate(si.Size()); err != nil {
-			err = &localDeltaError{err}
-		}
-	}
 	// What this end rebuilt and checked counts, not what the far end says
 	// it sent.
 	return got, err
