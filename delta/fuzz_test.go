@@ -45,18 +45,9 @@ func FuzzApply(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, next := range [][]byte{
-		fuzzBasis,
-		nil,
+	addDeltas(f, sig, false, fuzzBasis, nil,
 		append([]byte("front"), fuzzBasis[1000:]...),
-		append(bytes.Clone(fuzzBasis[:1400]), "tail"...),
-	} {
-		var d bytes.Buffer
-		if _, err := Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), &d, DiffOptions{RangeLen: 1000, Workers: 2}); err != nil {
-			f.Fatal(err)
-		}
-		f.Add(d.Bytes())
-	}
+		append(bytes.Clone(fuzzBasis[:1400]), "tail"...))
 	f.Fuzz(func(t *testing.T, p []byte) { fuzzApply(t, p, false) })
 }
 
@@ -69,18 +60,22 @@ func FuzzApplyInPlace(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	for _, next := range [][]byte{
-		fuzzBasis,
+	addDeltas(f, sig, true, fuzzBasis,
 		append([]byte("front"), fuzzBasis[1000:]...),
-		append(bytes.Clone(fuzzBasis[1400:]), fuzzBasis[:1400]...),
-	} {
+		append(bytes.Clone(fuzzBasis[1400:]), fuzzBasis[:1400]...))
+	f.Fuzz(func(t *testing.T, p []byte) { fuzzApply(t, p, true) })
+}
+
+// addDeltas adds to f's corpus the deltas of nexts against sig.
+func addDeltas(f *testing.F, sig *Signature, inPlace bool, nexts ...[]byte) {
+	for _, next := range nexts {
 		var d bytes.Buffer
-		if _, err := Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), &d, DiffOptions{RangeLen: 1000, Workers: 2, InPlace: true}); err != nil {
+		o := DiffOptions{RangeLen: 1000, Workers: 2, InPlace: inPlace}
+		if _, err := Diff(context.Background(), sig, bytes.NewReader(next), int64(len(next)), &d, o); err != nil {
 			f.Fatal(err)
 		}
 		f.Add(d.Bytes())
 	}
-	f.Fuzz(func(t *testing.T, p []byte) { fuzzApply(t, p, true) })
 }
 
 func fuzzApply(t *testing.T, p []byte, inPlace bool) {

@@ -351,17 +351,6 @@ func (c *DeltaClient) DiffStream(ctx context.Context, path string, size int64, s
 	return st, err
 }
 
-// sentWriter writes a request's chunked stream, flushing each write.
-type sentWriter struct{ w *bufio.Writer }
-
-func (s sentWriter) Write(p []byte) (int, error) {
-	n, err := chunkWriter{w: s.w}.Write(p)
-	if err == nil {
-		err = s.w.Flush()
-	}
-	return n, err
-}
-
 func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
@@ -380,7 +369,7 @@ func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign fu
 	// which the helper takes for the end of the service.
 	signed := make(chan error, 1)
 	go func() {
-		err := sign(sentWriter{w: c.w})
+		err := sign(flushWriter{w: c.w})
 		if err == nil {
 			err = chunkWriter{w: c.w}.end()
 			if err == nil {

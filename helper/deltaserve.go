@@ -23,7 +23,17 @@ type osFiles struct{}
 // Open opens path for reading: a regular file (not a link to one) of
 // size bytes.
 func (osFiles) Open(path string, size int64) (ReadAtCloser, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openSized(path, os.O_RDONLY, size)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// openSized opens path with flags: a regular file (not a link to one) of
+// size bytes.
+func openSized(path string, flags int, size int64) (*os.File, error) {
+	f, err := os.OpenFile(path, flags|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -60,20 +70,8 @@ func (osFiles) OpenTemp(path string) (WriteAtCloser, error) {
 // OpenUpdate opens path to be rewritten in place: a regular file (not a
 // link to one) of size bytes.
 func (osFiles) OpenUpdate(path string, size int64) (UpdateFile, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := openSized(path, os.O_RDWR, size)
 	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	switch {
-	case err != nil:
-	case !fi.Mode().IsRegular():
-		err = fmt.Errorf("%s: not a regular file", path)
-	case fi.Size() != size:
-		err = fmt.Errorf("%s: %d bytes, not the %d listed: it changed", path, fi.Size(), size)
-	}
-	if err != nil {
-		f.Close()
 		return nil, err
 	}
 	return f, nil

@@ -271,7 +271,8 @@ func diffInPlaceStream(ctx context.Context, in *chunkReader, w *bufio.Writer, fi
 }
 
 // flushWriter writes a chunked stream and flushes each write: a delta
-// made as its signature arrives goes out as it is made.
+// made as its signature arrives goes out as it is made, and so does a
+// signature as it is made.
 type flushWriter struct{ w *bufio.Writer }
 
 func (f flushWriter) Write(p []byte) (int, error) {
