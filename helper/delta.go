@@ -384,6 +384,7 @@ func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign fu
 	}()
 	in := &chunkReader{r: c.r}
 	aerr := apply(in)
+	cut := false
 	switch {
 	case aerr != nil && in.done:
 		// The helper ended the delta early: its status says why.
@@ -392,10 +393,11 @@ func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign fu
 		}
 	case aerr != nil:
 		// The rest of the delta is not read: the channel goes, and the
-		// signature's writes with it.
+		// signature's writes with it, whose error then says nothing.
 		c.c.Close()
+		cut = true
 	}
-	if serr := <-signed; serr != nil {
+	if serr := <-signed; serr != nil && !cut {
 		var se *signError
 		if errors.As(serr, &se) {
 			return delta.Stats{}, se.err

@@ -349,3 +349,44 @@ func TestDeltaServiceWalk(t *testing.T) {
 		t.Errorf("after the walks: %v", err)
 	}
 }
+
+// A diff whose signature is streamed: the delta flows back while it is
+// written, and when this end stops applying part way the error it gets
+// is its own, not the cut channel's.
+func TestDeltaServiceDiffStream(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old := randomBytes(5, 3<<20)
+	next := bytes.Clone(old)
+	copy(next[1<<20:], "a change")
+	src := filepath.Join(dir, "src")
+	os.WriteFile(src, next, 0o644)
+	bl := delta.BlockSize(int64(len(old)))
+	sign := func(w io.Writer) error { return delta.SignTo(ctx, bytes.NewReader(old), int64(len(old)), bl, w) }
+
+	c := deltaPair(t)
+	local := &memFile{b: bytes.Clone(old)}
+	_, err := c.DiffStream(ctx, src, int64(len(next)), sign, true, func(r io.Reader) error {
+		_, _, err := delta.Apply(ctx, r, delta.Basis{R: local, Size: int64(len(old)), BlockLen: bl, InPlace: true}, local, int64(len(next)))
+		return err
+	})
+	if err != nil || !bytes.Equal(local.b[:len(next)], next) {
+		t.Fatalf("streamed diff in place: %v", err)
+	}
+
+	// A service of its own: it ends with the channel cut mid-request.
+	a, b := net.Pipe()
+	go func() { ServeDelta(ctx, b, b); b.Close() }()
+	if c, err = NewDeltaClient(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stop := errors.New("stopped applying")
+	_, err = c.DiffStream(ctx, src, int64(len(next)), sign, true, func(r io.Reader) error {
+		r.Read(make([]byte, 10))
+		return stop
+	})
+	if !errors.Is(err, stop) || !c.Broken() {
+		t.Errorf("apply stopped part way: %v (broken %v), want its own error and the channel given up", err, c.Broken())
+	}
+}
