@@ -25,8 +25,13 @@ type Options struct {
 	Devices   bool // -D: devices and specials (reported and left out: SFTP cannot make them)
 	HardLinks bool // -H
 
-	Checksum       bool // -c: compare content, not size and time
-	SizeOnly       bool // --size-only
+	Checksum bool // -c: compare content, not size and time
+	SizeOnly bool // --size-only
+	// Append is rsync's --append and --append-verify: a file the quick
+	// check finds changed is left alone, attributes and all, unless its
+	// target is shorter (the rest is then sent; hpncp checks the whole
+	// file either way, as --append-verify does).
+	Append         bool
 	IgnoreTimes    bool // -I: send every file
 	Update         bool // -u: leave a target newer than its source
 	Existing       bool // --existing: create nothing new
@@ -301,6 +306,7 @@ func makePlan(ctx context.Context, src, dst *Tree, srcName string, o Options) *P
 				same, differs := o.same(s, d, sums)
 				code := o.attrCode(s, d, !same, differs)
 				switch {
+				case !same && o.Append && d.Info.Size() >= s.Info.Size():
 				case !same:
 					p.send(&Change{kind: sendFile, Name: n, Item: string(y) + "f" + code, src: s, dst: d})
 				case code != ".........":

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io/fs"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -336,6 +337,75 @@ func TestSyncWalkAheadE2E(t *testing.T) {
 				got, _ := os.ReadFile(filepath.Join(dst, "d3", "e", "f"))
 				if want := map[bool]string{true: "same", false: "newer"}[dry]; string(got) != want {
 					t.Errorf("the target holds %q, want %q", got, want)
+				}
+			})
+		}
+	}
+}
+
+// TestSyncAppendE2E: --append (and --append-verify, the same in hpncp)
+// sends the rest of a file whose target is shorter, in place, about the
+// new bytes only; leaves alone, attributes too, a changed file whose
+// target is not shorter, as rsync does; and, unlike rsync's --append,
+// never trusts the old bytes: a target whose start differs ends up the
+// source's.
+func TestSyncAppendE2E(t *testing.T) {
+	srv, bin, _ := helperServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewSource(38))
+	log := make([]byte, 3<<20)
+	rng.Read(log)
+	stamp := time.Date(2022, 5, 6, 7, 8, 9, 0, time.UTC)
+	for _, dir := range []string{"up", "down"} {
+		for _, flag := range []string{"--append", "--append-verify"} {
+			t.Run(dir+flag, func(t *testing.T) {
+				local, remote := t.TempDir(), t.TempDir()
+				src, dst := local, remote
+				from, to := local+"/", "e2e:"+remote+"/"
+				if dir == "down" {
+					src, dst = remote, local
+					from, to = "e2e:"+remote+"/", local+"/"
+				}
+				write := func(root, name string, data []byte, mode fs.FileMode) {
+					p := filepath.Join(root, name)
+					os.WriteFile(p, data, mode)
+					os.Chmod(p, mode)
+				}
+				write(src, "grown", log, 0o644)
+				write(dst, "grown", log[:2<<20], 0o644)
+				write(src, "longer", log[:1000], 0o644)
+				write(dst, "longer", log[:2000], 0o600)
+				other := bytes.Clone(log[:2<<20])
+				other[100] ^= 1
+				write(src, "changed", log, 0o644)
+				write(dst, "changed", other, 0o644)
+				for _, n := range []string{"grown", "longer", "changed"} {
+					os.Chtimes(filepath.Join(src, n), stamp, stamp)
+				}
+				stdout, stderr, err := runSSHArgs(ctx, "hpncp", []string{"sync", "-e", "ssh -F " + srv.ConfigFile, "--helper-path", bin,
+					"-a", "-i", "--stats", flag, from, to}, nil)
+				if err != nil {
+					t.Fatalf("sync %s: %v\n%s%s", flag, err, stdout, stderr)
+				}
+				for _, n := range []string{"grown", "changed"} {
+					if got, _ := os.ReadFile(filepath.Join(dst, n)); !bytes.Equal(got, log) {
+						t.Errorf("%s: %d bytes, not the source's", n, len(got))
+					}
+				}
+				if got, _ := os.ReadFile(filepath.Join(dst, "longer")); !bytes.Equal(got, log[:2000]) {
+					t.Errorf("longer: its target was changed")
+				}
+				if fi, _ := os.Stat(filepath.Join(dst, "longer")); fi.Mode().Perm() != 0o600 {
+					t.Errorf("longer: mode %v, want its own 0600 left alone", fi.Mode().Perm())
+				}
+				if !strings.Contains(stdout, ">f.st...... grown") && !strings.Contains(stdout, "<f.st...... grown") ||
+					strings.Contains(stdout, " longer") {
+					t.Errorf("itemized:\n%s", stdout)
+				}
+				// grown's rest and a block around changed's one byte.
+				if sent := literalData(t, stdout); sent > 2*(1<<20)+64<<10 {
+					t.Errorf("sent %d literal bytes for 2 MiB of new data", sent)
 				}
 			})
 		}

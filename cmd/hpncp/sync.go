@@ -142,7 +142,7 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 	mo := mirror.Options{
 		Recursive: o.recursive, Links: o.links, Perms: o.perms, Times: o.times,
 		Owner: o.owner, Group: o.group, Devices: o.devices || o.specials, HardLinks: o.hardLinks,
-		Checksum: o.checksum, SizeOnly: o.sizeOnly, IgnoreTimes: o.ignoreTimes, Update: o.update,
+		Checksum: o.checksum, SizeOnly: o.sizeOnly, IgnoreTimes: o.ignoreTimes, Update: o.update, Append: o.appendMode,
 		Existing: o.existing, IgnoreExisting: o.ignoreExisting, MinSize: o.minSize, MaxSize: o.maxSize,
 		Delete: o.delete, DeleteExcluded: o.deleteExcluded, MaxDelete: o.maxDelete,
 		DryRun: o.dryRun, SafeLinks: o.safeLinks,
@@ -167,7 +167,7 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 		}
 	}
 	j := job.SyncJob{Mirror: mo, Conn: co.conn(stderr), RemoveSource: o.removeSource,
-		Verbose: o.verbose, Itemize: o.itemize, WholeFile: o.wholeFile, InPlace: o.inPlace,
+		Verbose: o.verbose, Itemize: o.itemize, WholeFile: o.wholeFile, InPlace: o.inPlace || o.appendMode,
 		Helper: job.DeltaHelper{Helper: o.helper, HelperPath: o.helperPath, HelperDir: o.helperDir}}
 	for _, s := range o.operands[:len(o.operands)-1] {
 		op, err := parseSyncOperand(s)

@@ -36,6 +36,8 @@ type syncOptions struct {
 	wholeFile bool
 	// inPlace is --inplace: a delta rewrites its target where it lies.
 	inPlace bool
+	// appendMode is --append or --append-verify (the same in hpncp).
+	appendMode bool
 
 	// hpncp's own, which rsync does not have.
 	json, verify                  bool
@@ -167,6 +169,8 @@ var syncFlags = []syncFlag{
 	{long: "whole-file", short: 'W', set: on(func(o *syncOptions) *bool { return &o.wholeFile })},
 	{long: "no-whole-file", set: func(o *syncOptions, _ string) error { o.wholeFile = false; return nil }},
 	{long: "inplace", set: on(func(o *syncOptions) *bool { return &o.inPlace })},
+	{long: "append", set: on(func(o *syncOptions) *bool { return &o.appendMode })},
+	{long: "append-verify", set: on(func(o *syncOptions) *bool { return &o.appendMode })},
 	{long: "helper", valued: true, set: func(o *syncOptions, v string) error {
 		switch v {
 		case job.HelperAuto, job.HelperNever:
@@ -198,8 +202,6 @@ var syncFlags = []syncFlag{
 // refusedSyncFlags are rsync flags people use that hpncp sync does not
 // do, with why, so that one given is an error naming it.
 var refusedSyncFlags = map[string]string{
-	"append":           "use --partial: hpncp continues interrupted files from its journal",
-	"append-verify":    "use --partial: hpncp continues interrupted files from its journal",
 	"acls":             "SFTP carries no ACLs",
 	"A":                "SFTP carries no ACLs",
 	"xattrs":           "SFTP carries no extended attributes",
@@ -223,12 +225,12 @@ var refusedSyncFlags = map[string]string{
 	"x":                "not supported",
 	"cvs-exclude":      "not supported: give the patterns with --exclude",
 	"C":                "not supported: give the patterns with --exclude",
-	"checksum-choice":  "hpncp compares SHA-256 sums",
+	"checksum-choice":  "hpncp picks its sums: SHA-256, or XXH3-128 both ends with a helper",
 	"modify-window":    "not supported: times are compared to the second",
 	"temp-dir":         "hpncp writes every file beside its target",
 	"T":                "hpncp writes every file beside its target",
-	"fuzzy":            "hpncp sends whole files",
-	"y":                "hpncp sends whole files",
+	"fuzzy":            "hpncp's deltas take the target of the same name as their basis",
+	"y":                "hpncp's deltas take the target of the same name as their basis",
 	"chmod":            "not supported",
 	"chown":            "not supported",
 	"usermap":          "not supported",

@@ -47,6 +47,10 @@ Flags (rsync's, with rsync's meanings):
                          only what changed (no second copy; a cut run leaves
                          it part rewritten until the next); files that go
                          whole are still written beside and renamed
+      --append, --append-verify  leave alone a changed file whose target
+                         is not shorter; send the rest of one that is,
+                         in place (--inplace), the whole file checked
+                         (both verify: hpncp never trusts the old bytes)
       --size-only        compare size only
       --existing         create nothing new on the receiver
       --ignore-existing  update nothing the receiver has

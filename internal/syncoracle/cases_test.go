@@ -59,6 +59,7 @@ func cases() []Case {
 		{Flags: []string{"-a", "-u"}, Target: OlderCopy},
 		{Flags: []string{"-a", "-u", "--delete"}, Target: OlderCopy},
 		{Flags: []string{"-a", "--size-only"}, Target: OlderCopy},
+		{Flags: []string{"-a", "--append-verify"}, Target: OlderCopy},
 		{Flags: []string{"-a", "--existing"}, Target: OlderCopy},
 		{Flags: []string{"-a", "--existing"}, Target: Clashes},
 		{Flags: []string{"-a", "--ignore-existing"}, Target: OlderCopy},
