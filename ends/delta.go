@@ -82,7 +82,7 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 	}
 	h.early[c] = dh
 	h.mu.Unlock()
-	go func() {
+	h.bg.Go(func() {
 		l, err := line(host)
 		dh.line, dh.noneErr = l, err
 		var first *helper.DeltaClient
@@ -116,7 +116,7 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 		}
 		dh.releaser(first)()
 		close(dh.walked)
-	}()
+	})
 }
 
 // WalkAhead has the helper of l's host, once it is up, walk the tree at

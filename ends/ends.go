@@ -189,7 +189,11 @@ type Hosts struct {
 	// walkAhead are the trees to be walked by each destination's helper
 	// as soon as it is up (WalkAhead).
 	walkAhead map[string][]walkAsk
-	closed    bool // Close ran: a dial that ends later closes its connection
+	closed    bool
+	// bg are the run's goroutines that dial, warm or start a helper in
+	// the background: Close waits for them, so that none logs, or holds
+	// a connection, once the run is over.
+	bg sync.WaitGroup // Close ran: a dial that ends later closes its connection
 	// aborted ends every dial, under way or to come, once the copy has
 	// been given up (Abort).
 	aborted     context.Context
@@ -406,7 +410,7 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 			return transfer.Endpoint{}, err
 		}
 		if h.opts.Warm && h.opts.WarmFirst {
-			go h.warm(ctx, first)
+			h.bg.Go(func() { h.warm(ctx, first) })
 		}
 		h.startDelta(ctx, first, l.Host, key)
 		logf := func(string, ...any) {}
@@ -435,7 +439,7 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 				if !ok {
 					d.c, d.err = dial(ctx, sshconn.DialHooks{})
 					if d.err == nil && h.opts.Warm {
-						go h.warm(ctx, d.c)
+						h.bg.Go(func() { h.warm(ctx, d.c) })
 					}
 				}
 				if d.err != nil {
@@ -498,7 +502,7 @@ func (h *Hosts) predial(ctx context.Context, conn net.Conn, pre *protocol.PreOpe
 	n := conns - 1
 	s.pending, s.ready, s.sessions = n, make(chan dialed, n), sessions
 	for range n {
-		go func() {
+		h.bg.Go(func() {
 			// An unused connection is closed with the others, and one
 			// still dialing is ended (Close); so are its sessions.
 			d := dialed{}
@@ -507,11 +511,11 @@ func (h *Hosts) predial(ctx context.Context, conn net.Conn, pre *protocol.PreOpe
 				// Taken as soon as it is up; its sessions follow.
 				d.ready = protocol.StartReady(d.c.Client, sessions, pre)
 				if h.opts.Warm {
-					go h.warm(ctx, d.c)
+					h.bg.Go(func() { h.warm(ctx, d.c) })
 				}
 			}
 			s.ready <- d
-		}()
+		})
 	}
 	return s
 }
@@ -733,6 +737,7 @@ func (h *Hosts) Close() {
 	for _, e := range h.sftp {
 		_ = e.Close()
 	}
+	h.bg.Wait()
 }
 
 // RemotePath turns "~" and "~/x" into paths relative to the remote home,
