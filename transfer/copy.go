@@ -289,6 +289,9 @@ type copier struct {
 	// helperStarted has the remote end's helper started once, at the
 	// first file --verify hashes there, while that file is copied.
 	helperStarted sync.Once
+	// helperMissed has -v say once why the remote hashes are the
+	// server's sha256sum's rather than a helper's.
+	helperMissed sync.Once
 	*sched
 }
 

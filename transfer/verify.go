@@ -78,7 +78,11 @@ func (r *hashingReader) Read(p []byte) (int, error) {
 // its sha256sum, which took 2.5 s a GiB on the test machine.
 func (c *copier) sum256(ctx context.Context, e Endpoint, size int64) ([]byte, error) {
 	if c.opts.Helper != nil && isRemote(e.FS) && size >= 0 {
-		if s, release, err := c.opts.Helper.DeltaSession(ctx, e.FS); err == nil {
+		s, release, err := c.opts.Helper.DeltaSession(ctx, e.FS)
+		if err != nil && ctx.Err() == nil {
+			c.helperMissed.Do(func() { c.logf("hash %s: no helper: %v; asking the server's sha256sum", e, err) })
+		}
+		if err == nil {
 			sums, errs, err := s.SHA256s(ctx, []string{e.Path}, []int64{size})
 			release()
 			switch {

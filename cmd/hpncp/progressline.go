@@ -110,11 +110,16 @@ func (l *lineWriter) wipe() {
 	l.prev, l.drawn = 0, false
 }
 
+// write writes s whole, between the -v lines (logMu): both go to
+// stderr, the log from goroutines of its own.
 func (l *lineWriter) write(s string) {
 	if l.broken {
 		return
 	}
-	if _, err := io.WriteString(l.w, s); err != nil {
+	logMu.Lock()
+	_, err := io.WriteString(l.w, s)
+	logMu.Unlock()
+	if err != nil {
 		l.broken = true
 	}
 }
