@@ -14,6 +14,11 @@ const DefaultDir = "~/.cache/hpncp/helper"
 // BinaryName is the helper's file in its version's directory.
 const BinaryName = "hpncp"
 
+// CheckedName is the file beside the helper that records which file its
+// last hash check found right (Launch), so that a run after it need not
+// hash the whole binary again.
+const CheckedName = BinaryName + ".checked"
+
 // VersionDir is the directory of DefaultDir (or another) that holds the
 // helper binary of hash sum: the protocol, then the hash's first 16 hex
 // digits, so that helpers of other builds sit beside it and a stale one
@@ -121,6 +126,18 @@ func CheckFailed(text string) (string, bool) {
 // channels at once cost the start of a striped command half a second.
 // It is sh's, under whatever shell the login has: every word in it is
 // quoted for that shell too.
+//
+// Hashing the binary costs a tenth of a second before every run's first
+// channel, so a check that found it right records, beside it
+// (CheckedName), the file it checked as stat(1) sees it: device, inode,
+// size, modification and change times. A later line whose stat says the
+// same runs the helper without hashing it. Any write to the file, or
+// another file put in its place, changes its change time, which no user
+// can set; so that a write in the same second as the check cannot pass
+// for the file checked, the record is made only for a file whose change
+// time is two seconds past, and only when stat said the same before and
+// after the hash. Without GNU stat (or busybox's) there is no record,
+// and every first channel hashes.
 func Launch(dir string, sum [32]byte, job, args string, join bool) string {
 	want := hex.EncodeToString(sum[:])
 	script := "h=" + ShellDir(dir) + "/" + VersionDir(sum) + "/" + BinaryName + "; " +
@@ -133,9 +150,13 @@ func Launch(dir string, sum [32]byte, job, args string, join bool) string {
 			`echo "` + checkFailed + `no checked helper started the job; not running $h" >&2; exit 126; fi; sleep 0.1; done; ` +
 			`exec "$h" serve ` + args + `; fi; `
 	} else {
-		script += `s=$( (sha256sum || shasum -a 256 || sha256) <"$h" 2>/dev/null); ` +
+		stat := `$(stat -L -c "%d %i %s %Y %Z" "$h" 2>/dev/null)`
+		script += `c="$h".checked; k=` + stat + `; r=; { read -r r <"$c"; } 2>/dev/null; ` +
+			`if [ -n "$k" ] && [ "$r" = "` + want + ` $k" ]; then exec "$h" serve ` + args + `; fi; ` +
+			`s=$( (sha256sum || shasum -a 256 || sha256) <"$h" 2>/dev/null); ` +
 			`case "$s" in ` +
-			want + `*) exec "$h" serve ` + args + `;; ` +
+			want + `*) if [ -n "$k" ] && [ "$k" = "` + stat + `" ] && [ "${k##* }" -lt $(($(date +%s) - 1)) ]; then ` +
+			`{ echo "` + want + ` $k" >"$c"; } 2>/dev/null; fi; exec "$h" serve ` + args + `;; ` +
 			`"") echo "` + checkFailed + `no sha256sum, shasum or sha256 to check $h with; not running it" >&2;; ` +
 			`*) echo "` + checkFailed + `$h is not the file installed: its sha256 differs; not running it" >&2;; ` +
 			`esac; exit 126; fi; `

@@ -486,7 +486,7 @@ func (f *helperFiles) remove(logf func(string, ...any)) (removed []string, err e
 				return removed, fmt.Errorf("list %s: %w", f.where(p), err)
 			}
 			for _, fi := range files {
-				if fi.Name() != helper.BinaryName && !helper.IsTempName(fi.Name()) {
+				if fi.Name() != helper.BinaryName && fi.Name() != helper.CheckedName && !helper.IsTempName(fi.Name()) {
 					left = append(left, path.Join(p, fi.Name()))
 					continue
 				}
