@@ -15,7 +15,9 @@
 #             region: a 4 GiB file with 1 % of it changed in one place;
 #             checksum: an unchanged tree of 10,000 files of 100 KiB in
 #             1,000 directories (1 GiB), synced with -c (rsync -a -c,
-#             hpncp sync -a -c: the helper hashes the remote files)
+#             hpncp sync -a -c: the helper hashes the remote files);
+#             dryrun: the same tree, unchanged, with -n (a re-run's
+#             preview: the remote tree listed, nothing moved)
 #   --tools   rsync (rsync -a -e ssh; the server's rsync), hpn-sync
 #             (hpncp sync -a with the hpncp under test installed at the
 #             far end by hpncp helper install, into the run's
@@ -134,9 +136,11 @@ busy_cpu() {
 sync_once() {
 	local tool=$1 dir=$2 name=$3 cfg=$work/ssh_config src dst from to stats
 	local c=
-	if [ "$name" = checksum ]; then
-		# The same tree both ends, its times the same: -c reads it all.
+	if [ "$name" = checksum ] || [ "$name" = dryrun ]; then
+		# The same tree both ends, its times the same: -c reads it all,
+		# -n lists both and plans.
 		c=-c
+		[ "$name" = checksum ] || c=-n
 		src=$work/files/checksum.tree dst=$work/remote/checksum.tree
 		[ "$dir" = up ] || dst=$work/local/checksum.tree
 		[ -e "$dst" ] || { cp -a "$src" "$dst"; chown -R "${bench_user:-$(id -un)}" "$dst"; }
@@ -180,7 +184,7 @@ sync_once() {
 }
 
 for c in $cases; do
-	if [ "$c" = checksum ]; then maketree; else makecase "$c"; fi
+	case $c in checksum | dryrun) maketree ;; *) makecase "$c" ;; esac
 done
 wan_up --rtt "${rtt}ms" --rate "$rate" --tcp debian
 WAN_UP=1

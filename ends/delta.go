@@ -44,15 +44,15 @@ type deltaHost struct {
 }
 
 // DeltaHosts are the hosts' delta services for a copy (transfer.Options.
-// Delta): line says what runs the helper's delta service on a host, or
-// why none is to run there.
+// Delta): line says what runs the helper's delta service on a host, with
+// extra (when not "") among its arguments, or why none is to run there.
 //
 // Each host's helper is started on its first connection as soon as that
 // is up (startDelta), beside the SFTP start: on a long path its channel,
 // command and greeting are several round trips, which a sync's walk of
 // the remote tree, or its first delta, would otherwise wait for after
 // the SFTP start's own.
-func (h *Hosts) DeltaHosts(line func(host string) (string, error)) transfer.DeltaHosts {
+func (h *Hosts) DeltaHosts(line func(host, extra string) (string, error)) transfer.DeltaHosts {
 	h.mu.Lock()
 	h.deltaLine = line
 	h.mu.Unlock()
@@ -62,7 +62,9 @@ func (h *Hosts) DeltaHosts(line func(host string) (string, error)) transfer.Delt
 // startDelta starts host's helper on c, its first connection, when the
 // run has asked for helpers; the end's first DeltaSession waits for it.
 // The trees WalkAhead named for the destination key are walked on it
-// straight away.
+// straight away, the first asked for in the helper's command line: its
+// answer follows the hello, a round trip sooner than a request sent
+// once the helper is up.
 func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key string) {
 	h.mu.Lock()
 	line := h.deltaLine
@@ -83,11 +85,21 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 	h.early[c] = dh
 	h.mu.Unlock()
 	h.bg.Go(func() {
-		l, err := line(host)
+		l, err := line(host, "")
 		dh.line, dh.noneErr = l, err
 		var first *helper.DeltaClient
+		asked := ""
+		if err == nil && len(asks) > 0 {
+			asked = helper.WalkArg(asks[0].root, asks[0].maxEntries)
+		}
 		if err == nil {
-			first, err = dh.open(ctx)
+			firstLine := l
+			if asked != "" {
+				firstLine, err = line(host, asked)
+			}
+			if err == nil {
+				first, err = dh.open(ctx, firstLine)
+			}
 			if err != nil && ctx.Err() == nil {
 				dh.noneErr = err
 			}
@@ -111,7 +123,11 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 		close(dh.started)
 		for i, a := range asks {
 			w := answers[i]
-			w.dirs, w.errs, w.err = first.Walk(ctx, a.root, a.maxEntries, a.maxBytes)
+			if i == 0 && asked != "" {
+				w.dirs, w.errs, w.err = first.WalkAsked(ctx, a.root, a.maxEntries, a.maxBytes)
+			} else {
+				w.dirs, w.errs, w.err = first.Walk(ctx, a.root, a.maxEntries, a.maxBytes)
+			}
 			close(w.done)
 		}
 		dh.releaser(first)()
@@ -189,7 +205,7 @@ func (s session) Walk(ctx context.Context, root string, maxEntries, maxBytes int
 
 type deltaHosts struct {
 	h    *Hosts
-	line func(host string) (string, error)
+	line func(host, extra string) (string, error)
 }
 
 func (d deltaHosts) DeltaSession(ctx context.Context, end transfer.FS) (transfer.DeltaSession, func(), error) {
@@ -203,7 +219,7 @@ func (d deltaHosts) DeltaSession(ctx context.Context, end transfer.FS) (transfer
 		}
 		if dh = d.h.early[f.c]; dh == nil {
 			dh = &deltaHost{c: f.c, host: f.host}
-			line, err := d.line(f.host)
+			line, err := d.line(f.host, "")
 			dh.line, dh.noneErr = line, err
 		}
 		d.h.delta[end] = dh
@@ -236,7 +252,7 @@ func (d *deltaHost) take(ctx context.Context) (transfer.DeltaSession, func(), er
 		return session{c, d}, d.releaser(c), nil
 	}
 	d.mu.Unlock()
-	c, err := d.open(ctx)
+	c, err := d.open(ctx, d.line)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.mu.Lock()
@@ -269,8 +285,8 @@ func (d *deltaHost) close() {
 	d.idle = nil
 }
 
-// open runs the delta service on a new channel.
-func (d *deltaHost) open(ctx context.Context) (*helper.DeltaClient, error) {
+// open runs the delta service on a new channel, started by line.
+func (d *deltaHost) open(ctx context.Context, line string) (*helper.DeltaClient, error) {
 	ch, reqs, err := d.c.OpenChannel("session", nil)
 	if err != nil {
 		return nil, &sshconn.Error{Op: "open session on", Host: d.host, Err: err}
@@ -279,7 +295,7 @@ func (d *deltaHost) open(ctx context.Context) (*helper.DeltaClient, error) {
 	for _, kv := range d.c.Config.Environment(os.Environ()) {
 		ch.SendRequest("env", false, ssh.Marshal(struct{ Name, Value string }{kv[0], kv[1]}))
 	}
-	ok, err := ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{d.line}))
+	ok, err := ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{line}))
 	if err == nil && !ok {
 		err = errors.New("the server refused it")
 	}

@@ -184,7 +184,7 @@ type Hosts struct {
 	// deltaLine, once DeltaHosts has been asked for, is its launch line:
 	// each host's helper is then started on its first connection as soon
 	// as it is up, beside the SFTP start (early).
-	deltaLine func(host string) (string, error)
+	deltaLine func(host, extra string) (string, error)
 	early     map[*sshconn.Client]*deltaHost
 	// walkAhead are the trees to be walked by each destination's helper
 	// as soon as it is up (WalkAhead).

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,8 +32,9 @@ import (
 // that many bytes, ended by a chunk of none: an end that fails part way
 // through still ends its stream, and the channel stays in step.
 
-// deltaHello is the delta service's first line.
-const deltaHello = "hpncp-delta 2\n"
+// deltaHello is the delta service's first line. Version 3: the first
+// request may come in the command line (RequestArg).
+const deltaHello = "hpncp-delta 3\n"
 
 const (
 	opSign  = 'S'
@@ -54,6 +56,38 @@ const (
 	// maxSums bounds the files of one sums request.
 	maxSums = 1 << 20
 )
+
+// RequestFlag is hpncp serve's flag whose value, base64url, is the delta
+// service's first request, read as if it came first on the channel: its
+// answer then follows the hello without the round trip of a request sent
+// once the channel has started. (The command line is in the server's
+// process list, as rsync's paths are in its.) MaxRequestArg bounds the
+// flag's value.
+const (
+	RequestFlag   = "request"
+	MaxRequestArg = 8 << 10
+)
+
+// FirstRequest decodes a RequestFlag's value.
+func FirstRequest(arg string) ([]byte, error) {
+	if len(arg) > MaxRequestArg {
+		return nil, fmt.Errorf("--%s: %d bytes, more than %d", RequestFlag, len(arg), MaxRequestArg)
+	}
+	req, err := base64.RawURLEncoding.DecodeString(arg)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", RequestFlag, err)
+	}
+	return req, nil
+}
+
+// requestArg is the serve arguments that carry req in the command line,
+// or "" where it is too long to.
+func requestArg(req []byte) string {
+	if base64.RawURLEncoding.EncodedLen(len(req)) > MaxRequestArg {
+		return ""
+	}
+	return "--" + RequestFlag + " " + base64.RawURLEncoding.EncodeToString(req)
+}
 
 // ErrDeltaProtocol is wrapped by errors about bytes that are not the
 // delta service's.

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -347,6 +348,44 @@ func TestDeltaServiceWalk(t *testing.T) {
 	}
 	if _, err := c.Signature(ctx, filepath.Join(root, "top"), 3); err != nil {
 		t.Errorf("after the walks: %v", err)
+	}
+
+	// The walk asked for in the command line (--request): its answer
+	// follows the hello, the same as asked on the channel, and the
+	// service goes on.
+	arg := WalkArg(root, 1000)
+	value, ok := strings.CutPrefix(arg, "--"+RequestFlag+" ")
+	if !ok {
+		t.Fatalf("WalkArg: %q", arg)
+	}
+	req, err := FirstRequest(value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := net.Pipe()
+	go func() { ServeDelta(ctx, io.MultiReader(bytes.NewReader(req), b), b); b.Close() }()
+	c2, err := NewDeltaClient(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	asked, _, err := c2.WalkAsked(ctx, root, 1000, 1<<20)
+	if err != nil || len(asked) != len(dirs) || len(asked["a/b"]) != 2 {
+		t.Errorf("the walk asked in the command line: %d directories (%v), want %d", len(asked), err, len(dirs))
+	}
+	if _, err := c2.Signature(ctx, filepath.Join(root, "top"), 3); err != nil {
+		t.Errorf("after the walk asked in the command line: %v", err)
+	}
+	// A request too long for a command line is not put in one, and a
+	// value past the bound is refused.
+	if arg := WalkArg(strings.Repeat("x", MaxRequestArg), 1); arg != "" {
+		t.Errorf("a walk of a %d-byte root went in the command line", MaxRequestArg)
+	}
+	if _, err := FirstRequest(strings.Repeat("A", MaxRequestArg+1)); err == nil {
+		t.Errorf("a request past the bound was taken")
+	}
+	if _, err := FirstRequest("not base64!"); err == nil {
+		t.Errorf("a request not base64url was taken")
 	}
 }
 

@@ -72,7 +72,7 @@ func (c *DeltaClient) Walk(ctx context.Context, root string, maxEntries, maxByte
 	if c.broken {
 		return nil, nil, errBroken
 	}
-	w, err := c.walk(ctx, root, maxEntries, maxBytes)
+	w, err := c.walk(ctx, root, maxEntries, maxBytes, true)
 	var de *DeltaError
 	if !errors.As(err, &de) {
 		c.breaks(err)
@@ -88,16 +88,51 @@ type walked struct {
 	errs map[string]string
 }
 
-func (c *DeltaClient) walk(ctx context.Context, root string, maxEntries, maxBytes int) (*walked, error) {
+// WalkArg is the serve arguments that ask, in the helper's command line,
+// for the walk Walk(root, maxEntries, …) would ask for; WalkAsked then
+// reads its answer. It is "" where the request is too long for a command
+// line.
+func WalkArg(root string, maxEntries int) string {
+	return requestArg(walkRequest(root, maxEntries))
+}
+
+// WalkAsked is Walk's answer to the walk the helper's command line asked
+// for (WalkArg, with the same root and maxEntries): the first thing the
+// client reads after the hello.
+func (c *DeltaClient) WalkAsked(ctx context.Context, root string, maxEntries, maxBytes int) (dirs map[string][]fs.FileInfo, errs map[string]string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken {
+		return nil, nil, errBroken
+	}
+	w, err := c.walk(ctx, root, maxEntries, maxBytes, false)
+	var de *DeltaError
+	if !errors.As(err, &de) {
+		c.breaks(err)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return w.dirs, w.errs, nil
+}
+
+func walkRequest(root string, maxEntries int) []byte {
+	req := appendString([]byte{opWalk}, root)
+	return binary.AppendUvarint(req, uint64(maxEntries))
+}
+
+// walk asks for the walk (unless asked, when the command line has) and
+// reads its answer.
+func (c *DeltaClient) walk(ctx context.Context, root string, maxEntries, maxBytes int, ask bool) (*walked, error) {
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
-	req := appendString([]byte{opWalk}, root)
-	req = binary.AppendUvarint(req, uint64(maxEntries))
-	if _, err := c.w.Write(req); err != nil {
-		return nil, err
-	}
-	if err := c.w.Flush(); err != nil {
-		return nil, err
+	if ask {
+		if _, err := c.w.Write(walkRequest(root, maxEntries)); err != nil {
+			return nil, err
+		}
+		if err := c.w.Flush(); err != nil {
+			return nil, err
+		}
 	}
 	in := &chunkReader{r: c.r}
 	// The records come compressed (zstd): names repeat, and a tree's

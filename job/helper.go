@@ -1,6 +1,7 @@
 package job
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -352,6 +353,7 @@ type ServeOptions struct {
 	Channels int    // --channels: the job's, this one with them
 	Join     bool   // --join: hand this channel to the job's first
 	Delta    bool   // --delta: serve delta transfers on this channel
+	Request  string // --request: the delta service's first request (helper.FirstRequest)
 	Version  string // this hpncp's, for the client's error
 	Stdout   io.Writer
 }
@@ -367,7 +369,15 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return helper.Join(ctx, o.Job, os.Stdin, os.Stdout)
 	}
 	if o.Delta {
-		return helper.ServeDelta(ctx, os.Stdin, o.Stdout)
+		var in io.Reader = os.Stdin
+		if o.Request != "" {
+			req, err := helper.FirstRequest(o.Request)
+			if err != nil {
+				return err
+			}
+			in = io.MultiReader(bytes.NewReader(req), os.Stdin)
+		}
+		return helper.ServeDelta(ctx, in, o.Stdout)
 	}
 	// The helper runs on someone's server beside their work: what it
 	// holds is stdin's reorder budget and a frame per channel, and the

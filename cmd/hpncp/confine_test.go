@@ -50,7 +50,7 @@ var confineRuns = []frontEnd{
 	// Files whose old version the target has go as deltas, through the
 	// hostile server's helper (hostile.HelperPath).
 	// (-v and -vv: their logs say when a file went as one, counted as
-	// "deltas".)
+	// "deltas", and when the helper walked the remote tree, "walked".)
 	{name: "r-delta", args: []string{"-r", "-v", "--delta", "--helper-path", hostile.HelperPath}},
 	{name: "sync-a-delta", args: []string{"-a", "-vv", "--helper-path", hostile.HelperPath}, sync: true},
 	// --inplace: the pulled deltas rewrite the targets where they lie.
@@ -63,7 +63,7 @@ var confineRuns = []frontEnd{
 const confineLimit = 5 * time.Second
 
 // confineCounts are the outcomes of the runs of one front end.
-type confineCounts struct{ runs, exit0, failed, timeouts, escapes, deltas int }
+type confineCounts struct{ runs, exit0, failed, timeouts, escapes, deltas, walked int }
 
 func TestConfine(t *testing.T) {
 	seeds := confineCISeeds
@@ -92,6 +92,18 @@ func TestConfine(t *testing.T) {
 	t.Cleanup(func() {
 		report := confineReport(len(seeds), counts)
 		t.Log("\n" + report)
+		// The helper's syncs must reach the hostile server's helper: a
+		// launch line it no longer answers leaves them listing over
+		// SFTP, and this test blind to the helper's walk.
+		helperRuns, walked := 0, 0
+		for _, n := range []string{"sync-a-delta", "sync-a-inplace"} {
+			if c := counts[n]; c != nil {
+				helperRuns, walked = helperRuns+c.runs, walked+c.walked
+			}
+		}
+		if helperRuns >= 6 && walked == 0 {
+			t.Errorf("%d runs through the hostile server's helper, none listed by its walk", helperRuns)
+		}
 		if path := os.Getenv("HPNCP_CONFINE_REPORT"); path != "" {
 			f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 			if err == nil {
@@ -121,6 +133,7 @@ func TestConfine(t *testing.T) {
 				c.timeouts += n.timeouts
 				c.escapes += n.escapes
 				c.deltas += n.deltas
+				c.walked += n.walked
 				mu.Unlock()
 			}
 		})
@@ -129,7 +142,7 @@ func TestConfine(t *testing.T) {
 
 func confineReport(trials int, counts map[string]*confineCounts) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "confinement trials: %d\n%-20s %6s %8s %8s %8s %8s %8s\n", trials, "front end", "runs", "exit 0", "failed", "stopped", "escapes", "deltas")
+	fmt.Fprintf(&b, "confinement trials: %d\n%-20s %6s %8s %8s %8s %8s %8s %8s\n", trials, "front end", "runs", "exit 0", "failed", "stopped", "escapes", "deltas", "walked")
 	names := make([]string, 0, len(counts))
 	for n := range counts {
 		names = append(names, n)
@@ -138,15 +151,16 @@ func confineReport(trials int, counts map[string]*confineCounts) string {
 	var total confineCounts
 	for _, n := range names {
 		c := counts[n]
-		fmt.Fprintf(&b, "%-20s %6d %8d %8d %8d %8d %8d\n", n, c.runs, c.exit0, c.failed, c.timeouts, c.escapes, c.deltas)
+		fmt.Fprintf(&b, "%-20s %6d %8d %8d %8d %8d %8d %8d\n", n, c.runs, c.exit0, c.failed, c.timeouts, c.escapes, c.deltas, c.walked)
 		total.deltas += c.deltas
+		total.walked += c.walked
 		total.runs += c.runs
 		total.exit0 += c.exit0
 		total.failed += c.failed
 		total.timeouts += c.timeouts
 		total.escapes += c.escapes
 	}
-	fmt.Fprintf(&b, "%-20s %6d %8d %8d %8d %8d %8d\n", "all", total.runs, total.exit0, total.failed, total.timeouts, total.escapes, total.deltas)
+	fmt.Fprintf(&b, "%-20s %6d %8d %8d %8d %8d %8d %8d\n", "all", total.runs, total.exit0, total.failed, total.timeouts, total.escapes, total.deltas, total.walked)
 	return b.String()
 }
 
@@ -174,6 +188,9 @@ func confineTrial(t *testing.T, seed uint64) map[string]confineCounts {
 		n.runs++
 		if strings.Contains(stderr, " bytes sent, ") {
 			n.deltas++ // a file went as a delta (transfer.copyDelta's log)
+		}
+		if strings.Contains(stderr, " by its helper: ") {
+			n.walked++ // the lister took the helper's walk (mirror's log)
 		}
 		switch {
 		case timedOut:

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/helper"
+	"github.com/hpncp/hpncp/internal/hostile"
 	"github.com/hpncp/hpncp/internal/faultnet"
 	"github.com/hpncp/hpncp/internal/sshdtest"
 	"github.com/hpncp/hpncp/internal/sshtest"
@@ -690,7 +691,15 @@ const faultHelper = "/hpncp-fault-helper"
 // itself (helper.ServeDelta) as hpncp serve --delta would at the far end.
 func deltaExec(exec func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int) func(string, io.Reader, io.Writer, io.Writer) int {
 	return func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int {
-		if strings.HasPrefix(cmd, "'"+faultHelper+"' serve ") && strings.HasSuffix(cmd, " --delta") {
+		if words := hostile.Words(cmd); len(words) > 2 && words[0] == faultHelper && words[1] == "serve" && slices.Contains(words, "--delta") {
+			if i := slices.Index(words, "--"+helper.RequestFlag); i > 0 && i+1 < len(words) {
+				req, err := helper.FirstRequest(words[i+1])
+				if err != nil {
+					fmt.Fprintln(stderr, err)
+					return 2
+				}
+				stdin = io.MultiReader(bytes.NewReader(req), stdin)
+			}
 			if err := helper.ServeDelta(context.Background(), stdin, stdout); err != nil {
 				fmt.Fprintln(stderr, err)
 				return 1

@@ -6,6 +6,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"github.com/hpncp/hpncp/helper"
 	"github.com/hpncp/hpncp/job"
 )
 
@@ -18,7 +19,7 @@ import (
 func serveCommand(stdout io.Writer) *cli.Command {
 	var o struct {
 		protocol, channels int
-		job                string
+		job, request       string
 		join, delta        bool
 	}
 	return &cli.Command{
@@ -31,13 +32,14 @@ func serveCommand(stdout io.Writer) *cli.Command {
 			&cli.IntFlag{Name: "channels", Usage: "how many channels the client opens for the job", Value: 1, Destination: &o.channels},
 			&cli.BoolFlag{Name: "join", Usage: "hand this channel to the job's first process", Destination: &o.join},
 			&cli.BoolFlag{Name: "delta", Usage: "serve delta transfers (signatures, patches, deltas) on this channel", Destination: &o.delta},
+			&cli.StringFlag{Name: helper.RequestFlag, Usage: "with --delta: the first request, base64url, as if it came first on stdin", Destination: &o.request},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if o.protocol == job.HelperProtocol && (o.channels < 1 || o.channels > maxHelperChannels) {
 				return usagef("", "serve: --channels %d: want 1 to %d", o.channels, maxHelperChannels)
 			}
 			return job.Serve(ctx, job.ServeOptions{Protocol: o.protocol, Job: o.job, Channels: o.channels,
-				Join: o.join, Delta: o.delta, Version: version, Stdout: stdout})
+				Join: o.join, Delta: o.delta, Request: o.request, Version: version, Stdout: stdout})
 		},
 	}
 }

@@ -11,9 +11,12 @@ import (
 	"io"
 	"math/bits"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/hpncp/hpncp/helper"
 )
 
 // exec answers the commands hpncp runs, from the tree or as the scenario
@@ -38,7 +41,17 @@ func (s *Server) exec(cmd string, stdin io.Reader, stdout, stderr io.Writer) int
 	case "scp":
 		return t.scpSource(words[1:], stdin, stdout)
 	case HelperPath:
-		if len(words) > 1 && words[1] == "serve" && words[len(words)-1] == "--delta" {
+		if len(words) > 1 && words[1] == "serve" && slices.Contains(words, "--delta") {
+			// A first request may come in the command line, as
+			// hpncp serve takes it.
+			if i := slices.Index(words, "--"+helper.RequestFlag); i > 0 && i+1 < len(words) {
+				req, err := helper.FirstRequest(words[i+1])
+				if err != nil {
+					fmt.Fprintf(stderr, "hpncp: %v\n", err)
+					return 2
+				}
+				stdin = io.MultiReader(bytes.NewReader(req), stdin)
+			}
 			return t.serveDelta(stdin, stdout)
 		}
 	}
