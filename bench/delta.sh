@@ -17,7 +17,10 @@
 #             1,000 directories (1 GiB), synced with -c (rsync -a -c,
 #             hpncp sync -a -c: the helper hashes the remote files);
 #             dryrun: the same tree, unchanged, with -n (a re-run's
-#             preview: the remote tree listed, nothing moved)
+#             preview: the remote tree listed, nothing moved);
+#             checksum-10g: as checksum, 10,000 files of 1 MiB (10 GiB),
+#             the target tree hard links to the source's files so that
+#             both fit in memory (each end still reads all 10 GiB)
 #   --tools   rsync (rsync -a -e ssh; the server's rsync), hpn-sync
 #             (hpncp sync -a with the hpncp under test installed at the
 #             far end by hpncp helper install, into the run's
@@ -110,14 +113,15 @@ makecase() {
 	bench_user_own "$old" "$new"
 }
 
-# maketree: $work/files/checksum.tree, 10,000 files of 100 KiB in 1,000
-# directories, made once.
+# maketree [NAME SIZE]: $work/files/NAME.tree (checksum), 10,000 files
+# of SIZE bytes (100 KiB) in 1,000 directories, made once.
 maketree() {
-	local t=$work/files/checksum.tree d f
+	local name=${1:-checksum} size=${2:-102400}
+	local t=$work/files/$name.tree d f
 	[ -e "$t" ] && return
-	echo "creating case checksum" >&2
+	echo "creating case $name" >&2
 	mkdir -p "$t"
-	head -c $((10000 * 102400)) /dev/urandom | split -b 102400 -a 4 -d - "$t/f"
+	head -c $((10000 * size)) /dev/urandom | split -b "$size" -a 4 -d - "$t/f"
 	for d in $(seq 0 999); do mkdir "$t/d$d"; done
 	f=0
 	for x in "$t"/f*; do mv "$x" "$t/d$((f % 1000))/"; f=$((f + 1)); done
@@ -136,14 +140,16 @@ busy_cpu() {
 sync_once() {
 	local tool=$1 dir=$2 name=$3 cfg=$work/ssh_config src dst from to stats
 	local c=
-	if [ "$name" = checksum ] || [ "$name" = dryrun ]; then
+	if [ "$name" = checksum ] || [ "$name" = checksum-10g ] || [ "$name" = dryrun ]; then
 		# The same tree both ends, its times the same: -c reads it all,
 		# -n lists both and plans.
+		local tree=checksum cp=-a
 		c=-c
-		[ "$name" = checksum ] || c=-n
-		src=$work/files/checksum.tree dst=$work/remote/checksum.tree
-		[ "$dir" = up ] || dst=$work/local/checksum.tree
-		[ -e "$dst" ] || { cp -a "$src" "$dst"; chown -R "${bench_user:-$(id -un)}" "$dst"; }
+		[ "$name" != dryrun ] || c=-n
+		[ "$name" != checksum-10g ] || tree=checksum-10g cp=-al
+		src=$work/files/$tree.tree dst=$work/remote/$tree.tree
+		[ "$dir" = up ] || dst=$work/local/$tree.tree
+		[ -e "$dst" ] || { cp $cp "$src" "$dst"; chown -R "${bench_user:-$(id -un)}" "$dst"; }
 		if [ "$dir" = up ]; then from=$src/ to=bench:$dst/; else from=bench:$src/ to=$dst/; fi
 	elif [ "$dir" = up ]; then
 		src=$work/files/$name.new dst=$work/remote/$name
@@ -184,7 +190,11 @@ sync_once() {
 }
 
 for c in $cases; do
-	case $c in checksum | dryrun) maketree ;; *) makecase "$c" ;; esac
+	case $c in
+	checksum | dryrun) maketree ;;
+	checksum-10g) maketree checksum-10g 1048576 ;;
+	*) makecase "$c" ;;
+	esac
 done
 wan_up --rtt "${rtt}ms" --rate "$rate" --tcp debian
 WAN_UP=1

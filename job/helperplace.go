@@ -381,7 +381,10 @@ func (f *helperFiles) upload(p, tmp string) error {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", f.where(tmp), err)
 	}
-	if _, err := io.Copy(dst, src); err != nil {
+	// Writes of 8 MiB, each split into requests all in flight at once:
+	// io.Copy's 32 KiB, one request and its reply at a time, took 72 s
+	// for 21 MB at 100 ms.
+	if _, err := io.CopyBuffer(dst, struct{ io.Reader }{src}, make([]byte, 8<<20)); err != nil {
 		dst.Close()
 		return fmt.Errorf("upload the helper to %s: %w", f.where(tmp), err)
 	}
