@@ -653,6 +653,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		defer prog.EndFile()
 	}
 	var n, dataEnd int64
+	var ahead *summing     // the source's sum, taken beside the streams
 	var ti fs.FileInfo     // the temporary file's stat, once written
 	var applied *fileAttrs // the mode and times ti shows set already
 	attrs := func() fileAttrs {
@@ -672,17 +673,19 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		go func() { closeErr <- out.Close() }()
 		// Its mode and times are set once every byte is acknowledged,
 		// with the size check's stat; with --verify, only once the sums
-		// compared.
+		// compared. The streams read the source on their own: --verify
+		// hashes it where it lies meanwhile, so that only the written
+		// file's hash is left once they are done.
 		early := attrs
 		if c.opts.Verify {
 			early = nil
+			ahead = c.sumAhead(ctx, src, si.Size())
+			defer ahead.stop()
 		}
 		n, ti, applied, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part, prog, early)
 		if cerr := <-closeErr; cerr != nil && err == nil {
 			err = cerr
 		}
-		// The streams read the source on their own: verify re-reads it.
-		srcHash = nil
 	} else {
 		po := pipeline.Options{BufferSize: bufferFor(c.opts.BufferSize, si.Size()), Limiter: c.opts.Limiter}
 		if prog != nil {
@@ -714,9 +717,12 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	var check func() error
 	if c.opts.Verify {
 		check = func() error {
-			var srcSum []byte
-			if srcHash != nil {
-				srcSum = srcHash.h.Sum(nil)
+			var srcSum func() ([]byte, error)
+			switch {
+			case ahead != nil:
+				srcSum = ahead.wait
+			case srcHash != nil:
+				srcSum = func() ([]byte, error) { return srcHash.h.Sum(nil), nil }
 			}
 			var verr error
 			sum, verr = c.verify(ctx, src, dst, tmpEnd, srcSum, si.Size())
@@ -725,7 +731,9 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	}
 	// ti, when the parallel streams took it, spares the size check a
 	// round trip.
-	if err := (tempFile{dst: dst, tmp: tmp, op: op, applied: applied}).finish(ctx, from+n, ti, attrs, check); err != nil {
+	// A SetAttrs tried with the stat (early) and not applied was refused.
+	t := tempFile{dst: dst, tmp: tmp, op: op, applied: applied, setRefused: big && !c.opts.Verify && applied == nil}
+	if err := t.finish(ctx, from+n, ti, attrs, check); err != nil {
 		return err
 	}
 	part.forget()

@@ -95,6 +95,9 @@ type tempFile struct {
 	// applied, when not nil, are the mode and times the file was given
 	// already, with the stat finish is passed (copyParallel).
 	applied *fileAttrs
+	// setRefused says the end refused a SetAttrs of this file already:
+	// finish sets mode and times one at a time.
+	setRefused bool
 }
 
 // finish gives the temporary file the target's name once it is whole.
@@ -129,7 +132,19 @@ func (t tempFile) finish(ctx context.Context, size int64, stat fs.FileInfo, attr
 	if t.applied != nil && t.applied.same(a) {
 		a.times = false // set with the stat's setstat
 	}
-	if stat == nil || stat.Mode()&modeBits != a.mode {
+	setMode := stat == nil || stat.Mode()&modeBits != a.mode
+	if setMode && a.times && !t.setRefused {
+		// Both in one request where the end takes one (a round trip
+		// less, at the end of every --verify copy); refused, each alone
+		// below, to say which failed.
+		if s, ok := end.(attrSetter); ok {
+			if _, err := s.SetAttrs(ctx, t.tmp, protocol.PutAttrs{SetMode: true, Mode: a.mode,
+				SetTimes: true, Atime: a.atime, Mtime: a.mtime}); err == nil {
+				setMode, a.times = false, false
+			}
+		}
+	}
+	if setMode {
 		if err := end.Chmod(t.tmp, a.mode); err != nil {
 			return &Error{Op: "set mode of", Path: t.dst.String(), Err: err}
 		}

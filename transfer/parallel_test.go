@@ -129,7 +129,7 @@ func TestParallelCopySetsAttrsWithItsStat(t *testing.T) {
 	}{
 		{"mode", false, false, false, []string{"setattrs"}},
 		{"mode and times", true, false, false, []string{"setattrs"}},
-		{"verify", true, false, true, []string{"chmod", "chtimes"}},
+		{"verify", true, false, true, []string{"setattrs"}},
 		{"refused", true, true, false, []string{"setattrs", "chmod", "chtimes"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

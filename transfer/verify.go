@@ -124,38 +124,68 @@ func (c *copier) startHelper(ctx context.Context, src, dst Endpoint) {
 	})
 }
 
-// verify compares the SHA-256 of the source, srcSum when the copy already
-// computed it, with that of the written temporary file tmp, and returns
-// the hex hash when they agree.
+// verify compares the SHA-256 of the source, srcSum's when the copy
+// has it taken or under way, with that of the written temporary file tmp,
+// and returns the hex hash when they agree.
 //
 // Where the source's sum is still to be taken, the two are taken at once:
 // one end each (a file of a long copy hashes in about a second a GiB on
 // either), so --verify costs the slower of the two, not their sum.
-func (c *copier) verify(ctx context.Context, src, dst, tmp Endpoint, srcSum []byte, size int64) (string, error) {
-	var srcErr error
-	done := make(chan struct{})
+func (c *copier) verify(ctx context.Context, src, dst, tmp Endpoint, srcSum func() ([]byte, error), size int64) (string, error) {
 	if srcSum == nil {
-		go func() {
-			defer close(done)
-			srcSum, srcErr = c.sum256(ctx, src, size)
-		}()
-	} else {
-		close(done)
+		ahead := c.sumAhead(ctx, src, size)
+		defer ahead.stop()
+		srcSum = ahead.wait
 	}
 	got, err := c.sum256(ctx, tmp, size)
-	<-done
+	want, srcErr := srcSum()
 	if srcErr != nil {
 		return "", srcErr
 	}
 	if err != nil {
 		return "", err
 	}
-	if !bytes.Equal(srcSum, got) {
+	if !bytes.Equal(want, got) {
 		return "", &Error{Op: "verify", Path: dst.String(),
-			Err:  fmt.Errorf("%w: source sha256 %x, written file %x", errChecksumMismatch, srcSum, got),
+			Err:  fmt.Errorf("%w: source sha256 %x, written file %x", errChecksumMismatch, want, got),
 			Hint: "the written file was removed and the target left as it was; check the target's disk and run the copy again"}
 	}
 	return hex.EncodeToString(got), nil
+}
+
+// A summing is the SHA-256 of a file being taken on a goroutine of its
+// own (sumAhead).
+type summing struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	sum    []byte
+	err    error
+}
+
+// sumAhead starts hashing the file at e, of size bytes, where it lies
+// (c.sum256): a copy's source is hashed so while the streams copy it, and
+// only the written file's hash is left for the end.
+func (c *copier) sumAhead(ctx context.Context, e Endpoint, size int64) *summing {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &summing{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.sum, s.err = c.sum256(ctx, e, size)
+	}()
+	return s
+}
+
+// wait returns the sum once taken.
+func (s *summing) wait() ([]byte, error) {
+	<-s.done
+	return s.sum, s.err
+}
+
+// stop gives up the sum where it is still being taken, and returns once
+// its goroutine has.
+func (s *summing) stop() {
+	s.cancel()
+	<-s.done
 }
 
 // Sum256 returns the SHA-256 of the file e, asking its end for it where

@@ -9,7 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/hpncp/hpncp/protocol"
+	"github.com/hpncp/hpncp/window"
 )
 
 // corruptingFS is the local file system, except that reading back a
@@ -121,5 +126,84 @@ func TestVerifyCancelled(t *testing.T) {
 	cancel()
 	if _, err := sum256(ctx, local(filepath.Join(dir, "f"))); !errors.Is(err, context.Canceled) {
 		t.Fatalf("sum256 with a cancelled context: %v, want context.Canceled", err)
+	}
+}
+
+// gatedSource is a source that hashes its files where they lie (Sum256,
+// as a remote's helper does) and whose streams' readers open only once
+// that hash has been asked for: a copy that asks for the source's hash
+// only after its streams are done never gets its bytes.
+type gatedSource struct {
+	Local
+	sum   []byte
+	asked chan struct{}
+	once  *sync.Once
+}
+
+func (g gatedSource) Sum256(context.Context, string) ([]byte, error) {
+	g.once.Do(func() { close(g.asked) })
+	return g.sum, nil
+}
+
+func (g gatedSource) OpenReaderAt(ctx context.Context, name string, conns int) (protocol.ReaderAtCloser, error) {
+	select {
+	case <-g.asked:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(20 * time.Second):
+		return nil, errors.New("the source's hash was not asked for while its streams read it")
+	}
+	return g.Local.OpenReaderAt(ctx, name, conns)
+}
+
+// TestVerifyHashesTheSourceBesideTheStreams: with --verify, a file the
+// parallel streams copy has its source hashed where it lies while they
+// copy it, so that only the written file's hash is left for the end; the
+// sums still have to agree.
+func TestVerifyHashesTheSourceBesideTheStreams(t *testing.T) {
+	const size = 3 << 20
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	good := sha256.Sum256(data)
+	for _, tc := range []struct {
+		name    string
+		sum     []byte
+		wantErr bool
+	}{
+		{"agree", good[:], false},
+		{"differ", make([]byte, sha256.Size), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			src := filepath.Join(dir, "src")
+			write(t, src, string(data))
+			var log []string
+			var sizeAt int64
+			dst := Endpoint{settingFS{log: &log, size: &sizeAt}, filepath.Join(dir, "dst")}
+			g := gatedSource{sum: tc.sum, asked: make(chan struct{}), once: new(sync.Once)}
+			o := Options{Verify: true, Parallel: ParallelOptions{MinSize: 1 << 20, Chunk: 256 << 10,
+				Controller: func() *window.Controller { return window.New(window.Config{Fixed: 3}) }}}
+			res, err := Copy(context.Background(), []Endpoint{{g, src}}, dst, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantErr {
+				if len(res.Errors) != 1 || !errors.Is(res.Errors[0], errChecksumMismatch) {
+					t.Fatalf("errors %v, want a checksum mismatch", res.Errors)
+				}
+				if _, err := os.Stat(dst.Path); err == nil {
+					t.Errorf("a target was put in place despite the mismatch")
+				}
+				return
+			}
+			if len(res.Errors) > 0 {
+				t.Fatalf("errors %v", res.Errors)
+			}
+			if got, _ := os.ReadFile(dst.Path); sha256.Sum256(got) != good {
+				t.Errorf("the target differs from the source")
+			}
+		})
 	}
 }
