@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/helper"
-	"github.com/hpncp/hpncp/internal/hostile"
 	"github.com/hpncp/hpncp/internal/faultnet"
+	"github.com/hpncp/hpncp/internal/hostile"
 	"github.com/hpncp/hpncp/internal/sshdtest"
 	"github.com/hpncp/hpncp/internal/sshtest"
 	"github.com/hpncp/hpncp/protocol"
