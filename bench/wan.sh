@@ -44,13 +44,15 @@
 #                 an upload) and socket buffers past rmem_max/wmem_max
 #   --loss        a variant: random loss per packet and direction (0.01%)
 #   --tools      any of: scp scp-O sftp rsync rsync-hpn rsync-helper ssh-cat
-#                helper-cat hpnd hpn hpn-sync
+#                helper-cat hpnd hpn hpn-verify hpn-sync
 #                (rsync-hpn is rsync -e 'hpncp ssh' with no helper at the far
 #                end, rsync-helper the same with the hpncp under test there
 #                as its helper (hpncp helper install, into the run's
 #                directory: --helper-dir), ssh-cat and helper-cat
 #                `hpncp ssh bench 'cat > f' < file` up and `cat f > file`
-#                down, without and with the helper; hpn-sync hpncp sync
+#                down, without and with the helper; hpn-verify hpncp
+#                --verify with that helper taking the far end's hash
+#                (--vs hpn gives what --verify costs); hpn-sync hpncp sync
 #                of the file to a target that is not there, so sent
 #                whole); with --before, also hpn-before;
 #                the parallel peers mscp (-n 16), mscp-a64 (-n 8 -a 64),
@@ -238,6 +240,7 @@ copy() {
 		;;
 	hpnd) client "$hpncp_bin" -F "$cfg" -q --hpn-disabled "$from" "$to" ;;
 	hpn) client "$hpncp_bin" -F "$cfg" -q "$from" "$to" ;;
+	hpn-verify) client "$hpncp_bin" -F "$cfg" -q --verify --helper-dir "$work/helper" "$from" "$to" ;;
 	hpn-before) client "$before_bin" -F "$cfg" -q "$from" "$to" ;;
 	hpn-sync) client "$hpncp_bin" sync -q -e "ssh -F $cfg" "$from" "$to" ;;
 	mscp) client mscp -F "$cfg" -q -n 16 "$from" "$to" ;;
@@ -299,7 +302,7 @@ for case in $cases; do
 	start_sshd "$addr" 2222 "MaxStartups 100:30:200" ||
 		{ echo "wan.sh: sshd did not come up on $addr: $(cat "$work/sshd.log")" >&2; exit 1; }
 	case " $tools " in
-	*" rsync-helper "* | *" helper-cat "*)
+	*" rsync-helper "* | *" helper-cat "* | *" hpn-verify "*)
 		# The helper as a user puts it there: hpncp helper install,
 		# into a directory of the run's (its hash checked at each start).
 		"${run_client[@]}" "${run_user[@]}" "$hpncp_bin" helper install -q -F "$work/ssh_config" --helper-dir "$work/helper" bench >/dev/null ||
@@ -317,7 +320,7 @@ for case in $cases; do
 			for tool in $tools; do
 				sz=$size_bytes
 				case $tool in
-				hpn | hpn-before | hpn-sync | mscp | mscp-a64 | hpnssh | rsync-helper | helper-cat) slow= ;;
+				hpn | hpn-verify | hpn-before | hpn-sync | mscp | mscp-a64 | hpnssh | rsync-helper | helper-cat) slow= ;;
 				*) slow=1 ;;
 				esac
 				if [ -n "$slow" ] && [ "$rtt" != lo ] && [ "$rtt" -ge 50 ]; then

@@ -28,6 +28,10 @@ import (
 //	reply:   a chunked stream (the signature, the delta; none for 'P'),
 //	         then 'K' and the delta's counts, or 'X' and a message
 //
+// A 'W' (follow) names a file and its size, then streams uvarints, each
+// how many of the file's first bytes are written by now; the reply is
+// the SHA-256 of them all, once the stream has said the whole file.
+//
 // A chunked stream is chunks of a uvarint length (at most maxChunk) and
 // that many bytes, ended by a chunk of none: an end that fails part way
 // through still ends its stream, and the channel stays in step.
@@ -43,6 +47,9 @@ const (
 	opSums  = 'H'
 	opSHA   = 'G' // sums as SHA-256, for --verify and scp-style --checksum
 	opWalk  = 'L'
+	// opFollow: the SHA-256 of a file others are writing, hashed as the
+	// client says how much of its start is written (--verify).
+	opFollow = 'W'
 
 	statusOK   = 'K'
 	statusFail = 'X'
@@ -576,4 +583,68 @@ func (c *DeltaClient) status() (delta.Stats, error) {
 		return delta.Stats{}, &DeltaError{Message: msg}
 	}
 	return delta.Stats{}, fmt.Errorf("%w: status %#x", ErrDeltaProtocol, b)
+}
+
+// FollowSHA256 is the SHA-256 of the file of size bytes at path on the
+// helper's host, hashed while others write it: each value from written
+// says how many of its first bytes are written and will not change (never
+// fewer than the one before); the helper hashes them as they are said.
+// Once written is closed, having said size, the sum comes back: the
+// written file's hash costs the time of its last bytes, not of all of
+// them. ctx's end gives up, and the channel with it.
+func (c *DeltaClient) FollowSHA256(ctx context.Context, path string, size int64, written <-chan int64) ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken {
+		return nil, errBroken
+	}
+	sum, err := c.follow(ctx, path, size, written)
+	var de *DeltaError
+	if !errors.As(err, &de) {
+		c.breaks(err)
+	}
+	return sum, err
+}
+
+func (c *DeltaClient) follow(ctx context.Context, path string, size int64, written <-chan int64) ([]byte, error) {
+	stop := context.AfterFunc(ctx, func() { c.c.Close() })
+	defer stop()
+	req := appendString([]byte{opFollow}, path)
+	req = binary.AppendUvarint(req, uint64(size))
+	if _, err := c.w.Write(req); err != nil {
+		return nil, err
+	}
+	if err := c.w.Flush(); err != nil {
+		return nil, err
+	}
+	out := chunkWriter{w: c.w}
+	for n := range written {
+		if _, err := out.Write(binary.AppendUvarint(nil, uint64(n))); err != nil {
+			return nil, err
+		}
+		if err := c.w.Flush(); err != nil {
+			return nil, err
+		}
+	}
+	if err := out.end(); err != nil {
+		return nil, err
+	}
+	if err := c.w.Flush(); err != nil {
+		return nil, err
+	}
+	in := &chunkReader{r: c.r}
+	sum, err := io.ReadAll(io.LimitReader(in, sha256.Size+1))
+	if err != nil {
+		return nil, fmt.Errorf("follow: %w", err)
+	}
+	if err := in.drain(); err != nil {
+		return nil, fmt.Errorf("follow: %w", err)
+	}
+	if _, err := c.status(); err != nil {
+		return nil, err
+	}
+	if len(sum) != sha256.Size {
+		return nil, fmt.Errorf("%w: a sum of %d bytes", ErrDeltaProtocol, len(sum))
+	}
+	return sum, nil
 }

@@ -5,6 +5,7 @@ package helper
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"io/fs"
@@ -427,5 +428,77 @@ func TestDeltaServiceDiffStream(t *testing.T) {
 	})
 	if !errors.Is(err, stop) || !c.Broken() {
 		t.Errorf("apply stopped part way: %v (broken %v), want its own error and the channel given up", err, c.Broken())
+	}
+}
+
+// TestDeltaServiceFollow: the helper hashes a file as far as the client
+// says it is written, while it is written; a file that cannot be
+// followed, or marks that go back or past the size, give an error and
+// leave the service in step.
+func TestDeltaServiceFollow(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	data := randomBytes(9, 5<<20+123)
+	p := filepath.Join(dir, "f")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := deltaPair(t)
+	written := make(chan int64)
+	type result struct {
+		sum []byte
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		sum, err := c.FollowSHA256(ctx, p, int64(len(data)), written)
+		res <- result{sum, err}
+	}()
+	// Written front to back in pieces, each said once it is there.
+	for off := 0; off < len(data); {
+		n := min(700_000, len(data)-off)
+		f.WriteAt(data[off:off+n], int64(off))
+		off += n
+		written <- int64(off)
+	}
+	close(written)
+	r := <-res
+	if want := sha256.Sum256(data); r.err != nil || !bytes.Equal(r.sum, want[:]) {
+		t.Fatalf("followed: %x (%v), want %x", r.sum, r.err, want)
+	}
+
+	follow := func(path string, size int64, marks ...int64) error {
+		ch := make(chan int64, len(marks))
+		for _, m := range marks {
+			ch <- m
+		}
+		close(ch)
+		_, err := c.FollowSHA256(ctx, path, size, ch)
+		return err
+	}
+	for _, tc := range []struct {
+		name  string
+		path  string
+		size  int64
+		marks []int64
+	}{
+		{"no such file", filepath.Join(dir, "none"), 10, []int64{5, 10}},
+		{"a mark back", p, int64(len(data)), []int64{100, 50, int64(len(data))}},
+		{"a mark past the size", p, 100, []int64{101}},
+		{"short of the size", p, int64(len(data)), []int64{1000}},
+		{"longer than the file", p, int64(len(data)) + 10, []int64{int64(len(data)) + 10}},
+	} {
+		var de *DeltaError
+		if err := follow(tc.path, tc.size, tc.marks...); !errors.As(err, &de) {
+			t.Errorf("%s: %v, want the helper's error", tc.name, err)
+		}
+		if c.Broken() {
+			t.Fatalf("%s: the service is out of step", tc.name)
+		}
+	}
+	if _, err := c.Signature(ctx, p, int64(len(data))); err != nil {
+		t.Errorf("after the follows: %v", err)
 	}
 }

@@ -42,12 +42,20 @@ func FuzzDeltaReplies(f *testing.F) {
 	zenc, _ := zstd.NewWriter(nil)
 	f.Add(uint8(4), chunked(zenc.EncodeAll([]byte("E\x00\x03top\xa4\x03\x03\x01\x01\x00\x00\x00E\x00\x04link\x80\x80\x80\x40\x00\x00\x00\x00\x00\x02..X\x01d\x04nope"), nil), "K\x00\x00\x00"))
 	f.Add(uint8(3), chunked(append(append([]byte{0}, make([]byte, 16)...), append([]byte{1, 4, 'g', 'o', 'n', 'e', 0}, make([]byte, 16)...)...), "K\x00\x00\x00"))
+	f.Add(uint8(5), chunked(make([]byte, 32), "K\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, op uint8, reply []byte) {
 		c, err := NewDeltaClient(ctx, replyConn{io.MultiReader(bytes.NewReader([]byte(deltaHello)), bytes.NewReader(reply))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch op % 5 {
+		switch op % 6 {
+		case 5:
+			written := make(chan int64, 1)
+			written <- 10
+			close(written)
+			if sum, err := c.FollowSHA256(ctx, "f", 10, written); err == nil && len(sum) != 32 {
+				t.Fatalf("a SHA-256 of %d bytes", len(sum))
+			}
 		case 4:
 			dirs, _, err := c.Walk(ctx, "root", 100, 4096)
 			n := 0

@@ -77,6 +77,20 @@ func (osFiles) OpenUpdate(path string, size int64) (UpdateFile, error) {
 	return f, nil
 }
 
+// OpenWritten opens path for reading: a regular file (not a link to
+// one), whatever its size so far.
+func (osFiles) OpenWritten(path string) (ReadAtCloser, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	return f, nil
+}
+
 func (osFiles) ReadDir(path string) ([]fs.FileInfo, error) {
 	des, err := os.ReadDir(path)
 	if err != nil {

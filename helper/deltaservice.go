@@ -44,6 +44,9 @@ type DeltaFiles interface {
 	// OpenUpdate opens the regular file at path, which must be size
 	// bytes, to be rewritten in place.
 	OpenUpdate(path string, size int64) (UpdateFile, error)
+	// OpenWritten opens for reading the regular file at path, which
+	// others are writing (a follow request's).
+	OpenWritten(path string) (ReadAtCloser, error)
 	// ReadDir lists the directory at path without following links in
 	// it; Readlink reads a link.
 	ReadDir(path string) ([]fs.FileInfo, error)
@@ -84,6 +87,8 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 			rerr, err = serveSums(ctx, r, w, files, op == opSHA)
 		case opWalk:
 			rerr, err = serveWalk(ctx, r, w, files)
+		case opFollow:
+			rerr, err = serveFollow(ctx, r, w, files)
 		default:
 			return fmt.Errorf("%w: request %#x", ErrDeltaProtocol, op)
 		}
@@ -360,6 +365,68 @@ func serveSums(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 		}
 	}
 	return nil, out.end()
+}
+
+// serveFollow answers a follow request: the file is hashed as far as each
+// mark of the client's stream says it is written. A request that cannot
+// be done (no such file, a mark past the size or behind the last) still
+// reads the client's stream to its end, so that the channel stays in step.
+func serveFollow(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (rerr, err error) {
+	fr := fields{r: r}
+	path, size := fr.path(), fr.uint(delta.MaxSize)
+	if fr.err != nil {
+		return nil, fr.err
+	}
+	f, rerr := files.OpenWritten(path)
+	if f != nil {
+		defer f.Close()
+	}
+	h := sha256.New()
+	hashed := int64(0)
+	buf := make([]byte, 1<<20)
+	marks := bufio.NewReader(&chunkReader{r: r})
+	for {
+		m, err := binary.ReadUvarint(marks)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, eofIsUnexpected(err)
+		}
+		if rerr != nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			rerr = err
+			continue
+		}
+		if m > uint64(size) || int64(m) < hashed {
+			rerr = fmt.Errorf("%s: told %d bytes written, after %d, of %d", path, m, hashed, size)
+			continue
+		}
+		for hashed < int64(m) {
+			n, err := f.ReadAt(buf[:min(int64(len(buf)), int64(m)-hashed)], hashed)
+			h.Write(buf[:n])
+			hashed += int64(n)
+			if n == 0 {
+				if err == nil || err == io.EOF {
+					err = io.ErrUnexpectedEOF
+				}
+				rerr = fmt.Errorf("%s: read at %d: %w", path, hashed, err)
+				break
+			}
+		}
+	}
+	if rerr == nil && hashed != size {
+		rerr = fmt.Errorf("%s: told only %d bytes of %d written", path, hashed, size)
+	}
+	out := chunkWriter{w: w}
+	if rerr == nil {
+		if _, err := out.Write(h.Sum(nil)); err != nil {
+			return nil, err
+		}
+	}
+	return rerr, out.end()
 }
 
 // sumFile is the content sum of the regular file of size bytes at path,

@@ -654,6 +654,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	}
 	var n, dataEnd int64
 	var ahead *summing     // the source's sum, taken beside the streams
+	var behind *follower   // the written file's, taken behind them
 	var ti fs.FileInfo     // the temporary file's stat, once written
 	var applied *fileAttrs // the mode and times ti shows set already
 	attrs := func() fileAttrs {
@@ -676,13 +677,24 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		// compared. The streams read the source on their own: --verify
 		// hashes it where it lies meanwhile, so that only the written
 		// file's hash is left once they are done.
+		// The written file is hashed behind them (follow), so that
+		// only their last bytes are left to hash when they are done.
 		early := attrs
+		var written func(off int64, n int)
 		if c.opts.Verify {
 			early = nil
 			ahead = c.sumAhead(ctx, src, si.Size())
 			defer ahead.stop()
+			// Holes are not written: a sparse copy's file is hashed
+			// once whole.
+			if !c.opts.Sparse {
+				if behind = c.follow(ctx, tmpEnd, si.Size(), part.resumed()); behind != nil {
+					defer behind.stop()
+					written = behind.written
+				}
+			}
 		}
-		n, ti, applied, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part, prog, early)
+		n, ti, applied, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part, prog, early, written)
 		if cerr := <-closeErr; cerr != nil && err == nil {
 			err = cerr
 		}
@@ -725,7 +737,11 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 				srcSum = func() ([]byte, error) { return srcHash.h.Sum(nil), nil }
 			}
 			var verr error
-			sum, verr = c.verify(ctx, src, dst, tmpEnd, srcSum, si.Size())
+			var tmpSum func() ([]byte, error)
+			if behind != nil {
+				tmpSum = behind.wait
+			}
+			sum, verr = c.verify(ctx, src, dst, tmpEnd, srcSum, tmpSum, si.Size())
 			return verr
 		}
 	}

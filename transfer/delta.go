@@ -44,6 +44,11 @@ type DeltaSession interface {
 	Sums(ctx context.Context, paths []string, sizes []int64) (sums []delta.RangeSum, errs []error, err error)
 	// SHA256s are the files' SHA-256s, as Sums gives its sums.
 	SHA256s(ctx context.Context, paths []string, sizes []int64) (sums [][]byte, errs []error, err error)
+	// FollowSHA256 is the SHA-256 of the file of size bytes at path,
+	// which the copy is writing: each value from written says how many
+	// of its first bytes are written; the sum comes once written is
+	// closed, having said size.
+	FollowSHA256(ctx context.Context, path string, size int64, written <-chan int64) ([]byte, error)
 	// Walk lists the tree at root in one request: each directory's
 	// entries by its path below root ("" for root; a link's target by
 	// the entry's LinkTarget method), and the directories that could not
@@ -189,7 +194,7 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 	if c.opts.Verify {
 		check = func() error {
 			var verr error
-			sum, verr = c.verify(ctx, src, dst, Endpoint{dst.FS, tmp}, nil, si.Size())
+			sum, verr = c.verify(ctx, src, dst, Endpoint{dst.FS, tmp}, nil, nil, si.Size())
 			return verr
 		}
 	}

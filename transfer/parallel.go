@@ -93,7 +93,10 @@ func (c *copier) parallelOK(src, dst FS, size int64) bool {
 // file's bytes are all there, and the rename follows the size check with
 // no round trip between: two round trips after the last write's reply
 // rather than three.
-func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64, part *partial, prog Progress, final func() fileAttrs) (int64, fs.FileInfo, *fileAttrs, error) {
+//
+// written, when not nil, is told of every chunk written and acknowledged,
+// as the resume journal is.
+func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64, part *partial, prog Progress, final func() fileAttrs, written func(off int64, n int)) (int64, fs.FileInfo, *fileAttrs, error) {
 	p := c.opts.Parallel
 	r := src.FS.(streamReader)
 	w := dstFS.(streamWriter)
@@ -132,8 +135,13 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 	if prog != nil {
 		po.Progress = prog.Add
 	}
-	if part != nil {
+	switch {
+	case part != nil && written != nil:
+		po.Done = func(off int64, n int) { part.done(off, n); written(off, n) }
+	case part != nil:
 		po.Done = part.done
+	case written != nil:
+		po.Done = written
 	}
 	if c.opts.Sparse {
 		po.Sparse = true

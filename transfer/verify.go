@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"sync"
 )
 
 // summer is an end that can hash one of its files where it lives, without
@@ -131,13 +132,28 @@ func (c *copier) startHelper(ctx context.Context, src, dst Endpoint) {
 // Where the source's sum is still to be taken, the two are taken at once:
 // one end each (a file of a long copy hashes in about a second a GiB on
 // either), so --verify costs the slower of the two, not their sum.
-func (c *copier) verify(ctx context.Context, src, dst, tmp Endpoint, srcSum func() ([]byte, error), size int64) (string, error) {
+//
+// tmpSum, when not nil, is the written file's sum taken behind the copy
+// (follow); where it failed, the file is hashed again.
+func (c *copier) verify(ctx context.Context, src, dst, tmp Endpoint, srcSum, tmpSum func() ([]byte, error), size int64) (string, error) {
 	if srcSum == nil {
 		ahead := c.sumAhead(ctx, src, size)
 		defer ahead.stop()
 		srcSum = ahead.wait
 	}
-	got, err := c.sum256(ctx, tmp, size)
+	var got []byte
+	var err error
+	if tmpSum != nil {
+		switch got, err = tmpSum(); {
+		case err == nil:
+			c.logf("hash %s: taken behind the copy", tmp)
+		case ctx.Err() == nil:
+			c.logf("hash %s behind the copy: %v; hashing it again", tmp, err)
+		}
+	}
+	if tmpSum == nil || err != nil {
+		got, err = c.sum256(ctx, tmp, size)
+	}
 	want, srcErr := srcSum()
 	if srcErr != nil {
 		return "", srcErr
@@ -191,3 +207,139 @@ func (s *summing) stop() {
 // Sum256 returns the SHA-256 of the file e, asking its end for it where
 // the end can hash on its own side (hpncp sync's --checksum).
 func Sum256(ctx context.Context, e Endpoint) ([]byte, error) { return sum256(ctx, e) }
+
+// A follower hashes the file the parallel streams are writing, behind
+// them (--verify): told of every chunk written and acknowledged
+// (written), it has the file's written start hashed as it grows, by the
+// helper at a remote end or here at a local one, so that once the
+// streams are done only their last bytes are left to hash, not the file.
+// A chunk acknowledged is not written again.
+type follower struct {
+	mu    sync.Mutex
+	wm    watermark
+	moved chan struct{} // a value: wm moved, or the copy ended
+	ended bool
+	size  int64
+
+	cancel context.CancelFunc
+	done   chan struct{} // the hash and the pump have returned
+	sum    []byte
+	err    error
+}
+
+// followStep is how far the written start moves between the marks sent
+// to the hash.
+const followStep = 4 << 20
+
+// follow starts hashing behind the copy the file tmp, of size bytes, whose
+// first from bytes are there already (a resumed copy); nil where its end
+// has no way to (a remote end without a helper).
+func (c *copier) follow(ctx context.Context, tmp Endpoint, size, from int64) *follower {
+	var hash func(ctx context.Context, written <-chan int64) ([]byte, error)
+	switch {
+	case !isRemote(tmp.FS):
+		hash = func(ctx context.Context, written <-chan int64) ([]byte, error) {
+			return followHere(ctx, tmp, written)
+		}
+	case c.opts.Helper != nil:
+		hash = func(ctx context.Context, written <-chan int64) ([]byte, error) {
+			s, release, err := c.opts.Helper.DeltaSession(ctx, tmp.FS)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
+			return s.FollowSHA256(ctx, tmp.Path, size, written)
+		}
+	default:
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	f := &follower{wm: watermark{at: from}, moved: make(chan struct{}, 1), size: size, cancel: cancel, done: make(chan struct{})}
+	written := make(chan int64)
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		f.sum, f.err = hash(ctx, written)
+	}()
+	go func() {
+		defer func() { <-hashed; close(f.done) }()
+		sent := int64(-1)
+		for {
+			select {
+			case <-f.moved:
+			case <-hashed:
+				return
+			case <-ctx.Done():
+				return
+			}
+			f.mu.Lock()
+			at, ended := f.wm.at, f.ended
+			f.mu.Unlock()
+			if at > sent && (at-sent >= followStep || at == size || ended) {
+				select {
+				case written <- at:
+					sent = at
+				case <-hashed:
+					return
+				case <-ctx.Done():
+					return
+				}
+			}
+			if ended {
+				close(written)
+				return
+			}
+		}
+	}()
+	return f
+}
+
+// written is told of n bytes written and acknowledged at off: quick, as
+// the streams' Done must be.
+func (f *follower) written(off int64, n int) {
+	f.mu.Lock()
+	f.wm.add(off, n)
+	f.mu.Unlock()
+	select {
+	case f.moved <- struct{}{}:
+	default:
+	}
+}
+
+// wait returns the sum, once every byte is written (the copy ended).
+func (f *follower) wait() ([]byte, error) {
+	f.mu.Lock()
+	f.ended = true
+	f.mu.Unlock()
+	select {
+	case f.moved <- struct{}{}:
+	default:
+	}
+	<-f.done
+	return f.sum, f.err
+}
+
+// stop gives the hash up where it still runs, and returns once it has.
+func (f *follower) stop() {
+	f.cancel()
+	<-f.done
+}
+
+// followHere hashes the file at e, on this end, as far as each value of
+// written says it is written.
+func followHere(ctx context.Context, e Endpoint, written <-chan int64) ([]byte, error) {
+	r, err := e.FS.Open(e.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	h := sha256.New()
+	hashed := int64(0)
+	for at := range written {
+		if _, err := io.CopyN(h, ctxReader{ctx, r}, at-hashed); err != nil {
+			return nil, fmt.Errorf("read at %d: %w", hashed, err)
+		}
+		hashed = at
+	}
+	return h.Sum(nil), nil
+}

@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,5 +207,77 @@ func TestVerifyHashesTheSourceBesideTheStreams(t *testing.T) {
 				t.Errorf("the target differs from the source")
 			}
 		})
+	}
+}
+
+// countingFS is the local file system whose readers count the bytes they
+// read.
+type countingFS struct {
+	Local
+	read *atomic.Int64
+}
+
+func (c countingFS) Open(name string) (io.ReadCloser, error) {
+	r, err := c.Local.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return countingReader{r, c.read}, nil
+}
+
+type countingReader struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (r countingReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	r.n.Add(int64(n))
+	return n, err
+}
+
+// TestFollowerHashesBehind: a follower hashes the written start of a
+// file as it grows, the chunks acknowledged in any order, and no further
+// than the start written all through; its sum is the whole file's.
+func TestFollowerHashesBehind(t *testing.T) {
+	const chunk = followStep
+	data := make([]byte, 3*chunk+1234)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	path := filepath.Join(t.TempDir(), "f")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var read atomic.Int64
+	c := &copier{}
+	fol := c.follow(context.Background(), Endpoint{countingFS{read: &read}, path}, int64(len(data)), 0)
+	if fol == nil {
+		t.Fatal("no follower for a local file")
+	}
+	defer fol.stop()
+	put := func(off, n int) {
+		f.WriteAt(data[off:off+n], int64(off))
+		fol.written(int64(off), n)
+	}
+	// The second chunk first: nothing is hashed past the hole before it.
+	put(chunk, chunk)
+	put(0, chunk)
+	deadline := time.Now().Add(20 * time.Second)
+	for read.Load() < 2*chunk {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes hashed of the %d written all through", read.Load(), 2*chunk)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := read.Load(); got > 2*chunk {
+		t.Fatalf("%d bytes read with %d written", got, 2*chunk)
+	}
+	put(2*chunk, len(data)-2*chunk)
+	sum, err := fol.wait()
+	if want := sha256.Sum256(data); err != nil || !bytes.Equal(sum, want[:]) {
+		t.Fatalf("sum %x (%v), want %x", sum, err, want)
 	}
 }

@@ -253,7 +253,9 @@ func TestVerifyHelperE2E(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	wrapper, runs := loggedHelper(t, bin)
-	data := make([]byte, 3<<20+17)
+	// Large enough for the parallel streams, whose written file is
+	// hashed behind them.
+	data := make([]byte, 40<<20+17)
 	rand.New(rand.NewSource(38)).Read(data)
 	want := fmt.Sprintf("%x", sha256.Sum256(data))
 	for _, dir := range []string{"up", "down"} {
@@ -277,6 +279,11 @@ func TestVerifyHelperE2E(t *testing.T) {
 			}
 			if log, _ := os.ReadFile(runs); !strings.Contains(string(log), "--delta") || strings.Contains(stderr, "sha256sum") {
 				t.Errorf("the helper did not take the hash (it ran %q):\n%s", log, stderr)
+			}
+			// The written file is hashed behind the streams: by the
+			// helper up, here down.
+			if !strings.Contains(stderr, "taken behind the copy") || strings.Contains(stderr, "hashing it again") {
+				t.Errorf("the written file was not hashed behind the copy:\n%s", stderr)
 			}
 		})
 	}

@@ -165,6 +165,10 @@ var faultChoiceSeeds = []struct {
 }{
 	{"upload-tar-one", 11}, // 141 new files of 142
 	{"upload-tar-all", 8},  // 175 new files of 205
+	// --verify through the helper, the written file hashed behind the
+	// streams (faultTrial.verifies).
+	{"upload-large-one", 3},
+	{"download-large-resume-one", 3},
 }
 
 // faultSSHDCISeeds are the trials TestFaultsSSHD runs in make test.
@@ -518,6 +522,13 @@ func (ft *faultTrial) run(t *testing.T) {
 		if ft.c.mode == "sparse" {
 			args = append(args, "--sparse")
 		}
+		// A quarter of the large trials (by seed, leaving the draws of
+		// the others as they were) verify through the helper, which
+		// hashes the written file behind the streams.
+		if ft.verifies() {
+			args = append(args, "--verify", "--helper-path", faultHelper)
+			shape += ", --verify through the helper"
+		}
 	case "tree":
 		streams, conns := 1+r.IntN(4), 1+r.IntN(3)
 		args = append(args, "--no-tar", "--streams", strconv.Itoa(max(streams, conns)), "--connections", strconv.Itoa(conns))
@@ -590,7 +601,7 @@ func (ft *faultTrial) run(t *testing.T) {
 	shape += fmt.Sprintf(", %d old targets", nold)
 
 	plan := &faultPlan{}
-	config, host := ft.env(t, plan, ft.c.mode == "tar" || ft.c.mode == "legacy" || ft.c.mode == "delta")
+	config, host := ft.env(t, plan, ft.c.mode == "tar" || ft.c.mode == "legacy" || ft.c.mode == "delta" || ft.verifies())
 	operands := func(target string) []string {
 		if ft.c.download {
 			return []string{host + ":" + filepath.Join(src, top), target}
@@ -682,6 +693,9 @@ func (ft *faultTrial) run(t *testing.T) {
 		}
 	}
 }
+
+// verifies says the trial copies with --verify through the helper.
+func (ft *faultTrial) verifies() bool { return ft.c.mode == "large" && ft.seed%4 == 3 }
 
 // faultHelper is the helper's command in delta trials: deltaExec runs
 // its delta service in the test's process.

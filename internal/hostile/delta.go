@@ -57,6 +57,11 @@ func (treeFiles) OpenUpdate(name string, size int64) (helper.UpdateFile, error) 
 	return nil, errors.New("read-only")
 }
 
+// OpenWritten: the tree is never written, so no file of it is being.
+func (treeFiles) OpenWritten(name string) (helper.ReadAtCloser, error) {
+	return nil, errors.New("read-only")
+}
+
 type readerAt struct{ *bytes.Reader }
 
 func (readerAt) Close() error { return nil }
