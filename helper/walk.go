@@ -67,12 +67,17 @@ const walkModes = fs.ModePerm | fs.ModeDir | fs.ModeSymlink | fs.ModeNamedPipe |
 // link says its target by a method LinkTarget), and the directories that
 // could not be read, with why (the server's words).
 func (c *DeltaClient) Walk(ctx context.Context, root string, maxEntries, maxBytes int) (dirs map[string][]fs.FileInfo, errs map[string]string, err error) {
+	return c.walkOnce(ctx, root, maxEntries, maxBytes, true)
+}
+
+// walkOnce is Walk, or WalkAsked where ask is false.
+func (c *DeltaClient) walkOnce(ctx context.Context, root string, maxEntries, maxBytes int, ask bool) (dirs map[string][]fs.FileInfo, errs map[string]string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
 		return nil, nil, errBroken
 	}
-	w, err := c.walk(ctx, root, maxEntries, maxBytes, true)
+	w, err := c.walk(ctx, root, maxEntries, maxBytes, ask)
 	var de *DeltaError
 	if !errors.As(err, &de) {
 		c.breaks(err)
@@ -100,20 +105,7 @@ func WalkArg(root string, maxEntries int) string {
 // for (WalkArg, with the same root and maxEntries): the first thing the
 // client reads after the hello.
 func (c *DeltaClient) WalkAsked(ctx context.Context, root string, maxEntries, maxBytes int) (dirs map[string][]fs.FileInfo, errs map[string]string, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.broken {
-		return nil, nil, errBroken
-	}
-	w, err := c.walk(ctx, root, maxEntries, maxBytes, false)
-	var de *DeltaError
-	if !errors.As(err, &de) {
-		c.breaks(err)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	return w.dirs, w.errs, nil
+	return c.walkOnce(ctx, root, maxEntries, maxBytes, false)
 }
 
 func walkRequest(root string, maxEntries int) []byte {
