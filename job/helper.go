@@ -346,6 +346,10 @@ const (
 	helperMemory = 48 << 20
 )
 
+// ServeRequestFlag is hpncp serve's flag for the delta service's first
+// request, carried in its command line (ServeOptions.Request).
+const ServeRequestFlag = helper.RequestFlag
+
 // ServeOptions are hpncp serve's: the helper's end of one channel.
 type ServeOptions struct {
 	Protocol int    // the protocol the client speaks (--protocol)

@@ -6,7 +6,6 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	"github.com/hpncp/hpncp/helper"
 	"github.com/hpncp/hpncp/job"
 )
 
@@ -32,7 +31,7 @@ func serveCommand(stdout io.Writer) *cli.Command {
 			&cli.IntFlag{Name: "channels", Usage: "how many channels the client opens for the job", Value: 1, Destination: &o.channels},
 			&cli.BoolFlag{Name: "join", Usage: "hand this channel to the job's first process", Destination: &o.join},
 			&cli.BoolFlag{Name: "delta", Usage: "serve delta transfers (signatures, patches, deltas) on this channel", Destination: &o.delta},
-			&cli.StringFlag{Name: helper.RequestFlag, Usage: "with --delta: the first request, base64url, as if it came first on stdin", Destination: &o.request},
+			&cli.StringFlag{Name: job.ServeRequestFlag, Usage: "with --delta: the first request, base64url, as if it came first on stdin", Destination: &o.request},
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if o.protocol == job.HelperProtocol && (o.channels < 1 || o.channels > maxHelperChannels) {
