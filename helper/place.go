@@ -146,8 +146,8 @@ func Launch(dir string, sum [32]byte, job, args string, join bool) string {
 		// The socket's directory as runDir names it.
 		script += `s=${XDG_RUNTIME_DIR:-}; case "$s" in /*) ;; *) s="$HOME"/.cache;; esac; ` +
 			`s="$s"/hpncp/run/` + job + `.sock; i=0; ` +
-			`while [ ! -S "$s" ]; do i=$((i+1)); if [ "$i" -gt 1500 ]; then ` +
-			`echo "` + checkFailed + `no checked helper started the job; not running $h" >&2; exit 126; fi; sleep 0.02; done; ` +
+			`while [ ! -S "$s" ]; do i=$((i+1)); if [ "$i" -gt 300 ]; then ` +
+			`echo "` + checkFailed + `no checked helper started the job; not running $h" >&2; exit 126; fi; sleep 0.1; done; ` +
 			`exec "$h" serve ` + args + `; fi; `
 	} else {
 		stat := `$(stat -L -c "%d %i %s %Y %Z" "$h" 2>/dev/null)`
