@@ -46,6 +46,11 @@ type pool struct {
 	dial   func(context.Context) (*ssh.Client, Readying, error)
 	packet int // request size of the sessions
 	logf   func(format string, args ...any)
+	// logMu orders the pool's log lines before close: a dial that ends
+	// after the run that made the pool has returned says nothing, since
+	// the run's log may be gone by then (logClosed).
+	logMu     sync.Mutex
+	logClosed bool
 
 	mu       sync.Mutex
 	conns    []*pconn
@@ -360,7 +365,7 @@ func (p *pool) get(ctx context.Context, conns int, fresh, together bool) (*sessi
 		// as connect-failed; other servers say administratively prohibited.
 		if errors.As(err, &oce) && (oce.Reason == ssh.Prohibited || oce.Reason == ssh.ConnectionFailed) {
 			best.full = true
-			p.logf("the server refused channel %d on a connection: its MaxSessions is reached", best.open+1)
+			p.log("the server refused channel %d on a connection: its MaxSessions is reached", best.open+1)
 			p.mu.Unlock()
 			continue
 		}
@@ -506,9 +511,9 @@ func (p *pool) dialOne(ctx context.Context, reserve bool) {
 		if p.live() == 0 {
 			p.redialWait = min(max(2*p.redialWait, redialFirst), redialMax)
 			p.nextDial = time.Now().Add(p.redialWait)
-			p.logf("could not connect again: %v", err)
+			p.log("could not connect again: %v", err)
 		} else {
-			p.logf("could not open another connection, going on with %d: %v", p.live(), err)
+			p.log("could not open another connection, going on with %d: %v", p.live(), err)
 		}
 	case p.closed:
 		_ = c.Close()
@@ -529,9 +534,9 @@ func (p *pool) dialOne(ctx context.Context, reserve bool) {
 		// wait for it.
 		p.expectLocked(pc, ready.N, ready.Wait)
 		if reserve {
-			p.logf("opened connection %d, on standby", len(p.conns))
+			p.log("opened connection %d, on standby", len(p.conns))
 		} else {
-			p.logf("opened connection %d", len(p.conns))
+			p.log("opened connection %d", len(p.conns))
 		}
 	}
 }
@@ -625,7 +630,7 @@ func (p *pool) redialDue() error {
 	}
 	if p.lostAt.IsZero() {
 		p.lostAt = time.Now()
-		p.logf("every connection is lost; connecting again for up to %s", p.reconnect)
+		p.log("every connection is lost; connecting again for up to %s", p.reconnect)
 	}
 	if time.Since(p.lostAt) <= p.reconnect {
 		return nil
@@ -655,7 +660,20 @@ func (p *pool) release(s *session, broken bool) {
 	p.mu.Unlock()
 }
 
+// log writes a line through logf while the pool is open.
+func (p *pool) log(format string, args ...any) {
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	if !p.logClosed && p.logf != nil {
+		p.logf(format, args...)
+	}
+}
+
 func (p *pool) close() {
+	// Before p.mu: a dial logs with p.mu held.
+	p.logMu.Lock()
+	p.logClosed = true
+	p.logMu.Unlock()
 	p.silence() // ends dials under way
 	p.mu.Lock()
 	p.closed = true

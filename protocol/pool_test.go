@@ -765,3 +765,54 @@ func TestPoolStandby(t *testing.T) {
 		t.Errorf("standby dialed %d times after its first dial failed, want 1", failed)
 	}
 }
+
+// TestPoolSaysNothingAfterClose: a dial under way when the end closes
+// ends without a log line once Close has returned, since the run whose
+// log it is may have ended (a sync's small-file sessions, prepared in the
+// background, once failed a -race run that way).
+func TestPoolSaysNothingAfterClose(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	srv := sshtest.Start(t, sshtest.Options{})
+	dial := dialer(t, srv)
+	first, err := dial(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	closed, late := false, []string{}
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			late = append(late, fmt.Sprintf(format, args...))
+		}
+	}
+	end, err := OpenSFTP(first, Options{Label: "testhost:", Logf: logf,
+		Dial: func(ctx context.Context) (*ssh.Client, Readying, error) {
+			started <- struct{}{}
+			<-release
+			return nil, Readying{}, errors.New("refused")
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end.Standby(2)
+	<-started
+	end.pool.mu.Lock()
+	ended := end.pool.dialReady
+	end.pool.mu.Unlock()
+	end.Close()
+	mu.Lock()
+	closed = true
+	mu.Unlock()
+	close(release)
+	<-ended            // the dial has failed, and would have said so
+	end.pool.mu.Lock() // in the same hold of the lock
+	end.pool.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(late) > 0 {
+		t.Errorf("logged after Close: %q", late)
+	}
+}
