@@ -255,7 +255,7 @@ func TestVerifyHelperE2E(t *testing.T) {
 	wrapper, runs := loggedHelper(t, bin)
 	// Large enough for the parallel streams, whose written file is
 	// hashed behind them.
-	data := make([]byte, 40<<20+17)
+	data := make([]byte, 12<<20+17)
 	rand.New(rand.NewSource(38)).Read(data)
 	want := fmt.Sprintf("%x", sha256.Sum256(data))
 	for _, dir := range []string{"up", "down"} {
