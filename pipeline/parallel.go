@@ -99,7 +99,12 @@ type ParallelOptions struct {
 	// with that. A second copy's write that landed after it would change
 	// the times it set, and clear a setuid bit.
 	Complete func()
-	Logf     func(format string, args ...any)
+	// Twice, when not nil, is told (with the copy's lock held) whenever
+	// a chunk is handed out while another copy of it flies: that copy
+	// may land after the first was acknowledged, its bytes read from the
+	// source again.
+	Twice func()
+	Logf  func(format string, args ...any)
 	// Sparse leaves the blocks of zeros unwritten (sparse.go): every
 	// target must hold no bytes from Offset on. ParallelResult.DataEnd
 	// then says how many bytes the file holds.
@@ -642,9 +647,18 @@ func (p *parallel) fly(off int64, l *lane) {
 	}
 	if f := p.flying[off]; f != nil {
 		f.copies++ // a chunk given back while its other copy flies
+		p.twice()
 		return
 	}
 	p.flying[off] = &flight{since: time.Now(), copies: 1, by: l}
+}
+
+// twice tells Options.Twice of a chunk handed out again while its other
+// copy flies; p.mu is held.
+func (p *parallel) twice() {
+	if p.o.Twice != nil {
+		p.o.Twice()
+	}
 }
 
 // straggler picks the lowest chunk in flight on one lane only, for
@@ -693,6 +707,7 @@ func (p *parallel) straggler(l *lane) (int64, bool) {
 	if found {
 		p.flying[best].copies++
 		p.hedged++
+		p.twice()
 	}
 	return best, found
 }
@@ -731,6 +746,7 @@ func (p *parallel) tailCopy(l *lane) (int64, bool) {
 	if found {
 		p.flying[best].copies++
 		p.hedged++
+		p.twice()
 	}
 	return best, found
 }

@@ -680,7 +680,6 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		// The written file is hashed behind them (follow), so that
 		// only their last bytes are left to hash when they are done.
 		early := attrs
-		var written func(off int64, n int)
 		if c.opts.Verify {
 			early = nil
 			ahead = c.sumAhead(ctx, src, si.Size())
@@ -690,11 +689,10 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 			if !c.opts.Sparse {
 				if behind = c.follow(ctx, tmpEnd, si.Size(), part.resumed()); behind != nil {
 					defer behind.stop()
-					written = behind.written
 				}
 			}
 		}
-		n, ti, applied, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part, prog, early, written)
+		n, ti, applied, err = c.copyParallel(ctx, src, dst.FS, tmp, si.Size(), part, prog, early, behind)
 		if cerr := <-closeErr; cerr != nil && err == nil {
 			err = cerr
 		}

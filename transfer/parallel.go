@@ -94,9 +94,10 @@ func (c *copier) parallelOK(src, dst FS, size int64) bool {
 // no round trip between: two round trips after the last write's reply
 // rather than three.
 //
-// written, when not nil, is told of every chunk written and acknowledged,
-// as the resume journal is.
-func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64, part *partial, prog Progress, final func() fileAttrs, written func(off int64, n int)) (int64, fs.FileInfo, *fileAttrs, error) {
+// behind, when not nil, hashes the written file behind the streams: it
+// is told of every chunk written and acknowledged, as the resume journal
+// is, and of every chunk copied twice at once.
+func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp string, size int64, part *partial, prog Progress, final func() fileAttrs, behind *follower) (int64, fs.FileInfo, *fileAttrs, error) {
 	p := c.opts.Parallel
 	r := src.FS.(streamReader)
 	w := dstFS.(streamWriter)
@@ -134,6 +135,10 @@ func (c *copier) copyParallel(ctx context.Context, src Endpoint, dstFS FS, tmp s
 	}
 	if prog != nil {
 		po.Progress = prog.Add
+	}
+	var written func(off int64, n int)
+	if behind != nil {
+		written, po.Twice = behind.written, behind.twice
 	}
 	switch {
 	case part != nil && written != nil:

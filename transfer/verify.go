@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // summer is an end that can hash one of its files where it lives, without
@@ -220,6 +221,11 @@ type follower struct {
 	moved chan struct{} // a value: wm moved, or the copy ended
 	ended bool
 	size  int64
+	// doubled is set once a chunk was handed out while another copy
+	// of it flew (pipeline.ParallelOptions.Twice): that copy may land
+	// after the first was hashed, its bytes read from the source again,
+	// so the hash behind is given up and the file hashed once whole.
+	doubled atomic.Bool
 
 	cancel context.CancelFunc
 	done   chan struct{} // the hash and the pump have returned
@@ -275,6 +281,10 @@ func (c *copier) follow(ctx context.Context, tmp Endpoint, size, from int64) *fo
 			f.mu.Lock()
 			at, ended := f.wm.at, f.ended
 			f.mu.Unlock()
+			if f.doubled.Load() {
+				close(written) // the hash ends short, and is not used
+				return
+			}
 			if at > sent && (at-sent >= followStep || at == size || ended) {
 				select {
 				case written <- at:
@@ -306,6 +316,16 @@ func (f *follower) written(off int64, n int) {
 	}
 }
 
+// twice is told of a chunk copied twice at once: quick, as the streams'
+// Twice must be.
+func (f *follower) twice() {
+	f.doubled.Store(true)
+	select {
+	case f.moved <- struct{}{}:
+	default:
+	}
+}
+
 // wait returns the sum, once every byte is written (the copy ended).
 func (f *follower) wait() ([]byte, error) {
 	f.mu.Lock()
@@ -316,6 +336,9 @@ func (f *follower) wait() ([]byte, error) {
 	default:
 	}
 	<-f.done
+	if f.doubled.Load() {
+		return nil, errors.New("a chunk was copied twice at once")
+	}
 	return f.sum, f.err
 }
 

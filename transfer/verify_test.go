@@ -281,3 +281,22 @@ func TestFollowerHashesBehind(t *testing.T) {
 		t.Fatalf("sum %x (%v), want %x", sum, err, want)
 	}
 }
+
+// TestFollowerGivesUpOnAChunkCopiedTwice: once a chunk is copied twice
+// at once, its second copy may land after the first was hashed, with
+// bytes read from the source again: the hash behind is not used.
+func TestFollowerGivesUpOnAChunkCopiedTwice(t *testing.T) {
+	data := make([]byte, 2*followStep)
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fol := (&copier{}).follow(context.Background(), local(path), int64(len(data)), 0)
+	defer fol.stop()
+	fol.written(0, followStep)
+	fol.twice()
+	fol.written(followStep, followStep)
+	if sum, err := fol.wait(); err == nil {
+		t.Fatalf("a chunk copied twice, and the hash behind was used: %x", sum)
+	}
+}
