@@ -268,7 +268,16 @@ func (c *copier) follow(ctx context.Context, tmp Endpoint, size, from int64) *fo
 		f.sum, f.err = hash(ctx, written)
 	}()
 	go func() {
-		defer func() { <-hashed; close(f.done) }()
+		// The hash reads written to its end: it is closed whatever
+		// ends the pump (given up, the hash failed, the copy ended).
+		closed := false
+		defer func() {
+			if !closed {
+				close(written)
+			}
+			<-hashed
+			close(f.done)
+		}()
 		sent := int64(-1)
 		for {
 			select {
@@ -282,8 +291,7 @@ func (c *copier) follow(ctx context.Context, tmp Endpoint, size, from int64) *fo
 			at, ended := f.wm.at, f.ended
 			f.mu.Unlock()
 			if f.doubled.Load() {
-				close(written) // the hash ends short, and is not used
-				return
+				return // the hash ends short, and is not used
 			}
 			if at > sent && (at-sent >= followStep || at == size || ended) {
 				select {
@@ -297,6 +305,7 @@ func (c *copier) follow(ctx context.Context, tmp Endpoint, size, from int64) *fo
 			}
 			if ended {
 				close(written)
+				closed = true
 				return
 			}
 		}

@@ -300,3 +300,21 @@ func TestFollowerGivesUpOnAChunkCopiedTwice(t *testing.T) {
 		t.Fatalf("a chunk copied twice, and the hash behind was used: %x", sum)
 	}
 }
+
+// TestFollowerStopsMidCopy: a copy that fails part way stops its
+// follower, which returns though the hash was told of no end.
+func TestFollowerStopsMidCopy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, make([]byte, followStep), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fol := (&copier{}).follow(context.Background(), local(path), 3*followStep, 0)
+	fol.written(0, followStep)
+	stopped := make(chan struct{})
+	go func() { fol.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("stop did not return")
+	}
+}
