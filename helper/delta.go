@@ -2,6 +2,7 @@ package helper
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -75,8 +76,13 @@ const (
 	MaxRequestArg = 8 << 10
 )
 
-// FirstRequest decodes a RequestFlag's value.
-func FirstRequest(arg string) ([]byte, error) {
+// RequestInput is the delta service's input where a RequestFlag's value
+// arg came in the command line: its request read first, then in. An
+// empty arg gives in itself.
+func RequestInput(arg string, in io.Reader) (io.Reader, error) {
+	if arg == "" {
+		return in, nil
+	}
 	if len(arg) > MaxRequestArg {
 		return nil, fmt.Errorf("--%s: %d bytes, more than %d", RequestFlag, len(arg), MaxRequestArg)
 	}
@@ -84,7 +90,7 @@ func FirstRequest(arg string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", RequestFlag, err)
 	}
-	return req, nil
+	return io.MultiReader(bytes.NewReader(req), in), nil
 }
 
 // requestArg is the serve arguments that carry req in the command line,

@@ -359,12 +359,12 @@ func TestDeltaServiceWalk(t *testing.T) {
 	if !ok {
 		t.Fatalf("WalkArg: %q", arg)
 	}
-	req, err := FirstRequest(value)
+	a, b := net.Pipe()
+	in, err := RequestInput(value, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := net.Pipe()
-	go func() { ServeDelta(ctx, io.MultiReader(bytes.NewReader(req), b), b); b.Close() }()
+	go func() { ServeDelta(ctx, in, b); b.Close() }()
 	c2, err := NewDeltaClient(ctx, a)
 	if err != nil {
 		t.Fatal(err)
@@ -382,10 +382,10 @@ func TestDeltaServiceWalk(t *testing.T) {
 	if arg := WalkArg(strings.Repeat("x", MaxRequestArg), 1); arg != "" {
 		t.Errorf("a walk of a %d-byte root went in the command line", MaxRequestArg)
 	}
-	if _, err := FirstRequest(strings.Repeat("A", MaxRequestArg+1)); err == nil {
+	if _, err := RequestInput(strings.Repeat("A", MaxRequestArg+1), nil); err == nil {
 		t.Errorf("a request past the bound was taken")
 	}
-	if _, err := FirstRequest("not base64!"); err == nil {
+	if _, err := RequestInput("not base64!", nil); err == nil {
 		t.Errorf("a request not base64url was taken")
 	}
 }

@@ -1,7 +1,6 @@
 package job
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -357,7 +356,7 @@ type ServeOptions struct {
 	Channels int    // --channels: the job's, this one with them
 	Join     bool   // --join: hand this channel to the job's first
 	Delta    bool   // --delta: serve delta transfers on this channel
-	Request  string // --request: the delta service's first request (helper.FirstRequest)
+	Request  string // --request: the delta service's first request (helper.RequestInput)
 	Version  string // this hpncp's, for the client's error
 	Stdout   io.Writer
 }
@@ -373,13 +372,9 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return helper.Join(ctx, o.Job, os.Stdin, os.Stdout)
 	}
 	if o.Delta {
-		var in io.Reader = os.Stdin
-		if o.Request != "" {
-			req, err := helper.FirstRequest(o.Request)
-			if err != nil {
-				return err
-			}
-			in = io.MultiReader(bytes.NewReader(req), os.Stdin)
+		in, err := helper.RequestInput(o.Request, os.Stdin)
+		if err != nil {
+			return err
 		}
 		return helper.ServeDelta(ctx, in, o.Stdout)
 	}

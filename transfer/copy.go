@@ -620,7 +620,9 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	defer f.Close()
 	var in io.Reader = f
 	var srcHash *hashingReader
-	if c.opts.Verify && from == 0 {
+	// The streams read a big file on handles of their own; its sum is
+	// taken beside them (sumAhead).
+	if c.opts.Verify && from == 0 && !big {
 		srcHash = &hashingReader{r: f, h: sha256.New()}
 		in = srcHash
 	}

@@ -707,12 +707,12 @@ func deltaExec(exec func(cmd string, stdin io.Reader, stdout, stderr io.Writer) 
 	return func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if words := hostile.Words(cmd); len(words) > 2 && words[0] == faultHelper && words[1] == "serve" && slices.Contains(words, "--delta") {
 			if i := slices.Index(words, "--"+helper.RequestFlag); i > 0 && i+1 < len(words) {
-				req, err := helper.FirstRequest(words[i+1])
+				in, err := helper.RequestInput(words[i+1], stdin)
 				if err != nil {
 					fmt.Fprintln(stderr, err)
 					return 2
 				}
-				stdin = io.MultiReader(bytes.NewReader(req), stdin)
+				stdin = in
 			}
 			if err := helper.ServeDelta(context.Background(), stdin, stdout); err != nil {
 				fmt.Fprintln(stderr, err)

@@ -45,12 +45,12 @@ func (s *Server) exec(cmd string, stdin io.Reader, stdout, stderr io.Writer) int
 			// A first request may come in the command line, as
 			// hpncp serve takes it.
 			if i := slices.Index(words, "--"+helper.RequestFlag); i > 0 && i+1 < len(words) {
-				req, err := helper.FirstRequest(words[i+1])
+				in, err := helper.RequestInput(words[i+1], stdin)
 				if err != nil {
 					fmt.Fprintf(stderr, "hpncp: %v\n", err)
 					return 2
 				}
-				stdin = io.MultiReader(bytes.NewReader(req), stdin)
+				stdin = in
 			}
 			return t.serveDelta(stdin, stdout)
 		}
