@@ -170,7 +170,7 @@ func Copy(ctx context.Context, j Job) (*Result, error) {
 // --hpn-disabled, --resume); --tar is left for Options.Validate to refuse.
 func tarMode(o transfer.Options, legacy, hpnDisabled bool) transfer.TarOptions {
 	t := o.Tar
-	if t.Mode == transfer.TarAuto && (legacy || o.Verify || o.FilesFrom != nil || hpnDisabled || o.Resume) {
+	if t.Mode == transfer.TarAuto && (legacy || o.Verify || o.FilesFrom != nil || hpnDisabled || o.Resume || o.InPlace) {
 		t.Mode = transfer.TarOff
 	}
 	return t

@@ -140,7 +140,7 @@ func preCreate(locs []transfer.Location, to transfer.Options, other bool) protoc
 	// touch the directory.
 	sends := to.Skip == transfer.CopyAlways || to.Skip == transfer.SkipQuick && !to.Preserve
 	if other || len(locs) != 2 || locs[0].Remote() || !locs[1].Remote() ||
-		!sends || to.Verify || to.Resume || to.FilesFrom != nil || to.Split() {
+		!sends || to.Verify || to.Resume || to.InPlace || to.FilesFrom != nil || to.Split() {
 		return protocol.PreCreate{}
 	}
 	fi, err := os.Lstat(locs[0].Path)

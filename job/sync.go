@@ -54,8 +54,8 @@ type SyncJob struct {
 	// whose target exists does where a helper answers at the remote end
 	// (Helper), as rsync's default for a remote copy.
 	WholeFile bool
-	// InPlace is rsync's --inplace: a delta rewrites its target where it
-	// lies (transfer.Options.InPlace).
+	// InPlace is rsync's --inplace: a changed file is written over its
+	// target where it lies, as a delta or whole (transfer.Options.InPlace).
 	InPlace bool
 	Helper  DeltaHelper
 }
@@ -188,9 +188,12 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 		mo.Delta, mo.Logf = helper, eo.Logf
 		eo.Helper = helper
 		if !j.WholeFile && !mo.DryRun {
-			eo.Delta, eo.InPlace = helper, j.InPlace
+			eo.Delta = helper
 		}
 	}
+	// --inplace writes over the targets where they lie, whether a file
+	// goes as a delta or whole.
+	eo.InPlace = j.InPlace
 	open := func(l transfer.Location) (transfer.Endpoint, error) {
 		// Its path's stat comes with the SFTP start: the sync stats it
 		// to know whether the target is a directory, then lists from it.

@@ -110,11 +110,12 @@ type Options struct {
 	// delta transfer (delta.go) through a helper at the remote end: only
 	// the bytes the target lacks travel.
 	Delta DeltaHosts
-	// InPlace has a delta rewrite its target where it lies, writing only
-	// what changed (rsync's --inplace), instead of rebuilding the file
-	// beside it and renaming it into place. A target that cannot be opened
-	// for writing, and every file that goes whole, is written beside it
-	// and renamed as without it.
+	// InPlace writes a file over its existing target where it lies
+	// (rsync's --inplace) instead of beside it, renamed into place once
+	// whole: a delta writes only what changed, a file that goes whole is
+	// written from its start and cut to its size. A target that is not a
+	// regular file, or cannot be opened for writing, and every file of a
+	// sparse copy, is written beside it and renamed as without it.
 	InPlace bool
 	// Helper, when not nil, hashes a remote end's files for --verify and
 	// --checksum where a helper answers there (sum256), in place of the
@@ -627,9 +628,27 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		in = srcHash
 	}
 
-	out, tmp, err := part.openTemp(ctx, dst)
-	if err != nil {
-		return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
+	// --inplace: the file is written over its target where it lies, as
+	// rsync writes it, rather than beside it and renamed: no second copy
+	// (a large file whose disk has no room for two), and the target's
+	// inode, other names and holders with it, takes the new bytes. A cut
+	// run leaves it part rewritten until the next. A copy an earlier run
+	// left part done goes on in its temporary file instead.
+	var out io.WriteCloser
+	var tmp string
+	if from == 0 && c.inPlace(existing) {
+		if out, err = openInPlace(ctx, dst, existing.Size(), si.Size()); err != nil {
+			c.logf("inplace: %s is written beside and renamed: %v", dst, err)
+		} else {
+			tmp = dst.Path
+			part.forget() // no temporary file to keep a journal of
+			part = nil
+		}
+	}
+	if tmp == "" {
+		if out, tmp, err = part.openTemp(ctx, dst); err != nil {
+			return &Error{Op: op, Path: dst.String(), Err: err, Hint: hintFor(err)}
+		}
 	}
 	tmpEnd := Endpoint{dst.FS, tmp}
 	closed := false
@@ -639,6 +658,10 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		}
 		if !closed {
 			_ = out.Close()
+		}
+		if tmp == dst.Path {
+			c.logf("inplace: %s is left part rewritten", dst)
+			return
 		}
 		if part.keep(ctx, err) {
 			c.logf("resume: kept %s for --resume", tmpEnd)
@@ -755,6 +778,41 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	part.forget()
 	c.done(src, dst, n, from, sum, start)
 	return nil
+}
+
+// inPlace reports whether a file going whole is written over existing,
+// its target, where it lies (--inplace): only a regular file, and not in
+// a sparse copy, which writes no block of zeros and would leave the old
+// bytes where the new file has a hole.
+func (c *copier) inPlace(existing fs.FileInfo) bool {
+	return c.opts.InPlace && !c.opts.Sparse && existing != nil && existing.Mode().IsRegular()
+}
+
+// openInPlace opens dst, a regular file of old bytes, for writing over
+// from its start, cut first to size where it holds more. Its writes go
+// front to back; the parallel streams open it again on handles of their
+// own.
+func openInPlace(ctx context.Context, dst Endpoint, old, size int64) (io.WriteCloser, error) {
+	w, ok := dst.FS.(streamWriter)
+	if l, local := dst.FS.(Local); !ok || (local && !Confined(l)) {
+		// A local receiving end opens its files below the target, no
+		// link followed; one that is not confined writes beside.
+		return nil, errors.New("this end cannot write a file in place")
+	}
+	f, err := w.OpenWriterAt(ctx, dst.Path, 1)
+	if err != nil {
+		return nil, err
+	}
+	if old > size {
+		if err := setSize(dst.FS, dst.Path, size); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	return struct {
+		io.Writer
+		io.Closer
+	}{io.NewOffsetWriter(f, 0), f}, nil
 }
 
 // done records that src was copied to dst: n bytes, with hex SHA-256 sum

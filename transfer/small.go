@@ -122,7 +122,7 @@ func (b *budget) take(ctx context.Context, n int64) (func(), error) {
 // end cannot take the file that way.
 func (c *copier) putSmall(ctx context.Context, src, dst Endpoint, si, existing fs.FileInfo) (bool, int64, error) {
 	p, ok := dst.FS.(smallPutter)
-	if !ok || si.Size() > protocol.SmallMax || c.opts.Verify {
+	if !ok || si.Size() > protocol.SmallMax || c.opts.Verify || c.inPlace(existing) {
 		return false, 0, nil
 	}
 	op := "copy " + src.String() + " to"

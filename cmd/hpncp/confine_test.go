@@ -55,6 +55,9 @@ var confineRuns = []frontEnd{
 	{name: "sync-a-delta", args: []string{"-a", "-vv", "--helper-path", hostile.HelperPath}, sync: true},
 	// --inplace: the pulled deltas rewrite the targets where they lie.
 	{name: "sync-a-inplace", args: []string{"-a", "-vv", "--inplace", "--helper-path", hostile.HelperPath}, sync: true},
+	// Files that go whole are written over their targets too.
+	{name: "r-inplace", args: []string{"-r", "--inplace"}},
+	{name: "sync-aW-inplace", args: []string{"-aW", "--inplace"}, sync: true},
 }
 
 // confineLimit bounds one run of a trial: trees are a few entries, and a

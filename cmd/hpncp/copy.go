@@ -63,6 +63,9 @@ type copyOptions struct {
 	// through a helper at the far end (Helper, HelperPath, HelperDir).
 	Delta                         bool
 	Helper, HelperPath, HelperDir string
+	// InPlace writes a file over its existing target where it lies, as
+	// rsync's --inplace (transfer.Options.InPlace).
+	InPlace bool
 
 	// Links, as rsync's long flags (-l is scp's limit, -H unused by scp
 	// but kept rsync's long-only here too).
@@ -134,6 +137,7 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.StringFlag{Name: "bwlimit", Destination: &o.BWLimit},
 		&cli.BoolFlag{Name: "resume", Destination: &o.Resume},
 		&cli.BoolFlag{Name: "delta", Destination: &o.Delta},
+		&cli.BoolFlag{Name: "inplace", Destination: &o.InPlace},
 		&cli.StringFlag{Name: "helper", Destination: &o.Helper},
 		&cli.StringFlag{Name: "helper-path", Destination: &o.HelperPath},
 		&cli.StringFlag{Name: "helper-dir", Destination: &o.HelperDir},
@@ -196,6 +200,10 @@ func (o *copyOptions) check() error {
 		return usagef("leave out --tar", "--delta sends files one by one; tar streams carry them whole")
 	case o.Delta && o.Sparse:
 		return usagef("leave out --delta or --sparse", "--delta does not combine with --sparse yet")
+	case o.InPlace && o.Legacy:
+		return usagef("leave out -O", "--inplace opens targets over SFTP, not the legacy scp protocol")
+	case o.InPlace && o.Tar:
+		return usagef("leave out --tar", "--inplace writes files one by one; tar streams unpack them beside their targets")
 	case o.Helper != "" && o.Helper != job.HelperAuto && o.Helper != job.HelperNever:
 		return usagef("install it first: hpncp helper install HOST", "--helper %s: a copy takes auto or never", o.Helper)
 	case (o.Helper != "" || o.HelperPath != "" || o.HelperDir != "") && !o.Delta && !o.Verify && !o.Checksum:
@@ -399,6 +407,7 @@ func copyFiles(ctx context.Context, o *copyOptions, stdin io.Reader, stderr io.W
 			Resume:    o.Resume,
 			Links:     transfer.LinkOptions{Symlinks: o.Links, Hard: o.HardLinks, Safe: o.SafeLinks},
 			Sparse:    o.Sparse,
+			InPlace:   o.InPlace,
 		}}
 	to := &j.Options
 	// The list is read once its options are known to go together, so that

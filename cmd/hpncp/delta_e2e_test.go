@@ -139,6 +139,57 @@ func TestSyncDeltaE2E(t *testing.T) {
 					t.Errorf("sync %v: the target's directory holds %d entries", flags, len(ents))
 				}
 			}
+
+			// A file that goes whole (-W, or with no helper there) is
+			// written over its target too under --inplace, as rsync's
+			// is: a longer old target is cut to the new size, a shorter
+			// one grows, and a hard link to it sees the new bytes. The
+			// same for a small file, which otherwise goes up in one
+			// batch under a temporary name.
+			small := []byte("a small file, new")
+			smallOld := []byte("a small file, the old one, longer than the new")
+			smallSrc, smallDst := filepath.Join(t.TempDir(), "s"), filepath.Join(t.TempDir(), "s")
+			smallFrom, smallTo := smallSrc, "e2e:"+smallDst
+			if dir == "down" {
+				smallFrom, smallTo = "e2e:"+smallSrc, smallDst
+			}
+			os.WriteFile(smallSrc, small, 0o640)
+			os.Chtimes(smallSrc, mtime, mtime)
+			for _, c := range []struct {
+				from, to, dst string
+				old, new      []byte
+			}{
+				{from, to, dst, append(bytes.Clone(old), make([]byte, 1<<20)...), next},
+				{from, to, dst, old[:1<<20], next},
+				{smallFrom, smallTo, smallDst, smallOld, small},
+			} {
+				for _, flags := range [][]string{{"--inplace", "-W"}, {"--inplace", "--helper=never"}} {
+					link := filepath.Join(t.TempDir(), "link")
+					os.WriteFile(c.dst, c.old, 0o644)
+					os.Link(c.dst, link)
+					before, _ := os.Stat(c.dst)
+					stdout, stderr, err := sync(append([]string{"-a", "--stats", "-vv"}, append(flags, c.from, c.to)...)...)
+					if got, _ := os.ReadFile(c.dst); err != nil || !bytes.Equal(got, c.new) {
+						t.Fatalf("sync %v of %d bytes over %d: %v (%d bytes there)\n%s", flags, len(c.new), len(c.old), err, len(got), stderr)
+					}
+					after, _ := os.Stat(c.dst)
+					if !os.SameFile(before, after) {
+						t.Errorf("sync %v of %d bytes over %d replaced the target rather than rewriting it", flags, len(c.new), len(c.old))
+					}
+					if got, _ := os.ReadFile(link); !bytes.Equal(got, c.new) {
+						t.Errorf("sync %v: a hard link to the target holds %d bytes, not the new file", flags, len(got))
+					}
+					if after.Mode().Perm() != 0o640 || !after.ModTime().Equal(mtime) {
+						t.Errorf("sync %v: the target's mode %v, time %v; want the source's", flags, after.Mode().Perm(), after.ModTime())
+					}
+					if sent := literalData(t, stdout); sent != int64(len(c.new)) {
+						t.Errorf("sync %v sent %d literal bytes, not the file's %d", flags, sent, len(c.new))
+					}
+					if ents, _ := os.ReadDir(filepath.Dir(c.dst)); len(ents) != 1 {
+						t.Errorf("sync %v: the target's directory holds %d entries", flags, len(ents))
+					}
+				}
+			}
 		})
 	}
 

@@ -66,7 +66,7 @@ import (
 // faultCase is one kind of trial.
 type faultCase struct {
 	download bool
-	mode     string // "large", "sparse" (a large file with holes, --sparse), "small" (one file sent in one batch, its temporary file made with the SFTP start), "tree" (SFTP), "tar", "legacy" (-O) or "delta" (--delta, a changed large file through the helper's delta service)
+	mode     string // "large", "sparse" (a large file with holes, --sparse), "small" (one file sent in one batch, its temporary file made with the SFTP start), "tree" (SFTP), "tar", "legacy" (-O), "delta" (--delta, a changed large file through the helper's delta service) or "inplace" (--inplace: a large file written over its old target)
 	resume   bool
 	all      bool // fault every connection, not one
 }
@@ -92,7 +92,7 @@ func (c faultCase) String() string {
 func faultCases() []faultCase {
 	var cs []faultCase
 	for _, download := range []bool{false, true} {
-		for _, mode := range []string{"large", "sparse", "small", "tree", "tar", "legacy", "delta"} {
+		for _, mode := range []string{"large", "sparse", "small", "tree", "tar", "legacy", "delta", "inplace"} {
 			for _, resume := range []bool{false, true} {
 				for _, all := range []bool{false, true} {
 					if resume && (mode == "tar" || mode == "legacy" || mode == "delta") || all && mode == "legacy" {
@@ -484,7 +484,7 @@ func (ft *faultTrial) run(t *testing.T) {
 	var shape string
 	var top string // the operand below src, and so below dst
 	var files []faultFile
-	single := ft.c.mode == "large" || ft.c.mode == "sparse" || ft.c.mode == "small" || ft.c.mode == "delta" || ft.c.mode == "legacy" && r.IntN(2) == 0
+	single := ft.c.mode == "large" || ft.c.mode == "sparse" || ft.c.mode == "small" || ft.c.mode == "delta" || ft.c.mode == "inplace" || ft.c.mode == "legacy" && r.IntN(2) == 0
 	switch {
 	case single:
 		top = "big"
@@ -514,13 +514,17 @@ func (ft *faultTrial) run(t *testing.T) {
 		args = append(args, "-r")
 	}
 	switch ft.c.mode {
-	case "large", "sparse":
+	case "large", "sparse", "inplace":
 		conns := 2 + r.IntN(3)
 		chunk := []string{"256KiB", "1MiB"}[r.IntN(2)]
 		args = append(args, "--streams", "4", "--connections", strconv.Itoa(conns), "--chunk", chunk)
 		shape += fmt.Sprintf(", 4 streams on %d connections, chunk %s", conns, chunk)
 		if ft.c.mode == "sparse" {
 			args = append(args, "--sparse")
+		}
+		if ft.c.mode == "inplace" {
+			args = append(args, "--inplace")
+			shape += ", --inplace"
 		}
 		// A quarter of the large trials (by seed, leaving the draws of
 		// the others as they were) verify through the helper, which
@@ -560,7 +564,7 @@ func (ft *faultTrial) run(t *testing.T) {
 	// Old content at some of the targets, older than the sources, so
 	// that the quick check copies them.
 	oldShare := r.Float64()
-	if ft.c.mode == "delta" {
+	if ft.c.mode == "delta" || ft.c.mode == "inplace" {
 		oldShare = 1
 	}
 	for i := range files {
@@ -663,6 +667,14 @@ func (ft *faultTrial) run(t *testing.T) {
 	ft.desc = fmt.Sprintf("%s; phase %s; faults %s", shape, phase, describeFaults(faults))
 	t.Logf("trial: %s", ft.desc)
 
+	// --inplace: the old targets, to tell whether they were written
+	// where they lie.
+	olds := map[string]os.FileInfo{}
+	for _, f := range files {
+		if fi, err := os.Stat(filepath.Join(dst, f.rel)); ft.c.mode == "inplace" && f.hasOld && err == nil {
+			olds[f.rel] = fi
+		}
+	}
 	plan.next(faults)
 	code, stderr, timedOut := ft.copy(t, command(target, faultTimers))
 	ft.exit = code
@@ -678,6 +690,11 @@ func (ft *faultTrial) run(t *testing.T) {
 		ft.violatef("exit %d: %s", code, firstLine(stderr))
 	}
 	temps := ft.check(t, files, dst, old, code, ft.c.resume, "the faulted run", nil)
+	for rel, before := range olds {
+		if after, err := os.Stat(filepath.Join(dst, rel)); code == 0 && err == nil && !os.SameFile(before, after) {
+			ft.violatef("the faulted run exited 0 with --inplace but replaced %s rather than writing it where it lies", rel)
+		}
+	}
 
 	if ft.c.resume && code != 0 {
 		plan.next(nil)
@@ -851,6 +868,7 @@ func (ft *faultTrial) check(t *testing.T, files []faultFile, dst, old string, co
 			ft.violatef("%s exited 0 but %s differs from its source (%s)", run, rel, difference(t, p, filepath.Join(ft.srcDir(dst), rel)))
 		case f.hasOld && got == f.oldSum:
 		case inPlace && partlyNew(t, p, filepath.Join(ft.srcDir(dst), rel), filepath.Join(old, rel), f.hasOld):
+		case ft.c.mode == "inplace" && f.hasOld && rewritten(t, p, filepath.Join(ft.srcDir(dst), rel), filepath.Join(old, rel)):
 		case f.hasOld:
 			ft.violatef("%s failed and left %s neither its old content nor the new", run, rel)
 		default:
@@ -985,6 +1003,38 @@ func partlyNew(t *testing.T, target, src, old string, hasOld bool) bool {
 		rest = prev[n:]
 	}
 	return bytes.Equal(got[n:], rest)
+}
+
+// rewritten reports whether target, after a failed --inplace copy over
+// its old content, is that content part overwritten with the source's:
+// every byte the source's or the old file's at its offset, or, past the
+// old file's end, a zero of a hole between chunks that landed out of
+// order; and no longer than the longer of the two.
+func rewritten(t *testing.T, target, src, old string) bool {
+	got, want, prev := readAll(t, target), readAll(t, src), readAll(t, old)
+	if len(got) > max(len(want), len(prev)) {
+		return false
+	}
+	for i, b := range got {
+		switch {
+		case i < len(want) && b == want[i]:
+		case i < len(prev) && b == prev[i]:
+		case i >= len(prev) && b == 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// readAll is the content of name.
+func readAll(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // drawFaults draws the run's phase and a fault for one connection or all

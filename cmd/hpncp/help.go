@@ -128,6 +128,15 @@ Re-runs and migrations:
                          at the far end as its helper (hpncp helper install
                          HOST); without one the file goes whole (-v says
                          why). Not with -O, --tar, --resume or --sparse
+  --inplace              write a file over its existing target where it
+                         lies, not beside it and renamed (rsync's
+                         --inplace): no room for a second copy is needed,
+                         hard links to it see the new bytes, and with
+                         --delta only the changed blocks are written; a
+                         failed copy leaves the target part rewritten.
+                         Not with -O or --tar; a --sparse copy, a file
+                         --resume goes on with, and a target that is not
+                         a regular file are written beside as before
   --helper auto|never    with --delta, --verify or --checksum: use a helper
                          present there (auto, or the Helper of hpncp's
                          configuration file), or none; with one, the

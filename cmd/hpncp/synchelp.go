@@ -43,10 +43,11 @@ Flags (rsync's, with rsync's meanings):
   -I, --ignore-times     send every file
   -W, --whole-file       send changed files whole, never as deltas (the
                          fast path on a fast link); --no-whole-file undoes it
-      --inplace          a delta rewrites its target where it lies, writing
-                         only what changed (no second copy; a cut run leaves
-                         it part rewritten until the next); files that go
-                         whole are still written beside and renamed
+      --inplace          write a changed file over its target where it
+                         lies, not beside it and renamed: a delta writes
+                         only what changed, a whole file is rewritten (no
+                         second copy; hard links to it see the new bytes;
+                         a cut run leaves it part rewritten until the next)
       --append, --append-verify  leave alone a changed file whose target
                          is not shorter; send the rest of one that is,
                          in place (--inplace), the whole file checked
