@@ -452,6 +452,11 @@ const relayedPct = 150
 
 func (s *SFTP) Label() string { return s.label }
 
+// Changed tells s that something other than its own requests changed the
+// server's files (a helper rewrote one): no answer kept from the start
+// (early.go) holds any more.
+func (s *SFTP) Changed() { s.early.drop() }
+
 func (s *SFTP) Stat(name string) (fs.FileInfo, error) {
 	if a, ok := s.early.take(name); ok {
 		return a.fi, a.err

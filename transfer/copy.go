@@ -637,7 +637,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	var out io.WriteCloser
 	var tmp string
 	if from == 0 && c.inPlace(existing) {
-		if out, err = openInPlace(ctx, dst, existing.Size(), si.Size()); err != nil {
+		if out, err = openInPlace(ctx, dst, si.Size()); err != nil {
 			c.logf("inplace: %s is written beside and renamed: %v", dst, err)
 		} else {
 			tmp = dst.Path
@@ -660,7 +660,13 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 			_ = out.Close()
 		}
 		if tmp == dst.Path {
-			c.logf("inplace: %s is left part rewritten", dst)
+			// The mark is on still, unless every byte was written and
+			// what failed came after: it is put back where it can be.
+			if serr := setSize(dst.FS, dst.Path, inPlaceMark(0, si.Size())); serr != nil {
+				c.logf("inplace: %s is left part rewritten", dst)
+			} else {
+				c.logf("inplace: %s is left part rewritten, a byte longer than the source", dst)
+			}
 			return
 		}
 		if part.keep(ctx, err) {
@@ -705,8 +711,12 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		// The written file is hashed behind them (follow), so that
 		// only their last bytes are left to hash when they are done.
 		early := attrs
-		if c.opts.Verify {
+		if c.opts.Verify || tmp == dst.Path {
+			// The mode and times are set once the sums compared, or
+			// the mark came off, which sets the time.
 			early = nil
+		}
+		if c.opts.Verify {
 			ahead = c.sumAhead(ctx, src, si.Size())
 			defer ahead.stop()
 			// Holes are not written: a sparse copy's file is hashed
@@ -748,6 +758,13 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		return &Error{Op: "read", Path: src.String(),
 			Err: fmt.Errorf("file changed size during the copy: expected %d bytes, read %d", si.Size(), from+n)}
 	}
+	if tmp == dst.Path {
+		// Every byte is written: the mark comes off.
+		if err = setSize(dst.FS, dst.Path, si.Size()); err != nil {
+			return &Error{Op: op, Path: dst.String(), Err: err}
+		}
+		ti = nil
+	}
 	var sum string
 	var check func() error
 	if c.opts.Verify {
@@ -788,11 +805,21 @@ func (c *copier) inPlace(existing fs.FileInfo) bool {
 	return c.opts.InPlace && !c.opts.Sparse && existing != nil && existing.Mode().IsRegular()
 }
 
-// openInPlace opens dst, a regular file of old bytes, for writing over
-// from its start, cut first to size where it holds more. Its writes go
-// front to back; the parallel streams open it again on handles of their
-// own.
-func openInPlace(ctx context.Context, dst Endpoint, old, size int64) (io.WriteCloser, error) {
+// inPlaceMark is the size a target being rewritten in place is given
+// before the first write, old its size then and size the new file's: a
+// byte longer than both (the old bytes a delta may still read stay).
+// Only once every byte is written is it cut to size. A run cut in
+// between leaves a file whose size is not the source's, so that no
+// later run's quick check takes it, part rewritten, for a copy made
+// (its time may well be the source's to the second: a source written
+// while it was copied).
+func inPlaceMark(old, size int64) int64 { return max(old, size) + 1 }
+
+// openInPlace opens dst, a regular file, for writing over from its
+// start, and marks it (inPlaceMark) until the copy takes the mark off.
+// Its writes go front to back; the parallel streams open it again on
+// handles of their own.
+func openInPlace(ctx context.Context, dst Endpoint, size int64) (io.WriteCloser, error) {
 	w, ok := dst.FS.(streamWriter)
 	if l, local := dst.FS.(Local); !ok || (local && !Confined(l)) {
 		// A local receiving end opens its files below the target, no
@@ -803,11 +830,9 @@ func openInPlace(ctx context.Context, dst Endpoint, old, size int64) (io.WriteCl
 	if err != nil {
 		return nil, err
 	}
-	if old > size {
-		if err := setSize(dst.FS, dst.Path, size); err != nil {
-			f.Close()
-			return nil, err
-		}
+	if err := setSize(dst.FS, dst.Path, inPlaceMark(0, size)); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return struct {
 		io.Writer

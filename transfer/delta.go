@@ -170,6 +170,11 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 			err = &localDeltaError{cerr}
 		}
 	}
+	if c, ok := dst.FS.(changer); ok && push {
+		// The helper wrote there: a stat the end kept from its start,
+		// of the target rewritten in place, is the old file's.
+		c.Changed()
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return true, ctx.Err()
@@ -211,6 +216,10 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 	c.done(src, dst, si.Size(), 0, sum, start)
 	return true, nil
 }
+
+// changer is an end that keeps answers of its own (protocol.SFTP's early
+// stats), told when a helper changed its files.
+type changer interface{ Changed() }
 
 // localDeltaError is a failure of this end's files in a delta: not a
 // reason to send the file whole, which would fail the same way.
@@ -388,6 +397,9 @@ func (sp *spool) closeRead() {
 func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, basis io.ReaderAt, out io.WriterAt) (delta.Stats, error) {
 	var got delta.Stats
 	if c.opts.InPlace {
+		if err := out.(UpdateFile).Truncate(inPlaceMark(existing.Size(), si.Size())); err != nil {
+			return got, &localDeltaError{err}
+		}
 		// The target is signed as the delta comes back and is applied:
 		// the helper diffs each range once its blocks are there, and a
 		// range is rewritten only after its blocks were read here.

@@ -133,7 +133,8 @@ Re-runs and migrations:
                          --inplace): no room for a second copy is needed,
                          hard links to it see the new bytes, and with
                          --delta only the changed blocks are written; a
-                         failed copy leaves the target part rewritten.
+                         failed copy leaves the target part rewritten (a
+                         byte longer than the source until it is whole).
                          Not with -O or --tar; a --sparse copy, a file
                          --resume goes on with, and a target that is not
                          a regular file are written beside as before
