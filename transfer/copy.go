@@ -821,10 +821,27 @@ func inPlaceMark(old, size int64) int64 { return max(old, size) + 1 }
 // handles of their own.
 func openInPlace(ctx context.Context, dst Endpoint, size int64) (io.WriteCloser, error) {
 	w, ok := dst.FS.(streamWriter)
-	if l, local := dst.FS.(Local); !ok || (local && !Confined(l)) {
+	l, local := dst.FS.(Local)
+	switch {
+	case !ok || local && !Confined(l):
 		// A local receiving end opens its files below the target, no
 		// link followed; one that is not confined writes beside.
 		return nil, errors.New("this end cannot write a file in place")
+	case !local:
+		// A server's open follows a link: the target is looked at
+		// first, and a link at it is replaced, as without --inplace,
+		// not written through.
+		lr, ok := dst.FS.(LinkReader)
+		if !ok {
+			return nil, errors.New("this end cannot tell a link from a file")
+		}
+		fi, err := lr.Lstat(dst.Path)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil, errors.New("not a regular file: a link there is replaced, not written through")
+		}
 	}
 	f, err := w.OpenWriterAt(ctx, dst.Path, 1)
 	if err != nil {

@@ -190,6 +190,35 @@ func TestSyncDeltaE2E(t *testing.T) {
 					}
 				}
 			}
+
+			// A link at the target is replaced, as without --inplace,
+			// not written through: the file it names stays as it was.
+			outside := filepath.Join(t.TempDir(), "outside")
+			for _, run := range []func() (string, string, error){
+				func() (string, string, error) { return sync("-a", "--inplace", "-W", smallFrom, smallTo) },
+				func() (string, string, error) {
+					// scp's syntax, which follows a link at a target
+					// it checks.
+					return runSSHArgs(ctx, "hpncp", []string{"-F", srv.ConfigFile, "--inplace", smallFrom, smallTo}, nil)
+				},
+			} {
+				os.WriteFile(outside, smallOld, 0o644)
+				os.Remove(smallDst)
+				if err := os.Symlink(outside, smallDst); err != nil {
+					t.Fatal(err)
+				}
+				if _, stderr, err := run(); err != nil {
+					t.Fatalf("--inplace over a link: %v\n%s", err, stderr)
+				}
+				if got, _ := os.ReadFile(outside); !bytes.Equal(got, smallOld) {
+					t.Errorf("--inplace wrote through a link at the target: the file it names holds %q", got)
+				}
+				if fi, err := os.Lstat(smallDst); err != nil || !fi.Mode().IsRegular() {
+					t.Errorf("--inplace over a link: the target is not a regular file (%v)", err)
+				} else if got, _ := os.ReadFile(smallDst); !bytes.Equal(got, small) {
+					t.Errorf("--inplace over a link: the target holds %q", got)
+				}
+			}
 		})
 	}
 
