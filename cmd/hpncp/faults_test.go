@@ -728,8 +728,11 @@ func (ft *faultTrial) inPlace() bool {
 	return ft.c.mode == "inplace" || ft.c.mode == "delta" && ft.seed%2 == 1
 }
 
-// verifies says the trial copies with --verify through the helper.
-func (ft *faultTrial) verifies() bool { return ft.c.mode == "large" && ft.seed%4 == 3 }
+// verifies says the trial copies with --verify through the helper: a
+// quarter of the large and in-place ones, by seed.
+func (ft *faultTrial) verifies() bool {
+	return (ft.c.mode == "large" || ft.c.mode == "inplace") && ft.seed%4 == 3
+}
 
 // faultHelper is the helper's command in delta trials: deltaExec runs
 // its delta service in the test's process.
