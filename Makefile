@@ -16,6 +16,10 @@ FUZZTIME_LONG ?= 5m
 test:
 	./scripts/ensure-deps.sh
 	$(GO) vet ./...
+	@# The releases (goreleaser.yaml) build for these too.
+	@for os in darwin freebsd windows; do \
+		GOOS=$$os $(GO) build -o /dev/null ./cmd/hpncp || { echo "make test: FAIL: GOOS=$$os go build ./cmd/hpncp"; exit 1; }; \
+	done
 	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$unformatted" ]; then echo "gofmt -w these files:"; echo "$$unformatted"; exit 1; fi
 	./scripts/design-check.sh

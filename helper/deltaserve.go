@@ -115,5 +115,5 @@ func fileOwner(fi fs.FileInfo) (uid, gid int, atime int64) {
 	if !ok {
 		return 0, 0, fi.ModTime().Unix()
 	}
-	return int(st.Uid), int(st.Gid), int64(st.Atim.Sec)
+	return int(st.Uid), int(st.Gid), statAtime(st)
 }
