@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/hpncp/hpncp/delta"
+	"github.com/klauspost/compress/zstd"
 )
 
 // The delta service (hpncp serve --delta) runs on one exec channel: the
@@ -29,6 +30,9 @@ import (
 //	reply:   a chunked stream (the signature, the delta; none for 'P'),
 //	         then 'K' and the delta's counts, or 'X' and a message
 //
+// A 'P' ends with flags, a 'D' has them after its size: patchZstd and
+// diffZstd say the delta's stream carries a zstd stream of it (-z).
+//
 // A 'W' (follow) names a file and its size, then streams uvarints, each
 // how many of the file's first bytes are written by now; the reply is
 // the SHA-256 of them all, once the stream has said the whole file.
@@ -38,8 +42,9 @@ import (
 // through still ends its stream, and the channel stays in step.
 
 // deltaHello is the delta service's first line. Version 3: the first
-// request may come in the command line (RequestArg).
-const deltaHello = "hpncp-delta 3\n"
+// request may come in the command line (RequestArg); 4: a delta may go
+// compressed (patchZstd, diffZstd).
+const deltaHello = "hpncp-delta 4\n"
 
 const (
 	opSign  = 'S'
@@ -58,6 +63,10 @@ const (
 	// diffInPlace, in a diff request's flags, asks for a delta to be
 	// applied over its basis (delta.DiffOptions.InPlace).
 	diffInPlace = 1
+	// diffZstd, in a diff request's flags, asks for the delta compressed;
+	// patchZstd, in a patch request's, says it comes so.
+	diffZstd  = 2
+	patchZstd = 1
 
 	maxChunk   = 1 << 20
 	maxPathLen = 64 << 10
@@ -212,11 +221,34 @@ func (e *DeltaError) Error() string { return "the helper: " + e.Message }
 
 // A DeltaClient asks a helper's delta service for one thing at a time.
 type DeltaClient struct {
-	mu     sync.Mutex
-	r      *bufio.Reader
-	w      *bufio.Writer
-	c      io.Closer
-	broken bool // a reply was not read to its end: the channel is out of step
+	mu       sync.Mutex
+	r        *bufio.Reader
+	w        *bufio.Writer
+	c        io.Closer
+	broken   bool // a reply was not read to its end: the channel is out of step
+	compress bool // deltas go zstd-compressed both ways (-z)
+}
+
+// Compress has the deltas of the requests after it go compressed with
+// zstd, both ways (rsync's -z): the literal data of a delta is what a
+// slow link pays for, and the helper's CPU and this end's what it costs.
+func (c *DeltaClient) Compress(on bool) {
+	c.mu.Lock()
+	c.compress = on
+	c.mu.Unlock()
+}
+
+// zstdOut compresses a delta into w; close ends the compressed stream
+// (and the chunked one, which w's end ends, does not end with it).
+func zstdOut(w io.Writer) (*zstd.Encoder, error) {
+	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
+}
+
+// zstdIn reads a compressed delta from r, within the bounds a walk's
+// records are read in: a hostile server's stream cannot make it hold
+// more than 64 MiB.
+func zstdIn(r io.Reader) (*zstd.Decoder, error) {
+	return zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(8<<20), zstd.WithDecoderMaxMemory(64<<20))
 }
 
 // Broken says the client can ask nothing more: a reply was refused part
@@ -348,6 +380,11 @@ func (c *DeltaClient) patch(ctx context.Context, basis, tmp string, sig *delta.S
 	req = binary.AppendUvarint(req, uint64(sig.BlockLen))
 	req = appendString(req, tmp)
 	req = binary.AppendUvarint(req, uint64(size))
+	var flags uint64
+	if c.compress {
+		flags |= patchZstd
+	}
+	req = binary.AppendUvarint(req, flags)
 	if _, err := c.w.Write(req); err != nil {
 		return delta.Stats{}, err
 	}
@@ -355,9 +392,23 @@ func (c *DeltaClient) patch(ctx context.Context, basis, tmp string, sig *delta.S
 	// The delta goes out as it is made; the helper answers once it has
 	// applied it all, or at the first failure, after which it reads the
 	// rest of the stream and drops it.
-	if err := diff(out); err != nil {
+	var to io.Writer = out
+	var z *zstd.Encoder
+	if c.compress {
+		var err error
+		if z, err = zstdOut(out); err != nil {
+			return delta.Stats{}, err
+		}
+		to = z
+	}
+	if err := diff(to); err != nil {
 		// A delta cut short must not be applied: the channel goes.
 		return delta.Stats{}, err
+	}
+	if z != nil {
+		if err := z.Close(); err != nil {
+			return delta.Stats{}, err
+		}
 	}
 	if err := out.end(); err != nil {
 		return delta.Stats{}, err
@@ -407,6 +458,9 @@ func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign fu
 	if inPlace {
 		flags |= diffInPlace
 	}
+	if c.compress {
+		flags |= diffZstd
+	}
 	req = binary.AppendUvarint(req, flags)
 	if _, err := c.w.Write(req); err != nil {
 		return delta.Stats{}, err
@@ -430,7 +484,24 @@ func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign fu
 		signed <- err
 	}()
 	in := &chunkReader{r: c.r}
-	aerr := apply(in)
+	var from io.Reader = in
+	if c.compress {
+		z, err := zstdIn(in)
+		if err != nil {
+			c.c.Close()
+			<-signed
+			return delta.Stats{}, err
+		}
+		defer z.Close()
+		from = z
+	}
+	aerr := apply(from)
+	if aerr == nil && from != io.Reader(in) {
+		// The compressed stream holds the delta and nothing after it.
+		if n, err := io.Copy(io.Discard, from); n != 0 || err != nil {
+			aerr = fmt.Errorf("%w: bytes after the delta", ErrDeltaProtocol)
+		}
+	}
 	cut := false
 	switch {
 	case aerr != nil && in.done:

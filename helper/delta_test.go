@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -500,5 +501,122 @@ func TestDeltaServiceFollow(t *testing.T) {
 	}
 	if _, err := c.Signature(ctx, p, int64(len(data))); err != nil {
 		t.Errorf("after the follows: %v", err)
+	}
+}
+
+// countingConn counts the bytes read from and written to a channel.
+type countingConn struct {
+	io.ReadWriteCloser
+	mu          sync.Mutex
+	read, wrote int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.ReadWriteCloser.Read(p)
+	c.mu.Lock()
+	c.read += int64(n)
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	n, err := c.ReadWriteCloser.Write(p)
+	c.mu.Lock()
+	c.wrote += int64(n)
+	c.mu.Unlock()
+	return n, err
+}
+
+func (c *countingConn) counts() (read, wrote int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.read, c.wrote
+}
+
+// -z: a compressible file's deltas go compressed both ways, a push and
+// a pull, fresh and in place, rebuilding the same files on fewer bytes
+// than the literal data; and a client that asks for none still gets
+// none after one that did.
+func TestDeltaServiceCompressed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var text bytes.Buffer
+	for i := range 60_000 {
+		fmt.Fprintf(&text, "line %d of a log that compresses well\n", i)
+	}
+	old := text.Bytes()
+	next := bytes.Clone(old)
+	// A changed run in the middle: the literal data, compressible.
+	copy(next[700_000:], bytes.Repeat([]byte("changed and compressible "), 20_000))
+	basis := filepath.Join(dir, "f")
+
+	a, b := net.Pipe()
+	go func() { ServeDelta(ctx, b, b); b.Close() }()
+	cc := &countingConn{ReadWriteCloser: a}
+	c, err := NewDeltaClient(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	for _, inPlace := range []bool{false, true} {
+		for _, z := range []bool{true, false} {
+			c.Compress(z)
+			// Push.
+			os.WriteFile(basis, old, 0o644)
+			tmp := ""
+			if !inPlace {
+				tmp = filepath.Join(dir, "tmp")
+				os.WriteFile(tmp, nil, 0o600)
+			}
+			sig, err := c.Signature(ctx, basis, int64(len(old)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, w0 := cc.counts()
+			st, err := c.Patch(ctx, basis, tmp, sig, int64(len(next)), func(w io.Writer) error {
+				_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{InPlace: inPlace})
+				return err
+			})
+			if err != nil {
+				t.Fatalf("push (in place %v, -z %v): %v", inPlace, z, err)
+			}
+			_, w1 := cc.counts()
+			rebuilt := tmp
+			if inPlace {
+				rebuilt = basis
+			}
+			if got, _ := os.ReadFile(rebuilt); !bytes.Equal(got, next) {
+				t.Fatalf("push (in place %v, -z %v): %d bytes, not the new file's", inPlace, z, len(got))
+			}
+			if sent := w1 - w0; z && sent > st.Literal/4 || !z && sent < st.Literal {
+				t.Errorf("push (in place %v, -z %v): %d bytes sent for %d of literal data", inPlace, z, sent, st.Literal)
+			}
+
+			// Pull: the helper has the new file, this end the old.
+			src := filepath.Join(dir, "src")
+			os.WriteFile(src, next, 0o644)
+			local := &memFile{b: bytes.Clone(old)}
+			out := &memFile{b: nil}
+			if inPlace {
+				out = local
+			}
+			lsig, _ := delta.Sign(ctx, bytes.NewReader(old), int64(len(old)), 0)
+			r0, _ := cc.counts()
+			st, err = c.Diff(ctx, src, int64(len(next)), lsig, inPlace, func(r io.Reader) error {
+				_, _, err := delta.Apply(ctx, r, delta.Basis{R: local, Size: lsig.Size, BlockLen: lsig.BlockLen, InPlace: inPlace}, out, int64(len(next)))
+				return err
+			})
+			if err != nil {
+				t.Fatalf("pull (in place %v, -z %v): %v", inPlace, z, err)
+			}
+			r1, _ := cc.counts()
+			if !bytes.Equal(out.b[:len(next)], next) {
+				t.Fatalf("pull (in place %v, -z %v): not the helper's file", inPlace, z)
+			}
+			if got := r1 - r0; z && got > st.Literal/4 || !z && got < st.Literal {
+				t.Errorf("pull (in place %v, -z %v): %d bytes received for %d of literal data", inPlace, z, got, st.Literal)
+			}
+		}
 	}
 }

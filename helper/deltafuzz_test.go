@@ -43,12 +43,20 @@ func FuzzDeltaReplies(f *testing.F) {
 	f.Add(uint8(4), chunked(zenc.EncodeAll([]byte("E\x00\x03top\xa4\x03\x03\x01\x01\x00\x00\x00E\x00\x04link\x80\x80\x80\x40\x00\x00\x00\x00\x00\x02..X\x01d\x04nope"), nil), "K\x00\x00\x00"))
 	f.Add(uint8(3), chunked(append(append([]byte{0}, make([]byte, 16)...), append([]byte{1, 4, 'g', 'o', 'n', 'e', 0}, make([]byte, 16)...)...), "K\x00\x00\x00"))
 	f.Add(uint8(5), chunked(make([]byte, 32), "K\x00\x00\x00"))
+	// -z: the delta compressed.
+	f.Add(uint8(6), chunked(zenc.EncodeAll(deltaWire.Bytes(), nil), "K\x07\x80\x17\x01"))
 	f.Fuzz(func(t *testing.T, op uint8, reply []byte) {
 		c, err := NewDeltaClient(ctx, replyConn{io.MultiReader(bytes.NewReader([]byte(deltaHello)), bytes.NewReader(reply))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch op % 6 {
+		switch op % 7 {
+		case 6:
+			c.Compress(true)
+			c.Diff(ctx, "f", int64(len(basis)-7), sig, false, func(r io.Reader) error {
+				_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, discardAt{}, int64(len(basis)-7))
+				return err
+			})
 		case 5:
 			written := make(chan int64, 1)
 			written <- 10

@@ -152,7 +152,7 @@ func serveSign(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
 	fr := fields{r: r}
 	basis, basisSize, blockLen := fr.path(), fr.uint(delta.MaxSize), fr.uint(delta.MaxBlock)
-	tmp, size := fr.path(), fr.uint(delta.MaxSize)
+	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(patchZstd)
 	if fr.err != nil {
 		return st, nil, fr.err
 	}
@@ -167,6 +167,15 @@ func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Del
 			err = chunkWriter{w: w}.end()
 		}
 	}()
+	var from io.Reader = in
+	if flags&patchZstd != 0 {
+		z, zerr := zstdIn(in)
+		if zerr != nil {
+			return st, zerr, nil
+		}
+		defer z.Close()
+		from = z
+	}
 	if tmp == "" {
 		f, rerr := files.OpenUpdate(basis, basisSize)
 		if rerr != nil {
@@ -180,7 +189,7 @@ func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Del
 			return st, rerr, nil
 		}
 		var h delta.Header
-		h, st, rerr = delta.Apply(ctx, in, delta.Basis{R: f, Size: basisSize, BlockLen: int(blockLen), InPlace: true}, f, size)
+		h, st, rerr = delta.Apply(ctx, from, delta.Basis{R: f, Size: basisSize, BlockLen: int(blockLen), InPlace: true}, f, size)
 		if rerr == nil {
 			rerr = f.Truncate(h.Size)
 		}
@@ -199,7 +208,7 @@ func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Del
 		return st, rerr, nil
 	}
 	defer t.Close()
-	_, st, rerr = delta.Apply(ctx, in, delta.Basis{R: f, Size: basisSize, BlockLen: int(blockLen)}, t, size)
+	_, st, rerr = delta.Apply(ctx, from, delta.Basis{R: f, Size: basisSize, BlockLen: int(blockLen)}, t, size)
 	if rerr == nil {
 		rerr = t.Close()
 	}
@@ -211,13 +220,14 @@ func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Del
 // writing over the basis.
 func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
 	fr := fields{r: r}
-	path, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(diffInPlace)
+	path, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(diffInPlace|diffZstd)
 	if fr.err != nil {
 		return st, nil, fr.err
 	}
 	in := &chunkReader{r: r}
+	z := flags&diffZstd != 0
 	if flags&diffInPlace != 0 {
-		return diffInPlaceStream(ctx, in, w, files, path, size)
+		return diffInPlaceStream(ctx, in, w, files, path, size, z)
 	}
 	sig, rerr := delta.ReadSignature(in, -1)
 	if derr := in.drain(); derr != nil {
@@ -235,15 +245,35 @@ func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 		return st, rerr, out.end()
 	}
 	defer f.Close()
-	st, rerr = delta.Diff(ctx, sig, f, size, out, delta.DiffOptions{})
+	to, done, rerr := deltaOut(out, z)
+	if rerr != nil {
+		return st, rerr, out.end()
+	}
+	st, rerr = delta.Diff(ctx, sig, f, size, to, delta.DiffOptions{})
+	if zerr := done(); rerr == nil {
+		rerr = zerr
+	}
 	return st, rerr, out.end()
+}
+
+// deltaOut is where a delta for the client goes: out itself, or (z, the
+// client's -z) a zstd stream into it that done ends.
+func deltaOut(out io.Writer, z bool) (to io.Writer, done func() error, err error) {
+	if !z {
+		return out, func() error { return nil }, nil
+	}
+	e, err := zstdOut(out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, e.Close, nil
 }
 
 // diffInPlaceStream diffs for writing in place as the client's signature
 // arrives on in: each range as soon as its blocks are there, the delta
 // going out meanwhile (the client signs its target and rebuilds it at
 // once).
-func diffInPlaceStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files DeltaFiles, path string, size int64) (st delta.Stats, rerr, err error) {
+func diffInPlaceStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files DeltaFiles, path string, size int64, z bool) (st delta.Stats, rerr, err error) {
 	sr, rerr := delta.NewSignatureReader(in, -1)
 	if rerr != nil {
 		if derr := in.drain(); derr != nil {
@@ -262,11 +292,21 @@ func diffInPlaceStream(ctx context.Context, in *chunkReader, w *bufio.Writer, fi
 		}
 		read <- err
 	}()
-	out := flushWriter{w: w}
-	f, rerr := files.Open(path, size)
+	// Compressed, the delta goes out as the encoder fills its blocks,
+	// and whole once it is closed.
+	out, done, rerr := deltaOut(flushWriter{w: w}, z)
+	var f ReadAtCloser
+	if rerr == nil {
+		f, rerr = files.Open(path, size)
+	}
 	if rerr == nil {
 		st, rerr = delta.Diff(ctx, sr.Header(), f, size, out, delta.DiffOptions{InPlace: true, Blocks: sr.Wait})
 		f.Close()
+	}
+	if done != nil {
+		if zerr := done(); rerr == nil {
+			rerr = zerr
+		}
 	}
 	// The signature's stream is read to its end whatever became of the
 	// diff; one cut short ends the service.

@@ -143,14 +143,15 @@ func Copy(ctx context.Context, j Job) (*Result, error) {
 		to.Helper = hosts.DeltaHosts(j.Helper.lines(logf))
 		if j.Delta {
 			to.Delta = to.Helper
+			to.Compress = to.Tar.Compress // -C
 		}
 	}
 	run, err := hosts.Open(ctx, locs, to)
 	if err != nil {
 		return out, err
 	}
-	if to.Tar.Compress && run.Options.Tar.Mode == transfer.TarOff && to.Logf != nil {
-		to.Logf("-C compresses tar streams only; this copy uses none")
+	if to.Tar.Compress && run.Options.Tar.Mode == transfer.TarOff && !j.Delta && to.Logf != nil {
+		to.Logf("-C compresses tar streams and deltas only; this copy uses neither")
 	}
 	start := time.Now()
 	if j.Started != nil {

@@ -57,7 +57,10 @@ type SyncJob struct {
 	// InPlace is rsync's --inplace: a changed file is written over its
 	// target where it lies, as a delta or whole (transfer.Options.InPlace).
 	InPlace bool
-	Helper  DeltaHelper
+	// Compress is rsync's -z: deltas go zstd-compressed through the
+	// helper (transfer.Options.Compress).
+	Compress bool
+	Helper   DeltaHelper
 }
 
 // SyncStats are rsync's --stats counts.
@@ -193,7 +196,7 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 	}
 	// --inplace writes over the targets where they lie, whether a file
 	// goes as a delta or whole.
-	eo.InPlace = j.InPlace
+	eo.InPlace, eo.Compress = j.InPlace, j.Compress
 	open := func(l transfer.Location) (transfer.Endpoint, error) {
 		// Its path's stat comes with the SFTP start: the sync stats it
 		// to know whether the target is a directory, then lists from it.

@@ -117,6 +117,10 @@ type Options struct {
 	// regular file, or cannot be opened for writing, and every file of a
 	// sparse copy, is written beside it and renamed as without it.
 	InPlace bool
+	// Compress has deltas go zstd-compressed through the helper, both
+	// ways (rsync's -z, scp-style -C): their literal data is what a slow
+	// link pays for. Files that go whole over SFTP are not compressed.
+	Compress bool
 	// Helper, when not nil, hashes a remote end's files for --verify and
 	// --checksum where a helper answers there (sum256), in place of the
 	// server's sha256sum.

@@ -109,6 +109,9 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 		return false, nil
 	}
 	defer release()
+	if z, ok := s.(compressor); ok {
+		z.Compress(c.opts.Compress)
+	}
 	op := "copy " + src.String() + " to"
 	prog := fileProgress(c.opts.Progress)
 	if prog != nil {
@@ -216,6 +219,9 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 	c.done(src, dst, si.Size(), 0, sum, start)
 	return true, nil
 }
+
+// compressor is a delta session whose deltas may go compressed.
+type compressor interface{ Compress(on bool) }
 
 // changer is an end that keeps answers of its own (protocol.SFTP's early
 // stats), told when a helper changed its files.

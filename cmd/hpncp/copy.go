@@ -148,7 +148,7 @@ func (o *copyOptions) flags() []cli.Flag {
 		&cli.BoolFlag{Name: "sparse", Destination: &o.Sparse},
 		&cli.BoolFlag{Name: "tar", Destination: &o.Tar},
 		&cli.BoolFlag{Name: "no-tar", Destination: &o.NoTar},
-		&cli.BoolFlag{Name: "C", Usage: "compress tar streams", Destination: &o.Compress},
+		&cli.BoolFlag{Name: "C", Usage: "compress tar streams, and deltas", Destination: &o.Compress},
 		&cli.Int64Flag{Name: "tar-streams", Destination: &o.TarStreams},
 	}
 	o.unsupported = map[string]*bool{}

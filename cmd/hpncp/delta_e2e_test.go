@@ -116,9 +116,19 @@ func TestSyncDeltaE2E(t *testing.T) {
 				t.Errorf("-W sent %d literal bytes, not the file's %d", sent, len(next))
 			}
 
+			// -z: the same delta, compressed through the helper.
+			os.WriteFile(dst, old, 0o644)
+			stdout, stderr, err = sync("-a", "-z", "--stats", "-vv", from, to)
+			if got, _ := os.ReadFile(dst); err != nil || !bytes.Equal(got, next) {
+				t.Fatalf("sync -z: %v\n%s", err, stderr)
+			}
+			if sent := literalData(t, stdout); sent > 4*changed || !strings.Contains(stderr, "delta: ") {
+				t.Errorf("sync -z sent %d literal bytes for %d changed, or no delta:\n%s", sent, changed, stderr)
+			}
+
 			// --inplace rewrites the same file, sending as little; with
-			// --partial (-P) too.
-			for _, flags := range [][]string{{"--inplace"}, {"--inplace", "-P"}} {
+			// --partial (-P) too, and with -z.
+			for _, flags := range [][]string{{"--inplace"}, {"--inplace", "-P"}, {"--inplace", "-z"}} {
 				os.WriteFile(dst, old, 0o644)
 				before, _ := os.Stat(dst)
 				stdout, stderr, err = sync(append([]string{"-a", "--stats", "-vv"}, append(flags, from, to)...)...)

@@ -566,6 +566,11 @@ func (ft *faultTrial) run(t *testing.T) {
 			args = append(args, "--inplace")
 			shape += " --inplace"
 		}
+		// Half, by seed again, compressed (-C: zstd through the helper).
+		if ft.seed%4 >= 2 {
+			args = append(args, "-C")
+			shape += " -C"
+		}
 	}
 	if ft.c.resume {
 		args = append(args, "--resume")

@@ -90,7 +90,8 @@ Tar mode (trees of many small files, to or from a server with GNU tar):
   --tar                  small files go as tar streams over a few exec
                          channels; fails where the server has no GNU tar
   --no-tar               never: every file over SFTP
-  -C                     compress the tar streams (zstd, else gzip)
+  -C                     compress the tar streams (zstd, else gzip), and
+                         with --delta the deltas (zstd, through the helper)
   --tar-streams N        tar streams at once [1 per 2,500 files or 16 MiB, up to 4]
   By default tar mode is chosen for a tree (-r) with at least 64 new files
   under 1 MiB when the server has GNU tar (one command asks), and not with

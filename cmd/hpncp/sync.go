@@ -167,7 +167,7 @@ func runSync(ctx context.Context, o *syncOptions, stdin io.Reader, stdout, stder
 		}
 	}
 	j := job.SyncJob{Mirror: mo, Conn: co.conn(stderr), RemoveSource: o.removeSource,
-		Verbose: o.verbose, Itemize: o.itemize, WholeFile: o.wholeFile, InPlace: o.inPlace || o.appendMode,
+		Verbose: o.verbose, Itemize: o.itemize, WholeFile: o.wholeFile, InPlace: o.inPlace || o.appendMode, Compress: o.compress,
 		Helper: job.DeltaHelper{Helper: o.helper, HelperPath: o.helperPath, HelperDir: o.helperDir}}
 	for _, s := range o.operands[:len(o.operands)-1] {
 		op, err := parseSyncOperand(s)

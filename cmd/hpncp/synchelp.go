@@ -74,7 +74,8 @@ Flags (rsync's, with rsync's meanings):
       --bwlimit=RATE     a bare number is KiB/s, as rsync's
   -e, --rsh='ssh -p 2222 -i key -o K=V -J jump -F cfg'
                          read for its ssh flags: hpncp makes the connections
-  -z, --compress         accepted; hpncp's SFTP streams are not compressed
+  -z, --compress         deltas go zstd-compressed through the helper, both
+                         ways; files sent whole over SFTP are not
       --numeric-ids      accepted: owners are always numeric
   -h, --human-readable   accepted
 hpncp's own:
