@@ -640,8 +640,9 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 	// left part done goes on in its temporary file instead.
 	var out io.WriteCloser
 	var tmp string
+	unmarked := false // --inplace: the mark came off (every byte written)
 	if from == 0 && c.inPlace(existing) {
-		if out, err = openInPlace(ctx, dst, si.Size()); err != nil {
+		if out, err = openInPlace(ctx, dst, existing.Size(), si.Size()); err != nil {
 			c.logf("inplace: %s is written beside and renamed: %v", dst, err)
 		} else {
 			tmp = dst.Path
@@ -665,11 +666,12 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		}
 		if tmp == dst.Path {
 			// The mark is on still, unless every byte was written and
-			// what failed came after: it is put back where it can be.
-			if serr := setSize(dst.FS, dst.Path, inPlaceMark(0, si.Size())); serr != nil {
-				c.logf("inplace: %s is left part rewritten", dst)
+			// what failed came after (--verify, the attributes): then it
+			// is put back where the end still answers.
+			if unmarked && setSize(dst.FS, dst.Path, inPlaceMark(0, si.Size())) != nil {
+				c.logf("inplace: %s is left rewritten, its mark not put back", dst)
 			} else {
-				c.logf("inplace: %s is left part rewritten, a byte longer than the source", dst)
+				c.logf("inplace: %s is left part rewritten, longer than the source", dst)
 			}
 			return
 		}
@@ -767,6 +769,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 		if err = setSize(dst.FS, dst.Path, si.Size()); err != nil {
 			return &Error{Op: op, Path: dst.String(), Err: err}
 		}
+		unmarked = true
 		ti = nil
 	}
 	var sum string
@@ -819,11 +822,12 @@ func (c *copier) inPlace(existing fs.FileInfo) bool {
 // while it was copied).
 func inPlaceMark(old, size int64) int64 { return max(old, size) + 1 }
 
-// openInPlace opens dst, a regular file, for writing over from its
-// start, and marks it (inPlaceMark) until the copy takes the mark off.
-// Its writes go front to back; the parallel streams open it again on
-// handles of their own.
-func openInPlace(ctx context.Context, dst Endpoint, size int64) (io.WriteCloser, error) {
+// openInPlace opens dst, a regular file of old bytes, for writing over
+// from its start, and marks it (inPlaceMark) until the copy takes the
+// mark off: a failed copy leaves the old bytes past what it wrote, as
+// rsync's does. Its writes go front to back; the parallel streams open
+// it again on handles of their own.
+func openInPlace(ctx context.Context, dst Endpoint, old, size int64) (io.WriteCloser, error) {
 	w, ok := dst.FS.(streamWriter)
 	l, local := dst.FS.(Local)
 	switch {
@@ -851,7 +855,7 @@ func openInPlace(ctx context.Context, dst Endpoint, size int64) (io.WriteCloser,
 	if err != nil {
 		return nil, err
 	}
-	if err := setSize(dst.FS, dst.Path, inPlaceMark(0, size)); err != nil {
+	if err := setSize(dst.FS, dst.Path, inPlaceMark(old, size)); err != nil {
 		f.Close()
 		return nil, err
 	}
