@@ -112,6 +112,16 @@ type DiffOptions struct {
 	Blocks func(ctx context.Context, n int64) (*Signature, error)
 }
 
+// InPlaceMark is the size a file being rewritten in place (--inplace) is
+// given before the first write, old its size then and size the new
+// file's: a byte longer than both, so that the old bytes a delta may
+// still read stay, and it is cut to size only once every byte is
+// written. A run cut in between leaves a file whose size is not the
+// source's, so that no later run's quick check takes it, part
+// rewritten, for a copy made (its time may well be the source's to the
+// second: a source written while it was copied).
+func InPlaceMark(old, size int64) int64 { return max(old, size) + 1 }
+
 // InPlaceOK says whether a delta applied over its basis may copy the
 // basis's n bytes at off to at, in the range of the new file that ends at
 // rangeEnd, the new file being size bytes: the bytes are already there

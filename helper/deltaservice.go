@@ -182,10 +182,9 @@ func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Del
 			return st, rerr, nil
 		}
 		defer f.Close()
-		// A byte longer than the old file and the new until the new is
-		// whole: a cut patch leaves a size no quick check takes for the
-		// source's (transfer.inPlaceMark).
-		if rerr := f.Truncate(max(basisSize, int64(size)) + 1); rerr != nil {
+		// Marked until the new file is whole: a cut patch leaves a
+		// size no quick check takes for the source's.
+		if rerr := f.Truncate(delta.InPlaceMark(basisSize, size)); rerr != nil {
 			return st, rerr, nil
 		}
 		var h delta.Header

@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/hpncp/hpncp/delta"
 	"github.com/hpncp/hpncp/internal/slots"
 	"github.com/hpncp/hpncp/internal/starttrace"
 	"github.com/hpncp/hpncp/pipeline"
@@ -668,7 +669,7 @@ func (c *copier) copyFile(ctx context.Context, src, dst Endpoint, si fs.FileInfo
 			// The mark is on still, unless every byte was written and
 			// what failed came after (--verify, the attributes): then it
 			// is put back where the end still answers.
-			if unmarked && setSize(dst.FS, dst.Path, inPlaceMark(0, si.Size())) != nil {
+			if unmarked && setSize(dst.FS, dst.Path, delta.InPlaceMark(0, si.Size())) != nil {
 				c.logf("inplace: %s is left rewritten, its mark not put back", dst)
 			} else {
 				c.logf("inplace: %s is left part rewritten, longer than the source", dst)
@@ -812,18 +813,8 @@ func (c *copier) inPlace(existing fs.FileInfo) bool {
 	return c.opts.InPlace && !c.opts.Sparse && existing != nil && existing.Mode().IsRegular()
 }
 
-// inPlaceMark is the size a target being rewritten in place is given
-// before the first write, old its size then and size the new file's: a
-// byte longer than both (the old bytes a delta may still read stay).
-// Only once every byte is written is it cut to size. A run cut in
-// between leaves a file whose size is not the source's, so that no
-// later run's quick check takes it, part rewritten, for a copy made
-// (its time may well be the source's to the second: a source written
-// while it was copied).
-func inPlaceMark(old, size int64) int64 { return max(old, size) + 1 }
-
 // openInPlace opens dst, a regular file of old bytes, for writing over
-// from its start, and marks it (inPlaceMark) until the copy takes the
+// from its start, and marks it (delta.InPlaceMark) until the copy takes the
 // mark off: a failed copy leaves the old bytes past what it wrote, as
 // rsync's does. Its writes go front to back; the parallel streams open
 // it again on handles of their own.
@@ -855,7 +846,7 @@ func openInPlace(ctx context.Context, dst Endpoint, old, size int64) (io.WriteCl
 	if err != nil {
 		return nil, err
 	}
-	if err := setSize(dst.FS, dst.Path, inPlaceMark(old, size)); err != nil {
+	if err := setSize(dst.FS, dst.Path, delta.InPlaceMark(old, size)); err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -403,7 +403,7 @@ func (sp *spool) closeRead() {
 func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, basis io.ReaderAt, out io.WriterAt) (delta.Stats, error) {
 	var got delta.Stats
 	if c.opts.InPlace {
-		if err := out.(UpdateFile).Truncate(inPlaceMark(existing.Size(), si.Size())); err != nil {
+		if err := out.(UpdateFile).Truncate(delta.InPlaceMark(existing.Size(), si.Size())); err != nil {
 			return got, &localDeltaError{err}
 		}
 		// The target is signed as the delta comes back and is applied:
