@@ -238,15 +238,14 @@ func (c *DeltaClient) Compress(on bool) {
 	c.mu.Unlock()
 }
 
-// zstdOut compresses a delta into w; close ends the compressed stream
-// (and the chunked one, which w's end ends, does not end with it).
+// zstdOut compresses a delta or a walk's records into w; Close ends the
+// compressed stream (and not the chunked one, which w's end ends).
 func zstdOut(w io.Writer) (*zstd.Encoder, error) {
 	return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
 }
 
-// zstdIn reads a compressed delta from r, within the bounds a walk's
-// records are read in: a hostile server's stream cannot make it hold
-// more than 64 MiB.
+// zstdIn reads a compressed delta or walk from r within bounds: a
+// hostile server's stream cannot make it hold more than 64 MiB.
 func zstdIn(r io.Reader) (*zstd.Decoder, error) {
 	return zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(8<<20), zstd.WithDecoderMaxMemory(64<<20))
 }

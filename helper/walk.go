@@ -9,8 +9,6 @@ import (
 	"io"
 	"io/fs"
 	"time"
-
-	"github.com/klauspost/compress/zstd"
 )
 
 // A walk (request 'L') lists a tree on the helper's host in one request:
@@ -130,7 +128,7 @@ func (c *DeltaClient) walk(ctx context.Context, root string, maxEntries, maxByte
 	// The records come compressed (zstd): names repeat, and a tree's
 	// listing is the first thing a connection carries, in the small
 	// windows of its start.
-	zr, err := zstd.NewReader(in, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(8<<20), zstd.WithDecoderMaxMemory(64<<20))
+	zr, err := zstdIn(in)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +211,7 @@ func serveWalk(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 	if fr.err != nil {
 		return nil, fr.err
 	}
-	zw, err := zstd.NewWriter(chunkWriter{w: w}, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
+	zw, err := zstdOut(chunkWriter{w: w})
 	if err != nil {
 		return nil, err
 	}

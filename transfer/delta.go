@@ -173,10 +173,10 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 			err = &localDeltaError{cerr}
 		}
 	}
-	if c, ok := dst.FS.(changer); ok && push {
+	if ch, ok := dst.FS.(changer); ok && push {
 		// The helper wrote there: a stat the end kept from its start,
 		// of the target rewritten in place, is the old file's.
-		c.Changed()
+		ch.Changed()
 	}
 	if err != nil {
 		if ctx.Err() != nil {

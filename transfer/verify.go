@@ -270,11 +270,8 @@ func (c *copier) follow(ctx context.Context, tmp Endpoint, size, from int64) *fo
 	go func() {
 		// The hash reads written to its end: it is closed whatever
 		// ends the pump (given up, the hash failed, the copy ended).
-		closed := false
 		defer func() {
-			if !closed {
-				close(written)
-			}
+			close(written)
 			<-hashed
 			close(f.done)
 		}()
@@ -304,8 +301,6 @@ func (c *copier) follow(ctx context.Context, tmp Endpoint, size, from int64) *fo
 				}
 			}
 			if ended {
-				close(written)
-				closed = true
 				return
 			}
 		}
