@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/hpncp/hpncp/helper"
+	"github.com/hpncp/hpncp/internal/filter"
 	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
@@ -30,7 +31,7 @@ type deltaHost struct {
 	// up or has failed; line and noneErr are set by then. walks are the
 	// walks asked of it ahead (WalkAhead), under mu.
 	started chan struct{}
-	walks   map[walkAsk]*walkAhead
+	walks   map[walkKey]*walkAhead
 	// walked, when not nil, is closed once the walks asked ahead are
 	// answered and their channel idle: a session asked for meanwhile
 	// waits for it rather than start another helper (the lister asks
@@ -72,7 +73,7 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 		h.mu.Unlock()
 		return
 	}
-	dh := &deltaHost{c: c, host: host, started: make(chan struct{}), walks: map[walkAsk]*walkAhead{}, logf: h.opts.SSH.Logf}
+	dh := &deltaHost{c: c, host: host, started: make(chan struct{}), walks: map[walkKey]*walkAhead{}, logf: h.opts.SSH.Logf}
 	if len(h.walkAhead[key]) > 0 {
 		dh.walked = make(chan struct{})
 	}
@@ -80,7 +81,7 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 	answers := make([]*walkAhead, len(asks))
 	for i, a := range asks {
 		answers[i] = &walkAhead{done: make(chan struct{})}
-		dh.walks[a] = answers[i]
+		dh.walks[a.key()] = answers[i]
 	}
 	h.early[c] = dh
 	h.mu.Unlock()
@@ -90,7 +91,7 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 		var first *helper.DeltaClient
 		asked := ""
 		if err == nil && len(asks) > 0 {
-			asked = helper.WalkArg(asks[0].root, asks[0].maxEntries)
+			asked = helper.WalkArg(asks[0].root, asks[0].maxEntries, asks[0].prune)
 		}
 		if err == nil {
 			firstLine := l
@@ -124,9 +125,9 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 		for i, a := range asks {
 			w := answers[i]
 			if i == 0 && asked != "" {
-				w.dirs, w.errs, w.err = first.WalkAsked(ctx, a.root, a.maxEntries, a.maxBytes)
+				w.dirs, w.errs, w.err = first.WalkAsked(ctx, a.root, a.maxEntries, a.maxBytes, a.prune)
 			} else {
-				w.dirs, w.errs, w.err = first.Walk(ctx, a.root, a.maxEntries, a.maxBytes)
+				w.dirs, w.errs, w.err = first.Walk(ctx, a.root, a.maxEntries, a.maxBytes, a.prune)
 			}
 			close(w.done)
 		}
@@ -137,18 +138,18 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 
 // WalkAhead has the helper of l's host, once it is up, walk the tree at
 // root (the path its end will give, as a sync's lister asks), with the
-// limits given: the lister's walk of it then takes that answer rather
-// than asking and waiting, on a long path, for the SFTP start first. Call
-// it before the host's end is opened; it does nothing unless DeltaHosts
-// was asked for.
-func (h *Hosts) WalkAhead(l transfer.Location, root string, maxEntries, maxBytes int) {
+// limits and the pruning given: the lister's walk of it then takes that
+// answer rather than asking and waiting, on a long path, for the SFTP
+// start first. Call it before the host's end is opened; it does nothing
+// unless DeltaHosts was asked for.
+func (h *Hosts) WalkAhead(l transfer.Location, root string, maxEntries, maxBytes int, prune filter.Prune) {
 	key, _ := h.destination(l)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.walkAhead == nil {
 		h.walkAhead = map[string][]walkAsk{}
 	}
-	h.walkAhead[key] = append(h.walkAhead[key], walkAsk{root, maxEntries, maxBytes})
+	h.walkAhead[key] = append(h.walkAhead[key], walkAsk{root, maxEntries, maxBytes, prune})
 }
 
 // A walkAsk is a walk asked for ahead; a walkAhead its answer, once done
@@ -157,6 +158,13 @@ type (
 	walkAsk struct {
 		root                 string
 		maxEntries, maxBytes int
+		prune                filter.Prune
+	}
+	// walkKey is a walkAsk as a map's key.
+	walkKey struct {
+		root                 string
+		maxEntries, maxBytes int
+		prune                string
 	}
 	walkAhead struct {
 		done chan struct{}
@@ -166,11 +174,15 @@ type (
 	}
 )
 
+func (a walkAsk) key() walkKey {
+	return walkKey{a.root, a.maxEntries, a.maxBytes, a.prune.Key()}
+}
+
 // walkedAhead takes the answer to a walk asked for ahead, if there was one.
 func (d *deltaHost) walkedAhead(ctx context.Context, a walkAsk) (dirs map[string][]fs.FileInfo, errs map[string]string, ok bool, err error) {
 	d.mu.Lock()
-	w := d.walks[a]
-	delete(d.walks, a)
+	w := d.walks[a.key()]
+	delete(d.walks, a.key())
 	d.mu.Unlock()
 	if w == nil {
 		return nil, nil, false, nil
@@ -196,11 +208,11 @@ type session struct {
 	dh *deltaHost
 }
 
-func (s session) Walk(ctx context.Context, root string, maxEntries, maxBytes int) (map[string][]fs.FileInfo, map[string]string, error) {
-	if dirs, errs, ok, err := s.dh.walkedAhead(ctx, walkAsk{root, maxEntries, maxBytes}); ok {
+func (s session) Walk(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune) (map[string][]fs.FileInfo, map[string]string, error) {
+	if dirs, errs, ok, err := s.dh.walkedAhead(ctx, walkAsk{root, maxEntries, maxBytes, prune}); ok {
 		return dirs, errs, err
 	}
-	return s.DeltaClient.Walk(ctx, root, maxEntries, maxBytes)
+	return s.DeltaClient.Walk(ctx, root, maxEntries, maxBytes, prune)
 }
 
 type deltaHosts struct {

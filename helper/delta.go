@@ -43,8 +43,8 @@ import (
 
 // deltaHello is the delta service's first line. Version 3: the first
 // request may come in the command line (RequestArg); 4: a delta may go
-// compressed (patchZstd, diffZstd).
-const deltaHello = "hpncp-delta 4\n"
+// compressed (patchZstd, diffZstd); 5: a walk carries filter rules.
+const deltaHello = "hpncp-delta 5\n"
 
 const (
 	opSign  = 'S'

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"testing"
 
 	"github.com/hpncp/hpncp/delta"
+	"github.com/hpncp/hpncp/internal/filter"
 	"github.com/zeebo/xxh3"
 )
 
@@ -292,6 +294,98 @@ func TestDeltaServiceSums(t *testing.T) {
 	}
 }
 
+// readDirs counts the directories the service reads.
+type readDirs struct {
+	osFiles
+	mu   sync.Mutex
+	read []string
+}
+
+func (r *readDirs) ReadDir(path string) ([]fs.FileInfo, error) {
+	r.mu.Lock()
+	r.read = append(r.read, path)
+	r.mu.Unlock()
+	return r.osFiles.ReadDir(path)
+}
+
+// TestDeltaServiceWalkPrunes: a walk told the sync's filter rules leaves
+// out what they exclude and never reads an excluded directory, naming
+// entries as the client's lister does (below the root's rsync name);
+// rules it cannot read fail the walk, not the service.
+func TestDeltaServiceWalkPrunes(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	for _, d := range []string{"keep/sub", "skip/deep", "keep/skip", "build/out"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	for _, f := range []string{"a.c", "a.o", "keep/b.c", "keep/b.o", "keep/sub/c.c", "skip/deep/x", "keep/skip/y", "build/out/z"} {
+		os.WriteFile(filepath.Join(root, f), []byte(f), 0o644)
+	}
+	files := &readDirs{}
+	a, b := net.Pipe()
+	go func() { ServeDeltaFiles(ctx, b, b, files); b.Close() }()
+	c, err := NewDeltaClient(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var rules filter.Rules
+	for _, r := range []string{"- *.o", "- /top/skip/", "-! */", "+ *"} {
+		if err := rules.Add(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rules.Exclude("build")
+	listed := func(dirs map[string][]fs.FileInfo) []string {
+		var out []string
+		for d, es := range dirs {
+			for _, fi := range es {
+				out = append(out, path.Join(d, fi.Name()))
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	// "/top/skip/" is the top one's skip, not keep/skip, and only where
+	// the root is named "top" (a source without its trailing slash); "-!
+	// */" leaves out what is not a directory, and the "- build" after "+
+	// *" never decides.
+	for _, tc := range []struct {
+		rootName string
+		rules    []string
+		want     []string
+		notRead  []string
+	}{
+		{"top", []string{"- *.o", "- /top/skip/", "- build"}, []string{"a.c", "keep", "keep/b.c", "keep/skip", "keep/skip/y", "keep/sub", "keep/sub/c.c"}, []string{"skip", "skip/deep", "build"}},
+		{".", []string{"- *.o", "- /top/skip/", "- build"}, []string{"a.c", "keep", "keep/b.c", "keep/skip", "keep/skip/y", "keep/sub", "keep/sub/c.c", "skip", "skip/deep", "skip/deep/x"}, []string{"build"}},
+		{"top", rules.Lines(), []string{"build", "build/out", "keep", "keep/skip", "keep/sub"}, []string{"skip"}},
+	} {
+		files.mu.Lock()
+		files.read = nil
+		files.mu.Unlock()
+		dirs, _, err := c.Walk(ctx, root, 1000, 1<<20, filter.Prune{Root: tc.rootName, Rules: tc.rules})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := listed(dirs); !slices.Equal(got, tc.want) {
+			t.Errorf("root %q, rules %q: walked %q, want %q", tc.rootName, tc.rules, got, tc.want)
+		}
+		files.mu.Lock()
+		for _, d := range tc.notRead {
+			if slices.Contains(files.read, filepath.Join(root, d)) {
+				t.Errorf("root %q, rules %q: the excluded directory %s was read", tc.rootName, tc.rules, d)
+			}
+		}
+		files.mu.Unlock()
+	}
+	if _, _, err := c.Walk(ctx, root, 1000, 1<<20, filter.Prune{Root: ".", Rules: []string{"merge x"}}); err == nil || c.Broken() {
+		t.Errorf("a walk with a rule the helper refuses: %v, broken %v", err, c.Broken())
+	}
+	if _, err := c.Signature(ctx, filepath.Join(root, "a.c"), 3); err != nil {
+		t.Errorf("after the walks: %v", err)
+	}
+}
+
 func TestDeltaServiceWalk(t *testing.T) {
 	ctx := context.Background()
 	root := t.TempDir()
@@ -307,7 +401,7 @@ func TestDeltaServiceWalk(t *testing.T) {
 	os.Chmod(locked, 0)
 	defer os.Chmod(locked, 0o755)
 	c := deltaPair(t)
-	dirs, errs, err := c.Walk(ctx, root, 1000, 1<<20)
+	dirs, errs, err := c.Walk(ctx, root, 1000, 1<<20, filter.Prune{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +439,7 @@ func TestDeltaServiceWalk(t *testing.T) {
 		}
 	}
 	// A tree past the bound is an error, and the service goes on.
-	if _, _, err := c.Walk(ctx, root, 3, 1<<20); err == nil {
+	if _, _, err := c.Walk(ctx, root, 3, 1<<20, filter.Prune{}); err == nil {
 		t.Errorf("a walk of more than 3 entries succeeded")
 	}
 	if _, err := c.Signature(ctx, filepath.Join(root, "top"), 3); err != nil {
@@ -355,7 +449,7 @@ func TestDeltaServiceWalk(t *testing.T) {
 	// The walk asked for in the command line (--request): its answer
 	// follows the hello, the same as asked on the channel, and the
 	// service goes on.
-	arg := WalkArg(root, 1000)
+	arg := WalkArg(root, 1000, filter.Prune{})
 	value, ok := strings.CutPrefix(arg, "--"+RequestFlag+" ")
 	if !ok {
 		t.Fatalf("WalkArg: %q", arg)
@@ -371,7 +465,7 @@ func TestDeltaServiceWalk(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	asked, _, err := c2.WalkAsked(ctx, root, 1000, 1<<20)
+	asked, _, err := c2.WalkAsked(ctx, root, 1000, 1<<20, filter.Prune{})
 	if err != nil || len(asked) != len(dirs) || len(asked["a/b"]) != 2 {
 		t.Errorf("the walk asked in the command line: %d directories (%v), want %d", len(asked), err, len(dirs))
 	}
@@ -380,7 +474,7 @@ func TestDeltaServiceWalk(t *testing.T) {
 	}
 	// A request too long for a command line is not put in one, and a
 	// value past the bound is refused.
-	if arg := WalkArg(strings.Repeat("x", MaxRequestArg), 1); arg != "" {
+	if arg := WalkArg(strings.Repeat("x", MaxRequestArg), 1, filter.Prune{}); arg != "" {
 		t.Errorf("a walk of a %d-byte root went in the command line", MaxRequestArg)
 	}
 	if _, err := RequestInput(strings.Repeat("A", MaxRequestArg+1), nil); err == nil {

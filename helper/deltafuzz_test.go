@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hpncp/hpncp/delta"
+	"github.com/hpncp/hpncp/internal/filter"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -65,7 +66,7 @@ func FuzzDeltaReplies(f *testing.F) {
 				t.Fatalf("a SHA-256 of %d bytes", len(sum))
 			}
 		case 4:
-			dirs, _, err := c.Walk(ctx, "root", 100, 4096)
+			dirs, _, err := c.Walk(ctx, "root", 100, 4096, filter.Prune{})
 			n := 0
 			for _, es := range dirs {
 				n += len(es)

@@ -9,6 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"time"
+
+	"github.com/hpncp/hpncp/internal/filter"
 )
 
 // A walk (request 'L') lists a tree on the helper's host in one request:
@@ -25,6 +27,13 @@ import (
 // holds the records as listings to be read (Walk): every name, link
 // target and bound a listing is checked for is checked on them as on an
 // SFTP listing's.
+//
+// The request carries the sync's filter rules and the root's rsync name
+// (filter.Prune): what they exclude is left out of the records and an
+// excluded directory is not read, as rsync's sender does not descend
+// into one. The client's lister applies the same rules to what comes, so
+// a helper that prunes less changes nothing; one that prunes more hides
+// what a server can always hide, by listing less.
 
 const (
 	walkEntry = 'E'
@@ -64,18 +73,18 @@ const walkModes = fs.ModePerm | fs.ModeDir | fs.ModeSymlink | fs.ModeNamedPipe |
 // below the root, slash-separated ("" for the root; an entry that is a
 // link says its target by a method LinkTarget), and the directories that
 // could not be read, with why (the server's words).
-func (c *DeltaClient) Walk(ctx context.Context, root string, maxEntries, maxBytes int) (dirs map[string][]fs.FileInfo, errs map[string]string, err error) {
-	return c.walkOnce(ctx, root, maxEntries, maxBytes, true)
+func (c *DeltaClient) Walk(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune) (dirs map[string][]fs.FileInfo, errs map[string]string, err error) {
+	return c.walkOnce(ctx, root, maxEntries, maxBytes, prune, true)
 }
 
 // walkOnce is Walk, or WalkAsked where ask is false.
-func (c *DeltaClient) walkOnce(ctx context.Context, root string, maxEntries, maxBytes int, ask bool) (dirs map[string][]fs.FileInfo, errs map[string]string, err error) {
+func (c *DeltaClient) walkOnce(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune, ask bool) (dirs map[string][]fs.FileInfo, errs map[string]string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
 		return nil, nil, errBroken
 	}
-	w, err := c.walk(ctx, root, maxEntries, maxBytes, ask)
+	w, err := c.walk(ctx, root, maxEntries, maxBytes, prune, ask)
 	var de *DeltaError
 	if !errors.As(err, &de) {
 		c.breaks(err)
@@ -92,32 +101,44 @@ type walked struct {
 }
 
 // WalkArg is the serve arguments that ask, in the helper's command line,
-// for the walk Walk(root, maxEntries, …) would ask for; WalkAsked then
-// reads its answer. It is "" where the request is too long for a command
-// line.
-func WalkArg(root string, maxEntries int) string {
-	return requestArg(walkRequest(root, maxEntries))
+// for the walk Walk(root, maxEntries, …, prune) would ask for; WalkAsked
+// then reads its answer. It is "" where the request is too long for a
+// command line.
+func WalkArg(root string, maxEntries int, prune filter.Prune) string {
+	return requestArg(walkRequest(root, maxEntries, prune))
 }
 
 // WalkAsked is Walk's answer to the walk the helper's command line asked
-// for (WalkArg, with the same root and maxEntries): the first thing the
-// client reads after the hello.
-func (c *DeltaClient) WalkAsked(ctx context.Context, root string, maxEntries, maxBytes int) (dirs map[string][]fs.FileInfo, errs map[string]string, err error) {
-	return c.walkOnce(ctx, root, maxEntries, maxBytes, false)
+// for (WalkArg, with the same root, maxEntries and prune): the first
+// thing the client reads after the hello.
+func (c *DeltaClient) WalkAsked(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune) (dirs map[string][]fs.FileInfo, errs map[string]string, err error) {
+	return c.walkOnce(ctx, root, maxEntries, maxBytes, prune, false)
 }
 
-func walkRequest(root string, maxEntries int) []byte {
+// maxWalkRules bounds the filter rules a walk request carries.
+const maxWalkRules = 1 << 16
+
+func walkRequest(root string, maxEntries int, prune filter.Prune) []byte {
 	req := appendString([]byte{opWalk}, root)
-	return binary.AppendUvarint(req, uint64(maxEntries))
+	req = binary.AppendUvarint(req, uint64(maxEntries))
+	req = appendString(req, prune.Root)
+	req = binary.AppendUvarint(req, uint64(len(prune.Rules)))
+	for _, r := range prune.Rules {
+		req = appendString(req, r)
+	}
+	return req
 }
 
 // walk asks for the walk (unless asked, when the command line has) and
 // reads its answer.
-func (c *DeltaClient) walk(ctx context.Context, root string, maxEntries, maxBytes int, ask bool) (*walked, error) {
+func (c *DeltaClient) walk(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune, ask bool) (*walked, error) {
+	if len(prune.Rules) > maxWalkRules {
+		prune = filter.Prune{} // the lister here applies them all the same
+	}
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
 	if ask {
-		if _, err := c.w.Write(walkRequest(root, maxEntries)); err != nil {
+		if _, err := c.w.Write(walkRequest(root, maxEntries, prune)); err != nil {
 			return nil, err
 		}
 		if err := c.w.Flush(); err != nil {
@@ -204,13 +225,23 @@ func (c *DeltaClient) walk(ctx context.Context, root string, maxEntries, maxByte
 
 // serveWalk answers a walk request: the tree at root, breadth first, a
 // directory's entries as its listing gives them, links not followed below
-// the root, at most maxEntries entries and maxDepth levels.
+// the root, at most maxEntries entries and maxDepth levels, what the
+// request's rules exclude left out.
 func serveWalk(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (rerr, err error) {
 	fr := fields{r: r}
 	root, maxEntries := fr.path(), fr.uint(1<<30)
+	var prune filter.Prune
+	prune.Root = fr.path()
+	n := fr.uint(maxWalkRules)
+	for i := int64(0); i < n && fr.err == nil; i++ {
+		prune.Rules = append(prune.Rules, fr.path())
+	}
 	if fr.err != nil {
 		return nil, fr.err
 	}
+	// Rules this end cannot read fail the walk, and the client lists a
+	// directory at a time: not an end to the service.
+	rules, perr := prune.Compile()
 	zw, err := zstdOut(chunkWriter{w: w})
 	if err != nil {
 		return nil, err
@@ -221,6 +252,10 @@ func serveWalk(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 		depth int
 	}
 	queue := []dir{{"", 0}}
+	if perr != nil {
+		queue = nil
+		rerr = fmt.Errorf("walk of %s: %w", root, perr)
+	}
 	sent := int64(0)
 	for len(queue) > 0 && rerr == nil {
 		if err := ctx.Err(); err != nil {
@@ -240,13 +275,16 @@ func serveWalk(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 			continue
 		}
 		for _, fi := range entries {
-			if sent++; sent > maxEntries {
-				rerr = fmt.Errorf("%s: more than %d entries", root, maxEntries)
-				break
-			}
 			rel := fi.Name()
 			if d.rel != "" {
 				rel = d.rel + "/" + fi.Name()
+			}
+			if rules.Excluded(prune.Name(rel), fi.IsDir()) {
+				continue
+			}
+			if sent++; sent > maxEntries {
+				rerr = fmt.Errorf("%s: more than %d entries", root, maxEntries)
+				break
 			}
 			target := ""
 			if fi.Mode()&fs.ModeSymlink != 0 {

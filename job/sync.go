@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"path"
 	"strings"
 	"time"
 
@@ -224,11 +225,12 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 		for _, s := range j.Sources {
 			if s.Location.Remote() {
 				remoteSource = true
-				hosts.WalkAhead(s.Location, ends.RemotePath(s.Location.Path), entries, nameBytes)
+				p := ends.RemotePath(s.Location.Path)
+				hosts.WalkAhead(s.Location, p, entries, nameBytes, mo.WalkPrune(rootName(p, s.Contents, path.Base), true))
 			}
 		}
 		if !remoteSource && j.Dest.Location.Remote() && len(j.Sources) == 1 && j.Sources[0].Contents {
-			hosts.WalkAhead(j.Dest.Location, ends.RemotePath(j.Dest.Location.Path), entries, nameBytes)
+			hosts.WalkAhead(j.Dest.Location, ends.RemotePath(j.Dest.Location.Path), entries, nameBytes, mo.WalkPrune(".", false))
 		}
 	}
 	dst, err := open(j.Dest.Location)
@@ -350,13 +352,20 @@ func (j *SyncJob) prepareDest(dst, first transfer.Endpoint, print func(string)) 
 // syncOne lists one source and its place in the destination and plans
 // the changes.
 func syncOne(ctx context.Context, mo mirror.Options, src transfer.Endpoint, s SyncOperand, dst transfer.Endpoint, destIsDir, created bool) (*mirror.Plan, error) {
-	name := "."
+	name := rootName(src.Path, s.Contents, src.FS.Base)
 	target := dst
-	if !s.Contents {
-		name = src.FS.Base(strings.TrimSuffix(src.Path, "/"))
-		if destIsDir {
-			target = transfer.Endpoint{FS: dst.FS, Path: dst.FS.Join(dst.Path, name)}
-		}
+	if !s.Contents && destIsDir {
+		target = transfer.Endpoint{FS: dst.FS, Path: dst.FS.Join(dst.Path, name)}
 	}
 	return mirror.Sync(ctx, src, target, name, s.Contents, created, mo)
+}
+
+// rootName is the rsync name of a source at p on an end whose base names
+// base gives: "." for its contents (a trailing slash), its base name
+// otherwise.
+func rootName(p string, contents bool, base func(string) string) string {
+	if contents {
+		return "."
+	}
+	return base(strings.TrimSuffix(p, "/"))
 }

@@ -26,6 +26,15 @@ func NewListFilter(list []string, recurse bool, rules Filter) *ListFilter {
 	return f
 }
 
+// Lines are the rules' lines (filter.Rules.Lines), which a helper's walk
+// may prune by: what they exclude, f does.
+func (f *ListFilter) Lines() []string {
+	if l, ok := f.rules.(interface{ Lines() []string }); ok {
+		return l.Lines()
+	}
+	return nil
+}
+
 // Excluded implements Filter.
 func (f *ListFilter) Excluded(n string, dir bool) bool {
 	if f.rules != nil && f.rules.Excluded(n, dir) {

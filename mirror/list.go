@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hpncp/hpncp/internal/filter"
 	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/transfer"
@@ -19,6 +20,31 @@ import (
 // Names are rsync's: slash-separated, relative to the transfer root.
 type Filter interface {
 	Excluded(rel string, dir bool) bool
+}
+
+// pruneOf is what a helper's walk of the tree whose root's rsync name is
+// name may leave out for a lister of filter f: what f's rules exclude,
+// where f can say them (filter.Rules, a ListFilter's rules).
+func pruneOf(f Filter, name string) filter.Prune {
+	l, ok := f.(interface{ Lines() []string })
+	if !ok {
+		return filter.Prune{}
+	}
+	lines := l.Lines()
+	if len(lines) == 0 {
+		return filter.Prune{}
+	}
+	return filter.Prune{Root: name, Rules: lines}
+}
+
+// WalkPrune is what a helper's walk of this sync's source (source true) or
+// target, whose root's rsync name is name, may leave out, as its lister
+// will: ends.Hosts.WalkAhead asks for it.
+func (o Options) WalkPrune(name string, source bool) filter.Prune {
+	if !source && o.DeleteExcluded {
+		return filter.Prune{}
+	}
+	return pruneOf(o.Filter, name)
 }
 
 // Entry is one name of a listed tree.
@@ -143,7 +169,7 @@ type lister struct {
 	// walk, when not nil, lists the whole tree below a root at once (a
 	// helper's walk, transfer.DeltaSession.Walk); nil (or ok false) lists
 	// it a directory at a time.
-	walk   func(ctx context.Context, root string, maxEntries, maxBytes int) (*walkedTree, bool)
+	walk   func(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune) (*walkedTree, bool)
 	walked *walkedTree
 }
 
@@ -249,7 +275,7 @@ func (l lister) listTree(ctx context.Context, root transfer.Endpoint, rootName s
 		return t, nil
 	}
 	if l.walk != nil {
-		if w, ok := l.walk(ctx, root.Path, maxEntries, maxNameBytes); ok {
+		if w, ok := l.walk(ctx, root.Path, maxEntries, maxNameBytes, pruneOf(l.filter, rootName)); ok {
 			l.walked = w
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hpncp/hpncp/internal/filter"
 	"github.com/hpncp/hpncp/internal/vis"
 	"github.com/hpncp/hpncp/transfer"
 )
@@ -93,15 +94,15 @@ func Sync(ctx context.Context, src, dst transfer.Endpoint, name string, contents
 }
 
 // walker is a lister's walk through the helper at end.
-func (o Options) walker(end transfer.FS) func(ctx context.Context, root string, maxEntries, maxBytes int) (*walkedTree, bool) {
-	return func(ctx context.Context, root string, maxEntries, maxBytes int) (*walkedTree, bool) {
+func (o Options) walker(end transfer.FS) func(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune) (*walkedTree, bool) {
+	return func(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune) (*walkedTree, bool) {
 		s, release, err := o.Delta.DeltaSession(ctx, end)
 		if err != nil {
 			o.logf("listing %s%s a directory at a time: %v", end.Label(), root, err)
 			return nil, false
 		}
 		defer release()
-		dirs, errs, err := s.Walk(ctx, root, maxEntries, maxBytes)
+		dirs, errs, err := s.Walk(ctx, root, maxEntries, maxBytes, prune)
 		if err != nil {
 			o.logf("listing %s%s a directory at a time: the helper's walk failed: %s", end.Label(), root, vis.String(err.Error()))
 			return nil, false
@@ -110,7 +111,11 @@ func (o Options) walker(end transfer.FS) func(ctx context.Context, root string, 
 		for _, es := range dirs {
 			n += len(es)
 		}
-		o.logf("listed %s%s by its helper: %d entries in %d directories", end.Label(), root, n, len(dirs))
+		pruned := ""
+		if len(prune.Rules) > 0 {
+			pruned = ", what the filter rules exclude left out there"
+		}
+		o.logf("listed %s%s by its helper: %d entries in %d directories%s", end.Label(), root, n, len(dirs), pruned)
 		return newWalkedTree(end, root, dirs, errs), true
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/delta"
+	"github.com/hpncp/hpncp/internal/filter"
 	"github.com/hpncp/hpncp/internal/vis"
 )
 
@@ -53,8 +54,9 @@ type DeltaSession interface {
 	// entries by its path below root ("" for root; a link's target by
 	// the entry's LinkTarget method), and the directories that could not
 	// be read, with the server's words; at most maxEntries entries and
-	// maxBytes of names.
-	Walk(ctx context.Context, root string, maxEntries, maxBytes int) (dirs map[string][]fs.FileInfo, errs map[string]string, err error)
+	// maxBytes of names. What prune's rules exclude may be left out, an
+	// excluded directory not read.
+	Walk(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune) (dirs map[string][]fs.FileInfo, errs map[string]string, err error)
 }
 
 // ContentSum is the content sum (delta.SumOf) of the regular file e of

@@ -382,19 +382,31 @@ func TestVerifyHelperE2E(t *testing.T) {
 // TestSyncWalkAheadE2E: the remote tree a sync lists is walked by the
 // helper started beside the SFTP start (ends.Hosts.WalkAhead), and the
 // lister takes that answer: one helper runs, the plan is rsync's (the
-// changed file, nothing else), up and down, dry run or not.
+// changed file, nothing else), up and down, dry run or not. With filter
+// rules the walk asked ahead leaves out what they exclude, and is still
+// the one the lister takes: a source named without its trailing slash
+// too, whose names start with its own.
 func TestSyncWalkAheadE2E(t *testing.T) {
 	srv, bin, _ := helperServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	wrapper, runs := loggedHelper(t, bin)
 	stamp := time.Date(2021, 1, 2, 3, 4, 5, 0, time.UTC)
+	type variant struct {
+		dry, exclude, noSlash bool
+	}
 	for _, dir := range []string{"up", "down"} {
-		for _, dry := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%s/dry=%v", dir, dry), func(t *testing.T) {
+		for _, v := range []variant{{dry: true}, {}, {dry: true, exclude: true}, {exclude: true, noSlash: dir == "down"}} {
+			dry := v.dry
+			t.Run(fmt.Sprintf("%s/%+v", dir, v), func(t *testing.T) {
 				os.Remove(runs)
 				src, dst := t.TempDir(), t.TempDir()
-				for _, root := range []string{src, dst} {
+				target := dst
+				if v.noSlash {
+					// dst/<src's name> is the target.
+					target = filepath.Join(dst, filepath.Base(src))
+				}
+				for _, root := range []string{src, target} {
 					for d := range 5 {
 						sub := filepath.Join(root, "d"+strconv.Itoa(d), "e")
 						os.MkdirAll(sub, 0o755)
@@ -403,21 +415,33 @@ func TestSyncWalkAheadE2E(t *testing.T) {
 					}
 				}
 				os.WriteFile(filepath.Join(src, "d3", "e", "f"), []byte("newer"), 0o644)
+				os.WriteFile(filepath.Join(src, "d2", "e", "f"), []byte("newer, excluded"), 0o644)
 				from, to := src+"/", "e2e:"+dst+"/"
+				walked, prefix := map[string]string{"up": dst, "down": src}[dir]+"/", ""
 				if dir == "down" {
 					from, to = "e2e:"+src+"/", dst+"/"
+				}
+				if v.noSlash {
+					from, walked, prefix = strings.TrimSuffix(from, "/"), src, filepath.Base(src)+"/"
 				}
 				args := []string{"sync", "-e", "ssh -F " + srv.ConfigFile, "--helper-path", wrapper, "-a", "-i", "-vv", from, to}
 				if dry {
 					args = append(args, "-n")
 				}
+				listed := "by its helper: 15 entries in 11 directories\n"
+				if v.exclude {
+					// Anchored at the transfer's root, whose first name
+					// is the source's own without the slash.
+					args = append(args, "--exclude=/"+prefix+"d2/")
+					listed = "by its helper: 12 entries in 9 directories, what the filter rules exclude left out there\n"
+				}
 				stdout, stderr, err := runSSHArgs(ctx, "hpncp", args, nil)
 				if err != nil {
 					t.Fatalf("sync: %v\n%s%s", err, stdout, stderr)
 				}
-				if !strings.Contains(stderr, "by its helper: 15 entries in 11 directories") ||
-					!strings.Contains(stderr, "the helper walked "+map[string]string{"up": dst, "down": src}[dir]+"/ as the SFTP start went on") {
-					t.Errorf("the remote tree was not walked ahead by the helper:\n%s", stderr)
+				if !strings.Contains(stderr, listed) ||
+					!strings.Contains(stderr, "the helper walked "+walked+" as the SFTP start went on") {
+					t.Errorf("the remote tree was not walked ahead by the helper (%q):\n%s", listed, stderr)
 				}
 				var items []string
 				for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
@@ -425,13 +449,26 @@ func TestSyncWalkAheadE2E(t *testing.T) {
 						items = append(items, l)
 					}
 				}
-				if len(items) != 1 || !strings.HasSuffix(items[0], " d3/e/f") {
-					t.Errorf("sync itemized %q, want d3/e/f alone\n%s", items, stdout)
+				slices.SortFunc(items, func(a, b string) int { return strings.Compare(a[12:], b[12:]) })
+				want := []string{"d3/e/f"}
+				if !v.exclude {
+					want = []string{"d2/e/f", "d3/e/f"}
+				}
+				if len(items) != len(want) {
+					t.Errorf("sync itemized %q, want %q\n%s", items, want, stdout)
+				}
+				for i := range min(len(items), len(want)) {
+					if !strings.HasSuffix(items[i], " "+prefix+want[i]) {
+						t.Errorf("sync itemized %q, want %q\n%s", items, want, stdout)
+					}
 				}
 				if log, _ := os.ReadFile(runs); strings.Count(string(log), "--delta") != 1 {
 					t.Errorf("the helper ran %d times, want once:\n%s", strings.Count(string(log), "--delta"), log)
 				}
-				got, _ := os.ReadFile(filepath.Join(dst, "d3", "e", "f"))
+				if got, _ := os.ReadFile(filepath.Join(target, "d2", "e", "f")); v.exclude && string(got) != "same" {
+					t.Errorf("the excluded d2/e/f holds %q", got)
+				}
+				got, _ := os.ReadFile(filepath.Join(target, "d3", "e", "f"))
 				if want := map[bool]string{true: "same", false: "newer"}[dry]; string(got) != want {
 					t.Errorf("the target holds %q, want %q", got, want)
 				}

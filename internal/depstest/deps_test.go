@@ -56,7 +56,7 @@ var layers = []row{
 	{"stripe", []string{}},
 	// hpncp at the far end (hpncp serve: striped commands, the delta
 	// service) and the client's side of it, over channels it is handed.
-	{"helper", []string{"stripe", "delta", "github.com/klauspost/compress", "golang.org/x/sys"}},
+	{"helper", []string{"stripe", "delta", "internal/filter", "github.com/klauspost/compress", "golang.org/x/sys"}},
 
 	// Test servers and harnesses: only they may import testing outside
 	// a test file, and only tests may import them (testHelpers).
@@ -88,7 +88,7 @@ var layers = []row{
 
 	// The one copy engine.
 	{"transfer", []string{"pipeline", "protocol", "protocol/scp", "window", "delta",
-		"internal/slots", "internal/starttrace", "internal/vis",
+		"internal/filter", "internal/slots", "internal/starttrace", "internal/vis",
 		"github.com/klauspost/compress", "golang.org/x/sys", "golang.org/x/time"}},
 
 	// The --json report, its merge and a job's shards: built from what
@@ -96,9 +96,9 @@ var layers = []row{
 	{"report", []string{"transfer", "internal/vis"}},
 
 	// sync's semantics over the engine, and a run's ends opened.
-	{"mirror", []string{"transfer", "protocol", "delta", "internal/slots", "internal/vis"}},
+	{"mirror", []string{"transfer", "protocol", "delta", "internal/filter", "internal/slots", "internal/vis"}},
 	{"ends", []string{"transfer", "protocol", "protocol/scp", "sshconn", "window", "helper",
-		"internal/starttrace", "internal/vis", "golang.org/x/crypto"}},
+		"internal/filter", "internal/starttrace", "internal/vis", "golang.org/x/crypto"}},
 
 	// What one run is, under the CLI: a copy, a sync or a remote shell
 	// from one value; the engine policy (tuning, congestion control,

@@ -274,16 +274,66 @@ func (r *Rules) Empty() bool {
 // or a test failure would show them.
 func (r *Rules) String() string {
 	var b strings.Builder
-	for _, ru := range r.list {
-		b.WriteByte("-+"[btoi(ru.include)])
-		if ru.negate {
-			b.WriteByte('!')
-		}
-		b.WriteByte(' ')
-		b.WriteString(ru.raw)
+	for _, l := range r.Lines() {
+		b.WriteString(l)
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// Lines returns the rules in --filter syntax, one a rule: Add takes each
+// back as the same rule, which is how a walk elsewhere is told them
+// (Prune).
+func (r *Rules) Lines() []string {
+	lines := make([]string, 0, len(r.list))
+	for _, ru := range r.list {
+		l := string("-+"[btoi(ru.include)])
+		if ru.negate {
+			l += "!"
+		}
+		lines = append(lines, l+" "+ru.raw)
+	}
+	return lines
+}
+
+// Prune is what a walk of a tree elsewhere (a helper's, on the server)
+// needs to leave out what a run's rules exclude, as the lister here
+// would, and not to descend into an excluded directory: the rules, as
+// Lines gives them, and the rsync name of the walk's root ("." where the
+// root's contents are the transfer's names, its base name where the root
+// itself is one). The zero Prune leaves out nothing.
+type Prune struct {
+	Root  string
+	Rules []string
+}
+
+// Compile builds p's rules, refusing a line Add refuses.
+func (p Prune) Compile() (*Rules, error) {
+	r := &Rules{}
+	for _, l := range p.Rules {
+		if err := r.Add(l); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Name is the rsync name of the entry at rel (slash-separated, below the
+// walk's root).
+func (p Prune) Name(rel string) string {
+	if p.Root == "." || p.Root == "" {
+		return rel
+	}
+	return p.Root + "/" + rel
+}
+
+// Key is p as a comparable value, two Prunes having the same Key when
+// they prune the same.
+func (p Prune) Key() string {
+	if len(p.Rules) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%q %q", p.Root, p.Rules)
 }
 
 func btoi(b bool) int {

@@ -19,6 +19,18 @@ func FuzzMatch(f *testing.F) {
 		_ = loose.Add(pat) // any rule text: an error is fine, a panic is not
 		_ = loose.Exclude(pat)
 		loose.Excluded(path, dir)
+		// A helper's walk is told the rules by their Lines: each must
+		// come back as the same rule.
+		back, err := Prune{Rules: loose.Lines()}.Compile()
+		if err != nil {
+			t.Fatalf("rules %q: Lines do not compile again: %v", loose.Lines(), err)
+		}
+		if got, want := back.String(), loose.String(); got != want {
+			t.Fatalf("rules from Lines %q, want %q", got, want)
+		}
+		if back.Excluded(path, dir) != loose.Excluded(path, dir) {
+			t.Fatalf("rules %q from their Lines decide %q otherwise", loose.Lines(), path)
+		}
 
 		if pat == "" || !cleanPath(path) {
 			return
