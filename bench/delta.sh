@@ -20,13 +20,17 @@
 #             preview: the remote tree listed, nothing moved);
 #             checksum-10g: as checksum, 10,000 files of 1 MiB (10 GiB),
 #             the target tree hard links to the source's files so that
-#             both fit in memory (each end still reads all 10 GiB)
+#             both fit in memory (each end still reads all 10 GiB);
+#             text: 512 MiB of log lines over 512 MiB of other log lines
+#             (nothing matches: all of it literal data, which zstd
+#             shrinks to about a fifth), for -z
 #   --tools   rsync (rsync -a -e ssh; the server's rsync), hpn-sync
 #             (hpncp sync -a with the hpncp under test installed at the
 #             far end by hpncp helper install, into the run's
 #             directory), hpn-sync-W (the same with -W: whole files);
 #             rsync-inplace and hpn-sync-inplace: each with --inplace
-#             (the target rewritten where it lies, only what changed)
+#             (the target rewritten where it lies, only what changed);
+#             rsync-z and hpn-sync-z: each with -z (zstd)
 #
 # Each run puts the old version at the target (its time set apart from
 # the source's, so that both tools see it changed), then times the tool
@@ -101,6 +105,16 @@ makecase() {
 			head -c 10240 /dev/urandom | dd of="$new" bs=1 seek=$(((i * 10737418 + (i * 7919 % 997) * 4096))) conv=notrunc status=none
 		done
 		;;
+	text)
+		# Lines of a web server's log, different ones in each version.
+		logs() {
+			awk -v m="$1" 'BEGIN { for (i = 0; i < 7500000; i++)
+				printf "2026-12-%02d %02d:%02d:%02d 198.18.%d.%d GET /data/%d/part-%05d.bin 200 %d\n",
+					1 + i % 28, i / 3600 % 24, i / 60 % 60, i % 60, i * m % 251, i * 7 % 253, i * m % 100003, i % 99991, i * m % 1048576 }'
+		}
+		logs 7919 | head -c 512M >"$old"
+		logs 104729 | head -c 512M >"$new"
+		;;
 	region)
 		head -c 4G /dev/urandom >"$old"
 		cp "$old" "$new"
@@ -174,6 +188,8 @@ sync_once() {
 	hpn-sync-W) stats=$(client "$hpncp_bin" sync -a $c -W --stats -e "ssh -F $cfg" "$from" "$to") ;;
 	rsync-inplace) stats=$(client rsync -a $c --inplace --stats -e "ssh -F $cfg" "$from" "$to") ;;
 	hpn-sync-inplace) stats=$(client "$hpncp_bin" sync -a $c --inplace --stats -e "ssh -F $cfg" --helper-dir "$work/helper" "$from" "$to") ;;
+	rsync-z) stats=$(client rsync -a $c -z --stats -e "ssh -F $cfg" "$from" "$to") ;;
+	hpn-sync-z) stats=$(client "$hpncp_bin" sync -a $c -z --stats -e "ssh -F $cfg" --helper-dir "$work/helper" "$from" "$to") ;;
 	*) echo "delta.sh: unknown tool $tool" >&2; exit 2 ;;
 	esac
 	t1=$(date +%s.%N)
@@ -202,7 +218,7 @@ addr=$WAN_ADDR_B run_server=(ip netns exec "$NS_B") run_client=(ip netns exec "$
 start_sshd "$addr" 2222 "MaxStartups 100:30:200" ||
 	{ echo "delta.sh: sshd did not come up: $(cat "$work/sshd.log")" >&2; exit 1; }
 case " $tools " in
-*" hpn-sync "* | *" hpn-sync-inplace "*)
+*" hpn-sync "* | *" hpn-sync-inplace "* | *" hpn-sync-z "*)
 	"${run_client[@]}" "${run_user[@]}" "$hpncp_bin" helper install -q -F "$work/ssh_config" --helper-dir "$work/helper" bench >/dev/null ||
 		{ echo "delta.sh: hpncp helper install failed" >&2; exit 1; }
 	;;

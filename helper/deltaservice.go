@@ -66,6 +66,7 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	var gov zgov // how compressed deltas' frames go, learnt request by request
 	for {
 		op, err := r.ReadByte()
 		if err == io.EOF {
@@ -82,7 +83,7 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 		case opPatch:
 			st, rerr, err = servePatch(ctx, r, w, files)
 		case opDiff:
-			st, rerr, err = serveDiff(ctx, r, w, files)
+			st, rerr, err = serveDiff(ctx, r, w, files, &gov)
 		case opSums, opSHA:
 			rerr, err = serveSums(ctx, r, w, files, op == opSHA)
 		case opWalk:
@@ -217,14 +218,17 @@ func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Del
 // serveDiff answers a diff request: the delta of a file here against the
 // client's signature, made for a fresh file or, flagged diffInPlace, for
 // writing over the basis.
-func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
+func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles, gov *zgov) (st delta.Stats, rerr, err error) {
 	fr := fields{r: r}
 	path, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(diffInPlace|diffZstd)
 	if fr.err != nil {
 		return st, nil, fr.err
 	}
 	in := &chunkReader{r: r}
-	z := flags&diffZstd != 0
+	var z *zgov // compressed, frames as it decides
+	if flags&diffZstd != 0 {
+		z = gov
+	}
 	if flags&diffInPlace != 0 {
 		return diffInPlaceStream(ctx, in, w, files, path, size, z)
 	}
@@ -255,13 +259,14 @@ func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 	return st, rerr, out.end()
 }
 
-// deltaOut is where a delta for the client goes: out itself, or (z, the
-// client's -z) a zstd stream into it that done ends.
-func deltaOut(out io.Writer, z bool) (to io.Writer, done func() error, err error) {
-	if !z {
+// deltaOut is where a delta for the client goes: out itself, or (z not
+// nil, the client's -z) a zstd stream into it, framed as z decides, that
+// done ends.
+func deltaOut(out io.Writer, z *zgov) (to io.Writer, done func() error, err error) {
+	if z == nil {
 		return out, func() error { return nil }, nil
 	}
-	e, err := zstdOut(out)
+	e, err := newFramedOut(out, z)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -272,7 +277,7 @@ func deltaOut(out io.Writer, z bool) (to io.Writer, done func() error, err error
 // arrives on in: each range as soon as its blocks are there, the delta
 // going out meanwhile (the client signs its target and rebuilds it at
 // once).
-func diffInPlaceStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files DeltaFiles, path string, size int64, z bool) (st delta.Stats, rerr, err error) {
+func diffInPlaceStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files DeltaFiles, path string, size int64, z *zgov) (st delta.Stats, rerr, err error) {
 	sr, rerr := delta.NewSignatureReader(in, -1)
 	if rerr != nil {
 		if derr := in.drain(); derr != nil {

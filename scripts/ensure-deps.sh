@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure this machine has what hpncp's end-to-end tests run against:
-# OpenSSH's sshd (with ssh, scp, sftp, ssh-keygen), rsync, tmux and GNU
-# parallel (the sharded runs' test). Missing
+# OpenSSH's sshd (with ssh, scp, sftp, ssh-keygen), rsync, tmux, zstd
+# and GNU parallel (the sharded runs' test). Missing
 # packages are installed with apt-get (as root, or through sudo). Silent
 # when there is nothing to do.
 set -euo pipefail
@@ -25,6 +25,10 @@ missing_packages() {
 	# The progress line's test reads a terminal's screen through tmux.
 	if ! have tmux; then
 		packages+=(tmux)
+	fi
+	# The reference reader of a compressed delta's frames.
+	if ! have zstd; then
+		packages+=(zstd)
 	fi
 	# moreutils has a parallel of its own, with other flags.
 	if ! parallel --version 2>/dev/null | grep -q '^GNU parallel'; then
