@@ -40,7 +40,8 @@ type framedOut struct {
 	gov   *zgov
 	buf   []byte // what the next frame holds
 	frame []byte
-	sent  bool // a frame went: a stream holds at least one
+	sent  bool      // a frame went: a stream holds at least one
+	last  time.Time // when the frame before was sent
 }
 
 func newFramedOut(w io.Writer, gov *zgov) (*framedOut, error) {
@@ -85,9 +86,15 @@ func (z *framedOut) send() error {
 	} else {
 		z.frame = appendStoredFrame(z.frame[:0], z.buf)
 	}
+	made := time.Now()
 	_, err := z.w.Write(z.frame)
-	z.gov.record(compress, len(z.buf), len(z.frame), time.Since(start))
-	z.buf, z.sent = z.buf[:0], true
+	end := time.Now()
+	all := end.Sub(start)
+	if z.sent {
+		all = end.Sub(z.last)
+	}
+	z.gov.record(compress, len(z.buf), len(z.frame), end.Sub(start), end.Sub(made), all)
+	z.buf, z.sent, z.last = z.buf[:0], true, end
 	return err
 }
 
@@ -120,34 +127,40 @@ func appendStoredFrame(dst, p []byte) []byte {
 	}
 }
 
-// zgov decides, frame by frame, whether a compressed delta's next frame
-// goes compressed, by what each way has cost lately: the time to make a
-// frame and write it, for each byte of the delta. Written where the link
-// is full, a frame waits for it, longer the more bytes it has; where the
-// link has room, only the making counts, and storing costs next to
-// nothing. The governor runs a window of zwindow frames one way, and
-// every zprobe windows one the other way to see what that costs now; it
-// turns when the other way cost less than zturn of this one's.
+// zgov decides, window by window (zwindow frames), whether a compressed
+// delta's frames go compressed or stored, by what each way would cost a
+// byte of the delta: the larger of what making it costs the sender (the
+// diff, and the compressor or a copy) and what its bytes out cost the
+// link, where the link is what the sender waits on. A frame's write waits
+// where the buffers on the way (a channel's window, sockets) are full: a
+// window that spent a quarter of its time or more writing tells what a
+// byte costs the link (its write time over its bytes out); one that did
+// not, that the link carried its bytes in the time they took. Until a
+// write has waited, the link is taken to cost nothing, and storing wins.
+// The governor turns where the other way would cost less than zturn of
+// this one. Where the link has bound, it tries the other way for a window
+// now and then, after one window, then after twice as many each time (up
+// to zevery): the data may have come to shrink more or less, and the link
+// to have more room.
 type zgov struct {
 	mu     sync.Mutex
-	stored bool // the current way: storing, not compressing
-	probe  bool // the current window is a probe of the other way
-	frames int  // of the current window
-	in     int64
-	cost   time.Duration
-	// per is each way's last cost a byte (compressed, stored), known
-	// once it has had a window; since counts windows since the last
-	// probe.
-	per   [2]float64
-	known [2]bool
-	since int
-	// bytes in and out of each way, for the counts a -v report gives.
-	totalIn, totalOut [2]int64
+	stored bool // the way: storing, not compressing
+	trying bool // the current window tries the other way
+	// the current window
+	frames            int
+	in, out           int64
+	took, wrote, all  time.Duration
+	making, ratio     [2]float64 // a byte's making, and bytes out an in, each way (compressed, stored)
+	known             [2]bool
+	diff              float64  // the time between frames a byte, not sending them
+	link              float64  // a byte out's time on the link where it binds; 0 until it has
+	windows, every    int      // since the last try, and between tries
+	totalIn, totalOut [2]int64 // for the counts a -v report gives
 }
 
 const (
 	zwindow = 16 // frames: 4 MiB of the delta
-	zprobe  = 8  // windows between probes
+	zevery  = 64
 	zturn   = 0.9
 )
 
@@ -155,12 +168,13 @@ const (
 func (g *zgov) compress() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.stored == g.probe
+	return g.stored == g.trying
 }
 
 // record tells the governor of a frame of in bytes sent as out, which
-// took took to make and write.
-func (g *zgov) record(compressed bool, in, out int, took time.Duration) {
+// took took to make and write, wrote of it the write, and all since the
+// frame before (the making of what it holds too: the delta's diff).
+func (g *zgov) record(compressed bool, in, out int, took, wrote, all time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	way := 0
@@ -169,30 +183,53 @@ func (g *zgov) record(compressed bool, in, out int, took time.Duration) {
 	}
 	g.totalIn[way] += int64(in)
 	g.totalOut[way] += int64(out)
-	if compressed != (g.stored == g.probe) {
+	if compressed != (g.stored == g.trying) {
 		return // decided before the governor turned
 	}
 	g.frames++
 	g.in += int64(in)
-	g.cost += took
+	g.out += int64(out)
+	g.took += took
+	g.wrote += wrote
+	g.all += max(all, took)
 	if g.frames < zwindow {
 		return
 	}
-	per := float64(g.cost) / float64(max(g.in, 1))
-	g.frames, g.in, g.cost = 0, 0, 0
-	g.per[way], g.known[way] = per, true
-	other := 1 - way
-	if g.probe {
-		// The probe's way is the cheaper: it becomes the way.
-		g.probe = false
-		if per < zturn*g.per[other] {
-			g.stored = !g.stored
+	in64, out64 := float64(max(g.in, 1)), float64(max(g.out, 1))
+	g.making[way] = float64(g.took-g.wrote) / in64
+	g.ratio[way] = out64 / in64
+	g.known[way] = true
+	g.diff = float64(g.all-g.took) / in64
+	if 4*g.wrote >= g.all {
+		g.link = float64(g.wrote) / out64
+	} else if g.link > 0 {
+		g.link = min(g.link, float64(g.all)/out64)
+	}
+	g.frames, g.in, g.out, g.took, g.wrote, g.all = 0, 0, 0, 0, 0, 0
+
+	cost := func(w int) float64 {
+		if !g.known[w] {
+			if w == 0 {
+				return 0 // unknown: to be learnt
+			}
+			return g.diff + g.link // a copy costs next to nothing
 		}
-		g.since = 0
+		return max(g.diff+g.making[w], g.ratio[w]*g.link)
+	}
+	here, there := 0, 1
+	if g.stored {
+		here, there = 1, 0
+	}
+	if cost(there) < zturn*cost(here) {
+		g.stored = !g.stored
+	}
+	if g.trying {
+		g.trying = false
+		g.windows, g.every = 0, min(2*max(g.every, 1), zevery)
 		return
 	}
-	if g.since++; !g.known[other] || g.since >= zprobe {
-		g.probe = true
+	if g.windows++; g.link > 0 && g.windows >= max(g.every, 1) {
+		g.trying = true
 	}
 }
 

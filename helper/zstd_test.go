@@ -78,60 +78,98 @@ func TestFramedStreamIsZstd(t *testing.T) {
 	}
 }
 
+// sender is a model of a compressed delta's sender for the governor: the
+// diff makes the delta's bytes at 2 GB/s, making a frame takes its bytes
+// over the compressor's speed (next to nothing to store), and the frame
+// goes into the buffers on the way to the link (8 MiB of them: a
+// channel's window, sockets), which drain at the link's speed, a write
+// waiting while they are full.
+type sender struct {
+	g          *zgov
+	now, queue float64 // seconds, bytes in the buffers
+	i          int
+}
+
+const mb = 1 << 20
+
+// send sends frames frames, and says what share of them went compressed.
+func (s *sender) send(frames int, compress, link, ratio float64) float64 {
+	compressed := 0
+	for range frames {
+		s.i++
+		c := s.g.compress()
+		in, out := zsegment, zsegment
+		made := float64(in) / (20000 * mb) // a copy
+		if c {
+			compressed++
+			out = int(float64(in) * ratio)
+			made = float64(in) / compress
+		}
+		// Some noise, as a machine's.
+		made *= 1 + 0.1*math2(s.i)
+		drain := func(d float64) {
+			s.now += d
+			s.queue = max(0, s.queue-d*link)
+		}
+		begin := s.now
+		drain(float64(in)/(2000*mb) + made)
+		wrote := 0.0
+		if over := s.queue + float64(out) - 8*mb; over > 0 {
+			wrote = over / link
+			drain(wrote)
+		}
+		s.queue += float64(out)
+		sec := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
+		s.g.record(c, in, out, sec(made+wrote), sec(wrote), sec(s.now-begin))
+	}
+	return float64(compressed) / float64(frames)
+}
+
 // TestGovernorTurns: the governor sends compressed where that costs less
-// than storing, with costs from a model of a sender: making a frame takes
-// its bytes over the compressor's speed (next to nothing to store), and
-// writing it, where the link is full, its bytes over the link's speed.
-// On a link slower than the compressor, compressible data goes
-// compressed; on a fast link, or data that does not shrink, stored.
+// than storing, in a model of a sender (sender). Where the link is slower
+// than what the sender can make, compressible data goes compressed; on a
+// fast link, with a slow CPU or data that does not shrink, stored; and
+// the governor turns when the data or the link changes.
 func TestGovernorTurns(t *testing.T) {
-	const mb = 1 << 20
 	for _, tc := range []struct {
-		name          string
-		compress, lnk float64 // bytes a second
-		ratio         float64
-		full          bool // the link is what the sender waits on
-		compressed    bool // how most frames should go
+		name           string
+		compress, link float64 // bytes a second
+		ratio          float64
+		compressed     bool // how most frames should go
 	}{
-		{"slow link", 500 * mb, 100 * mb, 0.5, true, true},
-		{"slow link, data that does not shrink", 500 * mb, 100 * mb, 1.0, true, false},
-		{"slow link, data that shrinks a little", 500 * mb, 100 * mb, 0.95, true, false},
-		{"link faster than the compressor", 300 * mb, 1000 * mb, 0.5, true, false},
-		{"link with room", 500 * mb, 100 * mb, 0.5, false, false},
-		{"slow CPU, slow link", 40 * mb, 100 * mb, 0.3, true, false},
+		{"slow link", 500 * mb, 20 * mb, 0.25, true},
+		{"slow link, data that does not shrink", 500 * mb, 20 * mb, 1.0, false},
+		{"slow link, data that shrinks a little", 500 * mb, 100 * mb, 0.95, false},
+		{"link faster than the compressor", 300 * mb, 1000 * mb, 0.5, false},
+		{"link with room", 500 * mb, 100000 * mb, 0.5, false},
+		{"slow CPU, slow link", 40 * mb, 100 * mb, 0.3, false},
+		// Compressed, the link has room; stored, it would not: the
+		// buffers take a window stored without a wait.
+		{"link between", 500 * mb, 200 * mb, 0.25, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, start := range []bool{false, true} {
-				g := &zgov{stored: start}
-				n, compressed := 0, 0
-				for i := range 2000 {
-					c := g.compress()
-					in, out := zsegment, zsegment
-					took := float64(in) / (20000 * mb) // a copy
-					if c {
-						out = int(float64(in) * tc.ratio)
-						took = float64(in) / tc.compress
-					}
-					if tc.full {
-						took += float64(out) / tc.lnk
-					}
-					// Some noise, as a machine's.
-					took *= 1 + 0.1*math2(i)
-					g.record(c, in, out, time.Duration(took*float64(time.Second)))
-					if i >= 400 {
-						n++
-						if c {
-							compressed++
-						}
-					}
-				}
-				share := float64(compressed) / float64(n)
-				if tc.compressed && share < 0.8 || !tc.compressed && share > 0.2 {
-					t.Errorf("starting stored=%v: %.0f%% of the frames compressed, want most %s", start, 100*share,
+				s := &sender{g: &zgov{stored: start}}
+				s.send(400, tc.compress, tc.link, tc.ratio)
+				share := s.send(4000, tc.compress, tc.link, tc.ratio)
+				if tc.compressed && share < 0.9 || !tc.compressed && share > 0.1 {
+					t.Errorf("starting stored=%v: %.1f%% of the frames compressed, want most %s", start, 100*share,
 						map[bool]string{true: "compressed", false: "stored"}[tc.compressed])
 				}
 			}
 		})
+	}
+	// What was right turns wrong: the governor follows, within the
+	// longest time between its tries (zevery windows).
+	s := &sender{g: &zgov{}}
+	s.send(4000, 500*mb, 20*mb, 1.0)
+	s.send(zevery*zwindow, 500*mb, 20*mb, 0.25)
+	if share := s.send(2000, 500*mb, 20*mb, 0.25); share < 0.9 {
+		t.Errorf("data that came to shrink on a slow link: %.1f%% compressed", 100*share)
+	}
+	s.send(zevery*zwindow, 500*mb, 100000*mb, 0.25)
+	if share := s.send(2000, 500*mb, 100000*mb, 0.25); share > 0.1 {
+		t.Errorf("a link that came to have room: %.1f%% compressed", 100*share)
 	}
 }
 

@@ -75,7 +75,8 @@ Flags (rsync's, with rsync's meanings):
   -e, --rsh='ssh -p 2222 -i key -o K=V -J jump -F cfg'
                          read for its ssh flags: hpncp makes the connections
   -z, --compress         deltas go zstd-compressed through the helper, both
-                         ways; files sent whole over SFTP are not
+                         ways, where that costs less than sending them as
+                         they are; files sent whole over SFTP are not
       --numeric-ids      accepted: owners are always numeric
   -h, --human-readable   accepted
 hpncp's own:
