@@ -34,7 +34,9 @@ test:
 	wait $$fuzz; fuzzed=$$?; \
 	echo "scripts/fuzz.sh (FUZZTIME=$(FUZZTIME), run beside the tests):"; cat "$$fuzzlog"; \
 	if [ $$fuzzed -ne 0 ]; then echo "make test: FAIL: scripts/fuzz.sh"; fi; \
-	[ $$tested -eq 0 ] && [ $$fuzzed -eq 0 ]
+	GO=$(GO) HPNCP_E2E=$(HPNCP_E2E) GOTESTFLAGS="$(GOTESTFLAGS)" ./scripts/clone-fs.sh; cloned=$$?; \
+	if [ $$cloned -ne 0 ]; then echo "make test: FAIL: scripts/clone-fs.sh"; fi; \
+	[ $$tested -eq 0 ] && [ $$fuzzed -eq 0 ] && [ $$cloned -eq 0 ]
 
 # Every parser of bytes from a server or the disk, fuzzed for
 # FUZZTIME_LONG each; new failing inputs land in the packages'

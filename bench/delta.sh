@@ -7,7 +7,7 @@
 #   bench/delta.sh [--rtt 100] [--rate 1gbit] [--runs 3]
 #                  [--cases "scattered region"] [--dirs "up down"]
 #                  [--tools "rsync hpn-sync hpn-sync-W rsync-inplace
-#                  hpn-sync-inplace"] [--hpncp BINARY]
+#                  hpn-sync-inplace"] [--hpncp BINARY] [--fs tmpfs|xfs]
 #                  [--out FILE.md]
 #
 #   --cases   scattered: a 1 GiB file with 100 changes of 10 KiB at
@@ -32,6 +32,12 @@
 #             (the target rewritten where it lies, only what changed);
 #             rsync-z and hpn-sync-z: each with -z (zstd)
 #
+#   --fs      where the files live: tmpfs (/dev/shm, the default), or
+#             xfs: an XFS file system with reflink (mkfs.xfs -m reflink=1,
+#             xfsprogs), made on an image in /dev/shm for the run and
+#             mounted through a loop device, on which a delta without
+#             --inplace is rebuilt over a clone of its target
+#
 # Each run puts the old version at the target (its time set apart from
 # the source's, so that both tools see it changed), then times the tool
 # bringing it up to date, and checks the result against the source with
@@ -49,7 +55,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 
-rtt=100 rate=1gbit runs=3 cases="scattered" dirs="up down" tools="rsync hpn-sync" hpncp_bin= out=
+rtt=100 rate=1gbit runs=3 cases="scattered" dirs="up down" tools="rsync hpn-sync" hpncp_bin= out= fs=tmpfs
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rtt) rtt=$2 ;;
@@ -60,6 +66,7 @@ while [ $# -gt 0 ]; do
 	--tools) tools=$2 ;;
 	--hpncp) hpncp_bin=$2 ;;
 	--out) out=$2 ;;
+	--fs) fs=$2 ;;
 	*)
 		sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
 		exit 2
@@ -74,12 +81,28 @@ source "$here/netns.sh"
 source "$here/sshd.sh"
 
 work=$(mktemp -d /dev/shm/hpncp-delta.XXXXXX)
+xfs_img= xfs_mounted=
 cleanup() {
 	[ -z "${sshd_pid:-}" ] || stop_sshd
 	[ -z "${WAN_UP:-}" ] || wan_down
+	if [ -n "$xfs_mounted" ]; then umount "$work"; fi
 	rm -rf "$work"
+	[ -z "$xfs_img" ] || rm -f "$xfs_img"
 }
 trap cleanup EXIT
+case $fs in
+tmpfs) ;;
+xfs)
+	# Sparse: it takes memory as the files are written.
+	xfs_img=$(mktemp /dev/shm/hpncp-delta-xfs.XXXXXX)
+	truncate -s 16G "$xfs_img"
+	mkfs.xfs -q -m reflink=1 "$xfs_img"
+	mount -o loop "$xfs_img" "$work"
+	xfs_mounted=1
+	chmod 755 "$work"
+	;;
+*) echo "delta.sh: --fs $fs: want tmpfs or xfs" >&2; exit 2 ;;
+esac
 bench_user_setup || { echo "delta.sh: no ordinary user to run the clients as" >&2; exit 1; }
 if [ -z "$hpncp_bin" ]; then
 	echo "building hpncp" >&2
@@ -267,7 +290,7 @@ END {
 	}
 }' "$results")
 {
-	echo "hpncp sync (delta, helper at the far end) vs rsync -a -e ssh, $(date -u +%Y-%m-%d), re-syncing a changed file, clients as an ordinary user (${bench_user:-}), $runs runs each, ${rtt} ms, $rate, $WAN_TCP, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server"
+	echo "hpncp sync (delta, helper at the far end) vs rsync -a -e ssh, $(date -u +%Y-%m-%d), re-syncing a changed file, clients as an ordinary user (${bench_user:-}), $runs runs each, ${rtt} ms, $rate, $WAN_TCP, stock OpenSSH $(/usr/sbin/sshd -V 2>&1 | head -1 | cut -d, -f1) server, files on $fs"
 	echo
 	echo "$table"
 } | tee ${out:+"$out"}

@@ -23,6 +23,16 @@ type Basis struct {
 	// (for the range's hash) but not written. The caller truncates the
 	// file to the header's size afterwards.
 	InPlace bool
+	// Under, when not nil, reads out back, out being a clone of the
+	// basis (a temporary file whose blocks the file system shares with
+	// it): a block copied to its own offset is there already, and is
+	// read from Under, for the range's hash, and not written, so that
+	// only what moved or changed is. What is hashed is then what the
+	// new file holds, whatever became of the basis since it was cloned.
+	// The delta may refer to any block, R being the basis itself, which
+	// out's writes do not change. The caller truncates out to the
+	// header's size afterwards.
+	Under io.ReaderAt
 }
 
 // Apply reads a delta from r and writes the new file it describes to out,
@@ -34,7 +44,7 @@ type Basis struct {
 // that does not match is ErrMismatch, and out then holds bytes that are
 // not the new file. out is written at offsets below the header's size
 // only, and Apply never truncates or extends it otherwise: the caller
-// gives it a fresh file.
+// gives it a fresh file (or the basis, InPlace, or a clone of it, Under).
 //
 // The records are read and checked here, in order; the reading of the
 // basis, the writing and the hashing are done by a goroutine per CPU,
@@ -304,14 +314,18 @@ func (a *applier) work(j job, buf []byte) error {
 		at, off := j.at, j.off
 		for n := j.n; n > 0; {
 			p := buf[:min(n, int64(len(buf)))]
-			got, err := a.b.R.ReadAt(p, off)
+			r, there := a.b.R, a.b.InPlace && off == at
+			if a.b.Under != nil && off == at {
+				r, there = a.b.Under, true
+			}
+			got, err := r.ReadAt(p, off)
 			if got < len(p) {
 				if err == nil || err == io.EOF {
 					err = io.ErrUnexpectedEOF
 				}
 				return fmt.Errorf("read basis at %d: %w", off, err)
 			}
-			if a.b.InPlace && off == at {
+			if there {
 				j.s.h.Write(p) // already there
 			} else if err := a.write(j.s, p, at); err != nil {
 				return err

@@ -267,6 +267,71 @@ func TestInPlace(t *testing.T) {
 	}
 }
 
+// Over a clone of the basis (Under), a fresh file's delta rebuilds the
+// new file, shifted blocks and all, writing only what is not already at
+// its place: a few changes cost their blocks, an insertion what comes
+// after it, and a file cut shorter is cut by the caller.
+func TestApplyUnder(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(11, 12))
+	basis := random(rng, 4<<20)
+	bl := BlockSize(int64(len(basis)))
+	changed := bytes.Clone(basis)
+	for _, off := range []int{10_000, 1 << 20, 3<<20 + 5} {
+		copy(changed[off:], random(rng, 100))
+	}
+	inserted := append(append(bytes.Clone(basis[:3<<20]), "inserted"...), basis[3<<20:]...)
+	swapped := append(bytes.Clone(basis[len(basis)/2:]), basis[:len(basis)/2]...)
+	for _, tc := range []struct {
+		name            string
+		next            []byte
+		maxWritten      int64
+		maxLiteralBytes int64
+	}{
+		{"scattered", changed, int64(3 * 2 * bl), int64(3 * 2 * bl)},
+		{"inserted", inserted, 1<<20 + int64(2*bl), int64(2 * bl)},
+		{"swapped", swapped, int64(len(basis)), int64(2 * bl)},
+		{"cut", basis[:3<<20], 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d bytes.Buffer
+			if _, err := Diff(ctx, sig, bytes.NewReader(tc.next), int64(len(tc.next)), &d, DiffOptions{RangeLen: 1 << 20}); err != nil {
+				t.Fatal(err)
+			}
+			out := &memFile{b: bytes.Clone(basis)}
+			h, st, err := Apply(ctx, &d, Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen, Under: out}, out, int64(len(tc.next)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out.b = out.b[:min(int64(len(out.b)), h.Size)]
+			if !bytes.Equal(out.b, tc.next) {
+				t.Fatalf("rebuilt %d bytes, not the new file's %d", len(out.b), len(tc.next))
+			}
+			if out.written > tc.maxWritten || st.Literal > tc.maxLiteralBytes {
+				t.Errorf("wrote %d bytes (at most %d), %d of them literal (at most %d)", out.written, tc.maxWritten, st.Literal, tc.maxLiteralBytes)
+			}
+		})
+	}
+	// The basis changed after it was cloned: a block at its place in
+	// the clone is not the basis's any more, and the range's hash, of
+	// what the new file holds, says so.
+	sig, _ := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 0)
+	var d bytes.Buffer
+	if _, err := Diff(ctx, sig, bytes.NewReader(changed), int64(len(changed)), &d, DiffOptions{RangeLen: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	out := &memFile{b: bytes.Clone(basis)}
+	copy(out.b[2<<20:], "written since")
+	_, _, err := Apply(ctx, &d, Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen, Under: out}, out, int64(len(changed)))
+	if !errors.Is(err, ErrMismatch) {
+		t.Errorf("a clone that is not the basis: %v, want ErrMismatch", err)
+	}
+}
+
 func TestApplyRefuses(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(7, 8))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure this machine has what hpncp's end-to-end tests run against:
-# OpenSSH's sshd (with ssh, scp, sftp, ssh-keygen), rsync, tmux, zstd
-# and GNU parallel (the sharded runs' test). Missing
+# OpenSSH's sshd (with ssh, scp, sftp, ssh-keygen), rsync, tmux, zstd,
+# xfsprogs and filefrag (scripts/clone-fs.sh), and GNU parallel (the
+# sharded runs' test). Missing
 # packages are installed with apt-get (as root, or through sudo). Silent
 # when there is nothing to do.
 set -euo pipefail
@@ -25,6 +26,14 @@ missing_packages() {
 	# The progress line's test reads a terminal's screen through tmux.
 	if ! have tmux; then
 		packages+=(tmux)
+	fi
+	# The file system whose clones a delta is rebuilt over, and the
+	# tool that shows a file's shared blocks.
+	if ! have mkfs.xfs; then
+		packages+=(xfsprogs)
+	fi
+	if ! have filefrag; then
+		packages+=(e2fsprogs)
 	fi
 	# The reference reader of a compressed delta's frames.
 	if ! have zstd; then

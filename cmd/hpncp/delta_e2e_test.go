@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hpncp/hpncp/internal/sshdtest"
 )
 
 // literalData is --stats's "Literal data" count.
@@ -543,5 +546,71 @@ func TestSyncAppendE2E(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSyncDeltaOverCloneE2E: where the target's file system shares
+// blocks (XFS, Btrfs: set HPNCP_CLONE_DIR to a directory on one; the
+// test is skipped otherwise), a delta without --inplace is rebuilt over a
+// clone of the target, up and down: the new file is the source's, the
+// blocks that did not change are still shared with the old file (a hard
+// link keeps it), and the old file is left as it was.
+func TestSyncDeltaOverCloneE2E(t *testing.T) {
+	dir := os.Getenv("HPNCP_CLONE_DIR")
+	if dir == "" {
+		t.Skip("HPNCP_CLONE_DIR names no directory on a file system that clones files")
+	}
+	filefrag := sshdtest.LookTool(t, "filefrag")
+	srv, bin, _ := helperServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewSource(39))
+	old := make([]byte, 16<<20+777)
+	rng.Read(old)
+	next := bytes.Clone(old)
+	scatter(rng, next, 20, 3000)
+	// An insertion: what follows moves, and is copied from the old file.
+	next = append(append(bytes.Clone(next[:9<<20]), "inserted"...), next[9<<20:15<<20]...)
+	for _, d := range []string{"up", "down"} {
+		t.Run(d, func(t *testing.T) {
+			local, err := os.MkdirTemp(dir, "local")
+			if err != nil {
+				t.Fatal(err)
+			}
+			remote, _ := os.MkdirTemp(dir, "remote")
+			t.Cleanup(func() { os.RemoveAll(local); os.RemoveAll(remote) })
+			src, dst := filepath.Join(local, "f"), filepath.Join(remote, "f")
+			from, to := src, "e2e:"+dst
+			if d == "down" {
+				src, dst = dst, src
+				from, to = "e2e:"+src, dst
+			}
+			os.WriteFile(dst, old, 0o644)
+			kept := dst + ".old"
+			if err := os.Link(dst, kept); err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(src, next, 0o640)
+			stdout, stderr, err := runSSHArgs(ctx, "hpncp", []string{"sync", "-e", "ssh -F " + srv.ConfigFile, "--helper-path", bin, "-a", "--stats", "-vv", from, to}, nil)
+			if err != nil {
+				t.Fatalf("sync: %v\n%s%s", err, stdout, stderr)
+			}
+			if got, _ := os.ReadFile(dst); !bytes.Equal(got, next) {
+				t.Fatalf("the target is %d bytes and not the source's %d", len(got), len(next))
+			}
+			if got, _ := os.ReadFile(kept); !bytes.Equal(got, old) {
+				t.Fatalf("the old file changed")
+			}
+			if sent := literalData(t, stdout); sent > 20*3000*4 {
+				t.Errorf("sent %d literal bytes", sent)
+			}
+			if d == "down" && !strings.Contains(stderr, "rebuilt over a clone of the target") {
+				t.Errorf("-vv does not say the file was rebuilt over a clone:\n%s", stderr)
+			}
+			out, err := exec.Command(filefrag, "-v", dst).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "shared") {
+				t.Errorf("the new file shares no blocks with the old (%v):\n%s", err, out)
+			}
+		})
 	}
 }

@@ -42,6 +42,7 @@ var layers = []row{
 	{"internal/starttrace", nil},
 	{"internal/svg", nil},
 	{"internal/filter", nil},
+	{"internal/clone", []string{"golang.org/x/sys"}},
 	{"internal/recommend", nil},
 	{"internal/hostconfig", []string{"github.com/kevinburke/ssh_config"}},
 	{"internal/faultnet", nil},
@@ -56,7 +57,7 @@ var layers = []row{
 	{"stripe", []string{}},
 	// hpncp at the far end (hpncp serve: striped commands, the delta
 	// service) and the client's side of it, over channels it is handed.
-	{"helper", []string{"stripe", "delta", "internal/filter", "github.com/klauspost/compress", "golang.org/x/sys"}},
+	{"helper", []string{"stripe", "delta", "internal/clone", "internal/filter", "github.com/klauspost/compress", "golang.org/x/sys"}},
 
 	// Test servers and harnesses: only they may import testing outside
 	// a test file, and only tests may import them (testHelpers).
@@ -88,7 +89,7 @@ var layers = []row{
 
 	// The one copy engine.
 	{"transfer", []string{"pipeline", "protocol", "protocol/scp", "window", "delta",
-		"internal/filter", "internal/slots", "internal/starttrace", "internal/vis",
+		"internal/clone", "internal/filter", "internal/slots", "internal/starttrace", "internal/vis",
 		"github.com/klauspost/compress", "golang.org/x/sys", "golang.org/x/time"}},
 
 	// The --json report, its merge and a job's shards: built from what

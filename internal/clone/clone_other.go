@@ -1,0 +1,7 @@
+//go:build !linux
+
+package clone
+
+import "os"
+
+func into(dst, src *os.File) bool { return false }

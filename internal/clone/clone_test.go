@@ -1,0 +1,50 @@
+package clone
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestInto: a clone holds the source's bytes; where the file system
+// makes none, the file is left empty. Set HPNCP_CLONE_DIR to a directory
+// on XFS or Btrfs to require the clone.
+func TestInto(t *testing.T) {
+	dir := os.Getenv("HPNCP_CLONE_DIR")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	data := bytes.Repeat([]byte("a block, and a tail that is not one "), 200_000)
+	srcName := filepath.Join(dir, "src")
+	if err := os.WriteFile(srcName, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(srcName)
+	src, err := os.Open(srcName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dstName := filepath.Join(dir, "dst")
+	dst, err := os.OpenFile(dstName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(dstName)
+	cloned := Into(dst, src)
+	dst.Close()
+	got, _ := os.ReadFile(dstName)
+	switch {
+	case cloned && !bytes.Equal(got, data):
+		t.Errorf("cloned: %d bytes, not the source's %d", len(got), len(data))
+	case !cloned && len(got) != 0:
+		t.Errorf("not cloned, yet the file holds %d bytes", len(got))
+	case !cloned && os.Getenv("HPNCP_CLONE_DIR") != "":
+		t.Errorf("no clone in %s", dir)
+	}
+	if fi, _ := os.Stat(dstName); fi.Mode().Perm() != 0o600 {
+		t.Errorf("the clone's mode is %v, not its own", fi.Mode())
+	}
+	t.Logf("cloned: %v", cloned)
+}
