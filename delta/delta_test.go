@@ -566,3 +566,89 @@ func TestInPlaceStreamedSignature(t *testing.T) {
 		t.Errorf("sent %d literal bytes for two small changes", st.Literal)
 	}
 }
+
+// A fresh file's delta made as the signature streams in (Blocks without
+// InPlace): a range goes out against the blocks near it before the whole
+// signature is there; what moved farther than a range is still found,
+// the range diffed again once the signature is whole; and the delta
+// sends about what one made from the whole signature sends.
+func TestFreshStreamedSignature(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(13, 14))
+	basis := random(rng, 4<<20)
+	scattered := bytes.Clone(basis)
+	for _, off := range []int{100_000, 1_500_000, 3_900_000} {
+		copy(scattered[off:], "changed")
+	}
+	inserted := append(append(bytes.Clone(basis[:1<<20]), random(rng, 5000)...), basis[1<<20:]...)
+	moved := append(bytes.Clone(basis[3<<20:]), basis[:3<<20]...) // the last MiB first: far
+	fresh := random(rng, 3<<20)
+	for _, tc := range []struct {
+		name  string
+		next  []byte
+		early bool // a record goes out with half the signature sent
+	}{
+		{"scattered", scattered, true},
+		{"inserted", inserted, true},
+		{"moved", moved, false},
+		{"fresh", fresh, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var whole bytes.Buffer
+			want, err := Diff(ctx, sig, bytes.NewReader(tc.next), int64(len(tc.next)), &whole, DiffOptions{RangeLen: 256 << 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wire bytes.Buffer
+			WriteSignature(&wire, sig)
+			all := wire.Bytes()
+			pr, pw := io.Pipe()
+			out := &notifyWriter{skip: 64, first: make(chan struct{})}
+			waited := make(chan bool, 1)
+			go func() {
+				half := len(all) / 2
+				pw.Write(all[:half])
+				select {
+				case <-out.first:
+					waited <- false
+				case <-time.After(map[bool]time.Duration{true: 30 * time.Second, false: 200 * time.Millisecond}[tc.early]):
+					waited <- true
+				}
+				pw.Write(all[half:])
+				pw.Close()
+			}()
+			sr, err := NewSignatureReader(pr, int64(len(basis)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			read := make(chan error, 1)
+			go func() { _, err := sr.Read(); read <- err }()
+			_, err = Diff(ctx, sr.Header(), bytes.NewReader(tc.next), int64(len(tc.next)), out,
+				DiffOptions{RangeLen: 256 << 10, Workers: 1, Blocks: sr.Wait})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-read; err != nil {
+				t.Fatal(err)
+			}
+			if w := <-waited; tc.early && w {
+				t.Fatal("no record in 30 s with half the signature sent")
+			}
+			f := &memFile{}
+			h, st, err := Apply(ctx, &out.Buffer, Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, f, int64(len(tc.next)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(f.b[:h.Size], tc.next) {
+				t.Fatal("rebuilt from a streamed signature: not the new file")
+			}
+			if st.Literal > want.Literal+int64(4*sig.BlockLen) {
+				t.Errorf("sent %d literal bytes; from the whole signature, %d", st.Literal, want.Literal)
+			}
+		})
+	}
+}

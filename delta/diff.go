@@ -105,10 +105,17 @@ type DiffOptions struct {
 	// matched against its own blocks only (not those past the new file's
 	// end, which InPlaceOK would allow too).
 	InPlace bool
-	// Blocks, with InPlace, is the signature as it arrives (a
-	// SignatureReader's Wait): a range is diffed as soon as its own
-	// blocks are there, while the rest of the signature is still on its
-	// way. sig then gives only the block length and the basis size.
+	// Blocks is the signature as it arrives (a SignatureReader's Wait):
+	// sig then gives only the block length and the basis size. With
+	// InPlace, a range is diffed as soon as its own blocks are there,
+	// while the rest of the signature is still on its way. Without, a
+	// range is diffed first against the blocks near it (its own and a
+	// range's worth on each side: what an insertion or a deletion of
+	// less than a range moved) as soon as they are there; a range that
+	// matched less than 7/8 of its bytes that way waits for the whole
+	// signature and is diffed again against all of it, so that what
+	// moved farther is still found. A range taken once the signature is
+	// all there is diffed against all of it at once.
 	Blocks func(ctx context.Context, n int64) (*Signature, error)
 }
 
@@ -170,8 +177,26 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 		return Stats{}, err
 	}
 	var x *index
-	if !o.InPlace {
+	if !o.InPlace && o.Blocks == nil {
 		x = newIndex(sig)
+	}
+	// whole is the index of the whole signature, made once, where it
+	// streams (Blocks).
+	var (
+		wholeOnce sync.Once
+		whole     *index
+		wholeErr  error
+	)
+	wholeIndex := func() (*index, error) {
+		wholeOnce.Do(func() {
+			full, err := o.Blocks(ctx, Blocks(sig.Size, sig.BlockLen))
+			if err != nil {
+				wholeErr = err
+				return
+			}
+			whole = newIndex(full)
+		})
+		return whole, wholeErr
 	}
 	n := h.Ranges()
 	workers := o.Workers
@@ -210,7 +235,15 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 					}
 					m.x = newRangeIndex(view, int(lo), int(hi))
 				}
-				st, err := m.diffRange(ctx, r, start, length)
+				var (
+					st  Stats
+					err error
+				)
+				if !o.InPlace && o.Blocks != nil {
+					st, err = m.diffNear(ctx, sig, r, start, length, h.RangeLen, wholeIndex, o.Blocks, write)
+				} else {
+					st, err = m.diffRange(ctx, r, start, length)
+				}
 				if err != nil {
 					cancel(err)
 					continue
@@ -238,6 +271,43 @@ feed:
 		return Stats{}, err
 	}
 	return total, nil
+}
+
+// diffNear diffs range r (length bytes from start) for a fresh file as
+// the signature (sig its block length and basis size) streams in (DiffOptions.Blocks): against the blocks near
+// it once they are there, its records held, and sent if they matched 7/8
+// of its bytes or more; else, or where the signature is all there
+// already, against the whole signature, its records sent as they come.
+func (m *matcher) diffNear(ctx context.Context, sig *Signature, r, start, length, rangeLen int64, wholeIndex func() (*index, error), blocks func(context.Context, int64) (*Signature, error), write func([]byte) error) (Stats, error) {
+	bl := int64(sig.BlockLen)
+	nb := Blocks(sig.Size, sig.BlockLen)
+	span := rangeLen / bl
+	lo, hi := max(start/bl-span, 0), min((start+length+bl-1)/bl+span, nb)
+	lo = min(lo, hi)
+	view, err := blocks(ctx, hi)
+	if err != nil {
+		return Stats{}, err
+	}
+	if int64(len(view.Weak)) < nb {
+		var held []byte
+		m.x = newRangeIndex(view, int(lo), int(hi))
+		m.out.flush = func(p []byte) error {
+			held = append(held, p...)
+			return nil
+		}
+		st, err := m.diffRange(ctx, r, start, length)
+		m.out.flush = write
+		if err != nil {
+			return st, err
+		}
+		if st.Literal*8 <= length {
+			return st, write(held)
+		}
+	}
+	if m.x, err = wholeIndex(); err != nil {
+		return Stats{}, err
+	}
+	return m.diffRange(ctx, r, start, length)
 }
 
 // A matcher diffs ranges one after another, keeping its buffer.

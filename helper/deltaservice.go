@@ -253,7 +253,7 @@ func cloneBasis(files DeltaFiles, t WriteAtCloser, f ReadAtCloser, tmp string) (
 
 // serveDiff answers a diff request: the delta of a file here against the
 // client's signature, made for a fresh file or, flagged diffInPlace, for
-// writing over the basis.
+// writing over the basis, as the signature arrives (diffStream).
 func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles, gov *zgov) (st delta.Stats, rerr, err error) {
 	fr := fields{r: r}
 	path, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(diffInPlace|diffZstd)
@@ -265,34 +265,7 @@ func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 	if flags&diffZstd != 0 {
 		z = gov
 	}
-	if flags&diffInPlace != 0 {
-		return diffInPlaceStream(ctx, in, w, files, path, size, z)
-	}
-	sig, rerr := delta.ReadSignature(in, -1)
-	if derr := in.drain(); derr != nil {
-		return st, nil, derr
-	}
-	if rerr != nil {
-		if errors.Is(rerr, io.ErrUnexpectedEOF) {
-			return st, nil, rerr
-		}
-		return st, rerr, chunkWriter{w: w}.end()
-	}
-	out := chunkWriter{w: w}
-	f, rerr := files.Open(path, size)
-	if rerr != nil {
-		return st, rerr, out.end()
-	}
-	defer f.Close()
-	to, done, rerr := deltaOut(out, z)
-	if rerr != nil {
-		return st, rerr, out.end()
-	}
-	st, rerr = delta.Diff(ctx, sig, f, size, to, delta.DiffOptions{})
-	if zerr := done(); rerr == nil {
-		rerr = zerr
-	}
-	return st, rerr, out.end()
+	return diffStream(ctx, in, w, files, path, size, flags&diffInPlace != 0, z)
 }
 
 // deltaOut is where a delta for the client goes: out itself, or (z not
@@ -309,11 +282,13 @@ func deltaOut(out io.Writer, z *zgov) (to io.Writer, done func() error, err erro
 	return e, e.Close, nil
 }
 
-// diffInPlaceStream diffs for writing in place as the client's signature
-// arrives on in: each range as soon as its blocks are there, the delta
-// going out meanwhile (the client signs its target and rebuilds it at
-// once).
-func diffInPlaceStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files DeltaFiles, path string, size int64, z *zgov) (st delta.Stats, rerr, err error) {
+// diffStream diffs as the client's signature arrives on in, for writing
+// in place (inPlace: each range as soon as its blocks are there) or for a
+// fresh file (each range first against the blocks near it, as soon as
+// they are there: delta.DiffOptions.Blocks), the delta going out
+// meanwhile: the client signs its target while it is diffed here, and
+// applies the delta as it comes.
+func diffStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files DeltaFiles, path string, size int64, inPlace bool, z *zgov) (st delta.Stats, rerr, err error) {
 	sr, rerr := delta.NewSignatureReader(in, -1)
 	if rerr != nil {
 		if derr := in.drain(); derr != nil {
@@ -340,7 +315,7 @@ func diffInPlaceStream(ctx context.Context, in *chunkReader, w *bufio.Writer, fi
 		f, rerr = files.Open(path, size)
 	}
 	if rerr == nil {
-		st, rerr = delta.Diff(ctx, sr.Header(), f, size, out, delta.DiffOptions{InPlace: true, Blocks: sr.Wait})
+		st, rerr = delta.Diff(ctx, sr.Header(), f, size, out, delta.DiffOptions{InPlace: inPlace, Blocks: sr.Wait})
 		f.Close()
 	}
 	if done != nil {

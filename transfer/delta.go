@@ -182,11 +182,12 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 		}
 		st, err = c.pullDelta(ctx, s, src, dst, si, existing, basis, wa, under)
 		if under != nil {
-			c.logf("delta: %s: rebuilt over a clone of the target", dst)
 			under.Close()
 			if err == nil {
 				if terr := out.(interface{ Truncate(int64) error }).Truncate(si.Size()); terr != nil {
 					err = &localDeltaError{terr}
+				} else {
+					c.logf("delta: %s: rebuilt over a clone of the target", dst)
 				}
 			}
 		}
@@ -316,56 +317,42 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 		return delta.Stats{}, &localDeltaError{err}
 	}
 	defer closer.Close()
-	var (
-		sig  *delta.Signature
-		derr error
-		diff func(w io.Writer) error
-	)
-	if tmp == "" {
-		// In place, each range is diffed against its own blocks only:
-		// it begins as soon as they have arrived, while the rest of the
-		// signature is on its way, and its records wait in sp for the
-		// patch request, which goes out once the signature is in.
-		dctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		sp := newSpool(dctx, spoolMax)
-		defer sp.closeRead()
-		diffed := make(chan error, 1)
-		started := false
-		sig, err = s.SignatureStream(ctx, dst.Path, existing.Size(), func(sr *delta.SignatureReader) {
-			started = true
-			go func() {
-				_, err := delta.Diff(dctx, sr.Header(), f, si.Size(), sp, delta.DiffOptions{InPlace: true, Blocks: sr.Wait})
-				sp.closeWrite(err)
-				diffed <- err
-			}()
-		})
-		if err != nil {
-			cancel()
-			sp.closeRead()
-			if started {
-				<-diffed
-			}
-			return delta.Stats{}, err
+	// The diff begins as the signature arrives: in place, each range
+	// against its own blocks only, as soon as they are there; for a fresh
+	// file, each range first against the blocks near it
+	// (delta.DiffOptions.Blocks). Its records wait in sp for the patch
+	// request, which goes out once the signature is in.
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sp := newSpool(dctx, spoolMax)
+	defer sp.closeRead()
+	diffed := make(chan error, 1)
+	started := false
+	sig, err := s.SignatureStream(ctx, dst.Path, existing.Size(), func(sr *delta.SignatureReader) {
+		started = true
+		go func() {
+			_, err := delta.Diff(dctx, sr.Header(), f, si.Size(), sp, delta.DiffOptions{InPlace: tmp == "", Blocks: sr.Wait})
+			sp.closeWrite(err)
+			diffed <- err
+		}()
+	})
+	if err != nil {
+		cancel()
+		sp.closeRead()
+		if started {
+			<-diffed
 		}
-		diff = func(w io.Writer) error {
-			_, cerr := io.Copy(w, sp)
-			derr = <-diffed
-			if derr == nil {
-				derr = cerr
-			}
-			return derr
-		}
-	} else {
-		if sig, err = s.Signature(ctx, dst.Path, existing.Size()); err != nil {
-			return delta.Stats{}, err
-		}
-		diff = func(w io.Writer) error {
-			_, derr = delta.Diff(ctx, sig, f, si.Size(), w, delta.DiffOptions{})
-			return derr
-		}
+		return delta.Stats{}, err
 	}
-	st, err := s.Patch(ctx, dst.Path, tmp, sig, si.Size(), diff)
+	var derr error
+	st, err := s.Patch(ctx, dst.Path, tmp, sig, si.Size(), func(w io.Writer) error {
+		_, cerr := io.Copy(w, sp)
+		derr = <-diffed
+		if derr == nil {
+			derr = cerr
+		}
+		return derr
+	})
 	if derr != nil && !errors.Is(derr, delta.ErrMismatch) {
 		var pe *fs.PathError
 		if errors.As(derr, &pe) || errors.Is(derr, io.ErrUnexpectedEOF) {
@@ -375,8 +362,8 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	return st, err
 }
 
-// spoolMax bounds the delta a diff made in place holds while the
-// signature still arrives.
+// spoolMax bounds the delta a diff holds while its signature still
+// arrives.
 const spoolMax = 64 << 20
 
 // A spool is a pipe that holds up to max bytes written and not yet read.
@@ -479,19 +466,26 @@ func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 		}
 		return got, err
 	}
-	sig, err := delta.Sign(ctx, basis, existing.Size(), 0)
-	if err != nil {
-		return delta.Stats{}, &localDeltaError{err}
-	}
-	_, err = s.Diff(ctx, src.Path, si.Size(), sig, false, func(r io.Reader) error {
+	// A fresh file: the target is signed as the helper diffs each range
+	// against the blocks near it once they are there.
+	bl := delta.BlockSize(existing.Size())
+	var serr error
+	_, err := s.DiffStream(ctx, src.Path, si.Size(), func(w io.Writer) error {
+		serr = delta.SignTo(ctx, basis, existing.Size(), bl, w)
+		return serr
+	}, false, func(r io.Reader) error {
 		var err error
-		b := delta.Basis{R: basis, Size: sig.Size, BlockLen: sig.BlockLen}
+		b := delta.Basis{R: basis, Size: existing.Size(), BlockLen: bl}
 		if under != nil {
 			b.Under = under
 		}
 		_, got, err = delta.Apply(ctx, r, b, out, si.Size())
 		return err
 	})
+	var pe *fs.PathError
+	if serr != nil && (errors.As(serr, &pe) || errors.Is(serr, io.ErrUnexpectedEOF)) {
+		return got, &localDeltaError{serr}
+	}
 	// What this end rebuilt and checked counts, not what the far end says
 	// it sent.
 	return got, err
