@@ -23,16 +23,16 @@ type Basis struct {
 	// (for the range's hash) but not written. The caller truncates the
 	// file to the header's size afterwards.
 	InPlace bool
-	// Under, when not nil, reads out back, out being a clone of the
-	// basis (a temporary file whose blocks the file system shares with
-	// it): a block copied to its own offset is there already, and is
-	// read from Under, for the range's hash, and not written, so that
-	// only what moved or changed is. What is hashed is then what the
-	// new file holds, whatever became of the basis since it was cloned.
-	// The delta may refer to any block, R being the basis itself, which
-	// out's writes do not change. The caller truncates out to the
-	// header's size afterwards.
-	Under io.ReaderAt
+	// Under says out already holds the basis's bytes at their offsets,
+	// out being a clone of it (a temporary file whose blocks the file
+	// system shares with the basis): a block copied to its own offset is
+	// read from R for the range's hash and not written, so that only
+	// what moved or changed is. The delta may refer to any block, R
+	// being the basis itself, which out's writes do not change. The
+	// caller checks that the basis did not change from the clone until
+	// Apply returned (clone.Mark), for the bytes hashed are the basis's,
+	// and truncates out to the header's size.
+	Under bool
 }
 
 // Apply reads a delta from r and writes the new file it describes to out,
@@ -314,18 +314,14 @@ func (a *applier) work(j job, buf []byte) error {
 		at, off := j.at, j.off
 		for n := j.n; n > 0; {
 			p := buf[:min(n, int64(len(buf)))]
-			r, there := a.b.R, a.b.InPlace && off == at
-			if a.b.Under != nil && off == at {
-				r, there = a.b.Under, true
-			}
-			got, err := r.ReadAt(p, off)
+			got, err := a.b.R.ReadAt(p, off)
 			if got < len(p) {
 				if err == nil || err == io.EOF {
 					err = io.ErrUnexpectedEOF
 				}
 				return fmt.Errorf("read basis at %d: %w", off, err)
 			}
-			if there {
+			if (a.b.InPlace || a.b.Under) && off == at {
 				j.s.h.Write(p) // already there
 			} else if err := a.write(j.s, p, at); err != nil {
 				return err

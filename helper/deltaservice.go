@@ -212,43 +212,28 @@ func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Del
 	defer t.Close()
 	// Where the file system shares blocks (XFS, Btrfs), the temporary
 	// file starts as a clone of the basis, and only what moved or
-	// changed is written.
+	// changed is written; the blocks already there are hashed as the
+	// basis holds them, which must then not have changed since the
+	// clone.
 	b := delta.Basis{R: f, Size: basisSize, BlockLen: int(blockLen)}
-	under, cloned, rerr := cloneBasis(files, t, f, tmp)
-	if rerr != nil {
-		return st, rerr, nil
-	}
-	if cloned {
-		defer under.Close()
-		b.Under = under
+	tf, ok1 := t.(*os.File)
+	bf, ok2 := f.(*os.File)
+	var mark clone.Mark
+	if ok1 && ok2 {
+		mark, b.Under = clone.Into(tf, bf)
 	}
 	h, st, rerr := delta.Apply(ctx, from, b, t, size)
-	if rerr == nil && cloned {
-		rerr = t.(truncater).Truncate(h.Size)
+	if rerr == nil && b.Under {
+		if mark.Changed(bf) {
+			rerr = fmt.Errorf("%s: changed while it was copied", basis)
+		} else {
+			rerr = tf.Truncate(h.Size)
+		}
 	}
 	if rerr == nil {
 		rerr = t.Close()
 	}
 	return st, rerr, nil
-}
-
-type truncater interface{ Truncate(size int64) error }
-
-// cloneBasis makes the temporary file t (at tmp, empty) a clone of the
-// basis f where both are files of a file system that shares blocks, and
-// opens it to be read back: under reads the clone. A clone that cannot
-// be read back is emptied again, and the file written whole; err says
-// why one that could not be emptied is not written at all.
-func cloneBasis(files DeltaFiles, t WriteAtCloser, f ReadAtCloser, tmp string) (under ReadAtCloser, cloned bool, err error) {
-	tf, ok1 := t.(*os.File)
-	bf, ok2 := f.(*os.File)
-	if !ok1 || !ok2 || !clone.Into(tf, bf) {
-		return nil, false, nil
-	}
-	if under, err = files.OpenWritten(tmp); err != nil {
-		return nil, false, tf.Truncate(0)
-	}
-	return under, true, nil
 }
 
 // serveDiff answers a diff request: the delta of a file here against the

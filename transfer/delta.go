@@ -136,7 +136,7 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 			c.logf("delta: %s goes whole: cannot write it in place: %v", dst, err)
 			return false, nil
 		}
-		st, err = c.pullDelta(ctx, s, src, dst, si, existing, f, f, nil)
+		st, err = c.pullDelta(ctx, s, src, dst, si, existing, f, f, false)
 		if cerr := f.Close(); err == nil && cerr != nil {
 			err = &localDeltaError{cerr}
 		}
@@ -173,22 +173,26 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 		}
 		// Where the file system shares blocks (XFS, Btrfs), the
 		// temporary file starts as a clone of the target, and only what
-		// moved or changed is written.
-		under, cerr := cloneTarget(dst.FS, out, closer, tmp)
-		if cerr != nil {
-			closer.Close()
-			out.Close()
-			return true, &Error{Op: op, Path: dst.String(), Err: cerr}
+		// moved or changed is written; the blocks already there are
+		// hashed as the target holds them, which must then not have
+		// changed since the clone.
+		of, ok1 := out.(*os.File)
+		bf, ok2 := closer.(*os.File)
+		var (
+			mark   clone.Mark
+			cloned bool
+		)
+		if ok1 && ok2 && dst.FS.Label() == "" {
+			mark, cloned = clone.Into(of, bf)
 		}
-		st, err = c.pullDelta(ctx, s, src, dst, si, existing, basis, wa, under)
-		if under != nil {
-			under.Close()
-			if err == nil {
-				if terr := out.(interface{ Truncate(int64) error }).Truncate(si.Size()); terr != nil {
-					err = &localDeltaError{terr}
-				} else {
-					c.logf("delta: %s: rebuilt over a clone of the target", dst)
-				}
+		st, err = c.pullDelta(ctx, s, src, dst, si, existing, basis, wa, cloned)
+		if cloned && err == nil {
+			if mark.Changed(bf) {
+				err = &localDeltaError{errors.New("changed while it was copied")}
+			} else if terr := of.Truncate(si.Size()); terr != nil {
+				err = &localDeltaError{terr}
+			} else {
+				c.logf("delta: %s: rebuilt over a clone of the target", dst)
 			}
 		}
 		closer.Close()
@@ -241,32 +245,6 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 	c.logf("delta: %s: %d bytes sent, %d matched", src, st.Literal, st.Matched)
 	c.done(src, dst, si.Size(), 0, sum, start)
 	return true, nil
-}
-
-type readerAtCloser interface {
-	io.ReaderAt
-	io.Closer
-}
-
-// cloneTarget makes the empty temporary file out (at tmp on fsys) a clone
-// of the target, open as basis, where both are files of a file system
-// that shares blocks, and opens it to be read back. It returns nil where
-// it made no clone; a clone that cannot be read back is emptied again
-// (err says why one that could not be is not written at all).
-func cloneTarget(fsys FS, out io.WriteCloser, basis io.Closer, tmp string) (readerAtCloser, error) {
-	of, ok1 := out.(*os.File)
-	bf, ok2 := basis.(*os.File)
-	if !ok1 || !ok2 || fsys.Label() != "" || !clone.Into(of, bf) {
-		return nil, nil
-	}
-	r, err := fsys.Open(tmp)
-	if err == nil {
-		if ra, ok := r.(readerAtCloser); ok {
-			return ra, nil
-		}
-		r.Close()
-	}
-	return nil, of.Truncate(0)
 }
 
 // compressor is a delta session whose deltas may go compressed.
@@ -433,10 +411,10 @@ func (sp *spool) closeRead() {
 
 // pullDelta signs the local target, read through basis, has the helper
 // diff the source against it, and rebuilds the file into out: a fresh
-// file, or a clone of the target that under (not nil) reads back, which
-// the caller then cuts to the new size, or with --inplace the target
-// itself (basis and out the same file), which it cuts.
-func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, basis io.ReaderAt, out io.WriterAt, under readerAtCloser) (delta.Stats, error) {
+// file, or a clone of the target (under), which the caller then checks
+// and cuts to the new size, or with --inplace the target itself (basis
+// and out the same file), which it cuts.
+func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, basis io.ReaderAt, out io.WriterAt, under bool) (delta.Stats, error) {
 	var got delta.Stats
 	if c.opts.InPlace {
 		if err := out.(UpdateFile).Truncate(delta.InPlaceMark(existing.Size(), si.Size())); err != nil {
@@ -475,11 +453,7 @@ func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 		return serr
 	}, false, func(r io.Reader) error {
 		var err error
-		b := delta.Basis{R: basis, Size: existing.Size(), BlockLen: bl}
-		if under != nil {
-			b.Under = under
-		}
-		_, got, err = delta.Apply(ctx, r, b, out, si.Size())
+		_, got, err = delta.Apply(ctx, r, delta.Basis{R: basis, Size: existing.Size(), BlockLen: bl, Under: under}, out, si.Size())
 		return err
 	})
 	var pe *fs.PathError

@@ -8,8 +8,10 @@ import (
 )
 
 // TestInto: a clone holds the source's bytes; where the file system
-// makes none, the file is left empty. Set HPNCP_CLONE_DIR to a directory
-// on XFS or Btrfs to require the clone.
+// makes none, the file is left empty. The clone's mark says the source
+// unchanged until it is written, a byte in place as well as at its end.
+// Set HPNCP_CLONE_DIR to a directory on XFS or Btrfs to require the
+// clone.
 func TestInto(t *testing.T) {
 	dir := os.Getenv("HPNCP_CLONE_DIR")
 	if dir == "" {
@@ -21,7 +23,7 @@ func TestInto(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Remove(srcName)
-	src, err := os.Open(srcName)
+	src, err := os.OpenFile(srcName, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func TestInto(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Remove(dstName)
-	cloned := Into(dst, src)
+	mark, cloned := Into(dst, src)
 	dst.Close()
 	got, _ := os.ReadFile(dstName)
 	switch {
@@ -47,4 +49,20 @@ func TestInto(t *testing.T) {
 		t.Errorf("the clone's mode is %v, not its own", fi.Mode())
 	}
 	t.Logf("cloned: %v", cloned)
+	if !cloned {
+		if !mark.Changed(src) {
+			t.Errorf("no clone, yet its mark says the source unchanged")
+		}
+		return
+	}
+	if mark.Changed(src) {
+		t.Errorf("the source, not written, changed since the clone")
+	}
+	// A byte rewritten in place, the size the same, straight after.
+	if _, err := src.WriteAt([]byte("A"), 1000); err != nil {
+		t.Fatal(err)
+	}
+	if !mark.Changed(src) {
+		t.Errorf("a byte of the source was rewritten, and its mark says it unchanged")
+	}
 }
