@@ -491,6 +491,37 @@ func (w *notifyWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// halfSent streams sig to a SignatureReader, its second half held back
+// until out has records or wait has passed (then waited says true), and
+// reads it; read says how the reading ended.
+func halfSent(t *testing.T, sig *Signature, out *notifyWriter, wait time.Duration) (sr *SignatureReader, waited, read <-chan error) {
+	t.Helper()
+	var wire bytes.Buffer
+	WriteSignature(&wire, sig)
+	all := wire.Bytes()
+	pr, pw := io.Pipe()
+	held := make(chan error, 1)
+	go func() {
+		half := len(all) / 2
+		pw.Write(all[:half])
+		select {
+		case <-out.first:
+			held <- nil
+		case <-time.After(wait):
+			held <- errors.New("no record with half the signature sent")
+		}
+		pw.Write(all[half:])
+		pw.Close()
+	}()
+	r, err := NewSignatureReader(pr, sig.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := r.Read(); done <- err }()
+	return r, held, done
+}
+
 // A delta made in place diffs a range as soon as its blocks of the
 // signature are there: the first range's records are out before the
 // signature's second half is sent, and the result is the new file.
@@ -505,30 +536,8 @@ func TestInPlaceStreamedSignature(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wire bytes.Buffer
-	WriteSignature(&wire, sig)
-	all := wire.Bytes()
-	pr, pw := io.Pipe()
 	out := &notifyWriter{skip: 64, first: make(chan struct{})}
-	waited := make(chan bool, 1)
-	go func() {
-		half := len(all) / 2
-		pw.Write(all[:half])
-		select {
-		case <-out.first:
-			waited <- false
-		case <-time.After(30 * time.Second):
-			waited <- true
-		}
-		pw.Write(all[half:])
-		pw.Close()
-	}()
-	sr, err := NewSignatureReader(pr, int64(len(basis)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	read := make(chan error, 1)
-	go func() { _, err := sr.Read(); read <- err }()
+	sr, waited, read := halfSent(t, sig, out, 30*time.Second)
 	_, err = Diff(ctx, sr.Header(), bytes.NewReader(next), int64(len(next)), out,
 		DiffOptions{RangeLen: 256 << 10, Workers: 1, InPlace: true, Blocks: sr.Wait})
 	if err != nil {
@@ -537,8 +546,8 @@ func TestInPlaceStreamedSignature(t *testing.T) {
 	if err := <-read; err != nil {
 		t.Fatal(err)
 	}
-	if <-waited {
-		t.Fatal("no record in 30 s with half the signature sent")
+	if err := <-waited; err != nil {
+		t.Fatal(err)
 	}
 	f := &memFile{b: bytes.Clone(basis)}
 	h, st, err := Apply(ctx, &out.Buffer, Basis{R: f, Size: sig.Size, BlockLen: sig.BlockLen, InPlace: true}, f, int64(len(next)))
@@ -589,30 +598,8 @@ func TestFreshStreamedSignature(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var wire bytes.Buffer
-			WriteSignature(&wire, sig)
-			all := wire.Bytes()
-			pr, pw := io.Pipe()
 			out := &notifyWriter{skip: 64, first: make(chan struct{})}
-			waited := make(chan bool, 1)
-			go func() {
-				half := len(all) / 2
-				pw.Write(all[:half])
-				select {
-				case <-out.first:
-					waited <- false
-				case <-time.After(map[bool]time.Duration{true: 30 * time.Second, false: 200 * time.Millisecond}[tc.early]):
-					waited <- true
-				}
-				pw.Write(all[half:])
-				pw.Close()
-			}()
-			sr, err := NewSignatureReader(pr, int64(len(basis)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			read := make(chan error, 1)
-			go func() { _, err := sr.Read(); read <- err }()
+			sr, waited, read := halfSent(t, sig, out, map[bool]time.Duration{true: 30 * time.Second, false: 200 * time.Millisecond}[tc.early])
 			_, err = Diff(ctx, sr.Header(), bytes.NewReader(tc.next), int64(len(tc.next)), out,
 				DiffOptions{RangeLen: 256 << 10, Workers: 1, Blocks: sr.Wait})
 			if err != nil {
@@ -621,8 +608,8 @@ func TestFreshStreamedSignature(t *testing.T) {
 			if err := <-read; err != nil {
 				t.Fatal(err)
 			}
-			if w := <-waited; tc.early && w {
-				t.Fatal("no record in 30 s with half the signature sent")
+			if err := <-waited; tc.early && err != nil {
+				t.Fatal(err)
 			}
 			f := &memFile{}
 			h, st, err := Apply(ctx, &out.Buffer, Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, f, int64(len(tc.next)))

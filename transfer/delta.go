@@ -415,50 +415,38 @@ func (sp *spool) closeRead() {
 // and cuts to the new size, or with --inplace the target itself (basis
 // and out the same file), which it cuts.
 func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, basis io.ReaderAt, out io.WriterAt, under bool) (delta.Stats, error) {
-	var got delta.Stats
-	if c.opts.InPlace {
+	inPlace := c.opts.InPlace
+	if inPlace {
 		if err := out.(UpdateFile).Truncate(delta.InPlaceMark(existing.Size(), si.Size())); err != nil {
-			return got, &localDeltaError{err}
+			return delta.Stats{}, &localDeltaError{err}
 		}
-		// The target is signed as the delta comes back and is applied:
-		// the helper diffs each range once its blocks are there, and a
-		// range is rewritten only after its blocks were read here.
-		bl := delta.BlockSize(existing.Size())
-		var serr error
-		_, err := s.DiffStream(ctx, src.Path, si.Size(), func(w io.Writer) error {
-			serr = delta.SignTo(ctx, basis, existing.Size(), bl, w)
-			return serr
-		}, true, func(r io.Reader) error {
-			var err error
-			_, got, err = delta.Apply(ctx, r, delta.Basis{R: basis, Size: existing.Size(), BlockLen: bl, InPlace: true}, out, si.Size())
-			return err
-		})
-		var pe *fs.PathError
-		if serr != nil && (errors.As(serr, &pe) || errors.Is(serr, io.ErrUnexpectedEOF)) {
-			return got, &localDeltaError{serr}
-		}
-		if err == nil {
-			if err = out.(UpdateFile).Truncate(si.Size()); err != nil {
-				err = &localDeltaError{err}
-			}
-		}
-		return got, err
 	}
-	// A fresh file: the target is signed as the helper diffs each range
-	// against the blocks near it once they are there.
+	// The target is signed as the delta comes back and is applied: the
+	// helper diffs each range once the blocks it is matched against are
+	// there (in place its own, for a fresh file those near it), and in
+	// place a range is rewritten only after its blocks were read here.
 	bl := delta.BlockSize(existing.Size())
-	var serr error
+	var (
+		got  delta.Stats
+		serr error
+	)
 	_, err := s.DiffStream(ctx, src.Path, si.Size(), func(w io.Writer) error {
 		serr = delta.SignTo(ctx, basis, existing.Size(), bl, w)
 		return serr
-	}, false, func(r io.Reader) error {
+	}, inPlace, func(r io.Reader) error {
 		var err error
-		_, got, err = delta.Apply(ctx, r, delta.Basis{R: basis, Size: existing.Size(), BlockLen: bl, Under: under}, out, si.Size())
+		b := delta.Basis{R: basis, Size: existing.Size(), BlockLen: bl, InPlace: inPlace, Under: under}
+		_, got, err = delta.Apply(ctx, r, b, out, si.Size())
 		return err
 	})
 	var pe *fs.PathError
 	if serr != nil && (errors.As(serr, &pe) || errors.Is(serr, io.ErrUnexpectedEOF)) {
 		return got, &localDeltaError{serr}
+	}
+	if err == nil && inPlace {
+		if err = out.(UpdateFile).Truncate(si.Size()); err != nil {
+			err = &localDeltaError{err}
+		}
 	}
 	// What this end rebuilt and checked counts, not what the far end says
 	// it sent.
