@@ -30,7 +30,7 @@ type Basis struct {
 	// what moved or changed is. The delta may refer to any block, R
 	// being the basis itself, which out's writes do not change. The
 	// caller checks that the basis did not change from the clone until
-	// Apply returned (clone.Mark), for the bytes hashed are the basis's,
+	// Apply returned (clone.Clone.Finish), for the bytes hashed are the basis's,
 	// and truncates out to the header's size.
 	Under bool
 }

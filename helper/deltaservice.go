@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"runtime"
 
 	"github.com/hpncp/hpncp/delta"
@@ -215,19 +214,11 @@ func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Del
 	// changed is written; the blocks already there are hashed as the
 	// basis holds them, which must then not have changed since the
 	// clone.
-	b := delta.Basis{R: f, Size: basisSize, BlockLen: int(blockLen)}
-	tf, ok1 := t.(*os.File)
-	bf, ok2 := f.(*os.File)
-	var mark clone.Mark
-	if ok1 && ok2 {
-		mark, b.Under = clone.Into(tf, bf)
-	}
-	h, st, rerr := delta.Apply(ctx, from, b, t, size)
-	if rerr == nil && b.Under {
-		if mark.Changed(bf) {
-			rerr = fmt.Errorf("%s: changed while it was copied", basis)
-		} else {
-			rerr = tf.Truncate(h.Size)
+	c := clone.Of(t, f)
+	h, st, rerr := delta.Apply(ctx, from, delta.Basis{R: f, Size: basisSize, BlockLen: int(blockLen), Under: c != nil}, t, size)
+	if rerr == nil && c != nil {
+		if rerr = c.Finish(h.Size); rerr != nil {
+			rerr = fmt.Errorf("%s: %w", basis, rerr)
 		}
 	}
 	if rerr == nil {
@@ -292,7 +283,7 @@ func diffStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files Del
 		}
 		read <- err
 	}()
-	// Compressed, the delta goes out as the encoder fills its blocks,
+	// Compressed, the delta goes out a frame at a time (framedOut),
 	// and whole once it is closed.
 	out, done, rerr := deltaOut(flushWriter{w: w}, z)
 	var f ReadAtCloser

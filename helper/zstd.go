@@ -155,7 +155,7 @@ type zgov struct {
 	diff              float64  // the time between frames a byte, not sending them
 	link              float64  // a byte out's time on the link where it binds; 0 until it has
 	windows, every    int      // since the last try, and between tries
-	totalIn, totalOut [2]int64 // for the counts a -v report gives
+	totalIn, totalOut [2]int64 // what each way took in and sent (Counts)
 }
 
 const (

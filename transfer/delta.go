@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"sync"
 	"time"
 
@@ -176,21 +175,11 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 		// moved or changed is written; the blocks already there are
 		// hashed as the target holds them, which must then not have
 		// changed since the clone.
-		of, ok1 := out.(*os.File)
-		bf, ok2 := closer.(*os.File)
-		var (
-			mark   clone.Mark
-			cloned bool
-		)
-		if ok1 && ok2 && dst.FS.Label() == "" {
-			mark, cloned = clone.Into(of, bf)
-		}
-		st, err = c.pullDelta(ctx, s, src, dst, si, existing, basis, wa, cloned)
-		if cloned && err == nil {
-			if mark.Changed(bf) {
-				err = &localDeltaError{errors.New("changed while it was copied")}
-			} else if terr := of.Truncate(si.Size()); terr != nil {
-				err = &localDeltaError{terr}
+		cl := clone.Of(out, closer)
+		st, err = c.pullDelta(ctx, s, src, dst, si, existing, basis, wa, cl != nil)
+		if cl != nil && err == nil {
+			if ferr := cl.Finish(si.Size()); ferr != nil {
+				err = &localDeltaError{ferr}
 			} else {
 				c.logf("delta: %s: rebuilt over a clone of the target", dst)
 			}

@@ -3,35 +3,51 @@
 // the clone holds the other's bytes without one of them being written.
 package clone
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
-// Into makes dst, an empty regular file open for writing, a clone of
-// src, a regular file open for reading, and says whether it did. Where
-// it did not (a file system that shares no blocks, two file systems,
-// another OS), dst is as it was.
-//
-// Mark, when Into made a clone, is src as its stat said just before:
-// Changed says later whether src may no longer hold what the clone got
-// from it, so that a caller may read src's bytes (in the page cache
-// already, where the clone's are not) for what the clone holds.
-func Into(dst, src *os.File) (Mark, bool) {
-	fi, err := src.Stat()
-	if err != nil || !into(dst, src) {
-		return Mark{}, false
-	}
-	return Mark{fi}, true
+// A Clone is a file made a clone of another (Of), with the other's stat
+// from just before.
+type Clone struct {
+	dst, src *os.File
+	fi       os.FileInfo
 }
 
-// A Mark is a cloned file as its stat said just before the clone.
-type Mark struct{ fi os.FileInfo }
+// Of makes dst, an empty regular file open for writing, a clone of src,
+// a regular file open for reading, where both are files (*os.File) of a
+// file system that shares blocks. It returns nil where it made none (a
+// file system that shares no blocks, two file systems, another OS, an
+// end that is not a file here), and dst is then as it was.
+func Of(dst, src any) *Clone {
+	d, ok1 := dst.(*os.File)
+	s, ok2 := src.(*os.File)
+	if !ok1 || !ok2 {
+		return nil
+	}
+	fi, err := s.Stat()
+	if err != nil || !into(d, s) {
+		return nil
+	}
+	return &Clone{d, s, fi}
+}
 
-// Changed says whether f, the file cloned, may have been written since
-// it was: its stat says another size, modification or change time or
-// inode, or cannot be had. (A write sets the change time, which no user
-// can set back; where the kernel keeps it fine-grained once it has been
-// looked at, Linux 6.13 and later, a write after the stat always moves
-// it.)
-func (m Mark) Changed(f *os.File) bool {
-	fi, err := f.Stat()
-	return m.fi == nil || err != nil || !same(m.fi, fi)
+// ErrChanged is Finish's error for a source that may no longer hold what
+// the clone got from it.
+var ErrChanged = errors.New("changed while it was copied")
+
+// Finish cuts the clone to size, once what it holds was read, for what
+// it holds, from the source (in the page cache already, where the
+// clone's pages are not): it fails with ErrChanged where the source may
+// have been written since the clone, its stat saying another size,
+// modification or change time or inode, or none. (A write sets the
+// change time, which no user can set back; where the kernel keeps it
+// fine-grained once it has been looked at, Linux 6.13 and later, a write
+// after the stat always moves it.)
+func (c *Clone) Finish(size int64) error {
+	if fi, err := c.src.Stat(); err != nil || !same(c.fi, fi) {
+		return ErrChanged
+	}
+	return c.dst.Truncate(size)
 }

@@ -2,16 +2,17 @@ package clone
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 )
 
 // TestInto: a clone holds the source's bytes; where the file system
-// makes none, the file is left empty. The clone's mark says the source
-// unchanged until it is written, a byte in place as well as at its end.
-// Set HPNCP_CLONE_DIR to a directory on XFS or Btrfs to require the
-// clone.
+// makes none, the file is left empty. Finish cuts the clone while the
+// source is unchanged, and refuses once it was written, a byte in place
+// as well as at its end. Set HPNCP_CLONE_DIR to a directory on XFS or
+// Btrfs to require the clone.
 func TestInto(t *testing.T) {
 	dir := os.Getenv("HPNCP_CLONE_DIR")
 	if dir == "" {
@@ -34,8 +35,8 @@ func TestInto(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Remove(dstName)
-	mark, cloned := Into(dst, src)
-	dst.Close()
+	c := Of(dst, src)
+	cloned := c != nil
 	got, _ := os.ReadFile(dstName)
 	switch {
 	case cloned && !bytes.Equal(got, data):
@@ -50,19 +51,24 @@ func TestInto(t *testing.T) {
 	}
 	t.Logf("cloned: %v", cloned)
 	if !cloned {
-		if !mark.Changed(src) {
-			t.Errorf("no clone, yet its mark says the source unchanged")
-		}
+		dst.Close()
 		return
 	}
-	if mark.Changed(src) {
-		t.Errorf("the source, not written, changed since the clone")
+	if err := c.Finish(100); err != nil {
+		t.Errorf("the source, not written, changed since the clone: %v", err)
+	}
+	if fi, _ := dst.Stat(); fi.Size() != 100 {
+		t.Errorf("finished at 100 bytes, the clone holds %d", fi.Size())
 	}
 	// A byte rewritten in place, the size the same, straight after.
 	if _, err := src.WriteAt([]byte("A"), 1000); err != nil {
 		t.Fatal(err)
 	}
-	if !mark.Changed(src) {
-		t.Errorf("a byte of the source was rewritten, and its mark says it unchanged")
+	if err := c.Finish(50); !errors.Is(err, ErrChanged) {
+		t.Errorf("a byte of the source was rewritten, and Finish says %v", err)
 	}
+	if fi, _ := dst.Stat(); fi.Size() != 100 {
+		t.Errorf("a refused Finish cut the clone to %d bytes", fi.Size())
+	}
+	dst.Close()
 }
