@@ -20,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hpncp/hpncp/delta"
 	"github.com/hpncp/hpncp/internal/filter"
@@ -712,5 +713,72 @@ func TestDeltaServiceCompressed(t *testing.T) {
 				t.Errorf("pull (in place %v, -z %v): %d bytes received for %d of literal data", inPlace, z, got, st.Literal)
 			}
 		}
+	}
+}
+
+// heldReads is a file of zeros whose reads past held wait until release
+// is closed.
+type heldReads struct {
+	held    int64
+	release chan struct{}
+}
+
+func (h *heldReads) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > h.held {
+		<-h.release
+	}
+	clear(p)
+	return len(p), nil
+}
+
+func (h *heldReads) Close() error { return nil }
+
+// heldFiles opens every file as f.
+type heldFiles struct {
+	osFiles
+	f *heldReads
+}
+
+func (h heldFiles) Open(string, int64) (ReadAtCloser, error) { return h.f, nil }
+
+// TestSignatureStreams: the helper sends the signature run by run as it
+// is made: the client has the first run's blocks while the rest of the
+// file is still being read, and diffs against them meanwhile.
+func TestSignatureStreams(t *testing.T) {
+	ctx := context.Background()
+	const size = 64 << 20
+	bl := delta.BlockSize(size)
+	// A run is 8 MiB of the file: its blocks, and the reads of every
+	// other run, wait.
+	first := int64(8<<20) / int64(bl)
+	f := &heldReads{held: 8 << 20, release: make(chan struct{})}
+	a, b := net.Pipe()
+	go func() { ServeDeltaFiles(ctx, b, b, heldFiles{f: f}); b.Close() }()
+	c, err := NewDeltaClient(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	arrived := make(chan error, 1)
+	timeout := time.AfterFunc(time.Minute, func() { close(f.release) })
+	sig, err := c.SignatureStream(ctx, "f", size, func(sr *delta.SignatureReader) {
+		go func() {
+			_, err := sr.Wait(ctx, first)
+			if timeout.Stop() {
+				close(f.release)
+				arrived <- err
+				return
+			}
+			arrived <- errors.New("the first run's blocks came only once the whole file was read")
+		}()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-arrived; err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(sig.Weak)) != size/int64(bl) {
+		t.Errorf("%d blocks, want %d", len(sig.Weak), size/int64(bl))
 	}
 }

@@ -135,10 +135,11 @@ func serveSign(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 		return st, rerr, nil
 	}
 	defer f.Close()
-	// The signature goes out run by run as it is made. A read that fails
-	// part way leaves it short, which the client takes for an error and
-	// the status says why.
-	ew := &errWriter{w: out}
+	// The signature goes out run by run as it is made (the client diffs
+	// each range as its blocks arrive). A read that fails part way leaves
+	// it short, which the client takes for an error and the status says
+	// why.
+	ew := &errWriter{w: flushWriter{w: w}}
 	if rerr := delta.SignTo(ctx, f, size, 0, ew); rerr != nil {
 		if ew.err != nil {
 			return st, nil, ew.err
