@@ -62,11 +62,19 @@ func isqrt(n int64) int64 {
 }
 
 // weak is rsync's rolling checksum of a window: the sum of its bytes and
-// the sum of those sums, each modulo 2^16. Eight bytes are taken at a
-// time as a word: their sum, and their sum weighted 8 down to 1, come
-// from multiplying its bytes, spread in 16-bit lanes, by a word of
-// weights, whose top lane then holds the total (no lane can carry: each
-// holds at most 4 × 255 × 8).
+// the sum of those sums, each modulo 2^16. It takes eight words of eight
+// bytes at a time, their bytes spread in 16-bit lanes (even bytes in one
+// word, odd in another) and added lane by lane, so that a few
+// multiplications by a word of weights do the rest, their top lane
+// holding the total:
+//   - a grows by the sum of the 64 bytes;
+//   - b grows by 64 a, by each byte weighted by its place in its word
+//     (8 down to 1), and by 8 times each word's sum weighted by the
+//     words after it in the 64 (7 down to 0).
+//
+// No lane carries into the next: the largest, the words' sums weighted
+// by the words after them, holds at most 28 × 2 × 255 before the
+// multiplication and its running total 4 times that after.
 func weak(p []byte) (a, b uint32) {
 	const (
 		lanes = 0x00ff00ff00ff00ff
@@ -75,6 +83,20 @@ func weak(p []byte) (a, b uint32) {
 		odd   = 1 | 3<<16 | 5<<32 | 7<<48 // bytes 7, 5, 3, 1
 	)
 	i := 0
+	for ; i+64 <= len(p); i += 64 {
+		q := p[i : i+64 : i+64]
+		var e, o, sum, later uint64
+		for w := 0; w < 64; w += 8 {
+			x := binary.LittleEndian.Uint64(q[w:])
+			ew, ow := x&lanes, x>>8&lanes
+			e += ew
+			o += ow
+			later += sum
+			sum += ew + ow
+		}
+		b += 64*a + 8*uint32((later*ones)>>48) + uint32((e*even)>>48+(o*odd)>>48)
+		a += uint32((sum * ones) >> 48)
+	}
 	for ; i+8 <= len(p); i += 8 {
 		x := binary.LittleEndian.Uint64(p[i:])
 		e, o := x&lanes, x>>8&lanes
