@@ -3,6 +3,7 @@ package helper
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -11,26 +12,30 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hpncp/hpncp/delta"
 )
 
 // The delta service (hpncp serve --delta) runs on one exec channel: the
 // client asks, one request at a time, for what needs the file where it
-// lies: the signature of a file there (the target of a push), a file
-// there rebuilt from its old version and a delta (a push), or a delta of
-// a file there against the client's signature (a pull). The channel
+// lies: a file there rebuilt from its old version, which the helper
+// signs, and a delta against the signature (a push), or a delta of a
+// file there against the client's signature (a pull). The channel
 // carries, after the helper's hello line:
 //
 //	request: op, then its fields (strings and numbers as uvarints), then
-//	         for 'P' and 'D' a chunked stream (the delta, the signature);
-//	         a 'P' naming no temporary file rewrites the basis in place,
+//	         for 'A' and 'D' a chunked stream (the delta, the signature);
+//	         an 'A' naming no temporary file rewrites the basis in place,
 //	         a 'D' flagged diffInPlace makes a delta for that
-//	reply:   a chunked stream (the signature, the delta; none for 'P'),
-//	         then 'K' and the delta's counts, or 'X' and a message
+//	reply:   a chunked stream (the signature, the delta), then 'K' and
+//	         the delta's counts, or 'X' and a message
 //
-// A 'P' ends with flags, a 'D' has them after its size: patchZstd and
-// diffZstd say the delta's stream carries a zstd stream of it (-z).
+// An 'A' and a 'D' are both ways at once: the signature streams one way
+// while the delta, made of the blocks that have arrived, streams the
+// other. An 'A' ends with flags, a 'D' has them after its size:
+// patchZstd and diffZstd say the delta's stream carries a zstd stream of
+// it (-z).
 //
 // A 'W' (follow) names a file and its size, then streams uvarints, each
 // how many of the file's first bytes are written by now; the reply is
@@ -42,16 +47,17 @@ import (
 
 // deltaHello is the delta service's first line. Version 3: the first
 // request may come in the command line (RequestArg); 4: a delta may go
-// compressed (patchZstd, diffZstd); 5: a walk carries filter rules.
-const deltaHello = "hpncp-delta 5\n"
+// compressed (patchZstd, diffZstd); 5: a walk carries filter rules; 6: a
+// push is one request ('A'), the signature and the delta streaming both
+// ways at once, the temporary file made by the helper.
+const deltaHello = "hpncp-delta 6\n"
 
 const (
-	opSign  = 'S'
-	opPatch = 'P'
-	opDiff  = 'D'
-	opSums  = 'H'
-	opSHA   = 'G' // sums as SHA-256, for --verify and scp-style --checksum
-	opWalk  = 'L'
+	opSignPatch = 'A'
+	opDiff      = 'D'
+	opSums      = 'H'
+	opSHA       = 'G' // sums as SHA-256, for --verify and scp-style --checksum
+	opWalk      = 'L'
 	// opFollow: the SHA-256 of a file others are writing, hashed as the
 	// client says how much of its start is written (--verify).
 	opFollow = 'W'
@@ -63,7 +69,7 @@ const (
 	// applied over its basis (delta.DiffOptions.InPlace).
 	diffInPlace = 1
 	// diffZstd, in a diff request's flags, asks for the delta compressed;
-	// patchZstd, in a patch request's, says it comes so.
+	// patchZstd, in a push's, says it comes so.
 	diffZstd  = 2
 	patchZstd = 1
 
@@ -276,84 +282,25 @@ func NewDeltaClient(ctx context.Context, ch io.ReadWriteCloser) (*DeltaClient, e
 // Close ends the service.
 func (c *DeltaClient) Close() error { return c.c.Close() }
 
-// Signature is the signature of the file at path on the helper's host,
-// which must be a regular file of size bytes.
-func (c *DeltaClient) Signature(ctx context.Context, path string, size int64) (*delta.Signature, error) {
-	return c.SignatureStream(ctx, path, size, nil)
-}
-
-// SignatureStream is Signature, handing arriving, when not nil, the
-// signature's reader once its header is in: a diff made in place may
-// begin with the blocks that are there (delta.DiffOptions.Blocks) while
-// the rest arrive. It returns once the whole signature is read.
-func (c *DeltaClient) SignatureStream(ctx context.Context, path string, size int64, arriving func(*delta.SignatureReader)) (*delta.Signature, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.broken {
-		return nil, errBroken
-	}
-	sig, err := c.signature(ctx, path, size, arriving)
-	var de *DeltaError
-	if !errors.As(err, &de) {
-		c.breaks(err)
-	}
-	return sig, err
-}
-
-func (c *DeltaClient) signature(ctx context.Context, path string, size int64, arriving func(*delta.SignatureReader)) (*delta.Signature, error) {
-	stop := context.AfterFunc(ctx, func() { c.c.Close() })
-	defer stop()
-	req := appendString([]byte{opSign}, path)
-	req = binary.AppendUvarint(req, uint64(size))
-	if _, err := c.w.Write(req); err != nil {
-		return nil, err
-	}
-	if err := c.w.Flush(); err != nil {
-		return nil, err
-	}
-	in := &chunkReader{r: c.r}
-	sr, serr := delta.NewSignatureReader(in, size)
-	var sig *delta.Signature
-	if serr == nil {
-		if arriving != nil {
-			arriving(sr)
-		}
-		sig, serr = sr.Read()
-	}
-	if errors.Is(serr, io.ErrUnexpectedEOF) && in.done {
-		// The helper ended the stream early: its status says why.
-		_, err := c.status()
-		if err == nil {
-			err = serr
-		}
-		return nil, err
-	}
-	if serr != nil {
-		return nil, serr
-	}
-	// A signature read whole is one the stream ends right after.
-	if n, err := in.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-		return nil, fmt.Errorf("%w: bytes after the signature", ErrDeltaProtocol)
-	}
-	if _, err := c.status(); err != nil {
-		return nil, err
-	}
-	return sig, nil
-}
-
-// Patch rebuilds the file on the helper's host: it writes into tmp (an
-// empty regular file there, made by the client) the new file's size
-// bytes, from basis (a regular file of sig.Size bytes, the one sig was
-// made of) and the delta diff writes. tmp "" rewrites basis itself in
-// place (--inplace), which takes a delta made for that
-// (delta.DiffOptions.InPlace). It returns the counts the helper applied.
-func (c *DeltaClient) Patch(ctx context.Context, basis, tmp string, sig *delta.Signature, size int64, diff func(io.Writer) error) (delta.Stats, error) {
+// SignPatch rebuilds a file on the helper's host from basis there (a
+// regular file of basisSize bytes) and a delta against it: into tmp, a
+// temporary file the helper makes (owner-only; one there already is an
+// error), or, tmp "", over basis itself (--inplace). The helper signs
+// basis and sends the signature as it is made; diff is handed its header
+// and blocks (delta.DiffOptions.Blocks: each call returns once the
+// signature's first n blocks are in) and writes the delta of the new
+// file, of size bytes, while the rest of the signature arrives. The
+// helper applies the delta as it comes. It returns the counts the helper
+// applied. An error of diff's that is not the signature's is returned as
+// it is, and the channel is given up: a delta cut short is not applied.
+func (c *DeltaClient) SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64,
+	diff func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error) (delta.Stats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
 		return delta.Stats{}, errBroken
 	}
-	st, err := c.patch(ctx, basis, tmp, sig, size, diff)
+	st, err := c.signPatch(ctx, basis, basisSize, tmp, size, diff)
 	var de *DeltaError
 	if !errors.As(err, &de) {
 		c.breaks(err)
@@ -361,12 +308,12 @@ func (c *DeltaClient) Patch(ctx context.Context, basis, tmp string, sig *delta.S
 	return st, err
 }
 
-func (c *DeltaClient) patch(ctx context.Context, basis, tmp string, sig *delta.Signature, size int64, diff func(io.Writer) error) (delta.Stats, error) {
+func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64,
+	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (delta.Stats, error) {
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
-	req := appendString([]byte{opPatch}, basis)
-	req = binary.AppendUvarint(req, uint64(sig.Size))
-	req = binary.AppendUvarint(req, uint64(sig.BlockLen))
+	req := appendString([]byte{opSignPatch}, basis)
+	req = binary.AppendUvarint(req, uint64(basisSize))
 	req = appendString(req, tmp)
 	req = binary.AppendUvarint(req, uint64(size))
 	var flags uint64
@@ -377,38 +324,78 @@ func (c *DeltaClient) patch(ctx context.Context, basis, tmp string, sig *delta.S
 	if _, err := c.w.Write(req); err != nil {
 		return delta.Stats{}, err
 	}
-	out := chunkWriter{w: c.w}
-	// The delta goes out as it is made; the helper answers once it has
-	// applied it all, or at the first failure, after which it reads the
-	// rest of the stream and drops it.
-	var to io.Writer = out
-	var z *framedOut
-	if c.compress {
-		var err error
-		if z, err = newFramedOut(out, &c.gov); err != nil {
-			return delta.Stats{}, err
-		}
-		to = z
-	}
-	if err := diff(to); err != nil {
-		// A delta cut short must not be applied: the channel goes.
+	if err := c.w.Flush(); err != nil {
 		return delta.Stats{}, err
 	}
-	if z != nil {
-		if err := z.Close(); err != nil {
-			return delta.Stats{}, err
+	// The signature is read on a goroutine of its own while the delta
+	// goes out from here.
+	in := &chunkReader{r: c.r}
+	header := make(chan *delta.SignatureReader, 1)
+	read := make(chan error, 1)
+	go func() {
+		sr, err := delta.NewSignatureReader(in, basisSize)
+		header <- sr
+		if err == nil {
+			_, err = sr.Read()
+		}
+		if err == nil {
+			// A signature read whole is one the stream ends right
+			// after.
+			if n, rerr := in.Read(make([]byte, 1)); n != 0 || rerr != io.EOF {
+				err = fmt.Errorf("%w: bytes after the signature", ErrDeltaProtocol)
+			}
+		}
+		read <- err
+	}()
+	out := chunkWriter{w: c.w}
+	var derr error
+	var waited atomic.Bool // a wait for blocks failed: the signature ended
+	if sr := <-header; sr != nil {
+		var to io.Writer = out
+		var z *framedOut
+		if c.compress {
+			z, derr = newFramedOut(out, &c.gov)
+			to = z
+		}
+		if derr == nil {
+			blocks := func(ctx context.Context, n int64) (*delta.Signature, error) {
+				sig, err := sr.Wait(ctx, n)
+				if err != nil {
+					waited.Store(true)
+				}
+				return sig, err
+			}
+			derr = diff(sr.Header(), blocks, to)
+		}
+		if derr == nil && z != nil {
+			derr = z.Close()
 		}
 	}
+	if derr != nil && !waited.Load() {
+		// A delta cut short must not be applied: the channel goes.
+		c.c.Close()
+		<-read
+		return delta.Stats{}, derr
+	}
+	serr := <-read
+	if serr != nil && !in.done || serr == nil && derr != nil {
+		// Not the helper's end of it: the channel goes.
+		c.c.Close()
+		return delta.Stats{}, cmp.Or(serr, derr)
+	}
+	// The delta's stream ends (a delta that wanted blocks the helper
+	// never sent, short), and the status says what became of it.
 	if err := out.end(); err != nil {
 		return delta.Stats{}, err
 	}
 	if err := c.w.Flush(); err != nil {
 		return delta.Stats{}, err
 	}
-	if n, err := (&chunkReader{r: c.r}).Read(make([]byte, 1)); n != 0 || err != io.EOF {
-		return delta.Stats{}, fmt.Errorf("%w: data in the reply to a patch", ErrDeltaProtocol)
+	st, err := c.status()
+	if err == nil && serr != nil {
+		err = fmt.Errorf("%w: a patch applied without its whole signature", ErrDeltaProtocol)
 	}
-	return c.status()
+	return st, err
 }
 
 // Diff asks the helper for the delta that rebuilds the file at path on

@@ -64,60 +64,117 @@ func TestDeltaServicePush(t *testing.T) {
 	basis := filepath.Join(dir, "f")
 	tmp := filepath.Join(dir, ".f.tmp")
 	os.WriteFile(basis, old, 0o644)
-	os.WriteFile(tmp, nil, 0o600)
 	c := deltaPair(t)
 
-	sig, err := c.Signature(ctx, basis, int64(len(old)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sent delta.Stats
-	st, err := c.Patch(ctx, basis, tmp, sig, int64(len(next)), func(w io.Writer) error {
-		var err error
-		sent, err = delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{})
-		return err
-	})
+	sent, st, err := signPatch(ctx, c, basis, int64(len(old)), tmp, next, delta.DiffOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.ReadFile(tmp); !bytes.Equal(got, next) {
 		t.Fatalf("the helper rebuilt %d bytes, not the new file's %d", len(got), len(next))
 	}
+	if fi, err := os.Lstat(tmp); err != nil || fi.Mode() != 0o600 {
+		t.Errorf("the temporary file the helper made: %v (%v), want owner-only", fi.Mode(), err)
+	}
 	if st != sent || st.Literal > 10_000 {
 		t.Errorf("applied %+v, sent %+v", st, sent)
 	}
 
-	// Requests the helper cannot do are answered, and the service goes on.
-	if _, err := c.Signature(ctx, basis, int64(len(old))+1); !isDeltaError(err) {
+	// Requests the helper cannot do are answered, leave no temporary
+	// file, and the service goes on.
+	os.Remove(tmp)
+	if _, _, err := signPatch(ctx, c, basis, int64(len(old))+1, tmp, next, delta.DiffOptions{}); !isDeltaError(err) {
 		t.Errorf("a basis of another size: %v", err)
 	}
 	os.Symlink(basis, filepath.Join(dir, "link"))
-	if _, err := c.Signature(ctx, filepath.Join(dir, "link"), int64(len(old))); !isDeltaError(err) {
+	if _, _, err := signPatch(ctx, c, filepath.Join(dir, "link"), int64(len(old)), tmp, next, delta.DiffOptions{}); !isDeltaError(err) {
 		t.Errorf("a link: %v", err)
 	}
-	// tmp holds the new file now: it is not the empty file a patch takes.
-	_, err = c.Patch(ctx, basis, tmp, sig, int64(len(next)), func(w io.Writer) error {
-		_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{})
+	if _, err := os.Lstat(tmp); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a failed patch left its temporary file: %v", err)
+	}
+	// A temporary file, or a link, already there is not written.
+	for _, there := range []func() error{
+		func() error { return os.WriteFile(tmp, []byte("someone's"), 0o644) },
+		func() error { return os.Symlink(basis, tmp) },
+	} {
+		os.Remove(tmp)
+		if err := there(); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := os.Lstat(tmp)
+		if _, _, err := signPatch(ctx, c, basis, int64(len(old)), tmp, next, delta.DiffOptions{}); !isDeltaError(err) {
+			t.Errorf("a temporary file there already (%v): %v", before.Mode(), err)
+		}
+		if after, err := os.Lstat(tmp); err != nil || !os.SameFile(before, after) || after.Size() != before.Size() {
+			t.Errorf("a file there already was changed: %v", err)
+		}
+	}
+	if got, _ := os.ReadFile(basis); !bytes.Equal(got, old) {
+		t.Errorf("the basis changed")
+	}
+	// A delta that is not the signature's, and a cut one, are refused.
+	os.Remove(tmp)
+	other := randomBytes(2, len(old))
+	wrong, _ := delta.Sign(ctx, bytes.NewReader(other), int64(len(other)), delta.BlockSize(int64(len(old))))
+	_, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(other)), func(_ *delta.Signature, _ func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+		_, err := delta.Diff(ctx, wrong, bytes.NewReader(other), int64(len(other)), w, delta.DiffOptions{})
 		return err
 	})
 	if !isDeltaError(err) {
-		t.Errorf("a temporary file not empty: %v", err)
+		t.Errorf("a delta made against other blocks: %v", err)
 	}
-	// A basis that changed since it was signed gives a mismatch, not a file.
-	os.WriteFile(tmp, nil, 0o600)
-	changed := bytes.Clone(old)
-	changed[300_000] ^= 1
-	os.WriteFile(basis, changed, 0o644)
-	_, err = c.Patch(ctx, basis, tmp, sig, int64(len(next)), func(w io.Writer) error {
-		_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{})
-		return err
-	})
-	if !isDeltaError(err) {
-		t.Errorf("a basis changed since signed: %v", err)
+	if _, err := os.Lstat(tmp); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused delta left its temporary file: %v", err)
 	}
-	if _, err := c.Signature(ctx, basis, int64(len(old))); err != nil || c.Broken() {
+	if err := inStep(ctx, c, basis, int64(len(old))); err != nil || c.Broken() {
 		t.Errorf("after the failures: %v (broken %v)", err, c.Broken())
 	}
+	// A service of its own: it ends with the channel cut mid-request.
+	a, b := net.Pipe()
+	served := make(chan struct{})
+	go func() { ServeDelta(ctx, b, b); b.Close(); close(served) }()
+	if c, err = NewDeltaClient(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	stop := errors.New("stopped diffing")
+	os.Remove(tmp)
+	_, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(next)), func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+		w.Write([]byte("the start of a delta"))
+		return stop
+	})
+	if !errors.Is(err, stop) || !c.Broken() {
+		t.Errorf("a diff that failed part way: %v (broken %v), want its error and the channel given up", err, c.Broken())
+	}
+	<-served
+	if _, err := os.Lstat(tmp); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a delta cut short left its temporary file: %v", err)
+	}
+}
+
+// signPatch has c rebuild next from basis into tmp, or over basis in
+// place ("") with a delta made for that: sent is what the diff counted,
+// applied what the helper did.
+func signPatch(ctx context.Context, c *DeltaClient, basis string, basisSize int64, tmp string, next []byte, o delta.DiffOptions) (sent, applied delta.Stats, err error) {
+	o.InPlace = tmp == ""
+	applied, err = c.SignPatch(ctx, basis, basisSize, tmp, int64(len(next)), func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+		o.Blocks = blocks
+		var err error
+		sent, err = delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, o)
+		return err
+	})
+	return sent, applied, err
+}
+
+// inStep says whether c's service answers a request after what came
+// before: it sums the file of size at path.
+func inStep(ctx context.Context, c *DeltaClient, path string, size int64) error {
+	_, errs, err := c.Sums(ctx, []string{path}, []int64{size})
+	if err == nil {
+		err = errs[0]
+	}
+	return err
 }
 
 func isDeltaError(err error) bool {
@@ -180,14 +237,7 @@ func TestDeltaServiceInPlace(t *testing.T) {
 	before, _ := os.Stat(basis)
 	c := deltaPair(t)
 
-	sig, err := c.Signature(ctx, basis, int64(len(old)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := c.Patch(ctx, basis, "", sig, int64(len(next)), func(w io.Writer) error {
-		_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{InPlace: true})
-		return err
-	})
+	_, st, err := signPatch(ctx, c, basis, int64(len(old)), "", next, delta.DiffOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,9 +252,8 @@ func TestDeltaServiceInPlace(t *testing.T) {
 	}
 	// A delta made for a fresh file is refused over the basis, and the
 	// service goes on.
-	sig, _ = c.Signature(ctx, basis, int64(len(next)))
-	_, err = c.Patch(ctx, basis, "", sig, int64(len(swapped)), func(w io.Writer) error {
-		_, err := delta.Diff(ctx, sig, bytes.NewReader(swapped), int64(len(swapped)), w, delta.DiffOptions{RangeLen: 1 << 20})
+	_, err = c.SignPatch(ctx, basis, int64(len(next)), "", int64(len(swapped)), func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+		_, err := delta.Diff(ctx, sig, bytes.NewReader(swapped), int64(len(swapped)), w, delta.DiffOptions{RangeLen: 1 << 20, Blocks: blocks})
 		return err
 	})
 	if !isDeltaError(err) || c.Broken() {
@@ -290,7 +339,7 @@ func TestDeltaServiceSums(t *testing.T) {
 		}
 	}
 	// The service goes on.
-	if _, err := c.Signature(ctx, paths[10], sizes[10]); err != nil || c.Broken() {
+	if err := inStep(ctx, c, paths[10], sizes[10]); err != nil || c.Broken() {
 		t.Errorf("after the sums: %v", err)
 	}
 }
@@ -382,7 +431,7 @@ func TestDeltaServiceWalkPrunes(t *testing.T) {
 	if _, _, err := c.Walk(ctx, root, 1000, 1<<20, filter.Prune{Root: ".", Rules: []string{"merge x"}}); err == nil || c.Broken() {
 		t.Errorf("a walk with a rule the helper refuses: %v, broken %v", err, c.Broken())
 	}
-	if _, err := c.Signature(ctx, filepath.Join(root, "a.c"), 3); err != nil {
+	if err := inStep(ctx, c, filepath.Join(root, "a.c"), 3); err != nil {
 		t.Errorf("after the walks: %v", err)
 	}
 }
@@ -443,7 +492,7 @@ func TestDeltaServiceWalk(t *testing.T) {
 	if _, _, err := c.Walk(ctx, root, 3, 1<<20, filter.Prune{}); err == nil {
 		t.Errorf("a walk of more than 3 entries succeeded")
 	}
-	if _, err := c.Signature(ctx, filepath.Join(root, "top"), 3); err != nil {
+	if err := inStep(ctx, c, filepath.Join(root, "top"), 3); err != nil {
 		t.Errorf("after the walks: %v", err)
 	}
 
@@ -470,7 +519,7 @@ func TestDeltaServiceWalk(t *testing.T) {
 	if err != nil || len(asked) != len(dirs) || len(asked["a/b"]) != 2 {
 		t.Errorf("the walk asked in the command line: %d directories (%v), want %d", len(asked), err, len(dirs))
 	}
-	if _, err := c2.Signature(ctx, filepath.Join(root, "top"), 3); err != nil {
+	if err := inStep(ctx, c2, filepath.Join(root, "top"), 3); err != nil {
 		t.Errorf("after the walk asked in the command line: %v", err)
 	}
 	// A request too long for a command line is not put in one, and a
@@ -594,7 +643,7 @@ func TestDeltaServiceFollow(t *testing.T) {
 			t.Fatalf("%s: the service is out of step", tc.name)
 		}
 	}
-	if _, err := c.Signature(ctx, p, int64(len(data))); err != nil {
+	if err := inStep(ctx, c, p, int64(len(data))); err != nil {
 		t.Errorf("after the follows: %v", err)
 	}
 }
@@ -662,17 +711,10 @@ func TestDeltaServiceCompressed(t *testing.T) {
 			tmp := ""
 			if !inPlace {
 				tmp = filepath.Join(dir, "tmp")
-				os.WriteFile(tmp, nil, 0o600)
-			}
-			sig, err := c.Signature(ctx, basis, int64(len(old)))
-			if err != nil {
-				t.Fatal(err)
+				os.Remove(tmp)
 			}
 			_, w0 := cc.counts()
-			st, err := c.Patch(ctx, basis, tmp, sig, int64(len(next)), func(w io.Writer) error {
-				_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{InPlace: inPlace})
-				return err
-			})
+			_, st, err := signPatch(ctx, c, basis, int64(len(old)), tmp, next, delta.DiffOptions{})
 			if err != nil {
 				t.Fatalf("push (in place %v, -z %v): %v", inPlace, z, err)
 			}
@@ -759,26 +801,24 @@ func TestSignatureStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	arrived := make(chan error, 1)
 	timeout := time.AfterFunc(time.Minute, func() { close(f.release) })
-	sig, err := c.SignatureStream(ctx, "f", size, func(sr *delta.SignatureReader) {
-		go func() {
-			_, err := sr.Wait(ctx, first)
-			if timeout.Stop() {
-				close(f.release)
-				arrived <- err
-				return
-			}
-			arrived <- errors.New("the first run's blocks came only once the whole file was read")
-		}()
+	next := make([]byte, 1<<20)
+	tmp := filepath.Join(t.TempDir(), "t")
+	st, err := c.SignPatch(ctx, "f", size, tmp, int64(len(next)), func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+		if _, err := blocks(ctx, first); err != nil {
+			return err
+		}
+		if !timeout.Stop() {
+			return errors.New("the first run's blocks came only once the whole file was read")
+		}
+		close(f.release)
+		_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{Blocks: blocks})
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := <-arrived; err != nil {
-		t.Fatal(err)
-	}
-	if int64(len(sig.Weak)) != size/int64(bl) {
-		t.Errorf("%d blocks, want %d", len(sig.Weak), size/int64(bl))
+	if got, _ := os.ReadFile(tmp); !bytes.Equal(got, next) || st.Matched != int64(len(next)) {
+		t.Errorf("rebuilt %d bytes, %+v", len(got), st)
 	}
 }

@@ -75,11 +75,18 @@ func FuzzDeltaReplies(f *testing.F) {
 				t.Fatalf("a walk bounded at 100 entries gave %d", n)
 			}
 		case 0:
-			if s, err := c.Signature(ctx, "f", int64(len(basis))); err == nil && s.Size != int64(len(basis)) {
-				t.Fatalf("a signature of %d bytes for a file of %d", s.Size, len(basis))
-			}
+			c.SignPatch(ctx, "f", int64(len(basis)), "t", 10, func(s *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+				if s.Size != int64(len(basis)) {
+					t.Fatalf("a signature of %d bytes for a file of %d", s.Size, len(basis))
+				}
+				_, err := delta.Diff(ctx, s, bytes.NewReader(basis[:10]), 10, w, delta.DiffOptions{Blocks: blocks})
+				return err
+			})
 		case 1:
-			c.Patch(ctx, "f", "t", sig, 10, func(w io.Writer) error { _, err := w.Write([]byte("delta")); return err })
+			c.SignPatch(ctx, "f", int64(len(basis)), "", 10, func(_ *delta.Signature, _ func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+				_, err := w.Write([]byte("delta"))
+				return err
+			})
 		case 3:
 			sums, errs, err := c.Sums(ctx, []string{"a", "b", "c"}, []int64{1, 2, 3})
 			if err == nil && (len(sums) != 3 || len(errs) != 3) {

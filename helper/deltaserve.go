@@ -52,20 +52,23 @@ func openSized(path string, flags int, size int64) (*os.File, error) {
 	return f, nil
 }
 
-// OpenTemp opens the client's temporary file for writing: made empty and
-// owner-only a moment ago, so one that is a link, or not empty, is not
-// written.
-func (osFiles) OpenTemp(path string) (WriteAtCloser, error) {
-	t, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+// CreateTemp makes the temporary file at path, for writing: 0600
+// whatever the umask (the client counts on it, and sets the file's own
+// mode once it is whole). A file or link there already is not written.
+func (osFiles) CreateTemp(path string) (WriteAtCloser, error) {
+	t, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
 	if err != nil {
 		return nil, err
 	}
-	if fi, err := t.Stat(); err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+	if err := t.Chmod(0o600); err != nil {
 		t.Close()
-		return nil, fmt.Errorf("%s: not the empty temporary file the client made", path)
+		os.Remove(path)
+		return nil, err
 	}
 	return t, nil
 }
+
+func (osFiles) Remove(path string) error { return os.Remove(path) }
 
 // OpenUpdate opens path to be rewritten in place: a regular file (not a
 // link to one) of size bytes.

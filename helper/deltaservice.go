@@ -39,9 +39,10 @@ type (
 type DeltaFiles interface {
 	// Open opens the regular file at path, which must be size bytes.
 	Open(path string, size int64) (ReadAtCloser, error)
-	// OpenTemp opens the client's empty temporary file at path for
-	// writing.
-	OpenTemp(path string) (WriteAtCloser, error)
+	// CreateTemp makes the temporary file at path for writing, its mode
+	// 0600; one there already is an error. Remove removes it.
+	CreateTemp(path string) (WriteAtCloser, error)
+	Remove(path string) error
 	// OpenUpdate opens the regular file at path, which must be size
 	// bytes, to be rewritten in place.
 	OpenUpdate(path string, size int64) (UpdateFile, error)
@@ -79,10 +80,8 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 		var st delta.Stats
 		var rerr error
 		switch op {
-		case opSign:
-			st, rerr, err = serveSign(ctx, r, w, files)
-		case opPatch:
-			st, rerr, err = servePatch(ctx, r, w, files)
+		case opSignPatch:
+			st, rerr, err = serveSignPatch(ctx, r, w, files)
 		case opDiff:
 			st, rerr, err = serveDiff(ctx, r, w, files, &gov)
 		case opSums, opSHA:
@@ -116,116 +115,169 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 	}
 }
 
-// serveSign answers a signature request. rerr is why the request failed,
-// err why the service must end.
-func serveSign(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
+// serveSignPatch answers a push's request: the helper signs the basis
+// and sends the signature run by run as it is made, while it reads the
+// client's delta against it and rebuilds the new file as the delta
+// comes: into a temporary file it makes (named by the client, owner-only,
+// never one that was there), or, when the request names none, over the
+// basis itself (--inplace). The client diffs each range once the blocks
+// it is matched against have arrived, so that the delta flows while the
+// rest of the basis is signed; in place, a range's blocks are read here
+// before its delta, made of them, can come back and write over them.
+func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
 	fr := fields{r: r}
-	path, size := fr.path(), fr.uint(delta.MaxSize)
-	if fr.err != nil {
-		return st, nil, fr.err
-	}
-	out := chunkWriter{w: w}
-	defer func() {
-		if err == nil {
-			err = out.end()
-		}
-	}()
-	f, rerr := files.Open(path, size)
-	if rerr != nil {
-		return st, rerr, nil
-	}
-	defer f.Close()
-	// The signature goes out run by run as it is made (the client diffs
-	// each range as its blocks arrive). A read that fails part way leaves
-	// it short, which the client takes for an error and the status says
-	// why.
-	ew := &errWriter{w: flushWriter{w: w}}
-	if rerr := delta.SignTo(ctx, f, size, 0, ew); rerr != nil {
-		if ew.err != nil {
-			return st, nil, ew.err
-		}
-		return st, rerr, nil
-	}
-	return st, nil, nil
-}
-
-// servePatch answers a patch request: it rebuilds the new file in the
-// client's temporary file from the basis and the delta, or, when the
-// request names no temporary file, over the basis itself (--inplace).
-func servePatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
-	fr := fields{r: r}
-	basis, basisSize, blockLen := fr.path(), fr.uint(delta.MaxSize), fr.uint(delta.MaxBlock)
+	basis, basisSize := fr.path(), fr.uint(delta.MaxSize)
 	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(patchZstd)
 	if fr.err != nil {
 		return st, nil, fr.err
 	}
 	in := &chunkReader{r: r}
-	defer func() {
-		// Whatever became of the request, the delta's stream is read to
-		// its end, and the reply's (empty) stream ended.
-		if derr := in.drain(); err == nil {
-			err = derr
+	p, rerr := openPatch(files, basis, basisSize, tmp, size)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// The signature goes out on a goroutine of its own, and is ended
+	// whatever becomes of it (short where it failed: the status says
+	// why); the status waits for it.
+	signed := make(chan error, 1)
+	ew := &errWriter{w: flushWriter{w: w}}
+	go func() {
+		var serr error
+		if rerr == nil {
+			serr = delta.SignTo(ctx, p.basis, basisSize, delta.BlockSize(basisSize), ew)
 		}
-		if err == nil {
-			err = chunkWriter{w: w}.end()
+		if ew.err == nil {
+			chunkWriter{w: w}.end()
+			w.Flush()
 		}
+		signed <- serr
 	}()
-	var from io.Reader = in
-	if flags&patchZstd != 0 {
-		z, zerr := zstdIn(in)
-		if zerr != nil {
-			return st, zerr, nil
+	if rerr == nil {
+		var from io.Reader = in
+		if flags&patchZstd != 0 {
+			z, zerr := zstdIn(in)
+			if zerr != nil {
+				rerr = zerr
+			} else {
+				defer z.Close()
+				from = z
+			}
 		}
-		defer z.Close()
-		from = z
+		if rerr == nil {
+			st, rerr = p.apply(ctx, from, size)
+		}
 	}
+	if rerr != nil {
+		cancel() // the signature is of no use now
+	}
+	// The delta's stream is read to its end whatever became of the
+	// request, and the signature's ended, so that the channel stays in
+	// step.
+	derr := in.drain()
+	serr := <-signed
+	if serr != nil && !errors.Is(serr, context.Canceled) {
+		// The basis could not be signed: the delta, cut short by the
+		// client for want of its blocks, failed for that.
+		rerr = serr
+	}
+	if cerr := p.close(rerr == nil && derr == nil && ew.err == nil); rerr == nil {
+		rerr = cerr
+	}
+	switch {
+	case derr != nil:
+		return st, nil, derr
+	case ew.err != nil:
+		return st, nil, ew.err
+	}
+	return st, rerr, nil
+}
+
+// A patch is a push's files open on the helper: the basis, and where the
+// new file goes (the temporary file made for it, a clone of the basis
+// where the file system shares blocks, or the basis itself in place).
+type patch struct {
+	files   DeltaFiles
+	basis   ReadAtCloser
+	inPlace UpdateFile
+	out     WriteAtCloser
+	tmp     string
+	clone   *clone.Clone
+	size    int64 // the basis's
+}
+
+// openPatch opens the basis of size basisSize, and makes tmp, or ("")
+// marks the basis to be rewritten in place as a file of size bytes.
+func openPatch(files DeltaFiles, basis string, basisSize int64, tmp string, size int64) (*patch, error) {
+	p := &patch{files: files, tmp: tmp, size: basisSize}
 	if tmp == "" {
-		f, rerr := files.OpenUpdate(basis, basisSize)
-		if rerr != nil {
-			return st, rerr, nil
+		f, err := files.OpenUpdate(basis, basisSize)
+		if err != nil {
+			return nil, err
 		}
-		defer f.Close()
 		// Marked until the new file is whole: a cut patch leaves a
 		// size no quick check takes for the source's.
-		if rerr := f.Truncate(delta.InPlaceMark(basisSize, size)); rerr != nil {
-			return st, rerr, nil
+		if err := f.Truncate(delta.InPlaceMark(basisSize, size)); err != nil {
+			f.Close()
+			return nil, err
 		}
-		var h delta.Header
-		h, st, rerr = delta.Apply(ctx, from, delta.Basis{R: f, Size: basisSize, BlockLen: int(blockLen), InPlace: true}, f, size)
-		if rerr == nil {
-			rerr = f.Truncate(h.Size)
-		}
-		if rerr == nil {
-			rerr = f.Close()
-		}
-		return st, rerr, nil
+		p.basis, p.inPlace = f, f
+		return p, nil
 	}
-	f, rerr := files.Open(basis, basisSize)
-	if rerr != nil {
-		return st, rerr, nil
+	f, err := files.Open(basis, basisSize)
+	if err != nil {
+		return nil, err
 	}
-	defer f.Close()
-	t, rerr := files.OpenTemp(tmp)
-	if rerr != nil {
-		return st, rerr, nil
+	t, err := files.CreateTemp(tmp)
+	if err != nil {
+		f.Close()
+		return nil, err
 	}
-	defer t.Close()
+	p.basis, p.out = f, t
 	// Where the file system shares blocks (XFS, Btrfs), the temporary
 	// file starts as a clone of the basis, and only what moved or
 	// changed is written; the blocks already there are hashed as the
 	// basis holds them, which must then not have changed since the
 	// clone.
-	c := clone.Of(t, f)
-	h, st, rerr := delta.Apply(ctx, from, delta.Basis{R: f, Size: basisSize, BlockLen: int(blockLen), Under: c != nil}, t, size)
-	if rerr == nil && c != nil {
-		if rerr = c.Finish(h.Size); rerr != nil {
-			rerr = fmt.Errorf("%s: %w", basis, rerr)
+	p.clone = clone.Of(t, f)
+	return p, nil
+}
+
+// apply rebuilds the new file from the delta read from r.
+func (p *patch) apply(ctx context.Context, r io.Reader, size int64) (delta.Stats, error) {
+	b := delta.Basis{R: p.basis, Size: p.size, BlockLen: delta.BlockSize(p.size)}
+	if p.inPlace != nil {
+		b.InPlace = true
+		h, st, err := delta.Apply(ctx, r, b, p.inPlace, size)
+		if err == nil {
+			err = p.inPlace.Truncate(h.Size)
+		}
+		return st, err
+	}
+	b.Under = p.clone != nil
+	h, st, err := delta.Apply(ctx, r, b, p.out, size)
+	if err == nil && p.clone != nil {
+		if err = p.clone.Finish(h.Size); err != nil {
+			err = fmt.Errorf("%s: %w", p.tmp, err)
 		}
 	}
-	if rerr == nil {
-		rerr = t.Close()
+	return st, err
+}
+
+// close closes the files, and, unless the new file was made (ok),
+// removes the temporary file this end made.
+func (p *patch) close(ok bool) error {
+	if p == nil {
+		return nil
 	}
-	return st, rerr, nil
+	err := p.basis.Close()
+	if p.out != nil {
+		if cerr := p.out.Close(); err == nil {
+			err = cerr
+		}
+		if !ok || err != nil {
+			p.files.Remove(p.tmp)
+		}
+	}
+	return err
 }
 
 // serveDiff answers a diff request: the delta of a file here against the

@@ -19,19 +19,18 @@ import (
 // A DeltaSession is a helper at a remote end, doing there what rsync's
 // delta transfer needs done where the file lies (helper.DeltaClient).
 type DeltaSession interface {
-	// Signature is the signature of the regular file of size bytes at
-	// path.
-	Signature(ctx context.Context, path string, size int64) (*delta.Signature, error)
-	// SignatureStream is Signature, handing arriving, when not nil, the
-	// signature's reader as soon as its header is in (a diff made in
-	// place begins with the blocks there); it returns once the whole
-	// signature has arrived.
-	SignatureStream(ctx context.Context, path string, size int64, arriving func(*delta.SignatureReader)) (*delta.Signature, error)
-	// Patch writes into tmp, an empty file, the file of size bytes that
-	// the delta diff writes rebuilds from basis, which sig describes; tmp
-	// "" rewrites basis itself, with a delta made for that
-	// (delta.DiffOptions.InPlace).
-	Patch(ctx context.Context, basis, tmp string, sig *delta.Signature, size int64, diff func(io.Writer) error) (delta.Stats, error)
+	// Broken says the session was given up part way through a request:
+	// what the far end did of it is not known.
+	Broken() bool
+	// SignPatch rebuilds a file from basis, the regular file of
+	// basisSize bytes there, and the delta diff writes, into tmp, which
+	// it makes, or ("") over basis itself, with a delta made for that
+	// (delta.DiffOptions.InPlace): the far end signs basis and sends the
+	// signature as it is made, and diff, handed its header and its
+	// blocks as they arrive, writes the delta of the file of size
+	// bytes meanwhile.
+	SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64,
+		diff func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error) (delta.Stats, error)
 	// Diff hands apply the delta that rebuilds the regular file of size
 	// bytes at path from the basis sig describes, made to be applied over
 	// the basis when inPlace.
@@ -139,6 +138,20 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 		if cerr := f.Close(); err == nil && cerr != nil {
 			err = &localDeltaError{cerr}
 		}
+	case push:
+		// The helper makes the temporary file (owner-only, never one
+		// that was there) as it begins, a round trip sooner than this
+		// end could over SFTP, and removes it if it fails. Given up
+		// part way, it may have left it.
+		tmp = dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
+		st, err = c.pushDelta(ctx, s, src, dst, si, existing, tmp)
+		if err == nil || s.Broken() {
+			defer func() {
+				if !finished {
+					dst.FS.Remove(tmp)
+				}
+			}()
+		}
 	default:
 		var out io.WriteCloser
 		out, tmp, err = createTemp(dst.FS, dst.FS.Dir(dst.Path), dst.FS.Base(dst.Path))
@@ -150,15 +163,6 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 				dst.FS.Remove(tmp)
 			}
 		}()
-		if push {
-			// The helper writes the temporary file; this end made it,
-			// empty and owner-only, so that it is made as any other.
-			if err := out.Close(); err != nil {
-				return true, &Error{Op: op, Path: dst.String(), Err: err}
-			}
-			st, err = c.pushDelta(ctx, s, src, dst, si, existing, tmp)
-			break
-		}
 		wa, ok := out.(io.WriterAt)
 		if !ok {
 			out.Close()
@@ -222,7 +226,13 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 			return verr
 		}
 	}
-	if err := (tempFile{dst: dst, tmp: tmp, op: op}).finish(ctx, si.Size(), nil, attrs, check); err != nil {
+	// The helper made the temporary file 0600 and answered once it held
+	// the new file whole: its stat is known without asking.
+	var made fs.FileInfo
+	if push && tmp != dst.Path {
+		made = helperMade{name: dst.FS.Base(tmp), size: si.Size()}
+	}
+	if err := (tempFile{dst: dst, tmp: tmp, op: op}).finish(ctx, si.Size(), made, attrs, check); err != nil {
 		return true, err
 	}
 	finished = true
@@ -235,6 +245,20 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 	c.done(src, dst, si.Size(), 0, sum, start)
 	return true, nil
 }
+
+// helperMade is the FileInfo of a temporary file a helper made and
+// rebuilt a file in.
+type helperMade struct {
+	name string
+	size int64
+}
+
+func (h helperMade) Name() string       { return h.name }
+func (h helperMade) Size() int64        { return h.size }
+func (h helperMade) Mode() fs.FileMode  { return 0o600 }
+func (h helperMade) ModTime() time.Time { return time.Time{} }
+func (h helperMade) IsDir() bool        { return false }
+func (h helperMade) Sys() any           { return nil }
 
 // compressor is a delta session whose deltas may go compressed.
 type compressor interface{ Compress(on bool) }
@@ -275,58 +299,61 @@ func openAt(fsys FS, name string, size int64) (io.ReaderAt, io.Closer, error) {
 	return ra, f, nil
 }
 
-// pushDelta has the helper sign the target, diffs the local source
-// against it, and has the helper rebuild the file into tmp, or over the
-// target in place when tmp is "".
+// pushDelta has the helper sign the target and rebuild the file into
+// tmp, which it makes, or over the target in place when tmp is "", from
+// the delta of the local source against the signature: made and sent as
+// the signature arrives (in place, each range against its own blocks
+// only, as soon as they are there; for a fresh file, each range first
+// against the blocks near it: delta.DiffOptions.Blocks), and applied as
+// it comes.
 func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, tmp string) (delta.Stats, error) {
 	f, closer, err := openAt(src.FS, src.Path, si.Size())
 	if err != nil {
 		return delta.Stats{}, &localDeltaError{err}
 	}
 	defer closer.Close()
-	// The diff begins as the signature arrives: in place, each range
-	// against its own blocks only, as soon as they are there; for a fresh
-	// file, each range first against the blocks near it
-	// (delta.DiffOptions.Blocks). Its records wait in sp for the patch
-	// request, which goes out once the signature is in.
-	dctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sp := newSpool(dctx, spoolMax)
-	defer sp.closeRead()
-	diffed := make(chan error, 1)
-	started := false
-	sig, err := s.SignatureStream(ctx, dst.Path, existing.Size(), func(sr *delta.SignatureReader) {
-		started = true
-		go func() {
-			_, err := delta.Diff(dctx, sr.Header(), f, si.Size(), sp, delta.DiffOptions{InPlace: tmp == "", Blocks: sr.Wait})
-			sp.closeWrite(err)
-			diffed <- err
-		}()
+	// The diff fails for this end's file (which the file going whole
+	// would too) or for the signature (the helper's failure, for which
+	// it goes whole): src tells which.
+	local := &readsOf{r: f, size: si.Size()}
+	st, err := s.SignPatch(ctx, dst.Path, existing.Size(), tmp, si.Size(), func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+		_, err := delta.Diff(ctx, sig, local, si.Size(), w, delta.DiffOptions{InPlace: tmp == "", Blocks: blocks})
+		return err
 	})
-	if err != nil {
-		cancel()
-		sp.closeRead()
-		if started {
-			<-diffed
-		}
-		return delta.Stats{}, err
-	}
-	var derr error
-	st, err := s.Patch(ctx, dst.Path, tmp, sig, si.Size(), func(w io.Writer) error {
-		_, cerr := io.Copy(w, sp)
-		derr = <-diffed
-		if derr == nil {
-			derr = cerr
-		}
-		return derr
-	})
-	if derr != nil && !errors.Is(derr, delta.ErrMismatch) {
-		var pe *fs.PathError
-		if errors.As(derr, &pe) || errors.Is(derr, io.ErrUnexpectedEOF) {
-			return st, &localDeltaError{derr}
-		}
+	if lerr := local.failed(); lerr != nil {
+		return st, &localDeltaError{lerr}
 	}
 	return st, err
+}
+
+// readsOf reads r, a file of size bytes, keeping its first failure: an
+// error, or the file ending before size.
+type readsOf struct {
+	r    io.ReaderAt
+	size int64
+	mu   sync.Mutex
+	err  error
+}
+
+func (l *readsOf) ReadAt(p []byte, off int64) (int, error) {
+	n, err := l.r.ReadAt(p, off)
+	if err != nil && (err != io.EOF || off+int64(n) < l.size) {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		l.mu.Lock()
+		if l.err == nil {
+			l.err = err
+		}
+		l.mu.Unlock()
+	}
+	return n, err
+}
+
+func (l *readsOf) failed() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
 }
 
 // spoolMax bounds the delta a diff holds while its signature still

@@ -49,9 +49,11 @@ func (f treeFiles) Open(name string, size int64) (helper.ReadAtCloser, error) {
 	return readerAt{bytes.NewReader(e.Data)}, nil
 }
 
-func (treeFiles) OpenTemp(name string) (helper.WriteAtCloser, error) {
+func (treeFiles) CreateTemp(name string) (helper.WriteAtCloser, error) {
 	return nil, errors.New("read-only")
 }
+
+func (treeFiles) Remove(name string) error { return errors.New("read-only") }
 
 func (treeFiles) OpenUpdate(name string, size int64) (helper.UpdateFile, error) {
 	return nil, errors.New("read-only")
