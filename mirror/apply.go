@@ -380,12 +380,12 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 	dstTop := r.dstPath(r.p.SrcName).Path
 	for _, c := range cs {
 		rel := r.relOf(c.Name)
-		f := transfer.Listed{Rel: rel, Info: c.src.Info, Fresh: c.dst == nil}
+		f := transfer.Listed{Rel: rel, Info: c.src.Info, Fresh: c.dst == nil, Target: c.listedTarget()}
 		if st, below, ok := r.stageOf(c.Name); ok {
 			// Below a staged directory: CopyFiles writes it there, under
 			// the temporary name of the directory staged, unless that
 			// is the top CopyFiles writes below (dstTop).
-			f.Direct = true
+			f.Direct, f.Target = true, nil
 			if st.name != r.p.SrcName {
 				f.To = r.relOf(st.tmpName + "/" + below)
 			}
@@ -404,7 +404,7 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 		// either side, and the target may have another name.
 		c := cs[0]
 		rel := srcRoot.FS.Base(srcRoot.Path)
-		files = []transfer.Listed{{Rel: rel, To: dstRoot.FS.Base(dstRoot.Path), Info: c.src.Info, Fresh: c.dst == nil}}
+		files = []transfer.Listed{{Rel: rel, To: dstRoot.FS.Base(dstRoot.Path), Info: c.src.Info, Fresh: c.dst == nil, Target: c.listedTarget()}}
 		srcRoot.Path = srcRoot.FS.Dir(srcRoot.Path)
 		dstRoot.Path = dstRoot.FS.Dir(dstRoot.Path)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"runtime"
 	"sort"
 	"strings"
@@ -100,6 +101,16 @@ type Change struct {
 	// early marks a removal that makes way for another type, made
 	// before anything is created.
 	early bool
+}
+
+// listedTarget is the target's entry as listed, where it is a regular
+// file that stays until the new one replaces it (the copy takes it for
+// what is there rather than looking again), or nil.
+func (c *Change) listedTarget() fs.FileInfo {
+	if c.dst == nil || c.clear || !c.dst.Info.Mode().IsRegular() {
+		return nil
+	}
+	return c.dst.Info
 }
 
 // linkTarget is the name a hard link change joins.

@@ -292,6 +292,9 @@ type copier struct {
 	// directory private to the run (Listed.Direct); read-only once the
 	// copies start.
 	direct map[string]bool
+	// listed holds what CopyFiles was told its targets are
+	// (Listed.Target), each taken once by statTarget.
+	listed map[string]fs.FileInfo
 	// helperStarted has the remote end's helper started once, at the
 	// first file --verify hashes there, while that file is copied.
 	helperStarted sync.Once

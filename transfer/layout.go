@@ -39,16 +39,22 @@ type statted struct {
 }
 
 // statTarget stats dst, or takes what Copy found when dst is the target
-// operand itself: a single file copied to a name pays one round trip for
-// it, not two. Only the first copy to that name uses it; any later one
-// (the same source twice) looks again.
+// operand itself (a single file copied to a name pays one round trip for
+// it, not two), or what CopyFiles was told is there (Listed.Target). Only
+// the first copy to that name uses it; any later one (the same source
+// twice) looks again.
 func (c *copier) statTarget(dst Endpoint) (fs.FileInfo, error) {
 	c.mu.Lock()
 	t := c.target
 	if t != nil && t.path == dst.Path {
 		c.target = nil
 	}
+	fi, listed := c.listed[dst.Path]
+	delete(c.listed, dst.Path)
 	c.mu.Unlock()
+	if listed {
+		return fi, nil
+	}
 	if t != nil && t.path == dst.Path {
 		return t.fi, t.err
 	}

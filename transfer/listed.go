@@ -19,6 +19,10 @@ type Listed struct {
 	// this run, or its listing showed no such name. The copy then does
 	// not look at the target first.
 	Fresh bool
+	// Target, when not nil, is the regular file the caller's listing
+	// found at the target: the copy takes it for what is there rather
+	// than looking again, a round trip a file on a long path.
+	Target fs.FileInfo
 	// Direct says the target's directory is private to this run until
 	// the caller renames it into place (a staging directory it made):
 	// a new small file is then written under its own name there,
@@ -81,9 +85,16 @@ func CopyFiles(ctx context.Context, src, dst Endpoint, files []Listed, o Options
 			}
 			c.direct[d.Path] = true
 		}
+		if f.Target != nil && !f.Fresh && f.Target.Mode().IsRegular() {
+			if c.listed == nil {
+				c.listed = map[string]fs.FileInfo{}
+			}
+			c.listed[d.Path] = f.Target
+		}
 		jobs = append(jobs, listedJob{s, d, f.Info, f.Fresh})
 	}
-	// c.direct is complete before the first job reads it.
+	// c.direct and c.listed are complete before the first job reads
+	// them.
 	for _, j := range jobs {
 		if err := ctx.Err(); err != nil {
 			return c.res, err
