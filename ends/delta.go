@@ -13,9 +13,11 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hpncp/hpncp/delta"
 	"github.com/hpncp/hpncp/helper"
 	"github.com/hpncp/hpncp/internal/filter"
 	"github.com/hpncp/hpncp/internal/vis"
+	"github.com/hpncp/hpncp/protocol"
 	"github.com/hpncp/hpncp/sshconn"
 	"github.com/hpncp/hpncp/transfer"
 )
@@ -206,6 +208,14 @@ func (d *deltaHost) walkedAhead(ctx context.Context, a walkAsk) (dirs map[string
 type session struct {
 	*helper.DeltaClient
 	dh *deltaHost
+}
+
+// SignPatch is the helper's, with the attributes as this end's copy
+// gives them.
+func (s session) SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a protocol.PutAttrs,
+	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (delta.Stats, error) {
+	return s.DeltaClient.SignPatch(ctx, basis, basisSize, tmp, size,
+		helper.Attrs{SetMode: a.SetMode, Mode: a.Mode, SetTimes: a.SetTimes, Atime: a.Atime, Mtime: a.Mtime}, diff)
 }
 
 func (s session) Walk(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune) (map[string][]fs.FileInfo, map[string]string, error) {

@@ -11,8 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hpncp/hpncp/delta"
 )
@@ -36,6 +38,10 @@ import (
 // other. An 'A' ends with flags, a 'D' has them after its size:
 // patchZstd and diffZstd say the delta's stream carries a zstd stream of
 // it (-z).
+//
+// An 'A' may carry after its flags the mode and times the rebuilt file
+// is given before the status: the client's finish then has only the
+// rename left to ask for.
 //
 // A 'W' (follow) names a file and its size, then streams uvarints, each
 // how many of the file's first bytes are written by now; the reply is
@@ -72,6 +78,11 @@ const (
 	// patchZstd, in a push's, says it comes so.
 	diffZstd  = 2
 	patchZstd = 1
+	// patchMode and patchTimes, in a push's flags, say a mode, and an
+	// access and a modification time (seconds, as SFTP sets them),
+	// follow them, which the helper gives the file once it is whole.
+	patchMode  = 2
+	patchTimes = 4
 
 	maxChunk   = 1 << 20
 	maxPathLen = 64 << 10
@@ -282,6 +293,18 @@ func NewDeltaClient(ctx context.Context, ch io.ReadWriteCloser) (*DeltaClient, e
 // Close ends the service.
 func (c *DeltaClient) Close() error { return c.c.Close() }
 
+// Attrs are the mode and times a push gives the file it rebuilt, once it
+// is whole: times to the second, as an SFTP SETSTAT gives them.
+type Attrs struct {
+	SetMode      bool
+	Mode         fs.FileMode // of modeBits
+	SetTimes     bool
+	Atime, Mtime time.Time
+}
+
+// modeBits are the mode bits Attrs set.
+const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
 // SignPatch rebuilds a file on the helper's host from basis there (a
 // regular file of basisSize bytes) and a delta against it: into tmp, a
 // temporary file the helper makes (owner-only; one there already is an
@@ -290,17 +313,18 @@ func (c *DeltaClient) Close() error { return c.c.Close() }
 // and blocks (delta.DiffOptions.Blocks: each call returns once the
 // signature's first n blocks are in) and writes the delta of the new
 // file, of size bytes, while the rest of the signature arrives. The
-// helper applies the delta as it comes. It returns the counts the helper
+// helper applies the delta as it comes, and gives the file a's mode and
+// times once it is whole. It returns the counts the helper
 // applied. An error of diff's that is not the signature's is returned as
 // it is, and the channel is given up: a delta cut short is not applied.
-func (c *DeltaClient) SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64,
+func (c *DeltaClient) SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a Attrs,
 	diff func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error) (delta.Stats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
 		return delta.Stats{}, errBroken
 	}
-	st, err := c.signPatch(ctx, basis, basisSize, tmp, size, diff)
+	st, err := c.signPatch(ctx, basis, basisSize, tmp, size, a, diff)
 	var de *DeltaError
 	if !errors.As(err, &de) {
 		c.breaks(err)
@@ -308,7 +332,7 @@ func (c *DeltaClient) SignPatch(ctx context.Context, basis string, basisSize int
 	return st, err
 }
 
-func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64,
+func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a Attrs,
 	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (delta.Stats, error) {
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
@@ -320,7 +344,20 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 	if c.compress {
 		flags |= patchZstd
 	}
+	if a.SetMode {
+		flags |= patchMode
+	}
+	if a.SetTimes {
+		flags |= patchTimes
+	}
 	req = binary.AppendUvarint(req, flags)
+	if a.SetMode {
+		req = binary.AppendUvarint(req, uint64(a.Mode&modeBits))
+	}
+	if a.SetTimes {
+		req = binary.AppendVarint(req, a.Atime.Unix())
+		req = binary.AppendVarint(req, a.Mtime.Unix())
+	}
 	if _, err := c.w.Write(req); err != nil {
 		return delta.Stats{}, err
 	}

@@ -79,6 +79,19 @@ func TestDeltaServicePush(t *testing.T) {
 	if st != sent || st.Literal > 10_000 {
 		t.Errorf("applied %+v, sent %+v", st, sent)
 	}
+	// Given a mode and times, the helper sets them once the file is
+	// whole, the times to the second.
+	os.Remove(tmp)
+	mtime := time.Date(2025, 3, 4, 5, 6, 7, 890, time.UTC)
+	given := Attrs{SetMode: true, Mode: 0o640 | fs.ModeSetgid, SetTimes: true, Atime: mtime.Add(time.Hour), Mtime: mtime}
+	_, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(next)), given, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+		_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{Blocks: blocks})
+		return err
+	})
+	fi, serr := os.Lstat(tmp)
+	if err != nil || serr != nil || fi.Mode() != 0o640|fs.ModeSetgid || !fi.ModTime().Equal(mtime.Truncate(time.Second)) {
+		t.Errorf("a push given mode and times: %v; the file %v, %v (%v)", err, fi.Mode(), fi.ModTime(), serr)
+	}
 
 	// Requests the helper cannot do are answered, leave no temporary
 	// file, and the service goes on.
@@ -117,7 +130,7 @@ func TestDeltaServicePush(t *testing.T) {
 	os.Remove(tmp)
 	other := randomBytes(2, len(old))
 	wrong, _ := delta.Sign(ctx, bytes.NewReader(other), int64(len(other)), delta.BlockSize(int64(len(old))))
-	_, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(other)), func(_ *delta.Signature, _ func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	_, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(other)), Attrs{}, func(_ *delta.Signature, _ func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		_, err := delta.Diff(ctx, wrong, bytes.NewReader(other), int64(len(other)), w, delta.DiffOptions{})
 		return err
 	})
@@ -140,7 +153,7 @@ func TestDeltaServicePush(t *testing.T) {
 	defer c.Close()
 	stop := errors.New("stopped diffing")
 	os.Remove(tmp)
-	_, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(next)), func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	_, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(next)), Attrs{}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		w.Write([]byte("the start of a delta"))
 		return stop
 	})
@@ -158,7 +171,7 @@ func TestDeltaServicePush(t *testing.T) {
 // applied what the helper did.
 func signPatch(ctx context.Context, c *DeltaClient, basis string, basisSize int64, tmp string, next []byte, o delta.DiffOptions) (sent, applied delta.Stats, err error) {
 	o.InPlace = tmp == ""
-	applied, err = c.SignPatch(ctx, basis, basisSize, tmp, int64(len(next)), func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	applied, err = c.SignPatch(ctx, basis, basisSize, tmp, int64(len(next)), Attrs{}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		o.Blocks = blocks
 		var err error
 		sent, err = delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, o)
@@ -252,7 +265,7 @@ func TestDeltaServiceInPlace(t *testing.T) {
 	}
 	// A delta made for a fresh file is refused over the basis, and the
 	// service goes on.
-	_, err = c.SignPatch(ctx, basis, int64(len(next)), "", int64(len(swapped)), func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	_, err = c.SignPatch(ctx, basis, int64(len(next)), "", int64(len(swapped)), Attrs{}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		_, err := delta.Diff(ctx, sig, bytes.NewReader(swapped), int64(len(swapped)), w, delta.DiffOptions{RangeLen: 1 << 20, Blocks: blocks})
 		return err
 	})
@@ -804,7 +817,7 @@ func TestSignatureStreams(t *testing.T) {
 	timeout := time.AfterFunc(time.Minute, func() { close(f.release) })
 	next := make([]byte, 1<<20)
 	tmp := filepath.Join(t.TempDir(), "t")
-	st, err := c.SignPatch(ctx, "f", size, tmp, int64(len(next)), func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	st, err := c.SignPatch(ctx, "f", size, tmp, int64(len(next)), Attrs{}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		if _, err := blocks(ctx, first); err != nil {
 			return err
 		}

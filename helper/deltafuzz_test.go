@@ -75,7 +75,7 @@ func FuzzDeltaReplies(f *testing.F) {
 				t.Fatalf("a walk bounded at 100 entries gave %d", n)
 			}
 		case 0:
-			c.SignPatch(ctx, "f", int64(len(basis)), "t", 10, func(s *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+			c.SignPatch(ctx, "f", int64(len(basis)), "t", 10, Attrs{}, func(s *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 				if s.Size != int64(len(basis)) {
 					t.Fatalf("a signature of %d bytes for a file of %d", s.Size, len(basis))
 				}
@@ -83,7 +83,7 @@ func FuzzDeltaReplies(f *testing.F) {
 				return err
 			})
 		case 1:
-			c.SignPatch(ctx, "f", int64(len(basis)), "", 10, func(_ *delta.Signature, _ func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+			c.SignPatch(ctx, "f", int64(len(basis)), "", 10, Attrs{}, func(_ *delta.Signature, _ func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 				_, err := w.Write([]byte("delta"))
 				return err
 			})

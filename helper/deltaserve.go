@@ -9,6 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ServeDelta is the delta service on in and out over this host's files
@@ -69,6 +72,21 @@ func (osFiles) CreateTemp(path string) (WriteAtCloser, error) {
 }
 
 func (osFiles) Remove(path string) error { return os.Remove(path) }
+
+func (osFiles) Chtimes(path string, atime, mtime time.Time) error {
+	a, err := unix.TimeToTimespec(atime)
+	if err != nil {
+		return &fs.PathError{Op: "chtimes", Path: path, Err: err}
+	}
+	m, err := unix.TimeToTimespec(mtime)
+	if err != nil {
+		return &fs.PathError{Op: "chtimes", Path: path, Err: err}
+	}
+	if err := unix.UtimesNanoAt(unix.AT_FDCWD, path, []unix.Timespec{a, m}, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &fs.PathError{Op: "chtimes", Path: path, Err: err}
+	}
+	return nil
+}
 
 // OpenUpdate opens path to be rewritten in place: a regular file (not a
 // link to one) of size bytes.

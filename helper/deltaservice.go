@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"runtime"
+	"time"
 
 	"github.com/hpncp/hpncp/delta"
 	"github.com/hpncp/hpncp/internal/clone"
@@ -43,6 +44,8 @@ type DeltaFiles interface {
 	// 0600; one there already is an error. Remove removes it.
 	CreateTemp(path string) (WriteAtCloser, error)
 	Remove(path string) error
+	// Chtimes sets the times of the file at path, not following a link.
+	Chtimes(path string, atime, mtime time.Time) error
 	// OpenUpdate opens the regular file at path, which must be size
 	// bytes, to be rewritten in place.
 	OpenUpdate(path string, size int64) (UpdateFile, error)
@@ -127,7 +130,14 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
 	fr := fields{r: r}
 	basis, basisSize := fr.path(), fr.uint(delta.MaxSize)
-	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(patchZstd)
+	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(patchZstd|patchMode|patchTimes)
+	var a Attrs
+	if flags&patchMode != 0 {
+		a.SetMode, a.Mode = true, fs.FileMode(fr.uint(uint64(modeBits)))&modeBits
+	}
+	if flags&patchTimes != 0 {
+		a.SetTimes, a.Atime, a.Mtime = true, time.Unix(fr.int(), 0), time.Unix(fr.int(), 0)
+	}
 	if fr.err != nil {
 		return st, nil, fr.err
 	}
@@ -164,6 +174,9 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 		}
 		if rerr == nil {
 			st, rerr = p.apply(ctx, from, size)
+		}
+		if rerr == nil {
+			rerr = p.setAttrs(a)
 		}
 	}
 	if rerr != nil {
@@ -202,12 +215,14 @@ type patch struct {
 	tmp     string
 	clone   *clone.Clone
 	size    int64 // the basis's
+	// basisName is the basis's path.
+	basisName string
 }
 
 // openPatch opens the basis of size basisSize, and makes tmp, or ("")
 // marks the basis to be rewritten in place as a file of size bytes.
 func openPatch(files DeltaFiles, basis string, basisSize int64, tmp string, size int64) (*patch, error) {
-	p := &patch{files: files, tmp: tmp, size: basisSize}
+	p := &patch{files: files, tmp: tmp, size: basisSize, basisName: basis}
 	if tmp == "" {
 		f, err := files.OpenUpdate(basis, basisSize)
 		if err != nil {
@@ -260,6 +275,27 @@ func (p *patch) apply(ctx context.Context, r io.Reader, size int64) (delta.Stats
 		}
 	}
 	return st, err
+}
+
+// setAttrs gives the new file a's mode and times.
+func (p *patch) setAttrs(a Attrs) error {
+	f, name := p.out, p.tmp
+	if p.inPlace != nil {
+		f, name = p.inPlace, p.basisName
+	}
+	if a.SetMode {
+		ch, ok := f.(interface{ Chmod(fs.FileMode) error })
+		if !ok {
+			return fmt.Errorf("%s: cannot set its mode here", name)
+		}
+		if err := ch.Chmod(a.Mode); err != nil {
+			return err
+		}
+	}
+	if a.SetTimes {
+		return p.files.Chtimes(name, a.Atime, a.Mtime)
+	}
+	return nil
 }
 
 // close closes the files, and, unless the new file was made (ok),
@@ -552,6 +588,17 @@ func (f *fields) path() string {
 	var s string
 	s, f.err = readString(f.r, maxPathLen)
 	return s
+}
+
+func (f *fields) int() int64 {
+	if f.err != nil {
+		return 0
+	}
+	n, err := binary.ReadVarint(f.r)
+	if err != nil {
+		f.err = eofIsUnexpected(err)
+	}
+	return n
 }
 
 func (f *fields) uint(limit uint64) int64 {

@@ -14,6 +14,7 @@ import (
 	"github.com/hpncp/hpncp/internal/clone"
 	"github.com/hpncp/hpncp/internal/filter"
 	"github.com/hpncp/hpncp/internal/vis"
+	"github.com/hpncp/hpncp/protocol"
 )
 
 // A DeltaSession is a helper at a remote end, doing there what rsync's
@@ -28,8 +29,9 @@ type DeltaSession interface {
 	// (delta.DiffOptions.InPlace): the far end signs basis and sends the
 	// signature as it is made, and diff, handed its header and its
 	// blocks as they arrive, writes the delta of the file of size
-	// bytes meanwhile.
-	SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64,
+	// bytes meanwhile. Once the file is whole it is given a's mode and
+	// times (SetMode, SetTimes).
+	SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a protocol.PutAttrs,
 		diff func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error) (delta.Stats, error)
 	// Diff hands apply the delta that rebuilds the regular file of size
 	// bytes at path from the basis sig describes, made to be applied over
@@ -125,9 +127,24 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 		tmp      = dst.Path // over the target in place (--inplace)
 		finished bool
 	)
+	attrs := func() fileAttrs {
+		return c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
+			return c.newFileMode(ctx, dst, si.Mode().Perm())
+		})
+	}
+	// A push's helper gives the file its mode and times once it is
+	// whole, and the finish has only the rename left to ask for; but not
+	// a file rewritten in place that --verify has yet to check, which
+	// must not look finished (the source's size and time) should the
+	// check fail.
+	var applied *fileAttrs
+	if push && !(c.opts.InPlace && c.opts.Verify) {
+		a := attrs()
+		applied = &a
+	}
 	switch {
 	case c.opts.InPlace && push:
-		st, err = c.pushDelta(ctx, s, src, dst, si, existing, "")
+		st, err = c.pushDelta(ctx, s, src, dst, si, existing, "", applied)
 	case c.opts.InPlace:
 		var f UpdateFile
 		if f, err = openUpdate(dst.FS, dst.Path, existing.Size()); err != nil {
@@ -144,7 +161,7 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 		// end could over SFTP, and removes it if it fails. Given up
 		// part way, it may have left it.
 		tmp = dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
-		st, err = c.pushDelta(ctx, s, src, dst, si, existing, tmp)
+		st, err = c.pushDelta(ctx, s, src, dst, si, existing, tmp, applied)
 		if err == nil || s.Broken() {
 			defer func() {
 				if !finished {
@@ -212,11 +229,6 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 	if prog != nil {
 		prog.Add(int(si.Size()))
 	}
-	attrs := func() fileAttrs {
-		return c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
-			return c.newFileMode(ctx, dst, si.Mode().Perm())
-		})
-	}
 	var sum string
 	var check func() error
 	if c.opts.Verify {
@@ -226,13 +238,17 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 			return verr
 		}
 	}
-	// The helper made the temporary file 0600 and answered once it held
-	// the new file whole: its stat is known without asking.
+	// The helper answered once it held the new file whole, its mode
+	// given (or, a temporary file it made, 0600): its stat is known
+	// without asking.
 	var made fs.FileInfo
-	if push && tmp != dst.Path {
-		made = helperMade{name: dst.FS.Base(tmp), size: si.Size()}
+	switch {
+	case applied != nil:
+		made = helperMade{name: dst.FS.Base(tmp), size: si.Size(), mode: applied.mode}
+	case push && tmp != dst.Path:
+		made = helperMade{name: dst.FS.Base(tmp), size: si.Size(), mode: 0o600}
 	}
-	if err := (tempFile{dst: dst, tmp: tmp, op: op}).finish(ctx, si.Size(), made, attrs, check); err != nil {
+	if err := (tempFile{dst: dst, tmp: tmp, op: op, applied: applied}).finish(ctx, si.Size(), made, attrs, check); err != nil {
 		return true, err
 	}
 	finished = true
@@ -251,11 +267,12 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 type helperMade struct {
 	name string
 	size int64
+	mode fs.FileMode
 }
 
 func (h helperMade) Name() string       { return h.name }
 func (h helperMade) Size() int64        { return h.size }
-func (h helperMade) Mode() fs.FileMode  { return 0o600 }
+func (h helperMade) Mode() fs.FileMode  { return h.mode }
 func (h helperMade) ModTime() time.Time { return time.Time{} }
 func (h helperMade) IsDir() bool        { return false }
 func (h helperMade) Sys() any           { return nil }
@@ -306,7 +323,7 @@ func openAt(fsys FS, name string, size int64) (io.ReaderAt, io.Closer, error) {
 // only, as soon as they are there; for a fresh file, each range first
 // against the blocks near it: delta.DiffOptions.Blocks), and applied as
 // it comes.
-func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, tmp string) (delta.Stats, error) {
+func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, tmp string, a *fileAttrs) (delta.Stats, error) {
 	f, closer, err := openAt(src.FS, src.Path, si.Size())
 	if err != nil {
 		return delta.Stats{}, &localDeltaError{err}
@@ -316,7 +333,11 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	// would too) or for the signature (the helper's failure, for which
 	// it goes whole): src tells which.
 	local := &readsOf{r: f, size: si.Size()}
-	st, err := s.SignPatch(ctx, dst.Path, existing.Size(), tmp, si.Size(), func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	var put protocol.PutAttrs
+	if a != nil {
+		put = protocol.PutAttrs{SetMode: true, Mode: a.mode, SetTimes: a.times, Atime: a.atime, Mtime: a.mtime}
+	}
+	st, err := s.SignPatch(ctx, dst.Path, existing.Size(), tmp, si.Size(), put, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		_, err := delta.Diff(ctx, sig, local, si.Size(), w, delta.DiffOptions{InPlace: tmp == "", Blocks: blocks})
 		return err
 	})

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/hpncp/hpncp/helper"
 )
@@ -54,6 +55,8 @@ func (treeFiles) CreateTemp(name string) (helper.WriteAtCloser, error) {
 }
 
 func (treeFiles) Remove(name string) error { return errors.New("read-only") }
+
+func (treeFiles) Chtimes(name string, atime, mtime time.Time) error { return errors.New("read-only") }
 
 func (treeFiles) OpenUpdate(name string, size int64) (helper.UpdateFile, error) {
 	return nil, errors.New("read-only")
