@@ -150,9 +150,10 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 	// why); the status waits for it.
 	signed := make(chan error, 1)
 	ew := &errWriter{w: flushWriter{w: w}}
+	opened := rerr == nil
 	go func() {
 		var serr error
-		if rerr == nil {
+		if opened {
 			serr = delta.SignTo(ctx, p.basis, basisSize, delta.BlockSize(basisSize), ew)
 		}
 		if ew.err == nil {
