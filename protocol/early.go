@@ -15,14 +15,16 @@ import (
 // target of an upload, the source of a download), and it waits on the
 // round trip of the session start before it. Options.Stat asks for it on
 // the limits session, behind INIT and the limits question: the answer
-// comes with theirs, and the copy's Stat takes it instead of asking.
+// comes with theirs, and the copy's Stat takes it instead of asking. An
+// LSTAT of each name goes with it: a sync stats its operand, then its
+// lister looks at the root without following a link.
 //
 // An early answer is as old as the session's start, so it is given only
-// to Stats that come before any other request of the end, and only for
-// the name it was asked for: nothing has changed on the server through
-// this end since it was given. The end's first Stat drops the other
-// names' answers, and every request that may change something (onMain,
-// getBatch, the streams, tar) drops them all.
+// to Stats and Lstats that come before any other request of the end, and
+// only for the name it was asked for: nothing has changed on the server
+// through this end since it was given. The end's first Stat or Lstat
+// drops the other names' answers, and every request that may change
+// something (onMain, getBatch, the streams, tar) drops them all.
 
 // earlyID is the request id of the first early stat; limitsSession's
 // question is id 1.
@@ -34,27 +36,40 @@ type earlyStat struct {
 	err error
 }
 
+// earlyKey names an early answer: a name's STAT, or (link) its LSTAT.
+type earlyKey struct {
+	name string
+	link bool
+}
+
 // earlyStats holds the answers until the end's first Stat.
 type earlyStats struct {
 	mu sync.Mutex
-	m  map[string]earlyStat // nil once the first Stat came
+	m  map[earlyKey]earlyStat // nil once another request came
 }
 
-// take returns the early answer for name if no request but Stats of name
-// came before, and drops every other answer: a Stat of another name asks
-// the server, and so does every Stat after it. (A sync stats its source
-// to know whether the target is a directory, then lists from it: two
-// Stats of one name, nothing between.)
-func (e *earlyStats) take(name string) (earlyStat, bool) {
+// take returns the early answer for name (its LSTAT's, link) if no
+// request but Stats and Lstats of name came before, and drops every
+// other name's answers: a Stat of another name asks the server, and so
+// does every Stat after it. (A sync stats its source to know whether the
+// target is a directory, then lists from it: Stats and an Lstat of one
+// name, nothing between.)
+func (e *earlyStats) take(name string, link bool) (earlyStat, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	a, ok := e.m[name]
-	if ok {
-		e.m = map[string]earlyStat{name: a}
-	} else {
+	a, ok := e.m[earlyKey{name, link}]
+	if !ok {
 		e.m = nil
+		return a, false
 	}
-	return a, ok
+	kept := map[earlyKey]earlyStat{}
+	for _, k := range []earlyKey{{name, false}, {name, true}} {
+		if v, ok := e.m[k]; ok {
+			kept[k] = v
+		}
+	}
+	e.m = kept
+	return a, true
 }
 
 // drop forgets the answers: a request other than a Stat is under way.
@@ -71,11 +86,15 @@ func (s *SFTP) getBatch(ctx context.Context) (*batchSession, error) {
 	return s.batch.get(ctx)
 }
 
-// statRequests are the STAT requests for names, ids from earlyID on.
+// statRequests are the STAT requests for names, ids from earlyID on,
+// then their LSTATs.
 func statRequests(names []string) []byte {
 	var out []byte
 	for i, n := range names {
 		out = append(out, namePacket(fxpStat, uint32(earlyID+i), n)...)
+	}
+	for i, n := range names {
+		out = append(out, namePacket(fxpLstat, uint32(earlyID+len(names)+i), n)...)
 	}
 	return out
 }
@@ -85,15 +104,15 @@ func statRequests(names []string) []byte {
 // stat's answer is kept when it is attributes, or a status that pkg/sftp
 // would turn into fs.ErrNotExist; any other status is left for the copy's
 // own Stat to ask again and report in its own words.
-func readStart(r io.Reader, h hello, names []string, f startFiles) (Limits, map[string]earlyStat, startMade, error) {
+func readStart(r io.Reader, h hello, names []string, f startFiles) (Limits, map[earlyKey]earlyStat, startMade, error) {
 	var (
 		lim  Limits
 		made startMade
 	)
-	answers := map[string]earlyStat{}
-	seen := make([]bool, len(names))
+	answers := map[earlyKey]earlyStat{}
+	seen := make([]bool, 2*len(names))
 	base := createAfter(names)
-	replies := 1 + len(names) + f.requests()
+	replies := 1 + 2*len(names) + f.requests()
 	var mkdirOK, statOK, rmdirOK bool
 	for range replies {
 		typ, body, err := readPacket(r)
@@ -104,10 +123,11 @@ func readStart(r io.Reader, h hello, names []string, f startFiles) (Limits, map[
 		if len(body) >= 4 {
 			id = binary.BigEndian.Uint32(body)
 		}
-		if i := int(id) - earlyID; id >= earlyID && i < len(names) && !seen[i] {
+		if i := int(id) - earlyID; id >= earlyID && i < 2*len(names) && !seen[i] {
 			seen[i] = true
-			if a, ok := earlyAnswer(typ, body[4:], names[i]); ok {
-				answers[names[i]] = a
+			k := earlyKey{names[i%len(names)], i >= len(names)}
+			if a, ok := earlyAnswer(typ, body[4:], k.name); ok {
+				answers[k] = a
 			}
 			continue
 		}
@@ -147,11 +167,12 @@ func readStart(r io.Reader, h hello, names []string, f startFiles) (Limits, map[
 }
 
 // createAfter is the request id of the OPEN that creates the temporary
-// file of Options.PreCreate, behind the early stats of names.
-func createAfter(names []string) uint32 { return uint32(earlyID + len(names)) }
+// file of Options.PreCreate, behind the early stats and lstats of names.
+func createAfter(names []string) uint32 { return uint32(earlyID + 2*len(names)) }
 
 // earlyAnswer turns the reply of type typ (body after the id) to the
-// stat of name into what Stat returns, or false when Stat should ask.
+// stat or lstat of name into what Stat or Lstat returns, or false when it
+// should ask.
 func earlyAnswer(typ byte, body []byte, name string) (earlyStat, bool) {
 	switch typ {
 	case fxpAttrs:
@@ -159,7 +180,7 @@ func earlyAnswer(typ byte, body []byte, name string) (earlyStat, bool) {
 		if err != nil {
 			return earlyStat{}, false
 		}
-		fi.name = path.Base(name) // as pkg/sftp's Stat names it
+		fi.name = path.Base(name) // as pkg/sftp's Stat and Lstat name it
 		return earlyStat{fi: fi}, true
 	case fxpStatus:
 		if len(body) >= 4 && binary.BigEndian.Uint32(body) == fxNoSuchFile {

@@ -71,6 +71,41 @@ func TestEarlyStatAnswersFirstStat(t *testing.T) {
 	}
 }
 
+// TestEarlyLstat: the start's LSTAT of a name answers the end's first
+// Lstat of it, before or after its Stats, the link itself and not what
+// it points to; another request first, and it is asked again.
+func TestEarlyLstat(t *testing.T) {
+	srv := sshtest.Start(t, sshtest.Options{})
+	name, link := filepath.Join(srv.Root, "f"), filepath.Join(srv.Root, "l")
+	if err := os.WriteFile(name, []byte("four"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("f", link); err != nil {
+		t.Fatal(err)
+	}
+	end := openEndStat(t, srv, link)
+	// Replaced after the start: the answers are the start's.
+	os.Remove(link)
+	if err := os.WriteFile(link, []byte("a file now"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := end.Stat(link); err != nil || fi.Size() != 4 || !fi.Mode().IsRegular() {
+		t.Errorf("stat of the link: %v, %v; want the start's 4-byte file it pointed to", fi, err)
+	}
+	if fi, err := end.Lstat(link); err != nil || fi.Mode()&fs.ModeSymlink == 0 || fi.Name() != "l" {
+		t.Errorf("lstat of the link: %v, %v; want the start's link", fi, err)
+	}
+	if fi, err := end.Stat(link); err != nil || fi.Size() != 4 {
+		t.Errorf("stat after the lstat: %v, %v; want the start's answer still", fi, err)
+	}
+	if err := end.Mkdir(filepath.Join(srv.Root, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := end.Lstat(link); err != nil || !fi.Mode().IsRegular() || fi.Size() != 10 {
+		t.Errorf("lstat after a mkdir: %v, %v; want the file there now", fi, err)
+	}
+}
+
 func TestEarlyStatMissing(t *testing.T) {
 	srv := sshtest.Start(t, sshtest.Options{})
 	name := filepath.Join(srv.Root, "missing")
@@ -112,18 +147,25 @@ func TestReadStartInAnyOrder(t *testing.T) {
 	for _, v := range []uint64{1 << 20, 256 << 10, 128 << 10, 64} {
 		limits = binary.BigEndian.AppendUint64(limits, v)
 	}
-	noFile := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, earlyID), fxNoSuchFile)
-	noFile = appendString(appendString(noFile, "no such file"), "")
+	noFile := func(id uint32) []byte {
+		b := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(nil, id), fxNoSuchFile)
+		return sftpPacket(fxpStatus, appendString(appendString(b, "no such file"), ""))
+	}
+	stat, lstat := noFile(earlyID), noFile(earlyID+1)
+	cat := func(p ...[]byte) []byte { return bytes.Join(p, nil) }
 	for name, replies := range map[string][]byte{
-		"in order":   append(sftpPacket(fxpExtendedReply, limits), sftpPacket(fxpStatus, noFile)...),
-		"stat first": append(sftpPacket(fxpStatus, noFile), sftpPacket(fxpExtendedReply, limits)...),
+		"in order":    cat(sftpPacket(fxpExtendedReply, limits), stat, lstat),
+		"stat first":  cat(stat, lstat, sftpPacket(fxpExtendedReply, limits)),
+		"lstat first": cat(lstat, sftpPacket(fxpExtendedReply, limits), stat),
 	} {
 		lim, early, _, err := readStart(bytes.NewReader(replies), h, []string{"x"}, startFiles{})
 		if err != nil || lim.MaxRead != 256<<10 || lim.MaxWrite != 128<<10 {
 			t.Errorf("%s: limits %+v, %v; want read 256 KiB, write 128 KiB", name, lim, err)
 		}
-		if a, ok := early["x"]; !ok || !errors.Is(a.err, fs.ErrNotExist) {
-			t.Errorf("%s: early stat %+v, %t; want fs.ErrNotExist", name, a, ok)
+		for _, link := range []bool{false, true} {
+			if a, ok := early[earlyKey{"x", link}]; !ok || !errors.Is(a.err, fs.ErrNotExist) {
+				t.Errorf("%s: early stat (link %v) %+v, %t; want fs.ErrNotExist", name, link, a, ok)
+			}
 		}
 	}
 }

@@ -293,8 +293,8 @@ func FuzzStartAnswers(f *testing.F) {
 	limits := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(id(1), 256<<10), 261120), 261120)
 	ok := sftpPacket(fxpExtendedReply, binary.BigEndian.AppendUint64(limits, 0))
 	var all []byte
-	for _, p := range [][]byte{ok, status(2, 2), sftpPacket(fxpHandle, appendString(id(3), "\x00\x00\x00\x00")),
-		status(4, 0), attrs(5, 0o40755), status(6, 0)} {
+	for _, p := range [][]byte{ok, status(2, 2), status(3, 2), sftpPacket(fxpHandle, appendString(id(4), "\x00\x00\x00\x00")),
+		status(5, 0), attrs(6, 0o40755), status(7, 0)} {
 		all = append(all, p...)
 	}
 	f.Add(all)

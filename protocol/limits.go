@@ -61,7 +61,7 @@ func QueryLimits(conn *ssh.Client) (Limits, error) {
 // know it answers with a status, as SFTP asks of unknown extended
 // requests, and gets no other question. The stats of names go behind
 // it (early.go).
-func limitsSession(conn *ssh.Client, names []string, f startFiles) (ssh.Channel, Limits, map[string]earlyStat, startMade, error) {
+func limitsSession(conn *ssh.Client, names []string, f startFiles) (ssh.Channel, Limits, map[earlyKey]earlyStat, startMade, error) {
 	const id = 1
 	ask := sftpPacket(fxpExtended, appendString(binary.BigEndian.AppendUint32(nil, id), limitsExtension))
 	ahead := append([][]byte{ask, statRequests(names)}, f.packets(createAfter(names))...)

@@ -18,7 +18,12 @@ const hardlinkExt = "hardlink@openssh.com"
 
 // Lstat returns name's attributes without following a final symbolic
 // link.
-func (s *SFTP) Lstat(name string) (fs.FileInfo, error) { return s.lstat(name) }
+func (s *SFTP) Lstat(name string) (fs.FileInfo, error) {
+	if a, ok := s.early.take(name, true); ok {
+		return a.fi, a.err
+	}
+	return s.lstat(name)
+}
 
 // Symlink creates name, a symbolic link whose target is the string
 // target, stored as given (relative targets stay relative).

@@ -13,6 +13,7 @@ const (
 	fxpClose    = 4
 	fxpRead     = 5
 	fxpWrite    = 6
+	fxpLstat    = 7
 	fxpFstat    = 8
 	fxpSetstat  = 9
 	fxpOpendir  = 11

@@ -143,18 +143,20 @@ func TestPreCreateUnused(t *testing.T) {
 // and a probe whose removal failed is left to remove.
 func TestReadStartPreCreate(t *testing.T) {
 	id, status, attrs := replyID, statusReply, attrsReply
-	handle := sftpPacket(fxpHandle, appendString(id(3), "h1"))
+	// Ids: 1 the limits, 2 and 3 the stat and lstat of /t, 4 the
+	// create, 5 to 7 the probe's mkdir, stat and rmdir.
+	handle := sftpPacket(fxpHandle, appendString(id(4), "h1"))
 	f := startFiles{create: "/c", probe: "/p"}
 	for _, tc := range []struct {
 		name    string
 		replies [][]byte
 		want    startMade
 	}{
-		{"made", [][]byte{status(1, 8), status(2, 2), handle, status(4, 0), attrs(5, 0o40750), status(6, 0)},
+		{"made", [][]byte{status(1, 8), status(2, 2), status(3, 2), handle, status(5, 0), attrs(6, 0o40750), status(7, 0)},
 			startMade{handle: "h1", mask: 0o027, maskKnown: true}},
-		{"reordered", [][]byte{handle, attrs(5, 0o40755), status(6, 0), status(4, 0), status(2, 2), status(1, 8)},
+		{"reordered", [][]byte{handle, attrs(6, 0o40755), status(7, 0), status(3, 2), status(5, 0), status(2, 2), status(1, 8)},
 			startMade{handle: "h1", mask: 0o022, maskKnown: true}},
-		{"rmdir failed", [][]byte{status(1, 8), status(2, 2), status(3, 4), status(4, 0), attrs(5, 0o40755), status(6, 3)},
+		{"rmdir failed", [][]byte{status(1, 8), status(2, 2), status(3, 2), status(4, 4), status(5, 0), attrs(6, 0o40755), status(7, 3)},
 			startMade{probeLeft: true}},
 	} {
 		var b []byte

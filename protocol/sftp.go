@@ -92,9 +92,10 @@ type Options struct {
 	Silent func(*ssh.Client) error
 	// Trace, when not nil, is told when the SFTP sessions are ready.
 	Trace *starttrace.Trace
-	// Stat names paths whose stat is asked for with the sessions' start
-	// (early.go): the end's first Stat, when it is of one of them, takes
-	// that answer instead of a round trip of its own.
+	// Stat names paths whose stat and lstat are asked for with the
+	// sessions' start (early.go): the end's first Stat or Lstat, when it
+	// is of one of them, takes that answer instead of a round trip of its
+	// own.
 	Stat []string
 }
 
@@ -221,7 +222,7 @@ func OpenSFTP(conn *ssh.Client, o Options) (*SFTP, error) {
 		p.adopt(spare)
 	}
 	if o.PreOpen != nil {
-		if a, ok := st.early[o.PreOpen.Name]; ok && a.err == nil && a.fi.Mode().IsRegular() {
+		if a, ok := st.early[earlyKey{o.PreOpen.Name, false}]; ok && a.err == nil && a.fi.Mode().IsRegular() {
 			o.PreOpen.regular.Store(true)
 		}
 	}
@@ -458,7 +459,7 @@ func (s *SFTP) Label() string { return s.label }
 func (s *SFTP) Changed() { s.early.drop() }
 
 func (s *SFTP) Stat(name string) (fs.FileInfo, error) {
-	if a, ok := s.early.take(name); ok {
+	if a, ok := s.early.take(name, false); ok {
 		return a.fi, a.err
 	}
 	var fi fs.FileInfo

@@ -20,8 +20,8 @@ import (
 type started struct {
 	c      *sftp.Client
 	limits Limits
-	spare  ssh.Channel          // the limits session, for the pool; nil when closed
-	early  map[string]earlyStat // the answers to the early stats
+	spare  ssh.Channel            // the limits session, for the pool; nil when closed
+	early  map[earlyKey]earlyStat // the answers to the early stats
 	// made is what the spare's requests for Options.PreCreate made.
 	made startMade
 }
@@ -33,7 +33,7 @@ func startSFTP(conn *ssh.Client, opts func(packet int) []sftp.ClientOption, name
 	type answer struct {
 		ch    ssh.Channel
 		lim   Limits
-		early map[string]earlyStat
+		early map[earlyKey]earlyStat
 		made  startMade
 		err   error
 	}
