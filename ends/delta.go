@@ -213,7 +213,7 @@ type session struct {
 // SignPatch is the helper's, with the attributes as this end's copy
 // gives them.
 func (s session) SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a protocol.PutAttrs,
-	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (delta.Stats, error) {
+	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (delta.Stats, fs.FileInfo, error) {
 	return s.DeltaClient.SignPatch(ctx, basis, basisSize, tmp, size,
 		helper.Attrs{SetMode: a.SetMode, Mode: a.Mode, SetTimes: a.SetTimes, Atime: a.Atime, Mtime: a.Mtime}, diff)
 }

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
+	"path"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,7 +33,8 @@ import (
 //	         an 'A' naming no temporary file rewrites the basis in place,
 //	         a 'D' flagged diffInPlace makes a delta for that
 //	reply:   a chunked stream (the signature, the delta), then 'K' and
-//	         the delta's counts, or 'X' and a message
+//	         the delta's counts (an 'A's then the rebuilt file's stat:
+//	         appendMade), or 'X' and a message
 //
 // An 'A' and a 'D' are both ways at once: the signature streams one way
 // while the delta, made of the blocks that have arrived, streams the
@@ -229,6 +232,55 @@ func readUint(r *bufio.Reader, limit uint64) (int64, error) {
 	return int64(n), nil
 }
 
+// appendMade appends to b what a push's answer says of the file it
+// rebuilt: its size, mode, modification time, owner and group.
+func appendMade(b []byte, fi fs.FileInfo) []byte {
+	uid, gid, _ := fileOwner(fi)
+	b = binary.AppendUvarint(b, uint64(fi.Size()))
+	b = binary.AppendUvarint(b, uint64(fi.Mode()))
+	b = binary.AppendVarint(b, fi.ModTime().Unix())
+	b = binary.AppendUvarint(b, uint64(fi.ModTime().Nanosecond()))
+	b = binary.AppendUvarint(b, uint64(uid))
+	return binary.AppendUvarint(b, uint64(gid))
+}
+
+// readMade reads what appendMade wrote of the file at name.
+func readMade(r *bufio.Reader, name string) (*Made, error) {
+	fr := fields{r: r}
+	m := &Made{name: path.Base(name)}
+	m.size = fr.uint(delta.MaxSize)
+	m.mode = fs.FileMode(fr.uint(math.MaxUint32))
+	sec, nsec := fr.int(), fr.uint(999_999_999)
+	m.mtime = time.Unix(sec, nsec)
+	m.uid, m.gid = int(fr.uint(math.MaxUint32)), int(fr.uint(math.MaxUint32))
+	if fr.err != nil {
+		return nil, fr.err
+	}
+	if !m.mode.IsRegular() {
+		return nil, fmt.Errorf("%w: a push made a file of mode %v", ErrDeltaProtocol, m.mode)
+	}
+	return m, nil
+}
+
+// Made is the stat of the file a push rebuilt, as the helper took it
+// once the file was whole. Its Sys is itself, whose Owner gives the
+// file's owner and group.
+type Made struct {
+	name     string
+	size     int64
+	mode     fs.FileMode
+	mtime    time.Time
+	uid, gid int
+}
+
+func (m *Made) Name() string                   { return m.name }
+func (m *Made) Size() int64                    { return m.size }
+func (m *Made) Mode() fs.FileMode              { return m.mode }
+func (m *Made) ModTime() time.Time             { return m.mtime }
+func (m *Made) IsDir() bool                    { return false }
+func (m *Made) Sys() any                       { return m }
+func (m *Made) Owner() (uid, gid int, ok bool) { return m.uid, m.gid, true }
+
 // DeltaError is the helper's message for a request it could not do. Its
 // text is the server's: escape it before it reaches a terminal.
 type DeltaError struct{ Message string }
@@ -314,26 +366,30 @@ const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 // signature's first n blocks are in) and writes the delta of the new
 // file, of size bytes, while the rest of the signature arrives. The
 // helper applies the delta as it comes, and gives the file a's mode and
-// times once it is whole. It returns the counts the helper
-// applied. An error of diff's that is not the signature's is returned as
-// it is, and the channel is given up: a delta cut short is not applied.
+// times once it is whole. It returns the counts the helper applied, and
+// the rebuilt file's stat as the helper took it then (Made). An error of
+// diff's that is not the signature's is returned as it is, and the
+// channel is given up: a delta cut short is not applied.
 func (c *DeltaClient) SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a Attrs,
-	diff func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error) (delta.Stats, error) {
+	diff func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error) (delta.Stats, fs.FileInfo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
-		return delta.Stats{}, errBroken
+		return delta.Stats{}, nil, errBroken
 	}
-	st, err := c.signPatch(ctx, basis, basisSize, tmp, size, a, diff)
+	st, made, err := c.signPatch(ctx, basis, basisSize, tmp, size, a, diff)
 	var de *DeltaError
 	if !errors.As(err, &de) {
 		c.breaks(err)
 	}
-	return st, err
+	if err != nil {
+		return st, nil, err
+	}
+	return st, made, nil
 }
 
 func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a Attrs,
-	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (delta.Stats, error) {
+	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (delta.Stats, *Made, error) {
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
 	req := appendString([]byte{opSignPatch}, basis)
@@ -359,10 +415,10 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 		req = binary.AppendVarint(req, a.Mtime.Unix())
 	}
 	if _, err := c.w.Write(req); err != nil {
-		return delta.Stats{}, err
+		return delta.Stats{}, nil, err
 	}
 	if err := c.w.Flush(); err != nil {
-		return delta.Stats{}, err
+		return delta.Stats{}, nil, err
 	}
 	// The signature is read on a goroutine of its own while the delta
 	// goes out from here.
@@ -412,27 +468,35 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 		// A delta cut short must not be applied: the channel goes.
 		c.c.Close()
 		<-read
-		return delta.Stats{}, derr
+		return delta.Stats{}, nil, derr
 	}
 	serr := <-read
 	if serr != nil && !in.done || serr == nil && derr != nil {
 		// Not the helper's end of it: the channel goes.
 		c.c.Close()
-		return delta.Stats{}, cmp.Or(serr, derr)
+		return delta.Stats{}, nil, cmp.Or(serr, derr)
 	}
 	// The delta's stream ends (a delta that wanted blocks the helper
 	// never sent, short), and the status says what became of it.
 	if err := out.end(); err != nil {
-		return delta.Stats{}, err
+		return delta.Stats{}, nil, err
 	}
 	if err := c.w.Flush(); err != nil {
-		return delta.Stats{}, err
+		return delta.Stats{}, nil, err
 	}
 	st, err := c.status()
-	if err == nil && serr != nil {
-		err = fmt.Errorf("%w: a patch applied without its whole signature", ErrDeltaProtocol)
+	if err != nil {
+		return st, nil, err
 	}
-	return st, err
+	if serr != nil {
+		return st, nil, fmt.Errorf("%w: a patch applied without its whole signature", ErrDeltaProtocol)
+	}
+	name := tmp
+	if name == "" {
+		name = basis
+	}
+	made, err := readMade(c.r, name)
+	return st, made, err
 }
 
 // Diff asks the helper for the delta that rebuilds the file at path on

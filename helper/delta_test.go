@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,13 +85,21 @@ func TestDeltaServicePush(t *testing.T) {
 	os.Remove(tmp)
 	mtime := time.Date(2025, 3, 4, 5, 6, 7, 890, time.UTC)
 	given := Attrs{SetMode: true, Mode: 0o640 | fs.ModeSetgid, SetTimes: true, Atime: mtime.Add(time.Hour), Mtime: mtime}
-	_, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(next)), given, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	var made fs.FileInfo
+	_, made, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(next)), given, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{Blocks: blocks})
 		return err
 	})
 	fi, serr := os.Lstat(tmp)
 	if err != nil || serr != nil || fi.Mode() != 0o640|fs.ModeSetgid || !fi.ModTime().Equal(mtime.Truncate(time.Second)) {
-		t.Errorf("a push given mode and times: %v; the file %v, %v (%v)", err, fi.Mode(), fi.ModTime(), serr)
+		t.Fatalf("a push given mode and times: %v; the file %v, %v (%v)", err, fi.Mode(), fi.ModTime(), serr)
+	}
+	// The answer holds the file's stat as the helper took it.
+	uid, gid, ok := protocolOwner(made)
+	if made.Name() != filepath.Base(tmp) || made.Size() != fi.Size() || made.Mode() != fi.Mode() || !made.ModTime().Equal(fi.ModTime()) ||
+		!ok || uid != os.Getuid() || gid != int(fi.Sys().(*syscall.Stat_t).Gid) {
+		t.Errorf("the answer's stat: %s %d %v %v %d:%d, want the file's %d %v %v, owner %d", made.Name(), made.Size(), made.Mode(), made.ModTime(), uid, gid,
+			fi.Size(), fi.Mode(), fi.ModTime(), os.Getuid())
 	}
 
 	// Requests the helper cannot do are answered, leave no temporary
@@ -130,7 +139,7 @@ func TestDeltaServicePush(t *testing.T) {
 	os.Remove(tmp)
 	other := randomBytes(2, len(old))
 	wrong, _ := delta.Sign(ctx, bytes.NewReader(other), int64(len(other)), delta.BlockSize(int64(len(old))))
-	_, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(other)), Attrs{}, func(_ *delta.Signature, _ func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	_, _, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(other)), Attrs{}, func(_ *delta.Signature, _ func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		_, err := delta.Diff(ctx, wrong, bytes.NewReader(other), int64(len(other)), w, delta.DiffOptions{})
 		return err
 	})
@@ -153,7 +162,7 @@ func TestDeltaServicePush(t *testing.T) {
 	defer c.Close()
 	stop := errors.New("stopped diffing")
 	os.Remove(tmp)
-	_, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(next)), Attrs{}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	_, _, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(next)), Attrs{}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		w.Write([]byte("the start of a delta"))
 		return stop
 	})
@@ -171,7 +180,7 @@ func TestDeltaServicePush(t *testing.T) {
 // applied what the helper did.
 func signPatch(ctx context.Context, c *DeltaClient, basis string, basisSize int64, tmp string, next []byte, o delta.DiffOptions) (sent, applied delta.Stats, err error) {
 	o.InPlace = tmp == ""
-	applied, err = c.SignPatch(ctx, basis, basisSize, tmp, int64(len(next)), Attrs{}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	applied, _, err = c.SignPatch(ctx, basis, basisSize, tmp, int64(len(next)), Attrs{}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		o.Blocks = blocks
 		var err error
 		sent, err = delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, o)
@@ -188,6 +197,15 @@ func inStep(ctx context.Context, c *DeltaClient, path string, size int64) error 
 		err = errs[0]
 	}
 	return err
+}
+
+// protocolOwner is the owner Made gives, as the engine reads it.
+func protocolOwner(fi fs.FileInfo) (uid, gid int, ok bool) {
+	o, ok := fi.Sys().(interface{ Owner() (int, int, bool) })
+	if !ok {
+		return 0, 0, false
+	}
+	return o.Owner()
 }
 
 func isDeltaError(err error) bool {
@@ -265,7 +283,7 @@ func TestDeltaServiceInPlace(t *testing.T) {
 	}
 	// A delta made for a fresh file is refused over the basis, and the
 	// service goes on.
-	_, err = c.SignPatch(ctx, basis, int64(len(next)), "", int64(len(swapped)), Attrs{}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	_, _, err = c.SignPatch(ctx, basis, int64(len(next)), "", int64(len(swapped)), Attrs{}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		_, err := delta.Diff(ctx, sig, bytes.NewReader(swapped), int64(len(swapped)), w, delta.DiffOptions{RangeLen: 1 << 20, Blocks: blocks})
 		return err
 	})
@@ -817,7 +835,7 @@ func TestSignatureStreams(t *testing.T) {
 	timeout := time.AfterFunc(time.Minute, func() { close(f.release) })
 	next := make([]byte, 1<<20)
 	tmp := filepath.Join(t.TempDir(), "t")
-	st, err := c.SignPatch(ctx, "f", size, tmp, int64(len(next)), Attrs{}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	st, _, err := c.SignPatch(ctx, "f", size, tmp, int64(len(next)), Attrs{}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		if _, err := blocks(ctx, first); err != nil {
 			return err
 		}

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"io/fs"
 	"testing"
+	"time"
 
 	"github.com/hpncp/hpncp/delta"
 	"github.com/hpncp/hpncp/internal/filter"
@@ -37,6 +39,8 @@ func FuzzDeltaReplies(f *testing.F) {
 		return append(b.Bytes(), status...)
 	}
 	f.Add(uint8(0), chunked(sigWire.Bytes(), "K\x00\x00\x00"))
+	// A push's answer: the counts, then the rebuilt file's stat.
+	f.Add(uint8(0), chunked(sigWire.Bytes(), "K\x00\x00\x00"+string(appendMade(nil, madeOf(10, 0o644)))))
 	f.Add(uint8(1), chunked(nil, "X\x05nope!"))
 	f.Add(uint8(2), chunked(deltaWire.Bytes(), "K\x07\x80\x17\x01"))
 	f.Add(uint8(1), chunked(nil, "K\x00\x00\x00"))
@@ -99,6 +103,11 @@ func FuzzDeltaReplies(f *testing.F) {
 			})
 		}
 	})
+}
+
+// madeOf is a regular file's stat of size and mode, owned by 1000:1000.
+func madeOf(size int64, mode fs.FileMode) fs.FileInfo {
+	return &Made{name: "t", size: size, mode: mode, mtime: time.Unix(1700000000, 5), uid: 1000, gid: 1000}
 }
 
 type discardAt struct{}

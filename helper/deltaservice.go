@@ -81,10 +81,11 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 			return err
 		}
 		var st delta.Stats
+		var made fs.FileInfo // the file a push rebuilt
 		var rerr error
 		switch op {
 		case opSignPatch:
-			st, rerr, err = serveSignPatch(ctx, r, w, files)
+			st, made, rerr, err = serveSignPatch(ctx, r, w, files)
 		case opDiff:
 			st, rerr, err = serveDiff(ctx, r, w, files, &gov)
 		case opSums, opSHA:
@@ -111,6 +112,9 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 			for _, v := range []int64{st.Literal, st.Matched, int64(st.Ranges)} {
 				w.Write(binary.AppendUvarint(nil, uint64(v)))
 			}
+			if op == opSignPatch {
+				w.Write(appendMade(nil, made))
+			}
 		}
 		if err := w.Flush(); err != nil {
 			return err
@@ -127,7 +131,7 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 // it is matched against have arrived, so that the delta flows while the
 // rest of the basis is signed; in place, a range's blocks are read here
 // before its delta, made of them, can come back and write over them.
-func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
+func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, made fs.FileInfo, rerr, err error) {
 	fr := fields{r: r}
 	basis, basisSize := fr.path(), fr.uint(delta.MaxSize)
 	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(patchZstd|patchMode|patchTimes)
@@ -139,7 +143,7 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 		a.SetTimes, a.Atime, a.Mtime = true, time.Unix(fr.int(), 0), time.Unix(fr.int(), 0)
 	}
 	if fr.err != nil {
-		return st, nil, fr.err
+		return st, nil, nil, fr.err
 	}
 	in := &chunkReader{r: r}
 	p, rerr := openPatch(files, basis, basisSize, tmp, size)
@@ -193,16 +197,19 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 		// client for want of its blocks, failed for that.
 		rerr = serr
 	}
+	if rerr == nil && derr == nil && ew.err == nil {
+		made, rerr = p.stat()
+	}
 	if cerr := p.close(rerr == nil && derr == nil && ew.err == nil); rerr == nil {
 		rerr = cerr
 	}
 	switch {
 	case derr != nil:
-		return st, nil, derr
+		return st, nil, nil, derr
 	case ew.err != nil:
-		return st, nil, ew.err
+		return st, nil, nil, ew.err
 	}
-	return st, rerr, nil
+	return st, made, rerr, nil
 }
 
 // A patch is a push's files open on the helper: the basis, and where the
@@ -297,6 +304,19 @@ func (p *patch) setAttrs(a Attrs) error {
 		return p.files.Chtimes(name, a.Atime, a.Mtime)
 	}
 	return nil
+}
+
+// stat is the new file's stat, once it is whole.
+func (p *patch) stat() (fs.FileInfo, error) {
+	var f any = p.out
+	if p.inPlace != nil {
+		f = p.inPlace
+	}
+	st, ok := f.(interface{ Stat() (fs.FileInfo, error) })
+	if !ok {
+		return nil, errors.New("cannot stat the new file here")
+	}
+	return st.Stat()
 }
 
 // close closes the files, and, unless the new file was made (ok),

@@ -451,6 +451,13 @@ func (r *runner) sendFiles(ctx context.Context, cs []*Change) {
 // learnOwner looks at one file the run created to learn who owns what
 // the receiving end creates.
 func (r *runner) learnOwner(cs []*Change) {
+	if e := r.res.Engine; e != nil && e.Made != nil {
+		// The engine saw one as it made it.
+		if uid, gid, ok := transfer.OwnerOf(e.Made); ok {
+			r.ownerKnown, r.ownUID, r.ownGID = true, uid, gid
+			return
+		}
+	}
 	for _, c := range cs {
 		if fi, err := lstat(r.dstPath(c.Name)); err == nil {
 			if uid, gid, ok := transfer.OwnerOf(fi); ok {

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -91,5 +92,31 @@ func TestLinkTimesOverSFTP(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// ownerInfo is a stat whose Sys gives an owner, as a helper's answer.
+type ownerInfo struct {
+	fs.FileInfo
+	uid, gid int
+}
+
+func (o ownerInfo) Sys() any                       { return o }
+func (o ownerInfo) Owner() (uid, gid int, ok bool) { return o.uid, o.gid, true }
+
+// TestLearnOwnerFromEngine: who owns the files the run makes is taken
+// from the stat the engine saw of one (a push's helper answers with it),
+// without a look of its own; with none, nothing is known of a run that
+// made nothing.
+func TestLearnOwnerFromEngine(t *testing.T) {
+	r := &runner{res: &Result{Engine: &transfer.Result{Made: ownerInfo{uid: 1234, gid: 567}}}}
+	r.learnOwner(nil)
+	if !r.ownerKnown || r.ownUID != 1234 || r.ownGID != 567 {
+		t.Errorf("owner learnt %v %d:%d, want 1234:567 from the engine", r.ownerKnown, r.ownUID, r.ownGID)
+	}
+	r = &runner{res: &Result{Engine: &transfer.Result{}}}
+	r.learnOwner(nil)
+	if r.ownerKnown {
+		t.Errorf("owner learnt from nothing: %d:%d", r.ownUID, r.ownGID)
 	}
 }

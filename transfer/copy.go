@@ -152,6 +152,9 @@ type Result struct {
 	DeltaFiles int
 	Literal    int64
 	Matched    int64
+	// Made, when not nil, is the stat of a file the run made at the
+	// target, taken there: whose its new files are.
+	Made fs.FileInfo
 }
 
 // maxDepth bounds recursion where no loop is seen (loop.go): a server

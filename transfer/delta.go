@@ -30,9 +30,9 @@ type DeltaSession interface {
 	// signature as it is made, and diff, handed its header and its
 	// blocks as they arrive, writes the delta of the file of size
 	// bytes meanwhile. Once the file is whole it is given a's mode and
-	// times (SetMode, SetTimes).
+	// times (SetMode, SetTimes), and its stat is returned.
 	SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a protocol.PutAttrs,
-		diff func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error) (delta.Stats, error)
+		diff func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error) (delta.Stats, fs.FileInfo, error)
 	// Diff hands apply the delta that rebuilds the regular file of size
 	// bytes at path from the basis sig describes, made to be applied over
 	// the basis when inPlace.
@@ -126,6 +126,7 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 		st       delta.Stats
 		tmp      = dst.Path // over the target in place (--inplace)
 		finished bool
+		made     fs.FileInfo // a push's new file, as the helper found it
 	)
 	attrs := func() fileAttrs {
 		return c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
@@ -144,7 +145,7 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 	}
 	switch {
 	case c.opts.InPlace && push:
-		st, err = c.pushDelta(ctx, s, src, dst, si, existing, "", applied)
+		st, made, err = c.pushDelta(ctx, s, src, dst, si, existing, "", applied)
 	case c.opts.InPlace:
 		var f UpdateFile
 		if f, err = openUpdate(dst.FS, dst.Path, existing.Size()); err != nil {
@@ -161,7 +162,7 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 		// end could over SFTP, and removes it if it fails. Given up
 		// part way, it may have left it.
 		tmp = dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
-		st, err = c.pushDelta(ctx, s, src, dst, si, existing, tmp, applied)
+		st, made, err = c.pushDelta(ctx, s, src, dst, si, existing, tmp, applied)
 		if err == nil || s.Broken() {
 			defer func() {
 				if !finished {
@@ -238,15 +239,15 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 			return verr
 		}
 	}
-	// The helper answered once it held the new file whole, its mode
-	// given (or, a temporary file it made, 0600): its stat is known
-	// without asking.
-	var made fs.FileInfo
-	switch {
-	case applied != nil:
-		made = helperMade{name: dst.FS.Base(tmp), size: si.Size(), mode: applied.mode}
-	case push && tmp != dst.Path:
-		made = helperMade{name: dst.FS.Base(tmp), size: si.Size(), mode: 0o600}
+	// A push's helper answered with the new file's stat, taken once it
+	// was whole: the finish need not ask for it, and the run learns
+	// from it who owns the files it makes there.
+	if made != nil {
+		c.record(func(r *Result) {
+			if r.Made == nil {
+				r.Made = made
+			}
+		})
 	}
 	if err := (tempFile{dst: dst, tmp: tmp, op: op, applied: applied}).finish(ctx, si.Size(), made, attrs, check); err != nil {
 		return true, err
@@ -261,21 +262,6 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 	c.done(src, dst, si.Size(), 0, sum, start)
 	return true, nil
 }
-
-// helperMade is the FileInfo of a temporary file a helper made and
-// rebuilt a file in.
-type helperMade struct {
-	name string
-	size int64
-	mode fs.FileMode
-}
-
-func (h helperMade) Name() string       { return h.name }
-func (h helperMade) Size() int64        { return h.size }
-func (h helperMade) Mode() fs.FileMode  { return h.mode }
-func (h helperMade) ModTime() time.Time { return time.Time{} }
-func (h helperMade) IsDir() bool        { return false }
-func (h helperMade) Sys() any           { return nil }
 
 // compressor is a delta session whose deltas may go compressed.
 type compressor interface{ Compress(on bool) }
@@ -323,10 +309,10 @@ func openAt(fsys FS, name string, size int64) (io.ReaderAt, io.Closer, error) {
 // only, as soon as they are there; for a fresh file, each range first
 // against the blocks near it: delta.DiffOptions.Blocks), and applied as
 // it comes.
-func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, tmp string, a *fileAttrs) (delta.Stats, error) {
+func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, tmp string, a *fileAttrs) (delta.Stats, fs.FileInfo, error) {
 	f, closer, err := openAt(src.FS, src.Path, si.Size())
 	if err != nil {
-		return delta.Stats{}, &localDeltaError{err}
+		return delta.Stats{}, nil, &localDeltaError{err}
 	}
 	defer closer.Close()
 	// The diff fails for this end's file (which the file going whole
@@ -337,14 +323,14 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	if a != nil {
 		put = protocol.PutAttrs{SetMode: true, Mode: a.mode, SetTimes: a.times, Atime: a.atime, Mtime: a.mtime}
 	}
-	st, err := s.SignPatch(ctx, dst.Path, existing.Size(), tmp, si.Size(), put, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	st, made, err := s.SignPatch(ctx, dst.Path, existing.Size(), tmp, si.Size(), put, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		_, err := delta.Diff(ctx, sig, local, si.Size(), w, delta.DiffOptions{InPlace: tmp == "", Blocks: blocks})
 		return err
 	})
 	if lerr := local.failed(); lerr != nil {
-		return st, &localDeltaError{lerr}
+		return st, nil, &localDeltaError{lerr}
 	}
-	return st, err
+	return st, made, err
 }
 
 // readsOf reads r, a file of size bytes, keeping its first failure: an
