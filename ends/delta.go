@@ -212,10 +212,10 @@ type session struct {
 
 // SignPatch is the helper's, with the attributes as this end's copy
 // gives them.
-func (s session) SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a protocol.PutAttrs,
+func (s session) SignPatch(ctx context.Context, basis string, basisSize int64, tmp, final string, size int64, a protocol.PutAttrs,
 	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (delta.Stats, fs.FileInfo, error) {
 	return s.DeltaClient.SignPatch(ctx, basis, basisSize, tmp, size,
-		helper.Attrs{SetMode: a.SetMode, Mode: a.Mode, SetTimes: a.SetTimes, Atime: a.Atime, Mtime: a.Mtime}, diff)
+		helper.Attrs{SetMode: a.SetMode, Mode: a.Mode, SetTimes: a.SetTimes, Atime: a.Atime, Mtime: a.Mtime, RenameTo: final}, diff)
 }
 
 func (s session) Walk(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune) (map[string][]fs.FileInfo, map[string]string, error) {

@@ -43,8 +43,9 @@ import (
 // it (-z).
 //
 // An 'A' may carry after its flags the mode and times the rebuilt file
-// is given before the status: the client's finish then has only the
-// rename left to ask for.
+// is given before the status, and the name it then takes in place of
+// the temporary one: the client's finish then has nothing left to ask
+// for.
 //
 // A 'W' (follow) names a file and its size, then streams uvarints, each
 // how many of the file's first bytes are written by now; the reply is
@@ -86,6 +87,9 @@ const (
 	// follow them, which the helper gives the file once it is whole.
 	patchMode  = 2
 	patchTimes = 4
+	// patchRename, in a push's flags, says a path follows its times,
+	// which the helper renames the new file to once it is whole.
+	patchRename = 8
 
 	maxChunk   = 1 << 20
 	maxPathLen = 64 << 10
@@ -352,6 +356,9 @@ type Attrs struct {
 	Mode         fs.FileMode // of modeBits
 	SetTimes     bool
 	Atime, Mtime time.Time
+	// RenameTo, when not "", is the name the new file then takes in
+	// place of the temporary one, replacing what is there.
+	RenameTo string
 }
 
 // modeBits are the mode bits Attrs set.
@@ -406,6 +413,9 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 	if a.SetTimes {
 		flags |= patchTimes
 	}
+	if a.RenameTo != "" && tmp != "" {
+		flags |= patchRename
+	}
 	req = binary.AppendUvarint(req, flags)
 	if a.SetMode {
 		req = binary.AppendUvarint(req, uint64(a.Mode&modeBits))
@@ -413,6 +423,9 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 	if a.SetTimes {
 		req = binary.AppendVarint(req, a.Atime.Unix())
 		req = binary.AppendVarint(req, a.Mtime.Unix())
+	}
+	if flags&patchRename != 0 {
+		req = appendString(req, a.RenameTo)
 	}
 	if _, err := c.w.Write(req); err != nil {
 		return delta.Stats{}, nil, err
@@ -492,7 +505,10 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 		return st, nil, fmt.Errorf("%w: a patch applied without its whole signature", ErrDeltaProtocol)
 	}
 	name := tmp
-	if name == "" {
+	switch {
+	case flags&patchRename != 0:
+		name = a.RenameTo
+	case name == "":
 		name = basis
 	}
 	made, err := readMade(c.r, name)

@@ -102,6 +102,28 @@ func TestDeltaServicePush(t *testing.T) {
 			fi.Size(), fi.Mode(), fi.ModTime(), os.Getuid())
 	}
 
+	// Given a name, the helper renames the file there once it is whole;
+	// one it cannot rename to fails the request and leaves nothing.
+	os.Remove(tmp)
+	final := filepath.Join(dir, "final")
+	_, made, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(next)), Attrs{RenameTo: final}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+		_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{Blocks: blocks})
+		return err
+	})
+	if got, _ := os.ReadFile(final); err != nil || !bytes.Equal(got, next) || made.Name() != "final" {
+		t.Errorf("a push renamed into place: %v, %d bytes, named %q", err, len(got), made.Name())
+	}
+	if _, err := os.Lstat(tmp); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the temporary name after the rename: %v", err)
+	}
+	_, _, err = c.SignPatch(ctx, basis, int64(len(old)), tmp, int64(len(next)), Attrs{RenameTo: filepath.Join(dir, "no", "such")}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+		_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{Blocks: blocks})
+		return err
+	})
+	if _, serr := os.Lstat(tmp); !isDeltaError(err) || !errors.Is(serr, fs.ErrNotExist) {
+		t.Errorf("a rename that failed: %v; the temporary file: %v", err, serr)
+	}
+
 	// Requests the helper cannot do are answered, leave no temporary
 	// file, and the service goes on.
 	os.Remove(tmp)

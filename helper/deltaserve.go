@@ -73,6 +73,8 @@ func (osFiles) CreateTemp(path string) (WriteAtCloser, error) {
 
 func (osFiles) Remove(path string) error { return os.Remove(path) }
 
+func (osFiles) Rename(oldpath, newpath string) error { return os.Rename(oldpath, newpath) }
+
 func (osFiles) Chtimes(path string, atime, mtime time.Time) error {
 	a, err := unix.TimeToTimespec(atime)
 	if err != nil {

@@ -46,6 +46,9 @@ type DeltaFiles interface {
 	Remove(path string) error
 	// Chtimes sets the times of the file at path, not following a link.
 	Chtimes(path string, atime, mtime time.Time) error
+	// Rename renames the file at oldpath to newpath, replacing what is
+	// there.
+	Rename(oldpath, newpath string) error
 	// OpenUpdate opens the regular file at path, which must be size
 	// bytes, to be rewritten in place.
 	OpenUpdate(path string, size int64) (UpdateFile, error)
@@ -134,13 +137,17 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, made fs.FileInfo, rerr, err error) {
 	fr := fields{r: r}
 	basis, basisSize := fr.path(), fr.uint(delta.MaxSize)
-	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(patchZstd|patchMode|patchTimes)
+	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(patchZstd|patchMode|patchTimes|patchRename)
 	var a Attrs
 	if flags&patchMode != 0 {
 		a.SetMode, a.Mode = true, fs.FileMode(fr.uint(uint64(modeBits)))&modeBits
 	}
 	if flags&patchTimes != 0 {
 		a.SetTimes, a.Atime, a.Mtime = true, time.Unix(fr.int(), 0), time.Unix(fr.int(), 0)
+	}
+	final := "" // where the new file goes once whole
+	if flags&patchRename != 0 {
+		final = fr.path()
 	}
 	if fr.err != nil {
 		return st, nil, nil, fr.err
@@ -202,6 +209,13 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 	}
 	if cerr := p.close(rerr == nil && derr == nil && ew.err == nil); rerr == nil {
 		rerr = cerr
+	}
+	if rerr == nil && derr == nil && ew.err == nil && final != "" && tmp != "" {
+		// Whole, its mode and times given: it takes the target's name,
+		// as the client's finish would have given it.
+		if rerr = files.Rename(tmp, final); rerr != nil {
+			files.Remove(tmp)
+		}
 	}
 	switch {
 	case derr != nil:

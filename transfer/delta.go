@@ -30,8 +30,9 @@ type DeltaSession interface {
 	// signature as it is made, and diff, handed its header and its
 	// blocks as they arrive, writes the delta of the file of size
 	// bytes meanwhile. Once the file is whole it is given a's mode and
-	// times (SetMode, SetTimes), and its stat is returned.
-	SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a protocol.PutAttrs,
+	// times (SetMode, SetTimes) and, final not "", renamed from tmp to
+	// final; its stat is returned.
+	SignPatch(ctx context.Context, basis string, basisSize int64, tmp, final string, size int64, a protocol.PutAttrs,
 		diff func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error) (delta.Stats, fs.FileInfo, error)
 	// Diff hands apply the delta that rebuilds the regular file of size
 	// bytes at path from the basis sig describes, made to be applied over
@@ -127,6 +128,7 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 		tmp      = dst.Path // over the target in place (--inplace)
 		finished bool
 		made     fs.FileInfo // a push's new file, as the helper found it
+		renamed  bool        // the helper renamed it into place
 	)
 	attrs := func() fileAttrs {
 		return c.finalAttrs(attrsOf(si), existing, func() fs.FileMode {
@@ -145,7 +147,7 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 	}
 	switch {
 	case c.opts.InPlace && push:
-		st, made, err = c.pushDelta(ctx, s, src, dst, si, existing, "", applied)
+		st, made, err = c.pushDelta(ctx, s, src, dst, si, existing, "", "", applied)
 	case c.opts.InPlace:
 		var f UpdateFile
 		if f, err = openUpdate(dst.FS, dst.Path, existing.Size()); err != nil {
@@ -162,7 +164,14 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 		// end could over SFTP, and removes it if it fails. Given up
 		// part way, it may have left it.
 		tmp = dst.FS.Join(dst.FS.Dir(dst.Path), TempName(dst.FS.Base(dst.Path)))
-		st, made, err = c.pushDelta(ctx, s, src, dst, si, existing, tmp, applied)
+		// With nothing left to check, the helper gives the file the
+		// target's name too, as the finish would have.
+		final := ""
+		if !c.opts.Verify {
+			final = dst.Path
+		}
+		st, made, err = c.pushDelta(ctx, s, src, dst, si, existing, tmp, final, applied)
+		renamed = err == nil && final != ""
 		if err == nil || s.Broken() {
 			defer func() {
 				if !finished {
@@ -249,7 +258,11 @@ func (c *copier) copyDelta(ctx context.Context, src, dst Endpoint, si, existing 
 			}
 		})
 	}
-	if err := (tempFile{dst: dst, tmp: tmp, op: op, applied: applied}).finish(ctx, si.Size(), made, attrs, check); err != nil {
+	finish := tempFile{dst: dst, tmp: tmp, op: op, applied: applied}
+	if renamed {
+		finish.tmp = dst.Path // in place now: nothing to rename
+	}
+	if err := finish.finish(ctx, si.Size(), made, attrs, check); err != nil {
 		return true, err
 	}
 	finished = true
@@ -309,7 +322,7 @@ func openAt(fsys FS, name string, size int64) (io.ReaderAt, io.Closer, error) {
 // only, as soon as they are there; for a fresh file, each range first
 // against the blocks near it: delta.DiffOptions.Blocks), and applied as
 // it comes.
-func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, tmp string, a *fileAttrs) (delta.Stats, fs.FileInfo, error) {
+func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, tmp, final string, a *fileAttrs) (delta.Stats, fs.FileInfo, error) {
 	f, closer, err := openAt(src.FS, src.Path, si.Size())
 	if err != nil {
 		return delta.Stats{}, nil, &localDeltaError{err}
@@ -323,7 +336,7 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	if a != nil {
 		put = protocol.PutAttrs{SetMode: true, Mode: a.mode, SetTimes: a.times, Atime: a.atime, Mtime: a.mtime}
 	}
-	st, made, err := s.SignPatch(ctx, dst.Path, existing.Size(), tmp, si.Size(), put, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+	st, made, err := s.SignPatch(ctx, dst.Path, existing.Size(), tmp, final, si.Size(), put, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		_, err := delta.Diff(ctx, sig, local, si.Size(), w, delta.DiffOptions{InPlace: tmp == "", Blocks: blocks})
 		return err
 	})

@@ -58,6 +58,8 @@ func (treeFiles) Remove(name string) error { return errors.New("read-only") }
 
 func (treeFiles) Chtimes(name string, atime, mtime time.Time) error { return errors.New("read-only") }
 
+func (treeFiles) Rename(oldname, newname string) error { return errors.New("read-only") }
+
 func (treeFiles) OpenUpdate(name string, size int64) (helper.UpdateFile, error) {
 	return nil, errors.New("read-only")
 }
