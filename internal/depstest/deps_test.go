@@ -98,7 +98,7 @@ var layers = []row{
 
 	// sync's semantics over the engine, and a run's ends opened.
 	{"mirror", []string{"transfer", "protocol", "delta", "internal/filter", "internal/slots", "internal/vis"}},
-	{"ends", []string{"transfer", "protocol", "protocol/scp", "sshconn", "window", "helper",
+	{"ends", []string{"transfer", "protocol", "protocol/scp", "sshconn", "window", "helper", "delta",
 		"internal/filter", "internal/starttrace", "internal/vis", "golang.org/x/crypto"}},
 
 	// What one run is, under the CLI: a copy, a sync or a remote shell
