@@ -2,6 +2,7 @@ package helper
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -204,24 +205,23 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 		// client for want of its blocks, failed for that.
 		rerr = serr
 	}
-	if rerr == nil && derr == nil && ew.err == nil {
+	if derr != nil || ew.err != nil {
+		// The channel failed: the service ends.
+		p.close(false)
+		return st, nil, nil, cmp.Or(derr, ew.err)
+	}
+	if rerr == nil {
 		made, rerr = p.stat()
 	}
-	if cerr := p.close(rerr == nil && derr == nil && ew.err == nil); rerr == nil {
+	if cerr := p.close(rerr == nil); rerr == nil {
 		rerr = cerr
 	}
-	if rerr == nil && derr == nil && ew.err == nil && final != "" && tmp != "" {
+	if rerr == nil && final != "" && tmp != "" {
 		// Whole, its mode and times given: it takes the target's name,
 		// as the client's finish would have given it.
 		if rerr = files.Rename(tmp, final); rerr != nil {
 			files.Remove(tmp)
 		}
-	}
-	switch {
-	case derr != nil:
-		return st, nil, nil, derr
-	case ew.err != nil:
-		return st, nil, nil, ew.err
 	}
 	return st, made, rerr, nil
 }
@@ -230,15 +230,14 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 // new file goes (the temporary file made for it, a clone of the basis
 // where the file system shares blocks, or the basis itself in place).
 type patch struct {
-	files   DeltaFiles
-	basis   ReadAtCloser
-	inPlace UpdateFile
-	out     WriteAtCloser
-	tmp     string
-	clone   *clone.Clone
-	size    int64 // the basis's
-	// basisName is the basis's path.
-	basisName string
+	files     DeltaFiles
+	basis     ReadAtCloser
+	inPlace   UpdateFile
+	out       WriteAtCloser
+	tmp       string
+	clone     *clone.Clone
+	size      int64  // the basis's
+	basisName string // the basis's path
 }
 
 // openPatch opens the basis of size basisSize, and makes tmp, or ("")

@@ -1,7 +1,6 @@
 package transfer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -330,7 +329,7 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	defer closer.Close()
 	// The diff fails for this end's file (which the file going whole
 	// would too) or for the signature (the helper's failure, for which
-	// it goes whole): src tells which.
+	// it goes whole): local tells which.
 	local := &readsOf{r: f, size: si.Size()}
 	var put protocol.PutAttrs
 	if a != nil {
@@ -374,75 +373,6 @@ func (l *readsOf) failed() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
-}
-
-// spoolMax bounds the delta a diff holds while its signature still
-// arrives.
-const spoolMax = 64 << 20
-
-// A spool is a pipe that holds up to max bytes written and not yet read.
-type spool struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
-	buf   bytes.Buffer
-	max   int
-	wrote bool  // the writer is done: err, or the end
-	err   error // the writer's
-	gone  bool  // the reader is done
-}
-
-func newSpool(ctx context.Context, max int) *spool {
-	sp := &spool{max: max}
-	sp.cond = sync.NewCond(&sp.mu)
-	context.AfterFunc(ctx, sp.closeRead)
-	return sp
-}
-
-func (sp *spool) Write(p []byte) (int, error) {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	for sp.buf.Len() > 0 && sp.buf.Len()+len(p) > sp.max && !sp.gone {
-		sp.cond.Wait()
-	}
-	if sp.gone {
-		return 0, io.ErrClosedPipe
-	}
-	sp.buf.Write(p)
-	sp.cond.Broadcast()
-	return len(p), nil
-}
-
-func (sp *spool) Read(p []byte) (int, error) {
-	sp.mu.Lock()
-	defer sp.mu.Unlock()
-	for sp.buf.Len() == 0 && !sp.wrote && !sp.gone {
-		sp.cond.Wait()
-	}
-	if sp.buf.Len() > 0 {
-		n, _ := sp.buf.Read(p)
-		sp.cond.Broadcast()
-		return n, nil
-	}
-	if sp.err != nil {
-		return 0, sp.err
-	}
-	return 0, io.EOF
-}
-
-// closeWrite ends what Read returns, with err or the end.
-func (sp *spool) closeWrite(err error) {
-	sp.mu.Lock()
-	sp.wrote, sp.err = true, err
-	sp.cond.Broadcast()
-	sp.mu.Unlock()
-}
-
-// closeRead has writes fail from now on.
-func (sp *spool) closeRead() {
-	sp.mu.Lock()
-	sp.gone = true
-	sp.cond.Broadcast()
-	sp.mu.Unlock()
 }
 
 // pullDelta signs the local target, read through basis, has the helper
