@@ -274,10 +274,11 @@ feed:
 }
 
 // diffNear diffs range r (length bytes from start) for a fresh file as
-// the signature (sig its block length and basis size) streams in (DiffOptions.Blocks): against the blocks near
-// it once they are there, its records held, and sent if they matched 7/8
-// of its bytes or more; else, or where the signature is all there
-// already, against the whole signature, its records sent as they come.
+// the signature (sig its block length and basis size) streams in
+// (DiffOptions.Blocks): against the blocks near it once they are there,
+// its records held, and sent if they matched 7/8 of its bytes or more;
+// else, or where the signature is all there already, against the whole
+// signature, its records sent as they come.
 func (m *matcher) diffNear(ctx context.Context, sig *Signature, r, start, length, rangeLen int64, wholeIndex func() (*index, error), blocks func(context.Context, int64) (*Signature, error), write func([]byte) error) (Stats, error) {
 	bl := int64(sig.BlockLen)
 	nb := Blocks(sig.Size, sig.BlockLen)

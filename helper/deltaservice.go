@@ -174,23 +174,19 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 		}
 		signed <- serr
 	}()
+	var from io.Reader = in
+	if rerr == nil && flags&patchZstd != 0 {
+		z, zerr := zstdIn(in)
+		if rerr = zerr; rerr == nil {
+			defer z.Close()
+			from = z
+		}
+	}
 	if rerr == nil {
-		var from io.Reader = in
-		if flags&patchZstd != 0 {
-			z, zerr := zstdIn(in)
-			if zerr != nil {
-				rerr = zerr
-			} else {
-				defer z.Close()
-				from = z
-			}
-		}
-		if rerr == nil {
-			st, rerr = p.apply(ctx, from, size)
-		}
-		if rerr == nil {
-			rerr = p.setAttrs(a)
-		}
+		st, rerr = p.apply(ctx, from, size)
+	}
+	if rerr == nil {
+		rerr = p.setAttrs(a)
 	}
 	if rerr != nil {
 		cancel() // the signature is of no use now
@@ -298,12 +294,17 @@ func (p *patch) apply(ctx context.Context, r io.Reader, size int64) (delta.Stats
 	return st, err
 }
 
+// written is the file the new one is written into, and its path.
+func (p *patch) written() (any, string) {
+	if p.inPlace != nil {
+		return p.inPlace, p.basisName
+	}
+	return p.out, p.tmp
+}
+
 // setAttrs gives the new file a's mode and times.
 func (p *patch) setAttrs(a Attrs) error {
-	f, name := p.out, p.tmp
-	if p.inPlace != nil {
-		f, name = p.inPlace, p.basisName
-	}
+	f, name := p.written()
 	if a.SetMode {
 		ch, ok := f.(interface{ Chmod(fs.FileMode) error })
 		if !ok {
@@ -321,10 +322,7 @@ func (p *patch) setAttrs(a Attrs) error {
 
 // stat is the new file's stat, once it is whole.
 func (p *patch) stat() (fs.FileInfo, error) {
-	var f any = p.out
-	if p.inPlace != nil {
-		f = p.inPlace
-	}
+	f, _ := p.written()
 	st, ok := f.(interface{ Stat() (fs.FileInfo, error) })
 	if !ok {
 		return nil, errors.New("cannot stat the new file here")
