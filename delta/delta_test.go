@@ -625,3 +625,94 @@ func TestFreshStreamedSignature(t *testing.T) {
 		})
 	}
 }
+
+// endsWriter closes past once the records written to it end a range
+// after the one named.
+type endsWriter struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	after int64
+	past  chan struct{}
+	once  sync.Once
+}
+
+func (w *endsWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	d := decoder{r: asByteReader(bytes.NewReader(w.b.Bytes()))}
+	if _, err := d.header(); err != nil {
+		return len(p), nil
+	}
+	for {
+		rec, err := d.next()
+		if err != nil || rec.kind == recDone {
+			return len(p), nil
+		}
+		if rec.kind == recEnd && rec.rng > w.after {
+			w.once.Do(func() { close(w.past) })
+		}
+	}
+}
+
+// A range that must wait for the whole signature (most of it new) is put
+// off, and holds no worker meanwhile: with one worker, the ranges after
+// it are diffed and sent while the signature's second half is held back,
+// which it is until they are.
+func TestPutOffRangeHoldsNoWorker(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(17, 18))
+	basis := random(rng, 4<<20)
+	next := bytes.Clone(basis)
+	copy(next[256<<10:], random(rng, 200<<10)) // range 1 mostly new
+	sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wire bytes.Buffer
+	WriteSignature(&wire, sig)
+	all := wire.Bytes()
+	out := &endsWriter{after: 2, past: make(chan struct{})}
+	pr, pw := io.Pipe()
+	held := make(chan error, 1)
+	go func() {
+		half := len(all) / 2
+		pw.Write(all[:half])
+		select {
+		case <-out.past:
+			held <- nil
+		case <-time.After(30 * time.Second):
+			held <- errors.New("no range after the one put off was sent with half the signature there")
+		}
+		pw.Write(all[half:])
+		pw.Close()
+	}()
+	sr, err := NewSignatureReader(pr, sig.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() { _, err := sr.Read(); read <- err }()
+	_, err = Diff(ctx, sr.Header(), bytes.NewReader(next), int64(len(next)), out,
+		DiffOptions{RangeLen: 256 << 10, Workers: 1, Blocks: sr.Wait})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	f := &memFile{}
+	h, st, err := Apply(ctx, &out.b, Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, f, int64(len(next)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(f.b[:h.Size], next) {
+		t.Fatal("rebuilt with a range put off: not the new file")
+	}
+	if st.Literal > 200<<10+2*int64(sig.BlockLen) {
+		t.Errorf("sent %d literal bytes for 200 KiB changed", st.Literal)
+	}
+}

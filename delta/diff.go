@@ -207,17 +207,36 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
-		next  = make(chan int64)
 		wg    sync.WaitGroup
 		total Stats
 	)
+	q := &rangeQueue{n: n, whole: make(chan struct{})}
+	// Once a range was put off, the whole signature's index is made as
+	// soon as the signature is all there, which the ranges put off are
+	// then taken first for.
+	var waitWhole sync.Once
+	putOff := func(r int64) {
+		waitWhole.Do(func() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wholeIndex()
+				close(q.whole)
+			}()
+		})
+		q.putOff(r)
+	}
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			m := matcher{x: x, src: src, size: size, inPlace: o.InPlace, buf: make([]byte, 0, litChunk+2*sig.BlockLen+(4<<20))}
 			m.out.flush = write
-			for r := range next {
+			for {
+				r, again, ok := q.take(ctx)
+				if !ok {
+					return
+				}
 				start := r * h.RangeLen
 				length := min(h.RangeLen, size-start)
 				if o.InPlace {
@@ -239,9 +258,19 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 					st  Stats
 					err error
 				)
-				if !o.InPlace && o.Blocks != nil {
-					st, err = m.diffNear(ctx, sig, r, start, length, h.RangeLen, wholeIndex, o.Blocks, write)
-				} else {
+				switch {
+				case again:
+					if m.x, err = wholeIndex(); err == nil {
+						st, err = m.diffRange(ctx, r, start, length)
+					}
+				case !o.InPlace && o.Blocks != nil:
+					var later bool
+					st, later, err = m.diffNear(ctx, sig, r, start, length, h.RangeLen, wholeIndex, o.Blocks, write)
+					if later && err == nil {
+						putOff(r)
+						continue
+					}
+				default:
 					st, err = m.diffRange(ctx, r, start, length)
 				}
 				if err != nil {
@@ -254,15 +283,6 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 			}
 		}()
 	}
-feed:
-	for r := int64(0); r < n; r++ {
-		select {
-		case next <- r:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
 	wg.Wait()
 	if err := context.Cause(ctx); err != nil {
 		return Stats{}, err
@@ -277,9 +297,11 @@ feed:
 // the signature (sig its block length and basis size) streams in
 // (DiffOptions.Blocks): against the blocks near it once they are there,
 // its records held, and sent if they matched 7/8 of its bytes or more;
-// else, or where the signature is all there already, against the whole
-// signature, its records sent as they come.
-func (m *matcher) diffNear(ctx context.Context, sig *Signature, r, start, length, rangeLen int64, wholeIndex func() (*index, error), blocks func(context.Context, int64) (*Signature, error), write func([]byte) error) (Stats, error) {
+// else (later) it is to be diffed again against the whole signature once
+// that is there, and nothing of it is sent. Where the signature is all
+// there already, it is diffed against all of it, its records sent as
+// they come.
+func (m *matcher) diffNear(ctx context.Context, sig *Signature, r, start, length, rangeLen int64, wholeIndex func() (*index, error), blocks func(context.Context, int64) (*Signature, error), write func([]byte) error) (st Stats, later bool, err error) {
 	bl := int64(sig.BlockLen)
 	nb := Blocks(sig.Size, sig.BlockLen)
 	span := rangeLen / bl
@@ -287,7 +309,7 @@ func (m *matcher) diffNear(ctx context.Context, sig *Signature, r, start, length
 	lo = min(lo, hi)
 	view, err := blocks(ctx, hi)
 	if err != nil {
-		return Stats{}, err
+		return Stats{}, false, err
 	}
 	if int64(len(view.Weak)) < nb {
 		var held []byte
@@ -299,16 +321,60 @@ func (m *matcher) diffNear(ctx context.Context, sig *Signature, r, start, length
 		st, err := m.diffRange(ctx, r, start, length)
 		m.out.flush = write
 		if err != nil {
-			return st, err
+			return st, false, err
 		}
 		if st.Literal*8 <= length {
-			return st, write(held)
+			return st, false, write(held)
 		}
+		return Stats{}, true, nil
 	}
 	if m.x, err = wholeIndex(); err != nil {
-		return Stats{}, err
+		return Stats{}, false, err
 	}
-	return m.diffRange(ctx, r, start, length)
+	st, err = m.diffRange(ctx, r, start, length)
+	return st, false, err
+}
+
+// A rangeQueue hands a delta's ranges to its workers: each in order, and
+// the ranges put off until the whole signature is there (diffNear's
+// later) once it is, before any other; or, with no other left, to wait
+// for it. A worker stops once there is none left: a range is put off
+// only by a worker, which then comes back for more.
+type rangeQueue struct {
+	mu    sync.Mutex
+	next  int64 // the next range in order
+	n     int64
+	later []int64
+	whole chan struct{} // closed once the whole signature's index is made
+}
+
+func (q *rangeQueue) take(ctx context.Context) (r int64, again, ok bool) {
+	if ctx.Err() != nil {
+		return 0, false, false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ready := false
+	select {
+	case <-q.whole:
+		ready = true
+	default:
+	}
+	if len(q.later) > 0 && (ready || q.next == q.n) {
+		r, q.later = q.later[0], q.later[1:]
+		return r, true, true
+	}
+	if q.next < q.n {
+		q.next++
+		return q.next - 1, false, true
+	}
+	return 0, false, false
+}
+
+func (q *rangeQueue) putOff(r int64) {
+	q.mu.Lock()
+	q.later = append(q.later, r)
+	q.mu.Unlock()
 }
 
 // A matcher diffs ranges one after another, keeping its buffer.
