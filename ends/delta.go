@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"strings"
 	"sync"
 
@@ -80,6 +81,15 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 		dh.walked = make(chan struct{})
 	}
 	asks := h.walkAhead[key]
+	pull, pulls := h.pullAhead[key]
+	if pulls && len(asks) > 1 {
+		// The walks after the first are requests, which would give the
+		// pull up: it is asked for when the copy comes to it.
+		pull, pulls = pullAsk{}, false
+	}
+	if !pulls {
+		pull.path = ""
+	}
 	answers := make([]*walkAhead, len(asks))
 	for i, a := range asks {
 		answers[i] = &walkAhead{done: make(chan struct{})}
@@ -101,7 +111,13 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 				firstLine, err = line(host, asked)
 			}
 			if err == nil {
-				first, err = dh.open(ctx, firstLine)
+				// A pull asked ahead goes out behind the command
+				// that starts the helper.
+				sctx, cancel := context.WithCancel(ctx) // its signing ends with the run
+				stop := context.AfterFunc(h.aborted, cancel)
+				first, err = dh.open(ctx, firstLine, func(c *helper.DeltaClient) {
+					dh.askPull(sctx, c, pull, func() { stop(); cancel() })
+				})
 			}
 			if err != nil && ctx.Err() == nil {
 				dh.noneErr = err
@@ -152,6 +168,55 @@ func (h *Hosts) WalkAhead(l transfer.Location, root string, maxEntries, maxBytes
 		h.walkAhead = map[string][]walkAsk{}
 	}
 	h.walkAhead[key] = append(h.walkAhead[key], walkAsk{root, maxEntries, maxBytes, prune})
+}
+
+// PullAhead has the helper of l's host, once it is up, diff the file at
+// path (the path its end will give the copy) against the basis sign
+// signs, before the file is listed, as the sync of one remote file into a
+// local one can ask: the signature goes out at once, and the delta waits
+// in the channel until the copy, having listed the file and found it
+// changed, asks for its delta (DiffStream of the same path, made in place
+// or not as inPlace says, compressed as compress says), which then
+// follows without the round trips of a request, the first of them spent
+// in the SFTP start. A copy that asks for none, or for another, leaves it
+// to the channel's end. sign's ctx ends with the run. Call it before the
+// host's end is opened; it does nothing unless DeltaHosts was asked for.
+func (h *Hosts) PullAhead(l transfer.Location, path string, inPlace, compress bool, sign func(ctx context.Context, w io.Writer) error) {
+	key, _ := h.destination(l)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pullAhead == nil {
+		h.pullAhead = map[string]pullAsk{}
+	}
+	h.pullAhead[key] = pullAsk{path, inPlace, compress, sign}
+}
+
+// A pullAsk is a pull asked for ahead (PullAhead).
+type pullAsk struct {
+	path              string // "" for none
+	inPlace, compress bool
+	sign              func(ctx context.Context, w io.Writer) error
+}
+
+// askPull asks c, the helper started early, for the pull asked ahead, if
+// one was: c then goes idle with it on its way.
+func (d *deltaHost) askPull(ctx context.Context, c *helper.DeltaClient, p pullAsk, done func()) {
+	if p.path == "" {
+		done()
+		return
+	}
+	c.Compress(p.compress)
+	err := c.DiffAhead(p.path, func(w io.Writer) error {
+		defer done()
+		return p.sign(ctx, w)
+	}, p.inPlace)
+	if err != nil {
+		done()
+		return // the channel is given up; the copy asks again
+	}
+	if d.logf != nil {
+		d.logf("%s: asked the helper for the delta of %s as the SFTP start goes on", d.host, vis.String(p.path))
+	}
 }
 
 // A walkAsk is a walk asked for ahead; a walkAhead its answer, once done
@@ -218,6 +283,30 @@ func (s session) SignPatch(ctx context.Context, basis string, basisSize int64, t
 		helper.Attrs{SetMode: a.SetMode, Mode: a.Mode, SetTimes: a.SetTimes, Atime: a.Atime, Mtime: a.Mtime, RenameTo: final}, diff)
 }
 
+// DiffStream is the helper's, but for a pull asked ahead on s's channel
+// (PullAhead): the copy of the same file takes its delta; a copy of
+// another file has the channel given up and asks on a new one.
+func (s session) DiffStream(ctx context.Context, p string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
+	c := s.DeltaClient
+	if ahead, aheadInPlace, aheadZ, ok := c.Ahead(); ok {
+		if path.Clean(ahead) == path.Clean(p) && aheadInPlace == inPlace && aheadZ == c.Compressing() {
+			if s.dh.logf != nil {
+				s.dh.logf("%s: the delta of %s was asked for ahead", s.dh.host, vis.String(p))
+			}
+			return c.DiffStream(ctx, ahead, size, sign, inPlace, apply)
+		}
+		c.GiveUp() // the caller's release drops it
+		nc, err := s.dh.open(ctx, s.dh.line, nil)
+		if err != nil {
+			return delta.Stats{}, err
+		}
+		defer s.dh.releaser(nc)()
+		nc.Compress(c.Compressing())
+		c = nc
+	}
+	return c.DiffStream(ctx, p, size, sign, inPlace, apply)
+}
+
 func (s session) Walk(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune) (map[string][]fs.FileInfo, map[string]string, error) {
 	if dirs, errs, ok, err := s.dh.walkedAhead(ctx, walkAsk{root, maxEntries, maxBytes, prune}); ok {
 		return dirs, errs, err
@@ -274,7 +363,7 @@ func (d *deltaHost) take(ctx context.Context) (transfer.DeltaSession, func(), er
 		return session{c, d}, d.releaser(c), nil
 	}
 	d.mu.Unlock()
-	c, err := d.open(ctx, d.line)
+	c, err := d.open(ctx, d.line, nil)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.mu.Lock()
@@ -307,8 +396,10 @@ func (d *deltaHost) close() {
 	d.idle = nil
 }
 
-// open runs the delta service on a new channel, started by line.
-func (d *deltaHost) open(ctx context.Context, line string) (*helper.DeltaClient, error) {
+// open runs the delta service on a new channel, started by line; first,
+// when not nil, asks its first request before the helper's hello is in
+// (helper.StartDeltaClient).
+func (d *deltaHost) open(ctx context.Context, line string, first func(*helper.DeltaClient)) (*helper.DeltaClient, error) {
 	ch, reqs, err := d.c.OpenChannel("session", nil)
 	if err != nil {
 		return nil, &sshconn.Error{Op: "open session on", Host: d.host, Err: err}
@@ -329,7 +420,7 @@ func (d *deltaHost) open(ctx context.Context, line string) (*helper.DeltaClient,
 	stderr := &boundedBuffer{max: 4096}
 	stderrDone := make(chan struct{})
 	go func() { io.Copy(stderr, ch.Stderr()); close(stderrDone) }()
-	c, err := helper.NewDeltaClient(ctx, ch)
+	c, err := helper.StartDeltaClient(ctx, ch, first)
 	if err != nil {
 		ch.Close()
 		<-stderrDone

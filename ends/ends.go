@@ -189,6 +189,9 @@ type Hosts struct {
 	// walkAhead are the trees to be walked by each destination's helper
 	// as soon as it is up (WalkAhead).
 	walkAhead map[string][]walkAsk
+	// pullAhead is the pull each destination's helper is asked for as
+	// soon as it is up (PullAhead).
+	pullAhead map[string]pullAsk
 	closed    bool
 	// bg are the run's goroutines that dial, warm or start a helper in
 	// the background: Close waits for them, so that none logs, or holds

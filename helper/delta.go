@@ -59,8 +59,9 @@ import (
 // request may come in the command line (RequestArg); 4: a delta may go
 // compressed (patchZstd, diffZstd); 5: a walk carries filter rules; 6: a
 // push is one request ('A'), the signature and the delta streaming both
-// ways at once, the temporary file made by the helper.
-const deltaHello = "hpncp-delta 6\n"
+// ways at once, the temporary file made by the helper; 7: a pull may
+// leave the file's size to the helper (diffAnySize).
+const deltaHello = "hpncp-delta 7\n"
 
 const (
 	opSignPatch = 'A'
@@ -82,6 +83,11 @@ const (
 	// patchZstd, in a push's, says it comes so.
 	diffZstd  = 2
 	patchZstd = 1
+	// diffAnySize, in a diff request's flags, says the size it gives is
+	// not known: the file is diffed at the size it has, which the
+	// delta's header says (a pull asked before the file was listed,
+	// DiffAhead).
+	diffAnySize = 4
 	// patchMode and patchTimes, in a push's flags, say a mode, and an
 	// access and a modification time (seconds, as SFTP sets them),
 	// follow them, which the helper gives the file once it is whole.
@@ -297,9 +303,10 @@ type DeltaClient struct {
 	r        *bufio.Reader
 	w        *bufio.Writer
 	c        io.Closer
-	broken   bool // a reply was not read to its end: the channel is out of step
-	compress bool // deltas go zstd-compressed both ways (-z)
-	gov      zgov // how the pushed deltas' frames go
+	broken   bool       // a reply was not read to its end: the channel is out of step
+	compress bool       // deltas go zstd-compressed both ways (-z)
+	ahead    *pullAhead // a pull asked ahead, its delta not read yet
+	gov      zgov       // how the pushed deltas' frames go
 }
 
 // Compress has the deltas of the requests after it go compressed with
@@ -311,6 +318,13 @@ func (c *DeltaClient) Compress(on bool) {
 	c.mu.Lock()
 	c.compress = on
 	c.mu.Unlock()
+}
+
+// Compressing says whether the deltas go compressed (Compress).
+func (c *DeltaClient) Compressing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.compress
 }
 
 // Broken says the client can ask nothing more: a reply was refused part
@@ -333,17 +347,28 @@ func (c *DeltaClient) breaks(err error) error {
 // NewDeltaClient reads the delta service's hello on ch, whose Close ends
 // the service. An error means no delta service answered.
 func NewDeltaClient(ctx context.Context, ch io.ReadWriteCloser) (*DeltaClient, error) {
+	return StartDeltaClient(ctx, ch, nil)
+}
+
+// StartDeltaClient is NewDeltaClient, with first, when not nil, called
+// before the hello is read: what it asks (DiffAhead) goes out behind the
+// command that starts the helper, which reads it once it is up, rather
+// than once its hello has come back.
+func StartDeltaClient(ctx context.Context, ch io.ReadWriteCloser, first func(*DeltaClient)) (*DeltaClient, error) {
 	stop := context.AfterFunc(ctx, func() { ch.Close() })
 	defer stop()
-	r := bufio.NewReaderSize(ch, 256<<10)
+	c := &DeltaClient{r: bufio.NewReaderSize(ch, 256<<10), w: bufio.NewWriterSize(ch, 256<<10), c: ch}
+	if first != nil {
+		first(c)
+	}
 	line := make([]byte, len(deltaHello))
-	if _, err := io.ReadFull(r, line); err != nil {
+	if _, err := io.ReadFull(c.r, line); err != nil {
 		return nil, fmt.Errorf("delta service: no hello: %w", err)
 	}
 	if string(line) != deltaHello {
 		return nil, fmt.Errorf("%w: hello %q", ErrDeltaProtocol, line)
 	}
-	return &DeltaClient{r: r, w: bufio.NewWriterSize(ch, 256<<10), c: ch}, nil
+	return c, nil
 }
 
 // Close ends the service.
@@ -383,6 +408,9 @@ func (c *DeltaClient) SignPatch(ctx context.Context, basis string, basisSize int
 	defer c.mu.Unlock()
 	if c.broken {
 		return delta.Stats{}, nil, errBroken
+	}
+	if err := c.unahead(); err != nil {
+		return delta.Stats{}, nil, err
 	}
 	st, made, err := c.signPatch(ctx, basis, basisSize, tmp, size, a, diff)
 	var de *DeltaError
@@ -528,13 +556,28 @@ func (c *DeltaClient) Diff(ctx context.Context, path string, size int64, sig *de
 // writing in place (which the helper diffs range by range as their
 // blocks arrive) flows back while the basis is still being signed. An
 // error of sign's is returned as it is; the channel is given up then.
+//
+// A pull asked ahead (DiffAhead) of the same file, made the same way, is
+// the one whose delta is read then: its own signature went out, and sign
+// is not called. One of another file is given up with the channel.
 func (c *DeltaClient) DiffStream(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
 		return delta.Stats{}, errBroken
 	}
-	st, err := c.diff(ctx, path, size, sign, inPlace, apply)
+	var st delta.Stats
+	var err error
+	if a := c.ahead; a != nil {
+		c.ahead = nil
+		if a.path != path || a.inPlace != inPlace || a.compress != c.compress {
+			err = fmt.Errorf("%w: %s", errAheadUnused, a.path)
+		} else {
+			st, err = c.diffEnd(ctx, a.signed, apply)
+		}
+	} else {
+		st, err = c.diff(ctx, path, size, sign, inPlace, apply)
+	}
 	var de *DeltaError
 	if !errors.As(err, &de) {
 		c.breaks(err)
@@ -542,11 +585,85 @@ func (c *DeltaClient) DiffStream(ctx context.Context, path string, size int64, s
 	return st, err
 }
 
+// errAheadUnused is the error of a request made while a pull asked ahead
+// of another file was on its way: the channel is given up.
+var errAheadUnused = errors.New("delta service: a pull asked ahead was of another file")
+
+// A pull asked ahead: its file, how it was made, and its signature's end.
+type pullAhead struct {
+	path              string
+	inPlace, compress bool
+	signed            chan error
+}
+
+// DiffAhead asks for the delta of the file at path on the helper's host,
+// whatever its size, against the basis sign signs, before the file was
+// listed: the request and the signature go out now, and the delta waits
+// in the channel (its window's worth) until DiffStream is asked for the
+// same file, made the same way, which reads it and checks it against the
+// size listed by then. The client asks nothing else meanwhile: any other
+// request gives the channel up. Its reply to a request asked in the
+// command line may still be read (WalkAsked): it comes first.
+func (c *DeltaClient) DiffAhead(path string, sign func(io.Writer) error, inPlace bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken || c.ahead != nil {
+		return errBroken
+	}
+	signed, err := c.diffStart(path, -1, sign, inPlace)
+	if err != nil {
+		return c.breaks(err)
+	}
+	c.ahead = &pullAhead{path: path, inPlace: inPlace, compress: c.compress, signed: signed}
+	return nil
+}
+
+// Ahead says the file of the pull asked ahead on the channel whose delta
+// is still to be read, and whether it was asked made in place, and
+// compressed.
+func (c *DeltaClient) Ahead() (path string, inPlace, compress, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ahead == nil {
+		return "", false, false, false
+	}
+	return c.ahead.path, c.ahead.inPlace, c.ahead.compress, true
+}
+
+// GiveUp gives the channel up: the client can ask nothing more.
+func (c *DeltaClient) GiveUp() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.breaks(errBroken)
+}
+
+// unahead gives the channel up where a pull asked ahead is on its way,
+// before a request of another kind.
+func (c *DeltaClient) unahead() error {
+	if c.ahead == nil {
+		return nil
+	}
+	a := c.ahead
+	c.ahead = nil
+	return c.breaks(fmt.Errorf("%w: %s", errAheadUnused, a.path))
+}
+
 func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
+	signed, err := c.diffStart(path, size, sign, inPlace)
+	if err != nil {
+		return delta.Stats{}, err
+	}
+	return c.diffEnd(ctx, signed, apply)
+}
+
+// diffStart sends a diff request for the file at path of size bytes (-1:
+// whatever its size) and the signature sign writes, on a goroutine of
+// its own, whose end signed says.
+func (c *DeltaClient) diffStart(path string, size int64, sign func(io.Writer) error, inPlace bool) (signed chan error, err error) {
 	req := appendString([]byte{opDiff}, path)
-	req = binary.AppendUvarint(req, uint64(size))
+	req = binary.AppendUvarint(req, uint64(max(size, 0)))
 	var flags uint64
 	if inPlace {
 		flags |= diffInPlace
@@ -554,14 +671,17 @@ func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign fu
 	if c.compress {
 		flags |= diffZstd
 	}
+	if size < 0 {
+		flags |= diffAnySize
+	}
 	req = binary.AppendUvarint(req, flags)
 	if _, err := c.w.Write(req); err != nil {
-		return delta.Stats{}, err
+		return nil, err
 	}
 	// The signature goes out on a goroutine of its own while the reply
-	// is read here. A signature that fails part way is ended short,
-	// which the helper takes for the end of the service.
-	signed := make(chan error, 1)
+	// is read. A signature that fails part way is ended short, which the
+	// helper takes for the end of the service.
+	signed = make(chan error, 1)
 	go func() {
 		err := sign(flushWriter{w: c.w})
 		if err == nil {
@@ -576,6 +696,14 @@ func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign fu
 		}
 		signed <- err
 	}()
+	return signed, nil
+}
+
+// diffEnd reads a diff request's reply, the delta handed to apply, and
+// its status, once its signature (whose end signed says) is out too.
+func (c *DeltaClient) diffEnd(ctx context.Context, signed chan error, apply func(io.Reader) error) (delta.Stats, error) {
+	stop := context.AfterFunc(ctx, func() { c.c.Close() })
+	defer stop()
 	in := &chunkReader{r: c.r}
 	var from io.Reader = in
 	if c.compress {
@@ -658,6 +786,9 @@ func (c *DeltaClient) sumsOf(ctx context.Context, op byte, size int, paths []str
 	defer c.mu.Unlock()
 	if c.broken {
 		return nil, nil, errBroken
+	}
+	if err := c.unahead(); err != nil {
+		return nil, nil, err
 	}
 	sums, errs, err = c.sums(ctx, op, size, paths, sizes)
 	var de *DeltaError
@@ -767,6 +898,9 @@ func (c *DeltaClient) FollowSHA256(ctx context.Context, path string, size int64,
 	defer c.mu.Unlock()
 	if c.broken {
 		return nil, errBroken
+	}
+	if err := c.unahead(); err != nil {
+		return nil, err
 	}
 	sum, err := c.follow(ctx, path, size, written)
 	var de *DeltaError

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -873,5 +874,100 @@ func TestSignatureStreams(t *testing.T) {
 	}
 	if got, _ := os.ReadFile(tmp); !bytes.Equal(got, next) || st.Matched != int64(len(next)) {
 		t.Errorf("rebuilt %d bytes, %+v", len(got), st)
+	}
+}
+
+// TestDiffAhead: a pull asked before the file was listed (its size left
+// to the helper) is diffed while nothing reads its delta, which the
+// later DiffStream of the same file reads and checks against the size
+// listed then; a size that differs fails the file, not silently; a
+// request of another kind, or of another file, gives the channel up.
+func TestDiffAhead(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old := randomBytes(7, 3<<20)
+	next := bytes.Clone(old)
+	copy(next[2<<20:], "a change ahead")
+	next = append(next, "and more"...)
+	src := filepath.Join(dir, "src")
+	os.WriteFile(src, next, 0o644)
+	bl := delta.BlockSize(int64(len(old)))
+	var signs atomic.Int32
+	sign := func(w io.Writer) error {
+		signs.Add(1)
+		return delta.SignTo(ctx, bytes.NewReader(old), int64(len(old)), bl, w)
+	}
+	apply := func(out *memFile, size int64) func(io.Reader) error {
+		return func(r io.Reader) error {
+			_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(old), Size: int64(len(old)), BlockLen: bl}, out, size)
+			return err
+		}
+	}
+
+	c := deltaPair(t)
+	if err := c.DiffAhead(src, sign, false); err != nil {
+		t.Fatal(err)
+	}
+	out := &memFile{}
+	st, err := c.DiffStream(ctx, src, int64(len(next)), func(io.Writer) error {
+		t.Error("a pull asked ahead signed again")
+		return nil
+	}, false, apply(out, int64(len(next))))
+	if err != nil || !bytes.Equal(out.b, next) || signs.Load() != 1 {
+		t.Fatalf("pull asked ahead: %v (signed %d times)", err, signs.Load())
+	}
+	if st.Literal > 2*int64(bl) {
+		t.Errorf("pull asked ahead sent %d literal bytes for one change", st.Literal)
+	}
+	// The channel is in step: a pull asked now is answered.
+	out = &memFile{}
+	if _, err := c.DiffStream(ctx, src, int64(len(next)), sign, false, apply(out, int64(len(next)))); err != nil || !bytes.Equal(out.b, next) {
+		t.Fatalf("pull after one asked ahead: %v", err)
+	}
+
+	// A service given up part way ends with the channel: its error
+	// then is the cut's.
+	cutPair := func() *DeltaClient {
+		a, b := net.Pipe()
+		go func() { ServeDelta(ctx, b, b); b.Close() }()
+		c, err := NewDeltaClient(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+
+	// Listed at another size than the helper found: refused.
+	c = cutPair()
+	if err := c.DiffAhead(src, sign, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DiffStream(ctx, src, int64(len(next))-1, sign, false, apply(&memFile{}, int64(len(next))-1)); err == nil {
+		t.Error("a pull asked ahead of a file listed at another size was applied")
+	}
+
+	// Another file, or another request: the channel is given up.
+	for name, ask := range map[string]func(c *DeltaClient) error{
+		"another file": func(c *DeltaClient) error {
+			_, err := c.DiffStream(ctx, src+"x", int64(len(next)), sign, false, apply(&memFile{}, -1))
+			return err
+		},
+		"made in place": func(c *DeltaClient) error {
+			_, err := c.DiffStream(ctx, src, int64(len(next)), sign, true, apply(&memFile{}, -1))
+			return err
+		},
+		"sums": func(c *DeltaClient) error {
+			_, _, err := c.SHA256s(ctx, []string{src}, []int64{int64(len(next))})
+			return err
+		},
+	} {
+		c := cutPair()
+		if err := c.DiffAhead(src, sign, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := ask(c); !errors.Is(err, errAheadUnused) || !c.Broken() {
+			t.Errorf("%s after a pull asked ahead: %v (broken %v), want the channel given up", name, err, c.Broken())
+		}
 	}
 }

@@ -50,12 +50,23 @@ func FuzzDeltaReplies(f *testing.F) {
 	f.Add(uint8(5), chunked(make([]byte, 32), "K\x00\x00\x00"))
 	// -z: the delta compressed.
 	f.Add(uint8(6), chunked(zenc.EncodeAll(deltaWire.Bytes(), nil), "K\x07\x80\x17\x01"))
+	// A pull asked ahead: the same reply as a pull's.
+	f.Add(uint8(7), chunked(deltaWire.Bytes(), "K\x07\x80\x17\x01"))
 	f.Fuzz(func(t *testing.T, op uint8, reply []byte) {
 		c, err := NewDeltaClient(ctx, replyConn{io.MultiReader(bytes.NewReader([]byte(deltaHello)), bytes.NewReader(reply))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch op % 7 {
+		switch op % 8 {
+		case 7:
+			sign := func(w io.Writer) error { return delta.WriteSignature(w, sig) }
+			if err := c.DiffAhead("f", sign, false); err != nil {
+				t.Fatal(err)
+			}
+			c.DiffStream(ctx, "f", int64(len(basis)-7), sign, false, func(r io.Reader) error {
+				_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, discardAt{}, int64(len(basis)-7))
+				return err
+			})
 		case 6:
 			c.Compress(true)
 			c.Diff(ctx, "f", int64(len(basis)-7), sig, false, func(r io.Reader) error {

@@ -24,7 +24,7 @@ func ServeDelta(ctx context.Context, in io.Reader, out io.Writer) error {
 type osFiles struct{}
 
 // Open opens path for reading: a regular file (not a link to one) of
-// size bytes.
+// size bytes, or of any size where size is -1.
 func (osFiles) Open(path string, size int64) (ReadAtCloser, error) {
 	f, err := openSized(path, os.O_RDONLY, size)
 	if err != nil {
@@ -34,7 +34,7 @@ func (osFiles) Open(path string, size int64) (ReadAtCloser, error) {
 }
 
 // openSized opens path with flags: a regular file (not a link to one) of
-// size bytes.
+// size bytes, or of any size where size is -1.
 func openSized(path string, flags int, size int64) (*os.File, error) {
 	f, err := os.OpenFile(path, flags|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -45,7 +45,7 @@ func openSized(path string, flags int, size int64) (*os.File, error) {
 	case err != nil:
 	case !fi.Mode().IsRegular():
 		err = fmt.Errorf("%s: not a regular file", path)
-	case fi.Size() != size:
+	case size >= 0 && fi.Size() != size:
 		err = fmt.Errorf("%s: %d bytes, not the %d listed: it changed", path, fi.Size(), size)
 	}
 	if err != nil {

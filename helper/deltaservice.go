@@ -39,7 +39,9 @@ type (
 
 // DeltaFiles are the files the delta service reads and writes.
 type DeltaFiles interface {
-	// Open opens the regular file at path, which must be size bytes.
+	// Open opens the regular file at path, which must be size bytes,
+	// or of any size where size is -1 (a pull asked ahead, diffAnySize);
+	// the file then has a Stat or a Size method, which tells it.
 	Open(path string, size int64) (ReadAtCloser, error)
 	// CreateTemp makes the temporary file at path for writing, its mode
 	// 0600; one there already is an error. Remove removes it.
@@ -353,9 +355,12 @@ func (p *patch) close(ok bool) error {
 // writing over the basis, as the signature arrives (diffStream).
 func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles, gov *zgov) (st delta.Stats, rerr, err error) {
 	fr := fields{r: r}
-	path, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(diffInPlace|diffZstd)
+	path, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(diffInPlace|diffZstd|diffAnySize)
 	if fr.err != nil {
 		return st, nil, fr.err
+	}
+	if flags&diffAnySize != 0 {
+		size = -1
 	}
 	in := &chunkReader{r: r}
 	var z *zgov // compressed, frames as it decides
@@ -379,7 +384,9 @@ func deltaOut(out io.Writer, z *zgov) (to io.Writer, done func() error, err erro
 	return e, e.Close, nil
 }
 
-// diffStream diffs as the client's signature arrives on in, for writing
+// diffStream diffs the file at path, of size bytes (-1: whatever its
+// size, which the delta's header then says), as the client's signature
+// arrives on in, for writing
 // in place (inPlace: each range as soon as its blocks are there) or for a
 // fresh file (each range first against the blocks near it, as soon as
 // they are there: delta.DiffOptions.Blocks), the delta going out
@@ -411,6 +418,11 @@ func diffStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files Del
 	if rerr == nil {
 		f, rerr = files.Open(path, size)
 	}
+	if rerr == nil && size < 0 {
+		if size, rerr = sizeOf(f); rerr != nil {
+			f.Close()
+		}
+	}
 	if rerr == nil {
 		st, rerr = delta.Diff(ctx, sr.Header(), f, size, out, delta.DiffOptions{InPlace: inPlace, Blocks: sr.Wait})
 		f.Close()
@@ -431,6 +443,21 @@ func diffStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files Del
 		}
 	}
 	return st, rerr, chunkWriter{w: w}.end()
+}
+
+// sizeOf is the size of f, a file DeltaFiles opened at any size.
+func sizeOf(f ReadAtCloser) (int64, error) {
+	switch f := f.(type) {
+	case interface{ Stat() (fs.FileInfo, error) }:
+		fi, err := f.Stat()
+		if err != nil {
+			return 0, err
+		}
+		return fi.Size(), nil
+	case interface{ Size() int64 }:
+		return f.Size(), nil
+	}
+	return 0, errors.New("the file's size cannot be told")
 }
 
 // flushWriter writes a chunked stream and flushes each write: a delta

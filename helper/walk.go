@@ -84,6 +84,13 @@ func (c *DeltaClient) walkOnce(ctx context.Context, root string, maxEntries, max
 	if c.broken {
 		return nil, nil, errBroken
 	}
+	if ask {
+		// A walk asked in the command line is answered before a pull
+		// asked ahead on the channel since.
+		if err := c.unahead(); err != nil {
+			return nil, nil, err
+		}
+	}
 	w, err := c.walk(ctx, root, maxEntries, maxBytes, prune, ask)
 	var de *DeltaError
 	if !errors.As(err, &de) {

@@ -80,16 +80,16 @@ type DeltaHosts interface {
 	DeltaSession(ctx context.Context, end FS) (s DeltaSession, release func(), err error)
 }
 
-// deltaMinSize is the smallest target a delta is tried for: below it,
+// DeltaMinSize is the smallest target a delta is tried for: below it,
 // the signature's round trip costs more than the file.
-const deltaMinSize = 64 << 10
+const DeltaMinSize = 64 << 10
 
 // deltaOK says whether src goes to dst, which holds existing, as a delta:
 // one end is remote and has a helper, the other local, and the target is
 // a regular file large enough to be worth it.
 func (c *copier) deltaOK(src, dst Endpoint, si, existing fs.FileInfo) bool {
 	return c.opts.Delta != nil && existing != nil && existing.Mode().IsRegular() &&
-		existing.Size() >= deltaMinSize && si.Size() > 0 && !c.opts.Sparse &&
+		existing.Size() >= DeltaMinSize && si.Size() > 0 && !c.opts.Sparse &&
 		isRemote(src.FS) != isRemote(dst.FS)
 }
 
@@ -287,6 +287,18 @@ type changer interface{ Changed() }
 type localDeltaError struct{ err error }
 
 func (e *localDeltaError) Error() string { return e.err.Error() }
+
+// SignTo writes the signature of the regular file e, of size bytes, to w,
+// as a pull's delta is asked for against it (delta.SignTo, the block
+// length by the file's size).
+func SignTo(ctx context.Context, e Endpoint, size int64, w io.Writer) error {
+	f, closer, err := openAt(e.FS, e.Path, size)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	return delta.SignTo(ctx, f, size, delta.BlockSize(size), w)
+}
 
 // openAt opens name on fsys for reading at offsets, checking it is still
 // size bytes.

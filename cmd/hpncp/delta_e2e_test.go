@@ -104,9 +104,37 @@ func TestSyncDeltaE2E(t *testing.T) {
 			if !strings.Contains(stderr, "delta: ") || !strings.Contains(stdout, "f\n") {
 				t.Errorf("-vv says nothing of the delta, or the file is not itemized:\n%s%s", stdout, stderr)
 			}
+			// Down, the delta was asked for as the helper came up, before
+			// the file was listed.
+			if ahead := strings.Contains(stderr, "was asked for ahead"); ahead != (dir == "down") {
+				t.Errorf("pull asked ahead: %v, want %v:\n%s", ahead, dir == "down", stderr)
+			}
 			// No temporary file is left beside it.
 			if ents, _ := os.ReadDir(filepath.Dir(dst)); len(ents) != 1 {
 				t.Errorf("the target's directory holds %d entries", len(ents))
+			}
+			// Run again, nothing changed: a pull asked ahead is left
+			// unused, and nothing else is touched.
+			stdout, stderr, err = sync("-a", "--stats", "-vv", from, to)
+			if got, _ := os.ReadFile(dst); err != nil || !bytes.Equal(got, next) || strings.Contains(stderr, "delta: ") {
+				t.Fatalf("sync of an unchanged file: %v\n%s%s", err, stdout, stderr)
+			}
+			if ents, _ := os.ReadDir(filepath.Dir(dst)); len(ents) != 1 {
+				t.Errorf("after an unchanged sync, the target's directory holds %d entries", len(ents))
+			}
+			// Into the directory that holds the target: the same delta,
+			// asked ahead down.
+			os.WriteFile(dst, old, 0o644)
+			intoDir := filepath.Dir(to[strings.Index(to, ":")+1:])
+			if dir == "up" {
+				intoDir = "e2e:" + intoDir
+			}
+			stdout, stderr, err = sync("-a", "--stats", "-vv", from, intoDir+"/")
+			if got, _ := os.ReadFile(dst); err != nil || !bytes.Equal(got, next) || !strings.Contains(stderr, "delta: ") {
+				t.Fatalf("sync into the target's directory: %v\n%s%s", err, stdout, stderr)
+			}
+			if ahead := strings.Contains(stderr, "was asked for ahead"); ahead != (dir == "down") {
+				t.Errorf("into the directory, pull asked ahead: %v, want %v:\n%s", ahead, dir == "down", stderr)
 			}
 
 			// -W sends it whole.
