@@ -562,13 +562,20 @@ func (ft *faultTrial) run(t *testing.T) {
 	case "delta":
 		args = append(args, "--delta", "--helper-path", faultHelper)
 		shape += ", --delta"
+		if ft.syncs() {
+			// hpncp sync -a, in rsync's words: -e carries the ssh
+			// options.
+			args = []string{"-q", "-a", "--helper-path", faultHelper}
+			shape += " (hpncp sync -a)"
+		}
 		if ft.inPlace() {
 			args = append(args, "--inplace")
 			shape += " --inplace"
 		}
-		// Half, by seed again, compressed (-C: zstd through the helper).
+		// Half, by seed again, compressed (-C, sync's -z: zstd through
+		// the helper).
 		if ft.seed%4 >= 2 {
-			args = append(args, "-C")
+			args = append(args, map[bool]string{false: "-C", true: "-z"}[ft.syncs()])
 			shape += " -C"
 		}
 	}
@@ -628,6 +635,9 @@ func (ft *faultTrial) run(t *testing.T) {
 		return []string{filepath.Join(src, top), host + ":" + target}
 	}
 	command := func(target string, timers []string) []string {
+		if ft.syncs() {
+			return slices.Concat([]string{"hpncp", "sync", "-e", strings.Join(slices.Concat([]string{"ssh", "-F", config}, timers), " ")}, args, operands(target))
+		}
 		return slices.Concat([]string{"hpncp", "-F", config}, timers, args, operands(target))
 	}
 	target := dst + "/"
@@ -654,7 +664,11 @@ func (ft *faultTrial) run(t *testing.T) {
 				copyFile(t, filepath.Join(old, f.rel), filepath.Join(probe, f.rel))
 			}
 		}
-		probeArgs = slices.Insert(probeArgs, 1, "-v")
+		if ft.syncs() {
+			probeArgs = slices.Insert(probeArgs, 2, "-vv")
+		} else {
+			probeArgs = slices.Insert(probeArgs, 1, "-v")
+		}
 	}
 	plan.next(nil)
 	began := time.Now()
@@ -724,6 +738,14 @@ func (ft *faultTrial) run(t *testing.T) {
 			ft.check(t, files, dst, old, code, false, "the re-run with --resume", temps)
 		}
 	}
+}
+
+// syncs says the trial runs hpncp sync -a rather than the copy: a
+// quarter of the "delta" ones (by seed, leaving the draws of the others
+// as they were). A download's sync asks for its delta as the helper
+// starts (job's pullAhead).
+func (ft *faultTrial) syncs() bool {
+	return ft.c.mode == "delta" && ft.seed%16 >= 12
 }
 
 // inPlace says the trial writes over its old targets where they lie
