@@ -178,9 +178,11 @@ func (h *Hosts) WalkAhead(l transfer.Location, root string, maxEntries, maxBytes
 // changed, asks for its delta (DiffStream of the same path, made in place
 // or not as inPlace says, compressed as compress says), which then
 // follows without the round trips of a request, the first of them spent
-// in the SFTP start. A copy that asks for none, or for another, leaves it
-// to the channel's end. sign's ctx ends with the run. Call it before the
-// host's end is opened; it does nothing unless DeltaHosts was asked for.
+// in the SFTP start. A copy that asks for none leaves it to the
+// channel's end; one that asks for another file's, or for anything else,
+// first, has the channel given up and asks on a new one (session.again).
+// sign's ctx ends with the run. Call it before the host's end is opened;
+// it does nothing unless DeltaHosts was asked for.
 func (h *Hosts) PullAhead(l transfer.Location, path string, inPlace, compress bool, sign func(ctx context.Context, w io.Writer) error) {
 	key, _ := h.destination(l)
 	h.mu.Lock()
@@ -278,40 +280,89 @@ type session struct {
 // SignPatch is the helper's, with the attributes as this end's copy
 // gives them.
 func (s session) SignPatch(ctx context.Context, basis string, basisSize int64, tmp, final string, size int64, a protocol.PutAttrs,
-	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (delta.Stats, fs.FileInfo, error) {
-	return s.DeltaClient.SignPatch(ctx, basis, basisSize, tmp, size,
-		helper.Attrs{SetMode: a.SetMode, Mode: a.Mode, SetTimes: a.SetTimes, Atime: a.Atime, Mtime: a.Mtime, RenameTo: final}, diff)
+	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (st delta.Stats, made fs.FileInfo, err error) {
+	err = s.again(ctx, func(c *helper.DeltaClient) error {
+		var err error
+		st, made, err = c.SignPatch(ctx, basis, basisSize, tmp, size,
+			helper.Attrs{SetMode: a.SetMode, Mode: a.Mode, SetTimes: a.SetTimes, Atime: a.Atime, Mtime: a.Mtime, RenameTo: final}, diff)
+		return err
+	})
+	return st, made, err
 }
 
 // DiffStream is the helper's, but for a pull asked ahead on s's channel
-// (PullAhead): the copy of the same file takes its delta; a copy of
-// another file has the channel given up and asks on a new one.
-func (s session) DiffStream(ctx context.Context, p string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
-	c := s.DeltaClient
-	if ahead, aheadInPlace, aheadZ, ok := c.Ahead(); ok {
-		if path.Clean(ahead) == path.Clean(p) && aheadInPlace == inPlace && aheadZ == c.Compressing() {
+// (PullAhead), whose delta the copy of the same file takes.
+func (s session) DiffStream(ctx context.Context, p string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (st delta.Stats, err error) {
+	err = s.again(ctx, func(c *helper.DeltaClient) error {
+		p := p
+		if ahead, aheadInPlace, aheadZ, ok := c.Ahead(); ok && path.Clean(ahead) == path.Clean(p) && aheadInPlace == inPlace && aheadZ == c.Compressing() {
 			if s.dh.logf != nil {
 				s.dh.logf("%s: the delta of %s was asked for ahead", s.dh.host, vis.String(p))
 			}
-			return c.DiffStream(ctx, ahead, size, sign, inPlace, apply)
+			p = ahead
 		}
-		c.GiveUp() // the caller's release drops it
-		nc, err := s.dh.open(ctx, s.dh.line, nil)
-		if err != nil {
-			return delta.Stats{}, err
-		}
-		defer s.dh.releaser(nc)()
-		nc.Compress(c.Compressing())
-		c = nc
-	}
-	return c.DiffStream(ctx, p, size, sign, inPlace, apply)
+		var err error
+		st, err = c.DiffStream(ctx, p, size, sign, inPlace, apply)
+		return err
+	})
+	return st, err
 }
 
-func (s session) Walk(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune) (map[string][]fs.FileInfo, map[string]string, error) {
+// again has ask ask s's helper; where that gave the channel up for a
+// pull asked ahead on it (helper.ErrAheadUnused: ask is another file's
+// pull, or one made another way, or another request), it asks again on
+// a new channel. Every request a session makes goes through it.
+func (s session) again(ctx context.Context, ask func(*helper.DeltaClient) error) error {
+	err := ask(s.DeltaClient)
+	if !errors.Is(err, helper.ErrAheadUnused) {
+		return err
+	}
+	c, err := s.dh.open(ctx, s.dh.line, nil)
+	if err != nil {
+		return err
+	}
+	defer s.dh.releaser(c)()
+	c.Compress(s.DeltaClient.Compressing())
+	return ask(c)
+}
+
+func (s session) Walk(ctx context.Context, root string, maxEntries, maxBytes int, prune filter.Prune) (dirs map[string][]fs.FileInfo, errs map[string]string, err error) {
 	if dirs, errs, ok, err := s.dh.walkedAhead(ctx, walkAsk{root, maxEntries, maxBytes, prune}); ok {
 		return dirs, errs, err
 	}
-	return s.DeltaClient.Walk(ctx, root, maxEntries, maxBytes, prune)
+	err = s.again(ctx, func(c *helper.DeltaClient) error {
+		var err error
+		dirs, errs, err = c.Walk(ctx, root, maxEntries, maxBytes, prune)
+		return err
+	})
+	return dirs, errs, err
+}
+
+func (s session) Sums(ctx context.Context, paths []string, sizes []int64) (sums []delta.RangeSum, errs []error, err error) {
+	err = s.again(ctx, func(c *helper.DeltaClient) error {
+		var err error
+		sums, errs, err = c.Sums(ctx, paths, sizes)
+		return err
+	})
+	return sums, errs, err
+}
+
+func (s session) SHA256s(ctx context.Context, paths []string, sizes []int64) (sums [][]byte, errs []error, err error) {
+	err = s.again(ctx, func(c *helper.DeltaClient) error {
+		var err error
+		sums, errs, err = c.SHA256s(ctx, paths, sizes)
+		return err
+	})
+	return sums, errs, err
+}
+
+func (s session) FollowSHA256(ctx context.Context, path string, size int64, written <-chan int64) (sum []byte, err error) {
+	err = s.again(ctx, func(c *helper.DeltaClient) error {
+		var err error
+		sum, err = c.FollowSHA256(ctx, path, size, written)
+		return err
+	})
+	return sum, err
 }
 
 type deltaHosts struct {

@@ -571,7 +571,7 @@ func (c *DeltaClient) DiffStream(ctx context.Context, path string, size int64, s
 	if a := c.ahead; a != nil {
 		c.ahead = nil
 		if a.path != path || a.inPlace != inPlace || a.compress != c.compress {
-			err = fmt.Errorf("%w: %s", errAheadUnused, a.path)
+			err = fmt.Errorf("%w: %s", ErrAheadUnused, a.path)
 		} else {
 			st, err = c.diffEnd(ctx, a.signed, apply)
 		}
@@ -585,9 +585,11 @@ func (c *DeltaClient) DiffStream(ctx context.Context, path string, size int64, s
 	return st, err
 }
 
-// errAheadUnused is the error of a request made while a pull asked ahead
-// of another file was on its way: the channel is given up.
-var errAheadUnused = errors.New("delta service: a pull asked ahead was of another file")
+// ErrAheadUnused is the error of a request made while a pull asked
+// ahead (DiffAhead) of another file, or made another way, was on its
+// way, or of a request of another kind then: the channel is given up,
+// and the request may be asked again on another.
+var ErrAheadUnused = errors.New("delta service: the pull asked ahead was not the one asked for")
 
 // A pull asked ahead: its file, how it was made, and its signature's end.
 type pullAhead struct {
@@ -630,13 +632,6 @@ func (c *DeltaClient) Ahead() (path string, inPlace, compress, ok bool) {
 	return c.ahead.path, c.ahead.inPlace, c.ahead.compress, true
 }
 
-// GiveUp gives the channel up: the client can ask nothing more.
-func (c *DeltaClient) GiveUp() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.breaks(errBroken)
-}
-
 // unahead gives the channel up where a pull asked ahead is on its way,
 // before a request of another kind.
 func (c *DeltaClient) unahead() error {
@@ -645,7 +640,7 @@ func (c *DeltaClient) unahead() error {
 	}
 	a := c.ahead
 	c.ahead = nil
-	return c.breaks(fmt.Errorf("%w: %s", errAheadUnused, a.path))
+	return c.breaks(fmt.Errorf("%w: %s", ErrAheadUnused, a.path))
 }
 
 func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {

@@ -966,7 +966,7 @@ func TestDiffAhead(t *testing.T) {
 		if err := c.DiffAhead(src, sign, false); err != nil {
 			t.Fatal(err)
 		}
-		if err := ask(c); !errors.Is(err, errAheadUnused) || !c.Broken() {
+		if err := ask(c); !errors.Is(err, ErrAheadUnused) || !c.Broken() {
 			t.Errorf("%s after a pull asked ahead: %v (broken %v), want the channel given up", name, err, c.Broken())
 		}
 	}

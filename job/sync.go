@@ -320,8 +320,9 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 // the listing without the round trips of asking for it. A source found
 // unchanged, or not a file, leaves it unused: the helper's reads and
 // this end's until the run ends (a fraction of a second) are its cost.
+// Not with --sparse, which sends a file whole.
 func pullAhead(hosts *ends.Hosts, j SyncJob, eo transfer.Options, dst transfer.Endpoint) {
-	if len(j.Sources) != 1 || j.Dest.Location.Remote() {
+	if len(j.Sources) != 1 || j.Dest.Location.Remote() || eo.Sparse {
 		return
 	}
 	s := j.Sources[0]

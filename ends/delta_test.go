@@ -1,0 +1,153 @@
+package ends
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/hpncp/hpncp/delta"
+	"github.com/hpncp/hpncp/helper"
+	"github.com/hpncp/hpncp/internal/sshtest"
+)
+
+// deltaServer is an in-process SSH server whose exec runs the helper's
+// delta service, as hpncp serve --delta would, for the command line
+// helperCmd.
+func deltaServer(t *testing.T) *sshtest.Server {
+	return sshtest.Start(t, sshtest.Options{Exec: func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int {
+		words := strings.Fields(cmd)
+		if len(words) < 3 || words[0] != helperCmd {
+			return 127
+		}
+		in := stdin
+		for i, w := range words {
+			if w == "--"+helper.RequestFlag && i+1 < len(words) {
+				var err error
+				if in, err = helper.RequestInput(words[i+1], stdin); err != nil {
+					return 2
+				}
+			}
+		}
+		if err := helper.ServeDelta(context.Background(), in, stdout); err != nil {
+			return 1
+		}
+		return 0
+	}})
+}
+
+const helperCmd = "hpncp-test-helper"
+
+// A pull asked ahead is taken by the same file's pull; a session asked
+// for anything else first (another file's pull, a sum) asks on a new
+// channel and gets its answer, the channel of the pull asked ahead given
+// up.
+func TestPullAhead(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	dir := t.TempDir()
+	old := bytes.Repeat([]byte("an old version of the file\n"), 40000)
+	next := bytes.Clone(old)
+	copy(next[500_000:], "changed")
+	src, other := filepath.Join(dir, "src"), filepath.Join(dir, "other")
+	os.WriteFile(src, next, 0o644)
+	os.WriteFile(other, next, 0o644)
+	pull := func(ctx context.Context, s interface {
+		DiffStream(context.Context, string, int64, func(io.Writer) error, bool, func(io.Reader) error) (delta.Stats, error)
+	}, path string) error {
+		bl := delta.BlockSize(int64(len(old)))
+		out := &memAt{}
+		_, err := s.DiffStream(ctx, path, int64(len(next)), func(w io.Writer) error {
+			return delta.SignTo(ctx, bytes.NewReader(old), int64(len(old)), bl, w)
+		}, false, func(r io.Reader) error {
+			_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(old), Size: int64(len(old)), BlockLen: bl}, out, int64(len(next)))
+			return err
+		})
+		if err == nil && !bytes.Equal(out.bytes(), next) {
+			t.Errorf("pull of %s: not the new file", path)
+		}
+		return err
+	}
+	for _, first := range []string{"the same file's pull", "another file's pull", "a sum"} {
+		t.Run(first, func(t *testing.T) {
+			srv := deltaServer(t)
+			var logged strings.Builder
+			var mu sync.Mutex
+			o := connOptions(srv)
+			o.Logf = func(format string, args ...any) {
+				mu.Lock()
+				defer mu.Unlock()
+				logged.WriteString(strings.TrimSpace(fmt.Sprintf(format, args...)) + "\n")
+			}
+			h := New(Options{SSH: o})
+			defer h.Close()
+			hosts := h.DeltaHosts(func(host, extra string) (string, error) { return helperCmd + " serve --delta " + extra, nil })
+			var signs atomic.Int32
+			h.PullAhead(remote(src), src, false, false, func(ctx context.Context, w io.Writer) error {
+				signs.Add(1)
+				return delta.SignTo(ctx, bytes.NewReader(old), int64(len(old)), delta.BlockSize(int64(len(old))), w)
+			})
+			e, err := h.Endpoint(t.Context(), remote(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, release, err := hosts.DeltaSession(t.Context(), e.FS)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			switch first {
+			case "the same file's pull":
+				err = pull(t.Context(), s, src)
+			case "another file's pull":
+				err = pull(t.Context(), s, other)
+			case "a sum":
+				var sums [][]byte
+				var errs []error
+				sums, errs, err = s.SHA256s(t.Context(), []string{src}, []int64{int64(len(next))})
+				if err == nil && (errs[0] != nil || !bytes.Equal(sums[0], sha256Of(next))) {
+					t.Errorf("the sum asked after a pull asked ahead: %x, %v", sums[0], errs[0])
+				}
+			}
+			if err != nil {
+				t.Fatalf("%s after a pull asked ahead: %v", first, err)
+			}
+			mu.Lock()
+			took := strings.Contains(logged.String(), "was asked for ahead")
+			mu.Unlock()
+			if took != (first == "the same file's pull") || signs.Load() != 1 {
+				t.Errorf("%s: the pull asked ahead taken %v, signed %d times; log:\n%s", first, took, signs.Load(), logged.String())
+			}
+		})
+	}
+}
+
+func sha256Of(p []byte) []byte { s := sha256.Sum256(p); return s[:] }
+
+// memAt is a file in memory written at offsets.
+type memAt struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (m *memAt) WriteAt(p []byte, off int64) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if end := int(off) + len(p); end > len(m.b) {
+		m.b = append(m.b, make([]byte, end-len(m.b))...)
+	}
+	copy(m.b[off:], p)
+	return len(p), nil
+}
+
+func (m *memAt) bytes() []byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return bytes.Clone(m.b)
+}
