@@ -492,9 +492,10 @@ func (w *notifyWriter) Write(p []byte) (int, error) {
 }
 
 // halfSent streams sig to a SignatureReader, its second half held back
-// until out has records or wait has passed (then waited says true), and
-// reads it; read says how the reading ended.
-func halfSent(t *testing.T, sig *Signature, out *notifyWriter, wait time.Duration) (sr *SignatureReader, waited, read <-chan error) {
+// until released is closed (then waited says nil) or wait has passed
+// (then waited says so, as missing), and reads it; read says how the
+// reading ended.
+func halfSent(t *testing.T, sig *Signature, released <-chan struct{}, wait time.Duration, missing string) (sr *SignatureReader, waited, read <-chan error) {
 	t.Helper()
 	var wire bytes.Buffer
 	WriteSignature(&wire, sig)
@@ -505,10 +506,10 @@ func halfSent(t *testing.T, sig *Signature, out *notifyWriter, wait time.Duratio
 		half := len(all) / 2
 		pw.Write(all[:half])
 		select {
-		case <-out.first:
+		case <-released:
 			held <- nil
 		case <-time.After(wait):
-			held <- errors.New("no record with half the signature sent")
+			held <- errors.New(missing)
 		}
 		pw.Write(all[half:])
 		pw.Close()
@@ -537,7 +538,7 @@ func TestInPlaceStreamedSignature(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := &notifyWriter{skip: 64, first: make(chan struct{})}
-	sr, waited, read := halfSent(t, sig, out, 30*time.Second)
+	sr, waited, read := halfSent(t, sig, out.first, 30*time.Second, "no record with half the signature sent")
 	_, err = Diff(ctx, sr.Header(), bytes.NewReader(next), int64(len(next)), out,
 		DiffOptions{RangeLen: 256 << 10, Workers: 1, InPlace: true, Blocks: sr.Wait})
 	if err != nil {
@@ -599,7 +600,7 @@ func TestFreshStreamedSignature(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := &notifyWriter{skip: 64, first: make(chan struct{})}
-			sr, waited, read := halfSent(t, sig, out, map[bool]time.Duration{true: 30 * time.Second, false: 200 * time.Millisecond}[tc.early])
+			sr, waited, read := halfSent(t, sig, out.first, map[bool]time.Duration{true: 30 * time.Second, false: 200 * time.Millisecond}[tc.early], "no record with half the signature sent")
 			_, err = Diff(ctx, sr.Header(), bytes.NewReader(tc.next), int64(len(tc.next)), out,
 				DiffOptions{RangeLen: 256 << 10, Workers: 1, Blocks: sr.Wait})
 			if err != nil {
@@ -669,30 +670,8 @@ func TestPutOffRangeHoldsNoWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wire bytes.Buffer
-	WriteSignature(&wire, sig)
-	all := wire.Bytes()
 	out := &endsWriter{after: 2, past: make(chan struct{})}
-	pr, pw := io.Pipe()
-	held := make(chan error, 1)
-	go func() {
-		half := len(all) / 2
-		pw.Write(all[:half])
-		select {
-		case <-out.past:
-			held <- nil
-		case <-time.After(30 * time.Second):
-			held <- errors.New("no range after the one put off was sent with half the signature there")
-		}
-		pw.Write(all[half:])
-		pw.Close()
-	}()
-	sr, err := NewSignatureReader(pr, sig.Size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	read := make(chan error, 1)
-	go func() { _, err := sr.Read(); read <- err }()
+	sr, held, read := halfSent(t, sig, out.past, 30*time.Second, "no range after the one put off was sent with half the signature there")
 	_, err = Diff(ctx, sr.Header(), bytes.NewReader(next), int64(len(next)), out,
 		DiffOptions{RangeLen: 256 << 10, Workers: 1, Blocks: sr.Wait})
 	if err != nil {
