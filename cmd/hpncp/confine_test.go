@@ -53,6 +53,9 @@ var confineRuns = []frontEnd{
 	// "deltas", and when the helper walked the remote tree, "walked".)
 	{name: "r-delta", args: []string{"-r", "-v", "--delta", "--helper-path", hostile.HelperPath}},
 	{name: "sync-a-delta", args: []string{"-a", "-vv", "--helper-path", hostile.HelperPath}, sync: true},
+	// One file's sync: its delta asked for as the helper starts, against
+	// the target a run before left (a file, or a link the server made).
+	{name: "sync-a-file", args: []string{"-a", "-vv", "--helper-path", hostile.HelperPath}, sync: true, file: "big"},
 	// --inplace: the pulled deltas rewrite the targets where they lie.
 	{name: "sync-a-inplace", args: []string{"-a", "-vv", "--inplace", "--helper-path", hostile.HelperPath}, sync: true},
 	// Files that go whole are written over their targets too.

@@ -209,6 +209,9 @@ type frontEnd struct {
 	name string
 	args []string
 	sync bool // hpncp sync: the source is src/ and the target target/
+	// file, with sync, is one file's sync instead: src/file to
+	// target/file (a pull of one file asks for its delta ahead).
+	file string
 	// filesFrom, if set, is written to a file passed to --files-from.
 	filesFrom string
 	// plainNames: the front end refuses any name with a control
@@ -244,6 +247,9 @@ var syncFrontEnds = []frontEnd{
 // c.target with f.
 func (f frontEnd) argv(t testing.TB, c *confinement) []string {
 	t.Helper()
+	if f.sync && f.file != "" {
+		return append(append([]string{"sync"}, f.args...), "testhost:src/"+f.file, c.target+"/"+f.file)
+	}
 	if f.sync {
 		return append(append([]string{"sync"}, f.args...), "testhost:src/", c.target+"/")
 	}
