@@ -197,6 +197,10 @@ type Hosts struct {
 	// the background: Close waits for them, so that none logs, or holds
 	// a connection, once the run is over.
 	bg sync.WaitGroup // Close ran: a dial that ends later closes its connection
+	// dials are the dials under way (a pool's, in the background too),
+	// added to under mu while the run is not closed: Close waits for
+	// them, cut short by aborted, so that none logs once it returned.
+	dials sync.WaitGroup
 	// aborted ends every dial, under way or to come, once the copy has
 	// been given up (Abort).
 	aborted     context.Context
@@ -373,6 +377,16 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 		d := sshconn.NewDialer(o)
 		var mine []*sshconn.Client // this destination's connections, under h.mu
 		dial := func(ctx context.Context, hooks sshconn.DialHooks) (*sshconn.Client, error) {
+			// Close waits for the dials under way, which log: none
+			// starts once it ran.
+			h.mu.Lock()
+			if h.closed {
+				h.mu.Unlock()
+				return nil, errors.New("the run's connections are closed")
+			}
+			h.dials.Add(1)
+			h.mu.Unlock()
+			defer h.dials.Done()
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			defer context.AfterFunc(h.aborted, cancel)()
@@ -731,6 +745,7 @@ func (h *Hosts) Close() {
 		deltas = append(deltas, d) // started and never asked for
 	}
 	h.mu.Unlock()
+	h.dials.Wait()
 	for _, d := range deltas {
 		d.close()
 	}
