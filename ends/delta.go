@@ -81,14 +81,11 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 		dh.walked = make(chan struct{})
 	}
 	asks := h.walkAhead[key]
-	pull, pulls := h.pullAhead[key]
-	if pulls && len(asks) > 1 {
+	pull := h.pullAhead[key] // none: path ""
+	if len(asks) > 1 {
 		// The walks after the first are requests, which would give the
 		// pull up: it is asked for when the copy comes to it.
-		pull, pulls = pullAsk{}, false
-	}
-	if !pulls {
-		pull.path = ""
+		pull = pullAsk{}
 	}
 	answers := make([]*walkAhead, len(asks))
 	for i, a := range asks {
@@ -294,15 +291,18 @@ func (s session) SignPatch(ctx context.Context, basis string, basisSize int64, t
 // (PullAhead), whose delta the copy of the same file takes.
 func (s session) DiffStream(ctx context.Context, p string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (st delta.Stats, err error) {
 	err = s.again(ctx, func(c *helper.DeltaClient) error {
+		// The path as the copy gives it, cleaned, may be the one asked
+		// ahead; the client checks the rest.
 		p := p
-		if ahead, aheadInPlace, aheadZ, ok := c.Ahead(); ok && path.Clean(ahead) == path.Clean(p) && aheadInPlace == inPlace && aheadZ == c.Compressing() {
-			if s.dh.logf != nil {
-				s.dh.logf("%s: the delta of %s was asked for ahead", s.dh.host, vis.String(p))
-			}
+		ahead, asked := c.Ahead()
+		if asked && path.Clean(ahead) == path.Clean(p) {
 			p = ahead
 		}
 		var err error
 		st, err = c.DiffStream(ctx, p, size, sign, inPlace, apply)
+		if asked && err == nil && s.dh.logf != nil {
+			s.dh.logf("%s: the delta of %s was asked for ahead", s.dh.host, vis.String(p))
+		}
 		return err
 	})
 	return st, err

@@ -568,15 +568,14 @@ func (c *DeltaClient) DiffStream(ctx context.Context, path string, size int64, s
 	}
 	var st delta.Stats
 	var err error
-	if a := c.ahead; a != nil {
-		c.ahead = nil
-		if a.path != path || a.inPlace != inPlace || a.compress != c.compress {
-			err = fmt.Errorf("%w: %s", ErrAheadUnused, a.path)
-		} else {
-			st, err = c.diffEnd(ctx, a.signed, apply)
-		}
-	} else {
+	switch a := c.ahead; {
+	case a == nil:
 		st, err = c.diff(ctx, path, size, sign, inPlace, apply)
+	case a.path == path && a.inPlace == inPlace && a.compress == c.compress:
+		c.ahead = nil
+		st, err = c.diffEnd(ctx, a.signed, apply)
+	default:
+		err = c.unahead()
 	}
 	var de *DeltaError
 	if !errors.As(err, &de) {
@@ -621,15 +620,14 @@ func (c *DeltaClient) DiffAhead(path string, sign func(io.Writer) error, inPlace
 }
 
 // Ahead says the file of the pull asked ahead on the channel whose delta
-// is still to be read, and whether it was asked made in place, and
-// compressed.
-func (c *DeltaClient) Ahead() (path string, inPlace, compress, ok bool) {
+// is still to be read, if there is one.
+func (c *DeltaClient) Ahead() (path string, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ahead == nil {
-		return "", false, false, false
+		return "", false
 	}
-	return c.ahead.path, c.ahead.inPlace, c.ahead.compress, true
+	return c.ahead.path, true
 }
 
 // unahead gives the channel up where a pull asked ahead is on its way,
@@ -644,8 +642,6 @@ func (c *DeltaClient) unahead() error {
 }
 
 func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
-	stop := context.AfterFunc(ctx, func() { c.c.Close() })
-	defer stop()
 	signed, err := c.diffStart(path, size, sign, inPlace)
 	if err != nil {
 		return delta.Stats{}, err

@@ -329,9 +329,7 @@ func pullAhead(hosts *ends.Hosts, j SyncJob, eo transfer.Options, dst transfer.E
 	if !s.Location.Remote() || s.Contents {
 		return
 	}
-	lst, ok := dst.FS.(interface {
-		Lstat(string) (fs.FileInfo, error)
-	})
+	lst, ok := dst.FS.(transfer.LinkReader)
 	if !ok {
 		return
 	}

@@ -247,11 +247,8 @@ var syncFrontEnds = []frontEnd{
 // c.target with f.
 func (f frontEnd) argv(t testing.TB, c *confinement) []string {
 	t.Helper()
-	if f.sync && f.file != "" {
-		return append(append([]string{"sync"}, f.args...), "testhost:src/"+f.file, c.target+"/"+f.file)
-	}
 	if f.sync {
-		return append(append([]string{"sync"}, f.args...), "testhost:src/", c.target+"/")
+		return append(append([]string{"sync"}, f.args...), "testhost:src/"+f.file, c.target+"/"+f.file)
 	}
 	args := append([]string(nil), f.args...)
 	if f.filesFrom != "" {
