@@ -50,10 +50,34 @@ type Basis struct {
 // basis, the writing and the hashing are done by a goroutine per CPU,
 // each range by one of them.
 func Apply(ctx context.Context, r io.Reader, b Basis, out io.WriterAt, size int64) (Header, Stats, error) {
-	d := decoder{r: asByteReader(r)}
-	h, err := d.header()
-	if err != nil {
-		return Header{}, Stats{}, fmt.Errorf("apply delta: %w", err)
+	return ApplyShares(ctx, []io.Reader{r}, b, out, size)
+}
+
+// ApplyShares is Apply of a delta striped over the streams rs, rs[i]
+// bringing share {len(rs), i} of its ranges (DiffOptions.Share), all read
+// at once. Every stream's header must be the same, and each must end
+// every range of its share and no other.
+func ApplyShares(ctx context.Context, rs []io.Reader, b Basis, out io.WriterAt, size int64) (Header, Stats, error) {
+	if len(rs) < 1 || len(rs) > MaxShares {
+		return Header{}, Stats{}, fmt.Errorf("apply delta: %d shares", len(rs))
+	}
+	ds := make([]decoder, len(rs))
+	hs := make([]Header, len(rs))
+	errs := make([]error, len(rs))
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		ds[i] = decoder{r: asByteReader(r)}
+		wg.Go(func() { hs[i], errs[i] = ds[i].header() })
+	}
+	wg.Wait()
+	h := hs[0]
+	for i, err := range errs {
+		switch {
+		case err != nil:
+			return h, Stats{}, fmt.Errorf("apply delta: %w", err)
+		case hs[i] != h:
+			return h, Stats{}, fmt.Errorf("apply delta: %w: the shares' headers differ", ErrFormat)
+		}
 	}
 	switch {
 	case h.BlockLen != b.BlockLen || h.BasisSize != b.Size:
@@ -67,10 +91,18 @@ func Apply(ctx context.Context, r io.Reader, b Basis, out io.WriterAt, size int6
 	a := &applier{h: h, b: b, out: out, open: map[int64]*rangeState{}, done: make([]uint64, (h.Ranges()+63)/64),
 		blocks: Blocks(b.Size, b.BlockLen), fail: cancel}
 	a.start(ctx, runtime.GOMAXPROCS(0))
-	err = a.read(ctx, &d)
-	if err != nil {
-		cancel(err)
+	for i := range rs {
+		sh := Share{}
+		if len(rs) > 1 {
+			sh = Share{N: len(rs), I: i}
+		}
+		wg.Go(func() {
+			if err := a.read(ctx, &ds[i], sh); err != nil {
+				cancel(err)
+			}
+		})
 	}
+	wg.Wait()
 	a.stop()
 	if err := context.Cause(ctx); err != nil {
 		return h, a.st, fmt.Errorf("apply delta: %w", err)
@@ -78,9 +110,10 @@ func Apply(ctx context.Context, r io.Reader, b Basis, out io.WriterAt, size int6
 	return h, a.st, nil
 }
 
-// read checks the records and hands them to the workers, until the
-// delta's end.
-func (a *applier) read(ctx context.Context, d *decoder) error {
+// read checks the records of share sh and hands them to the workers,
+// until the share's end.
+func (a *applier) read(ctx context.Context, d *decoder, sh Share) error {
+	var ended int64
 	for {
 		if ctx.Err() != nil {
 			return nil // the cause is the workers'
@@ -90,12 +123,20 @@ func (a *applier) read(ctx context.Context, d *decoder) error {
 			return err
 		}
 		if rec.kind == recDone {
-			if a.ended != a.h.Ranges() {
-				return formatErr("ended with %d of %d ranges", a.ended, a.h.Ranges())
+			if want := sh.of(a.h.Ranges()); ended != want {
+				return formatErr("ended with %d of %d ranges", ended, want)
 			}
 			return nil
 		}
+		if !sh.has(rec.rng) {
+			return formatErr("range %d in share %d of %d", rec.rng, sh.I, sh.N)
+		}
+		if rec.kind == recEnd {
+			ended++
+		}
+		a.mu.Lock()
 		j, err := a.check(rec)
+		a.mu.Unlock()
 		if err != nil {
 			return err
 		}
@@ -129,11 +170,14 @@ type applier struct {
 	b      Basis
 	blocks int64
 	out    io.WriterAt
-	open   map[int64]*rangeState
-	done   []uint64
-	ended  int64
-	st     Stats
 	fail   context.CancelCauseFunc
+
+	// mu guards the ranges' states and the counts, which the shares'
+	// readers check their records against.
+	mu   sync.Mutex
+	open map[int64]*rangeState
+	done []uint64
+	st   Stats
 
 	jobs []chan job
 	free chan []byte // literal buffers, back from the workers
@@ -285,7 +329,6 @@ func (a *applier) check(rec record) (job, error) {
 		j.sum = &sum
 		delete(a.open, rec.rng)
 		a.done[rec.rng/64] |= 1 << (rec.rng % 64)
-		a.ended++
 	default:
 		return job{}, formatErr("record kind %#x", rec.kind)
 	}

@@ -695,3 +695,153 @@ func TestPutOffRangeHoldsNoWorker(t *testing.T) {
 		t.Errorf("sent %d literal bytes for 200 KiB changed", st.Literal)
 	}
 }
+
+// A delta diffed in shares, each apart, rebuilds the file from all of
+// them read at once, in place or not; a share that brings another's
+// range, leaves one of its own out, or whose header differs, is refused.
+func TestShares(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 10))
+	basis := random(rng, 400_000)
+	next := bytes.Clone(basis)
+	copy(next[120_000:], random(rng, 60_000))
+	next = append(next[:300_000:300_000], append(random(rng, 777), next[300_000:]...)...)
+	sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	diff := func(o DiffOptions) ([]byte, Stats) {
+		var d bytes.Buffer
+		st, err := Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), &d, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Bytes(), st
+	}
+	apply := func(ds [][]byte, inPlace bool) (*memFile, Stats, error) {
+		out := &memFile{}
+		b := Basis{R: bytes.NewReader(basis), Size: int64(len(basis)), BlockLen: 1000}
+		if inPlace {
+			out.b = bytes.Clone(basis)
+			b.R, b.InPlace = out, true
+		}
+		rs := make([]io.Reader, len(ds))
+		for i, d := range ds {
+			rs[i] = bytes.NewReader(d)
+		}
+		h, st, err := ApplyShares(ctx, rs, b, out, int64(len(next)))
+		if err == nil && inPlace {
+			out.b = out.b[:h.Size]
+		}
+		return out, st, err
+	}
+	for _, inPlace := range []bool{false, true} {
+		for _, n := range []int{2, 3, 7} {
+			t.Run(fmt.Sprintf("%d/inplace=%v", n, inPlace), func(t *testing.T) {
+				ds := make([][]byte, n)
+				var sent Stats
+				for i := range n {
+					d, st := diff(DiffOptions{RangeLen: 50_000, InPlace: inPlace, Share: Share{N: n, I: i}})
+					ds[i] = d
+					sent.add(st)
+				}
+				out, got, err := apply(ds, inPlace)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(out.b, next) {
+					t.Fatal("rebuilt another file")
+				}
+				if got != sent || got.Literal+got.Matched != int64(len(next)) {
+					t.Errorf("receiver counted %+v, senders %+v", got, sent)
+				}
+			})
+		}
+	}
+	a, _ := diff(DiffOptions{RangeLen: 50_000, Share: Share{N: 2, I: 0}})
+	b, _ := diff(DiffOptions{RangeLen: 50_000, Share: Share{N: 2, I: 1}})
+	whole, _ := diff(DiffOptions{RangeLen: 50_000})
+	other, _ := diff(DiffOptions{RangeLen: 60_000, Share: Share{N: 2, I: 1}})
+	// The second share's header and end, its ranges left out.
+	r := bytes.NewReader(b)
+	(&decoder{r: r}).header()
+	bEmpty := append(bytes.Clone(b[:len(b)-r.Len()]), recDone)
+	for name, ds := range map[string][][]byte{
+		"another share's range": {withRecords(a, copyRecord(1, 0, 1)), b},
+		"a range left out":      {a, bEmpty},
+		"whole and a share":     {whole, b},
+		"headers differ":        {a, other},
+		"shares swapped":        {b, a},
+	} {
+		if _, _, err := apply(ds, false); !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: got %v, want %v", name, err, ErrFormat)
+		}
+	}
+	if _, err := Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), io.Discard, DiffOptions{Share: Share{N: 2, I: 2}}); err == nil {
+		t.Error("Diff took share 2 of 2")
+	}
+}
+
+// A signature log gives each copy all of the signature from its start,
+// however late it begins; the signing waits for the copies, and fails
+// once every copy begun has failed.
+func TestSignatureLog(t *testing.T) {
+	ctx := context.Background()
+	basis := random(rand.New(rand.NewPCG(13, 14)), 3<<20)
+	var want bytes.Buffer
+	if err := SignTo(ctx, bytes.NewReader(basis), int64(len(basis)), 700, &want); err != nil {
+		t.Fatal(err)
+	}
+	l := NewSignatureLog()
+	signed := make(chan error, 1)
+	go func() {
+		err := SignTo(ctx, bytes.NewReader(basis), int64(len(basis)), 700, l)
+		l.Close(err)
+		signed <- err
+	}()
+	var early bytes.Buffer
+	if err := l.CopyTo(&early); err != nil || <-signed != nil {
+		t.Fatal(err)
+	}
+	var late bytes.Buffer
+	if err := l.CopyTo(&late); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(early.Bytes(), want.Bytes()) || !bytes.Equal(late.Bytes(), want.Bytes()) {
+		t.Error("a copy is not the signature")
+	}
+
+	// Every copy fails: the signing stops rather than read the rest.
+	big := NewSignatureLog()
+	gone := errors.New("channel gone")
+	go func() { big.CopyTo(failAfter{n: 1 << 20, err: gone}) }()
+	for begun := false; !begun; time.Sleep(time.Millisecond) {
+		big.mu.Lock()
+		begun = big.begun
+		big.mu.Unlock()
+	}
+	var wrote int
+	var err error
+	for wrote < 64<<20 && err == nil {
+		var n int
+		n, err = big.Write(make([]byte, 64<<10))
+		wrote += n
+	}
+	if !errors.Is(err, errNoCopies) || wrote > 8<<20 {
+		t.Errorf("signing with every copy failed: wrote %d bytes, %v", wrote, err)
+	}
+}
+
+// failAfter takes writes of up to n bytes, and fails a longer one with
+// err.
+type failAfter struct {
+	n   int
+	err error
+}
+
+func (f failAfter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		return 0, f.err
+	}
+	return len(p), nil
+}

@@ -117,6 +117,43 @@ type DiffOptions struct {
 	// moved farther is still found. A range taken once the signature is
 	// all there is diffed against all of it at once.
 	Blocks func(ctx context.Context, n int64) (*Signature, error)
+	// Share, when its N is more than 1, has Diff send only the ranges
+	// of that share, the delta's header still the whole file's: a
+	// delta striped over several streams, each diffed apart
+	// (ApplyShares).
+	Share Share
+}
+
+// A Share is the ranges r of a delta with r % N == I: a delta of N
+// shares goes over N streams at once, each with its own window, and
+// ApplyShares rebuilds the file from them. Ranges taken in turn spread
+// a change of several ranges over the streams. The zero Share, or one
+// of N 1, is every range.
+type Share struct{ N, I int }
+
+// Whole says the share is every range.
+func (s Share) Whole() bool { return s.N <= 1 }
+
+// of is how many of n ranges are the share's.
+func (s Share) of(n int64) int64 {
+	if s.Whole() {
+		return n
+	}
+	if int64(s.I) >= n {
+		return 0
+	}
+	return (n-int64(s.I)-1)/int64(s.N) + 1
+}
+
+// has says whether range r is the share's.
+func (s Share) has(r int64) bool { return s.Whole() || r%int64(s.N) == int64(s.I) }
+
+// MaxShares bounds a delta's shares.
+const MaxShares = 16
+
+// valid says whether s is a share a delta can be cut into.
+func (s Share) valid() bool {
+	return s.N == 0 && s.I == 0 || s.N >= 1 && s.N <= MaxShares && s.I >= 0 && s.I < s.N
 }
 
 // InPlaceMark is the size a file being rewritten in place (--inplace) is
@@ -154,6 +191,9 @@ const litChunk = 256 << 10
 func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io.Writer, o DiffOptions) (Stats, error) {
 	if size < 0 || size > MaxSize {
 		return Stats{}, fmt.Errorf("delta: size %d out of bounds", size)
+	}
+	if !o.Share.valid() {
+		return Stats{}, fmt.Errorf("delta: share %d of %d", o.Share.I, o.Share.N)
 	}
 	bl := int64(sig.BlockLen)
 	rl := o.RangeLen
@@ -203,14 +243,17 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	workers = int(min(int64(workers), max(n, 1)))
+	workers = int(min(int64(workers), max(o.Share.of(n), 1)))
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
 		wg    sync.WaitGroup
 		total Stats
 	)
-	q := &rangeQueue{n: n, whole: make(chan struct{})}
+	q := &rangeQueue{n: n, whole: make(chan struct{}), step: 1}
+	if !o.Share.Whole() {
+		q.next, q.step = int64(o.Share.I), int64(o.Share.N)
+	}
 	// Once a range was put off, the whole signature's index is made as
 	// soon as the signature is all there, which the ranges put off are
 	// then taken first for.
@@ -343,6 +386,7 @@ func (m *matcher) diffNear(ctx context.Context, sig *Signature, r, start, length
 type rangeQueue struct {
 	mu    sync.Mutex
 	next  int64 // the next range in order
+	step  int64 // from one range to the next: a share's N
 	n     int64
 	later []int64
 	whole chan struct{} // closed once the whole signature's index is made
@@ -360,13 +404,13 @@ func (q *rangeQueue) take(ctx context.Context) (r int64, again, ok bool) {
 		ready = true
 	default:
 	}
-	if len(q.later) > 0 && (ready || q.next == q.n) {
+	if len(q.later) > 0 && (ready || q.next >= q.n) {
 		r, q.later = q.later[0], q.later[1:]
 		return r, true, true
 	}
 	if q.next < q.n {
-		q.next++
-		return q.next - 1, false, true
+		q.next += q.step
+		return q.next - q.step, false, true
 	}
 	return 0, false, false
 }

@@ -11,6 +11,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/crypto/ssh"
 
@@ -109,12 +110,47 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 			}
 			if err == nil {
 				// A pull asked ahead goes out behind the command
-				// that starts the helper.
+				// that starts the helper, and its other shares'
+				// behind the commands of channels of their own,
+				// opened at once: they are idle with it once the
+				// helper is up.
 				sctx, cancel := context.WithCancel(ctx) // its signing ends with the run
 				stop := context.AfterFunc(h.aborted, cancel)
+				as := newAheadSigner(sctx, pull, func() { stop(); cancel() })
+				var opening sync.WaitGroup
+				var more []*helper.DeltaClient
+				var moreMu sync.Mutex
+				var asked atomic.Bool
+				for i := 1; pull.path != "" && i < pull.shares; i++ {
+					opening.Go(func() {
+						c, err := dh.open(ctx, l, func(c *helper.DeltaClient) {
+							if dh.askPull(c, pull, delta.Share{N: pull.shares, I: i}, as.send) {
+								asked.Store(true)
+							}
+						})
+						if err == nil {
+							moreMu.Lock()
+							more = append(more, c)
+							moreMu.Unlock()
+						}
+					})
+				}
+				share := delta.Share{}
+				if pull.shares > 1 {
+					share = delta.Share{N: pull.shares}
+				}
 				first, err = dh.open(ctx, firstLine, func(c *helper.DeltaClient) {
-					dh.askPull(sctx, c, pull, func() { stop(); cancel() })
+					if dh.askPull(c, pull, share, as.send) {
+						asked.Store(true)
+					}
 				})
+				opening.Wait()
+				if !asked.Load() {
+					as.unasked()
+				}
+				for _, c := range more {
+					dh.releaser(c)()
+				}
 			}
 			if err != nil && ctx.Err() == nil {
 				dh.noneErr = err
@@ -180,42 +216,74 @@ func (h *Hosts) WalkAhead(l transfer.Location, root string, maxEntries, maxBytes
 // first, has the channel given up and asks on a new one (session.again).
 // sign's ctx ends with the run. Call it before the host's end is opened;
 // it does nothing unless DeltaHosts was asked for.
-func (h *Hosts) PullAhead(l transfer.Location, path string, inPlace, compress bool, sign func(ctx context.Context, w io.Writer) error) {
+func (h *Hosts) PullAhead(l transfer.Location, path string, inPlace, compress bool, shares int, sign func(ctx context.Context, w io.Writer) error) {
 	key, _ := h.destination(l)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.pullAhead == nil {
 		h.pullAhead = map[string]pullAsk{}
 	}
-	h.pullAhead[key] = pullAsk{path, inPlace, compress, sign}
+	h.pullAhead[key] = pullAsk{path, inPlace, compress, shares, sign}
 }
 
 // A pullAsk is a pull asked for ahead (PullAhead).
 type pullAsk struct {
 	path              string // "" for none
 	inPlace, compress bool
+	shares            int // how many shares of its delta are asked for (transfer.PullShares)
 	sign              func(ctx context.Context, w io.Writer) error
 }
 
-// askPull asks c, the helper started early, for the pull asked ahead, if
-// one was: c then goes idle with it on its way.
-func (d *deltaHost) askPull(ctx context.Context, c *helper.DeltaClient, p pullAsk, done func()) {
+// askPull asks c, a helper started early, for its share of the pull
+// asked ahead, if one was, signed by sign: c then goes idle with it on
+// its way, and sign is called.
+func (d *deltaHost) askPull(c *helper.DeltaClient, p pullAsk, share delta.Share, sign func(io.Writer) error) (asked bool) {
 	if p.path == "" {
-		done()
-		return
+		return false
 	}
 	c.Compress(p.compress)
-	err := c.DiffAhead(p.path, func(w io.Writer) error {
-		defer done()
-		return p.sign(ctx, w)
-	}, p.inPlace)
-	if err != nil {
-		done()
-		return // the channel is given up; the copy asks again
+	if err := c.DiffAhead(p.path, sign, p.inPlace, share); err != nil {
+		return false // the channel is given up; the copy asks again
 	}
 	if d.logf != nil {
 		d.logf("%s: asked the helper for the delta of %s as the SFTP start goes on", d.host, vis.String(p.path))
 	}
+	return true
+}
+
+// An aheadSigner signs the basis of a pull asked ahead once, as the
+// first of its shares' requests sends the signature, into a log the
+// others send it from too (delta.SignatureLog); done follows the
+// signing's end, or unasked where no request came.
+type aheadSigner struct {
+	once sync.Once
+	log  *delta.SignatureLog
+	sign func(ctx context.Context, w io.Writer) error // nil: no pull asked
+	ctx  context.Context
+	done func()
+}
+
+func newAheadSigner(ctx context.Context, p pullAsk, done func()) *aheadSigner {
+	return &aheadSigner{log: delta.NewSignatureLog(), sign: p.sign, ctx: ctx, done: done}
+}
+
+// send writes the signature to w, its signing begun by the first send.
+func (a *aheadSigner) send(w io.Writer) error {
+	a.once.Do(func() {
+		go func() {
+			defer a.done()
+			a.log.Close(a.sign(a.ctx, a.log))
+		}()
+	})
+	return a.log.CopyTo(w)
+}
+
+// unasked ends the signer where no request asked for the signature.
+func (a *aheadSigner) unasked() {
+	a.once.Do(func() {
+		a.log.Close(errors.New("not asked for"))
+		a.done()
+	})
 }
 
 // A walkAsk is a walk asked for ahead; a walkAhead its answer, once done
@@ -289,23 +357,30 @@ func (s session) SignPatch(ctx context.Context, basis string, basisSize int64, t
 
 // DiffStream is the helper's, but for a pull asked ahead on s's channel
 // (PullAhead), whose delta the copy of the same file takes.
-func (s session) DiffStream(ctx context.Context, p string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (st delta.Stats, err error) {
+func (s session) DiffStream(ctx context.Context, p string, size int64, sign func(io.Writer) error, inPlace bool, share delta.Share, apply func(io.Reader) error) (st delta.Stats, err error) {
 	err = s.again(ctx, func(c *helper.DeltaClient) error {
 		// The path as the copy gives it, cleaned, may be the one asked
 		// ahead; the client checks the rest.
 		p := p
-		ahead, asked := c.Ahead()
+		ahead, _, asked := c.Ahead()
 		if asked && path.Clean(ahead) == path.Clean(p) {
 			p = ahead
 		}
 		var err error
-		st, err = c.DiffStream(ctx, p, size, sign, inPlace, apply)
+		st, err = c.DiffStream(ctx, p, size, sign, inPlace, share, apply)
 		if asked && err == nil && s.dh.logf != nil {
 			s.dh.logf("%s: the delta of %s was asked for ahead", s.dh.host, vis.String(p))
 		}
 		return err
 	})
 	return st, err
+}
+
+// AheadShare is the share of the pull of the file at p asked ahead on
+// s's channel, if one was.
+func (s session) AheadShare(p string) (delta.Share, bool) {
+	ahead, share, asked := s.DeltaClient.Ahead()
+	return share, asked && path.Clean(ahead) == path.Clean(p)
 }
 
 // again has ask ask s's helper; where that gave the channel up for a

@@ -59,13 +59,13 @@ func TestPullAhead(t *testing.T) {
 	os.WriteFile(src, next, 0o644)
 	os.WriteFile(other, next, 0o644)
 	pull := func(ctx context.Context, s interface {
-		DiffStream(context.Context, string, int64, func(io.Writer) error, bool, func(io.Reader) error) (delta.Stats, error)
+		DiffStream(context.Context, string, int64, func(io.Writer) error, bool, delta.Share, func(io.Reader) error) (delta.Stats, error)
 	}, path string) error {
 		bl := delta.BlockSize(int64(len(old)))
 		out := &memAt{}
 		_, err := s.DiffStream(ctx, path, int64(len(next)), func(w io.Writer) error {
 			return delta.SignTo(ctx, bytes.NewReader(old), int64(len(old)), bl, w)
-		}, false, func(r io.Reader) error {
+		}, false, delta.Share{}, func(r io.Reader) error {
 			_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(old), Size: int64(len(old)), BlockLen: bl}, out, int64(len(next)))
 			return err
 		})
@@ -89,7 +89,7 @@ func TestPullAhead(t *testing.T) {
 			defer h.Close()
 			hosts := h.DeltaHosts(func(host, extra string) (string, error) { return helperCmd + " serve --delta " + extra, nil })
 			var signs atomic.Int32
-			h.PullAhead(remote(src), src, false, false, func(ctx context.Context, w io.Writer) error {
+			h.PullAhead(remote(src), src, false, false, 1, func(ctx context.Context, w io.Writer) error {
 				signs.Add(1)
 				return delta.SignTo(ctx, bytes.NewReader(old), int64(len(old)), delta.BlockSize(int64(len(old))), w)
 			})
@@ -121,10 +121,92 @@ func TestPullAhead(t *testing.T) {
 			mu.Lock()
 			took := strings.Contains(logged.String(), "was asked for ahead")
 			mu.Unlock()
-			if took != (first == "the same file's pull") || signs.Load() != 1 {
+			// Given up, the pull asked ahead may have begun its
+			// signing, never more than once.
+			if took != (first == "the same file's pull") || signs.Load() > 1 || took && signs.Load() != 1 {
 				t.Errorf("%s: the pull asked ahead taken %v, signed %d times; log:\n%s", first, took, signs.Load(), logged.String())
 			}
 		})
+	}
+}
+
+// A pull asked ahead in shares goes out on as many channels as the
+// helper starts, the basis signed once; the sessions the copy then takes
+// hold the shares, each saying which, and the shares' deltas together
+// rebuild the file.
+func TestPullAheadShares(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	dir := t.TempDir()
+	old := bytes.Repeat([]byte("an old version of the file\n"), 80000)
+	next := bytes.Clone(old)
+	copy(next[100_000:], "changed")
+	copy(next[1_900_000:], "changed too")
+	src := filepath.Join(dir, "src")
+	os.WriteFile(src, next, 0o644)
+	srv := deltaServer(t)
+	h := New(Options{SSH: connOptions(srv)})
+	defer h.Close()
+	hosts := h.DeltaHosts(func(host, extra string) (string, error) { return helperCmd + " serve --delta " + extra, nil })
+	var signs atomic.Int32
+	bl := delta.BlockSize(int64(len(old)))
+	const n = 3
+	h.PullAhead(remote(src), src, false, false, n, func(ctx context.Context, w io.Writer) error {
+		signs.Add(1)
+		return delta.SignTo(ctx, bytes.NewReader(old), int64(len(old)), bl, w)
+	})
+	e, err := h.Endpoint(t.Context(), remote(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := make([]io.Reader, n)
+	var (
+		mu      sync.Mutex
+		in      int
+		all     = make(chan struct{})
+		applied = make(chan struct{})
+		aerr    error
+	)
+	out := &memAt{}
+	go func() {
+		defer close(applied)
+		<-all
+		_, _, aerr = delta.ApplyShares(t.Context(), rs, delta.Basis{R: bytes.NewReader(old), Size: int64(len(old)), BlockLen: bl}, out, int64(len(next)))
+	}()
+	var wg sync.WaitGroup
+	seen := map[int]bool{}
+	for range n {
+		s, release, err := hosts.DeltaSession(t.Context(), e.FS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		sh, ok := s.(session).AheadShare(src)
+		if !ok || sh.N != n || seen[sh.I] {
+			t.Fatalf("a session holds share %+v (asked ahead %v), seen %v", sh, ok, seen)
+		}
+		seen[sh.I] = true
+		wg.Go(func() {
+			_, err := s.DiffStream(t.Context(), src, int64(len(next)), func(io.Writer) error {
+				t.Error("a share asked ahead signed again")
+				return nil
+			}, false, sh, func(r io.Reader) error {
+				mu.Lock()
+				rs[sh.I] = r
+				if in++; in == n {
+					close(all)
+				}
+				mu.Unlock()
+				<-applied
+				return aerr
+			})
+			if err != nil {
+				t.Errorf("share %d: %v", sh.I, err)
+			}
+		})
+	}
+	wg.Wait()
+	if !bytes.Equal(out.bytes(), next) || signs.Load() != 1 {
+		t.Errorf("shares asked ahead: the new file rebuilt %v, signed %d times", bytes.Equal(out.bytes(), next), signs.Load())
 	}
 }
 

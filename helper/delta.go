@@ -60,8 +60,9 @@ import (
 // compressed (patchZstd, diffZstd); 5: a walk carries filter rules; 6: a
 // push is one request ('A'), the signature and the delta streaming both
 // ways at once, the temporary file made by the helper; 7: a pull may
-// leave the file's size to the helper (diffAnySize).
-const deltaHello = "hpncp-delta 7\n"
+// leave the file's size to the helper (diffAnySize); 8: a pull may ask for
+// a share of the delta's ranges (diffShare).
+const deltaHello = "hpncp-delta 8\n"
 
 const (
 	opSignPatch = 'A'
@@ -88,6 +89,10 @@ const (
 	// delta's header says (a pull asked before the file was listed,
 	// DiffAhead).
 	diffAnySize = 4
+	// diffShare, in a diff request's flags, says a share of the delta's
+	// ranges is asked for (delta.Share: its N, then its I, follow the
+	// flags), the others going on other channels at once.
+	diffShare = 8
 	// patchMode and patchTimes, in a push's flags, say a mode, and an
 	// access and a modification time (seconds, as SFTP sets them),
 	// follow them, which the helper gives the file once it is whole.
@@ -548,7 +553,7 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 // made to be applied over the basis when inPlace, and hands the delta to
 // apply as it comes.
 func (c *DeltaClient) Diff(ctx context.Context, path string, size int64, sig *delta.Signature, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
-	return c.DiffStream(ctx, path, size, func(w io.Writer) error { return delta.WriteSignature(w, sig) }, inPlace, apply)
+	return c.DiffStream(ctx, path, size, func(w io.Writer) error { return delta.WriteSignature(w, sig) }, inPlace, delta.Share{}, apply)
 }
 
 // DiffStream is Diff with the signature written by sign as it is made:
@@ -560,7 +565,7 @@ func (c *DeltaClient) Diff(ctx context.Context, path string, size int64, sig *de
 // A pull asked ahead (DiffAhead) of the same file, made the same way, is
 // the one whose delta is read then: its own signature went out, and sign
 // is not called. One of another file is given up with the channel.
-func (c *DeltaClient) DiffStream(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
+func (c *DeltaClient) DiffStream(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, share delta.Share, apply func(io.Reader) error) (delta.Stats, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
@@ -570,8 +575,8 @@ func (c *DeltaClient) DiffStream(ctx context.Context, path string, size int64, s
 	var err error
 	switch a := c.ahead; {
 	case a == nil:
-		st, err = c.diff(ctx, path, size, sign, inPlace, apply)
-	case a.path == path && a.inPlace == inPlace && a.compress == c.compress:
+		st, err = c.diff(ctx, path, size, sign, inPlace, share, apply)
+	case a.path == path && a.inPlace == inPlace && a.compress == c.compress && a.share == share:
 		c.ahead = nil
 		st, err = c.diffEnd(ctx, a.signed, apply)
 	default:
@@ -590,10 +595,12 @@ func (c *DeltaClient) DiffStream(ctx context.Context, path string, size int64, s
 // and the request may be asked again on another.
 var ErrAheadUnused = errors.New("delta service: the pull asked ahead was not the one asked for")
 
-// A pull asked ahead: its file, how it was made, and its signature's end.
+// A pull asked ahead: its file, how it was made, its share of the
+// delta, and its signature's end.
 type pullAhead struct {
 	path              string
 	inPlace, compress bool
+	share             delta.Share
 	signed            chan error
 }
 
@@ -605,29 +612,29 @@ type pullAhead struct {
 // size listed by then. The client asks nothing else meanwhile: any other
 // request gives the channel up. Its reply to a request asked in the
 // command line may still be read (WalkAsked): it comes first.
-func (c *DeltaClient) DiffAhead(path string, sign func(io.Writer) error, inPlace bool) error {
+func (c *DeltaClient) DiffAhead(path string, sign func(io.Writer) error, inPlace bool, share delta.Share) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken || c.ahead != nil {
 		return errBroken
 	}
-	signed, err := c.diffStart(path, -1, sign, inPlace)
+	signed, err := c.diffStart(path, -1, sign, inPlace, share)
 	if err != nil {
 		return c.breaks(err)
 	}
-	c.ahead = &pullAhead{path: path, inPlace: inPlace, compress: c.compress, signed: signed}
+	c.ahead = &pullAhead{path: path, inPlace: inPlace, compress: c.compress, share: share, signed: signed}
 	return nil
 }
 
-// Ahead says the file of the pull asked ahead on the channel whose delta
-// is still to be read, if there is one.
-func (c *DeltaClient) Ahead() (path string, ok bool) {
+// Ahead says the file and the share of the pull asked ahead on the
+// channel whose delta is still to be read, if there is one.
+func (c *DeltaClient) Ahead() (path string, share delta.Share, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ahead == nil {
-		return "", false
+		return "", delta.Share{}, false
 	}
-	return c.ahead.path, true
+	return c.ahead.path, c.ahead.share, true
 }
 
 // unahead gives the channel up where a pull asked ahead is on its way,
@@ -641,8 +648,8 @@ func (c *DeltaClient) unahead() error {
 	return c.breaks(fmt.Errorf("%w: %s", ErrAheadUnused, a.path))
 }
 
-func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error) {
-	signed, err := c.diffStart(path, size, sign, inPlace)
+func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, share delta.Share, apply func(io.Reader) error) (delta.Stats, error) {
+	signed, err := c.diffStart(path, size, sign, inPlace, share)
 	if err != nil {
 		return delta.Stats{}, err
 	}
@@ -652,7 +659,7 @@ func (c *DeltaClient) diff(ctx context.Context, path string, size int64, sign fu
 // diffStart sends a diff request for the file at path of size bytes (-1:
 // whatever its size) and the signature sign writes, on a goroutine of
 // its own, whose end signed says.
-func (c *DeltaClient) diffStart(path string, size int64, sign func(io.Writer) error, inPlace bool) (signed chan error, err error) {
+func (c *DeltaClient) diffStart(path string, size int64, sign func(io.Writer) error, inPlace bool, share delta.Share) (signed chan error, err error) {
 	req := appendString([]byte{opDiff}, path)
 	req = binary.AppendUvarint(req, uint64(max(size, 0)))
 	var flags uint64
@@ -665,7 +672,14 @@ func (c *DeltaClient) diffStart(path string, size int64, sign func(io.Writer) er
 	if size < 0 {
 		flags |= diffAnySize
 	}
+	if !share.Whole() {
+		flags |= diffShare
+	}
 	req = binary.AppendUvarint(req, flags)
+	if !share.Whole() {
+		req = binary.AppendUvarint(req, uint64(share.N))
+		req = binary.AppendUvarint(req, uint64(share.I))
+	}
 	if _, err := c.w.Write(req); err != nil {
 		return nil, err
 	}

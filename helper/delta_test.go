@@ -605,7 +605,7 @@ func TestDeltaServiceDiffStream(t *testing.T) {
 
 	c := deltaPair(t)
 	local := &memFile{b: bytes.Clone(old)}
-	_, err := c.DiffStream(ctx, src, int64(len(next)), sign, true, func(r io.Reader) error {
+	_, err := c.DiffStream(ctx, src, int64(len(next)), sign, true, delta.Share{}, func(r io.Reader) error {
 		_, _, err := delta.Apply(ctx, r, delta.Basis{R: local, Size: int64(len(old)), BlockLen: bl, InPlace: true}, local, int64(len(next)))
 		return err
 	})
@@ -621,12 +621,88 @@ func TestDeltaServiceDiffStream(t *testing.T) {
 	}
 	defer c.Close()
 	stop := errors.New("stopped applying")
-	_, err = c.DiffStream(ctx, src, int64(len(next)), sign, true, func(r io.Reader) error {
+	_, err = c.DiffStream(ctx, src, int64(len(next)), sign, true, delta.Share{}, func(r io.Reader) error {
 		r.Read(make([]byte, 10))
 		return stop
 	})
 	if !errors.Is(err, stop) || !c.Broken() {
 		t.Errorf("apply stopped part way: %v (broken %v), want its own error and the channel given up", err, c.Broken())
+	}
+}
+
+// A pull's delta asked for in shares on channels of their own, the
+// signature made once and sent on each, is applied from all of them at
+// once; a request for a share past the count is out of step, and ends
+// the service.
+func TestDeltaServiceShares(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old := randomBytes(11, 5<<20)
+	next := bytes.Clone(old)
+	copy(next[2<<20:], randomBytes(12, 1<<20))
+	src := filepath.Join(dir, "src")
+	os.WriteFile(src, next, 0o644)
+	bl := delta.BlockSize(int64(len(old)))
+	log := delta.NewSignatureLog()
+	go func() { log.Close(delta.SignTo(ctx, bytes.NewReader(old), int64(len(old)), bl, log)) }()
+	for _, inPlace := range []bool{false, true} {
+		out := &memFile{}
+		b := delta.Basis{R: bytes.NewReader(old), Size: int64(len(old)), BlockLen: bl}
+		if inPlace {
+			out.b = bytes.Clone(old)
+			b.R, b.InPlace = out, true
+		}
+		const n = 3
+		type share struct {
+			i int
+			r io.Reader
+		}
+		rs := make(chan share, n)
+		applied := make(chan error)
+		go func() {
+			all := make([]io.Reader, n)
+			for range n {
+				s := <-rs
+				all[s.i] = s.r
+			}
+			_, _, err := delta.ApplyShares(ctx, all, b, out, int64(len(next)))
+			for range n {
+				applied <- err
+			}
+		}()
+		errs := make(chan error, n)
+		for i := range n {
+			c := deltaPair(t)
+			go func() {
+				_, err := c.DiffStream(ctx, src, int64(len(next)), log.CopyTo, inPlace, delta.Share{N: n, I: i}, func(r io.Reader) error {
+					rs <- share{i, r}
+					return <-applied
+				})
+				errs <- err
+			}()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatalf("inPlace %v: %v", inPlace, err)
+			}
+		}
+		if !bytes.Equal(out.b[:len(next)], next) {
+			t.Fatalf("inPlace %v: not the new file", inPlace)
+		}
+	}
+	a, b := net.Pipe()
+	go func() { ServeDelta(ctx, b, b); b.Close() }()
+	c, err := NewDeltaClient(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.DiffStream(ctx, src, int64(len(next)), log.CopyTo, false, delta.Share{N: 2, I: 2}, func(r io.Reader) error {
+		_, err := io.Copy(io.Discard, r)
+		return err
+	})
+	if err == nil || !c.Broken() {
+		t.Errorf("share 2 of 2: %v (broken %v), want the service ended", err, c.Broken())
 	}
 }
 
@@ -905,14 +981,14 @@ func TestDiffAhead(t *testing.T) {
 	}
 
 	c := deltaPair(t)
-	if err := c.DiffAhead(src, sign, false); err != nil {
+	if err := c.DiffAhead(src, sign, false, delta.Share{}); err != nil {
 		t.Fatal(err)
 	}
 	out := &memFile{}
 	st, err := c.DiffStream(ctx, src, int64(len(next)), func(io.Writer) error {
 		t.Error("a pull asked ahead signed again")
 		return nil
-	}, false, apply(out, int64(len(next))))
+	}, false, delta.Share{}, apply(out, int64(len(next))))
 	if err != nil || !bytes.Equal(out.b, next) || signs.Load() != 1 {
 		t.Fatalf("pull asked ahead: %v (signed %d times)", err, signs.Load())
 	}
@@ -921,7 +997,7 @@ func TestDiffAhead(t *testing.T) {
 	}
 	// The channel is in step: a pull asked now is answered.
 	out = &memFile{}
-	if _, err := c.DiffStream(ctx, src, int64(len(next)), sign, false, apply(out, int64(len(next)))); err != nil || !bytes.Equal(out.b, next) {
+	if _, err := c.DiffStream(ctx, src, int64(len(next)), sign, false, delta.Share{}, apply(out, int64(len(next)))); err != nil || !bytes.Equal(out.b, next) {
 		t.Fatalf("pull after one asked ahead: %v", err)
 	}
 
@@ -940,21 +1016,25 @@ func TestDiffAhead(t *testing.T) {
 
 	// Listed at another size than the helper found: refused.
 	c = cutPair()
-	if err := c.DiffAhead(src, sign, false); err != nil {
+	if err := c.DiffAhead(src, sign, false, delta.Share{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.DiffStream(ctx, src, int64(len(next))-1, sign, false, apply(&memFile{}, int64(len(next))-1)); err == nil {
+	if _, err := c.DiffStream(ctx, src, int64(len(next))-1, sign, false, delta.Share{}, apply(&memFile{}, int64(len(next))-1)); err == nil {
 		t.Error("a pull asked ahead of a file listed at another size was applied")
 	}
 
 	// Another file, or another request: the channel is given up.
 	for name, ask := range map[string]func(c *DeltaClient) error{
 		"another file": func(c *DeltaClient) error {
-			_, err := c.DiffStream(ctx, src+"x", int64(len(next)), sign, false, apply(&memFile{}, -1))
+			_, err := c.DiffStream(ctx, src+"x", int64(len(next)), sign, false, delta.Share{}, apply(&memFile{}, -1))
 			return err
 		},
 		"made in place": func(c *DeltaClient) error {
-			_, err := c.DiffStream(ctx, src, int64(len(next)), sign, true, apply(&memFile{}, -1))
+			_, err := c.DiffStream(ctx, src, int64(len(next)), sign, true, delta.Share{}, apply(&memFile{}, -1))
+			return err
+		},
+		"another share": func(c *DeltaClient) error {
+			_, err := c.DiffStream(ctx, src, int64(len(next)), sign, false, delta.Share{N: 2, I: 1}, apply(&memFile{}, -1))
 			return err
 		},
 		"sums": func(c *DeltaClient) error {
@@ -963,7 +1043,7 @@ func TestDiffAhead(t *testing.T) {
 		},
 	} {
 		c := cutPair()
-		if err := c.DiffAhead(src, sign, false); err != nil {
+		if err := c.DiffAhead(src, sign, false, delta.Share{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := ask(c); !errors.Is(err, ErrAheadUnused) || !c.Broken() {

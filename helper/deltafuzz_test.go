@@ -60,10 +60,10 @@ func FuzzDeltaReplies(f *testing.F) {
 		switch op % 8 {
 		case 7:
 			sign := func(w io.Writer) error { return delta.WriteSignature(w, sig) }
-			if err := c.DiffAhead("f", sign, false); err != nil {
+			if err := c.DiffAhead("f", sign, false, delta.Share{}); err != nil {
 				t.Fatal(err)
 			}
-			c.DiffStream(ctx, "f", int64(len(basis)-7), sign, false, func(r io.Reader) error {
+			c.DiffStream(ctx, "f", int64(len(basis)-7), sign, false, delta.Share{}, func(r io.Reader) error {
 				_, _, err := delta.Apply(ctx, r, delta.Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, discardAt{}, int64(len(basis)-7))
 				return err
 			})

@@ -355,7 +355,12 @@ func (p *patch) close(ok bool) error {
 // writing over the basis, as the signature arrives (diffStream).
 func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles, gov *zgov) (st delta.Stats, rerr, err error) {
 	fr := fields{r: r}
-	path, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(diffInPlace|diffZstd|diffAnySize)
+	path, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(diffInPlace|diffZstd|diffAnySize|diffShare)
+	var share delta.Share
+	if flags&diffShare != 0 {
+		share.N = int(fr.uint(delta.MaxShares))
+		share.I = int(fr.uint(max(uint64(share.N), 1) - 1))
+	}
 	if fr.err != nil {
 		return st, nil, fr.err
 	}
@@ -367,7 +372,7 @@ func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 	if flags&diffZstd != 0 {
 		z = gov
 	}
-	return diffStream(ctx, in, w, files, path, size, flags&diffInPlace != 0, z)
+	return diffStream(ctx, in, w, files, path, size, flags&diffInPlace != 0, share, z)
 }
 
 // deltaOut is where a delta for the client goes: out itself, or (z not
@@ -386,13 +391,13 @@ func deltaOut(out io.Writer, z *zgov) (to io.Writer, done func() error, err erro
 
 // diffStream diffs the file at path, of size bytes (-1: whatever its
 // size, which the delta's header then says), as the client's signature
-// arrives on in, for writing
+// arrives on in (share of its ranges), for writing
 // in place (inPlace: each range as soon as its blocks are there) or for a
 // fresh file (each range first against the blocks near it, as soon as
 // they are there: delta.DiffOptions.Blocks), the delta going out
 // meanwhile: the client signs its target while it is diffed here, and
 // applies the delta as it comes.
-func diffStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files DeltaFiles, path string, size int64, inPlace bool, z *zgov) (st delta.Stats, rerr, err error) {
+func diffStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files DeltaFiles, path string, size int64, inPlace bool, share delta.Share, z *zgov) (st delta.Stats, rerr, err error) {
 	sr, rerr := delta.NewSignatureReader(in, -1)
 	if rerr != nil {
 		if derr := in.drain(); derr != nil {
@@ -424,7 +429,7 @@ func diffStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files Del
 		}
 	}
 	if rerr == nil {
-		st, rerr = delta.Diff(ctx, sr.Header(), f, size, out, delta.DiffOptions{InPlace: inPlace, Blocks: sr.Wait})
+		st, rerr = delta.Diff(ctx, sr.Header(), f, size, out, delta.DiffOptions{InPlace: inPlace, Blocks: sr.Wait, Share: share})
 		f.Close()
 	}
 	if done != nil {

@@ -345,7 +345,7 @@ func pullAhead(hosts *ends.Hosts, j SyncJob, eo transfer.Options, dst transfer.E
 		return
 	}
 	size := fi.Size()
-	hosts.PullAhead(s.Location, remote, eo.InPlace, eo.Compress, func(ctx context.Context, w io.Writer) error {
+	hosts.PullAhead(s.Location, remote, eo.InPlace, eo.Compress, transfer.PullShares(size), func(ctx context.Context, w io.Writer) error {
 		return transfer.SignTo(ctx, transfer.Endpoint{FS: dst.FS, Path: target}, size, w)
 	})
 }

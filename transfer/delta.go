@@ -39,8 +39,9 @@ type DeltaSession interface {
 	Diff(ctx context.Context, path string, size int64, sig *delta.Signature, inPlace bool, apply func(io.Reader) error) (delta.Stats, error)
 	// DiffStream is Diff with the signature written by sign as it is
 	// made, while the delta is read; an error of sign's is returned as
-	// it is.
-	DiffStream(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, apply func(io.Reader) error) (delta.Stats, error)
+	// it is. share says which of the delta's ranges are asked for, the
+	// others on other sessions at once (delta.ApplyShares).
+	DiffStream(ctx context.Context, path string, size int64, sign func(io.Writer) error, inPlace bool, share delta.Share, apply func(io.Reader) error) (delta.Stats, error)
 	// Sums are the content sums (delta.SumOf) of the regular files at
 	// paths, of sizes, hashed where they lie; errs says, in its place, why
 	// a file has none.
@@ -387,11 +388,78 @@ func (l *readsOf) failed() error {
 	return l.err
 }
 
+// PullShares is how many shares (delta.Share) the delta of a pull whose
+// basis is basisSize bytes is asked for in, each on a channel of its own:
+// one channel carries a window (2 MiB) a round trip, about 20 MB/s at
+// 100 ms, however much of the file changed, and a file large enough to
+// have ranges to spread takes two, which together carry what a stock
+// connection's buffers do (section 8c of docs/DESIGN.md).
+func PullShares(basisSize int64) int {
+	if basisSize < 2*delta.DefaultRangeLen {
+		return 1
+	}
+	return 2
+}
+
+// aheadShares is a delta session that may hold a pull asked ahead: the
+// share of it asked for the file at path, if one was.
+type aheadShares interface {
+	AheadShare(path string) (delta.Share, bool)
+}
+
+// pullSessions is s and the sessions the shares of src's pull go on
+// besides, with release for them: as many as PullShares says and the
+// far end gives, each in the place of the share of its pull asked ahead
+// where it holds one.
+func (c *copier) pullSessions(ctx context.Context, s DeltaSession, src Endpoint, basisSize int64) (ss []DeltaSession, release func()) {
+	ss = []DeltaSession{s}
+	var releases []func()
+	for len(ss) < PullShares(basisSize) {
+		more, rel, err := c.opts.Delta.DeltaSession(ctx, src.FS)
+		if err != nil {
+			c.logf("delta: %s: in %d shares, not %d: %v", src, len(ss), PullShares(basisSize), err)
+			break
+		}
+		if z, ok := more.(compressor); ok {
+			z.Compress(c.opts.Compress)
+		}
+		ss = append(ss, more)
+		releases = append(releases, rel)
+	}
+	placed := make([]DeltaSession, len(ss))
+	var rest []DeltaSession
+	for _, s := range ss {
+		a, ok := s.(aheadShares)
+		if !ok {
+			rest = append(rest, s)
+			continue
+		}
+		if sh, ok := a.AheadShare(src.Path); ok && sh.N == len(ss) && sh.I < len(ss) && placed[sh.I] == nil {
+			placed[sh.I] = s
+		} else {
+			rest = append(rest, s)
+		}
+	}
+	for i := range placed {
+		if placed[i] == nil {
+			placed[i], rest = rest[0], rest[1:]
+		}
+	}
+	ss = placed
+	return ss, func() {
+		for _, rel := range releases {
+			rel()
+		}
+	}
+}
+
 // pullDelta signs the local target, read through basis, has the helper
 // diff the source against it, and rebuilds the file into out: a fresh
 // file, or a clone of the target (under), which the caller then checks
 // and cuts to the new size, or with --inplace the target itself (basis
-// and out the same file), which it cuts.
+// and out the same file), which it cuts. A large file's delta comes in
+// shares over several channels at once (PullShares), the target signed
+// once for all of them.
 func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, basis io.ReaderAt, out io.WriterAt, under bool) (delta.Stats, error) {
 	inPlace := c.opts.InPlace
 	if inPlace {
@@ -399,24 +467,87 @@ func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 			return delta.Stats{}, &localDeltaError{err}
 		}
 	}
+	ss, release := c.pullSessions(ctx, s, src, existing.Size())
+	defer release()
+	n := len(ss)
+	if n > 1 {
+		c.logf("delta: %s: asked for in %d shares, on a channel each", src, n)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	// The target is signed as the delta comes back and is applied: the
 	// helper diffs each range once the blocks it is matched against are
 	// there (in place its own, for a fresh file those near it), and in
 	// place a range is rewritten only after its blocks were read here.
+	// It is signed once, into a log each share's request sends from; a
+	// share asked ahead sent its own.
 	bl := delta.BlockSize(existing.Size())
+	log := delta.NewSignatureLog()
 	var (
-		got  delta.Stats
-		serr error
+		signOnce sync.Once
+		signed   = make(chan struct{})
+		serr     error
 	)
-	_, err := s.DiffStream(ctx, src.Path, si.Size(), func(w io.Writer) error {
-		serr = delta.SignTo(ctx, basis, existing.Size(), bl, w)
-		return serr
-	}, inPlace, func(r io.Reader) error {
-		var err error
+	sign := func(w io.Writer) error {
+		signOnce.Do(func() {
+			go func() {
+				defer close(signed)
+				serr = delta.SignTo(ctx, basis, existing.Size(), bl, log)
+				log.Close(serr)
+			}()
+		})
+		return log.CopyTo(w)
+	}
+	// Each share's request hands its delta over as it comes; the
+	// shares are applied together once all have come.
+	var (
+		mu      sync.Mutex
+		rs      = make([]io.Reader, n)
+		in      int
+		all     = make(chan struct{})
+		applied = make(chan struct{})
+		got     delta.Stats
+		aerr    error
+	)
+	go func() {
+		defer close(applied)
+		select {
+		case <-all:
+		case <-ctx.Done():
+			aerr = context.Cause(ctx)
+			return
+		}
 		b := delta.Basis{R: basis, Size: existing.Size(), BlockLen: bl, InPlace: inPlace, Under: under}
-		_, got, err = delta.Apply(ctx, r, b, out, si.Size())
-		return err
-	})
+		_, got, aerr = delta.ApplyShares(ctx, rs, b, out, si.Size())
+	}()
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		share := delta.Share{}
+		if n > 1 {
+			share = delta.Share{N: n, I: i}
+		}
+		wg.Go(func() {
+			_, err := s.DiffStream(ctx, src.Path, si.Size(), sign, inPlace, share, func(r io.Reader) error {
+				mu.Lock()
+				rs[i] = r
+				if in++; in == n {
+					close(all)
+				}
+				mu.Unlock()
+				<-applied
+				return aerr
+			})
+			if err != nil {
+				cancel(err)
+			}
+		})
+	}
+	wg.Wait()
+	<-applied
+	err := context.Cause(ctx)
+	cancel(nil)
+	signOnce.Do(func() { close(signed) })
+	<-signed
 	var pe *fs.PathError
 	if serr != nil && (errors.As(serr, &pe) || errors.Is(serr, io.ErrUnexpectedEOF)) {
 		return got, &localDeltaError{serr}

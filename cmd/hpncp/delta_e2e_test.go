@@ -642,3 +642,60 @@ func TestSyncDeltaOverCloneE2E(t *testing.T) {
 		})
 	}
 }
+
+// A pull of a file of several ranges asks for its delta in shares, each
+// on a channel of its own: the one-file sync asks them all ahead, a
+// tree's sync as it comes to the file; in place too. The file is
+// rebuilt, and what was sent is about what changed: a region of several
+// ranges, spread over the shares.
+func TestSyncDeltaSharesE2E(t *testing.T) {
+	srv, bin, _ := helperServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rng := rand.New(rand.NewSource(41))
+	old := make([]byte, 2*32<<20+12345)
+	rng.Read(old)
+	next := bytes.Clone(old)
+	rng.Read(next[30<<20 : 36<<20])
+	scatter(rng, next, 10, 3000)
+	const changed = 6<<20 + 10*3000
+	remote, local := t.TempDir(), t.TempDir()
+	src, dst := filepath.Join(remote, "f"), filepath.Join(local, "f")
+	os.WriteFile(src, next, 0o640)
+	mtime := time.Date(2020, 3, 4, 5, 6, 7, 0, time.UTC)
+	os.Chtimes(src, mtime, mtime)
+	for _, c := range []struct {
+		name     string
+		args     []string
+		from, to string
+		ahead    bool
+	}{
+		{"one file", nil, "e2e:" + src, dst, true},
+		{"a tree", nil, "e2e:" + remote + "/", local, false},
+		{"in place", []string{"--inplace"}, "e2e:" + src, dst, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			os.WriteFile(dst, old, 0o644)
+			args := append([]string{"sync", "-e", "ssh -F " + srv.ConfigFile, "--helper-path", bin, "-a", "--stats", "-vv"}, c.args...)
+			stdout, stderr, err := runSSHArgs(ctx, "hpncp", append(args, c.from, c.to), nil)
+			if err != nil {
+				t.Fatalf("sync: %v\n%s%s", err, stdout, stderr)
+			}
+			if got, _ := os.ReadFile(dst); !bytes.Equal(got, next) {
+				t.Fatalf("the target is %d bytes and not the source's %d", len(got), len(next))
+			}
+			if sent := literalData(t, stdout); sent < changed || sent > changed+(4<<20) {
+				t.Errorf("sent %d literal bytes for %d changed", sent, changed)
+			}
+			if !strings.Contains(stderr, "in 2 shares") {
+				t.Errorf("-vv says no shares:\n%s", stderr)
+			}
+			if ahead := strings.Contains(stderr, "was asked for ahead"); ahead != c.ahead {
+				t.Errorf("asked ahead %v, want %v:\n%s", ahead, c.ahead, stderr)
+			}
+			if ents, _ := os.ReadDir(local); len(ents) != 1 {
+				t.Errorf("the target's directory holds %d entries", len(ents))
+			}
+		})
+	}
+}
