@@ -30,6 +30,12 @@ type deltaHost struct {
 	c    *sshconn.Client
 	host string
 	line string
+	// conns, when not nil, are the destination's connections up so far
+	// (c among them), and more says when another comes up: new
+	// channels go on each in turn, so that the shares of a delta
+	// (transfer.PullShares), and the files of a run, have the windows
+	// and buffers of several.
+	conns func() ([]*sshconn.Client, <-chan struct{})
 
 	// started is closed once the helper started early (startDelta) is
 	// up or has failed; line and noneErr are set by then. walks are the
@@ -45,6 +51,7 @@ type deltaHost struct {
 
 	mu      sync.Mutex
 	idle    []*helper.DeltaClient
+	opened  int   // channels opened: the next goes on the connection after
 	noneErr error // why no helper answered: every file goes whole then
 }
 
@@ -70,14 +77,14 @@ func (h *Hosts) DeltaHosts(line func(host, extra string) (string, error)) transf
 // straight away, the first asked for in the helper's command line: its
 // answer follows the hello, a round trip sooner than a request sent
 // once the helper is up.
-func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key string) {
+func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key string, conns func() ([]*sshconn.Client, <-chan struct{})) {
 	h.mu.Lock()
 	line := h.deltaLine
 	if line == nil || h.early[c] != nil {
 		h.mu.Unlock()
 		return
 	}
-	dh := &deltaHost{c: c, host: host, started: make(chan struct{}), walks: map[walkKey]*walkAhead{}, logf: h.opts.SSH.Logf}
+	dh := &deltaHost{c: c, host: host, conns: conns, opened: 1, started: make(chan struct{}), walks: map[walkKey]*walkAhead{}, logf: h.opts.SSH.Logf}
 	if len(h.walkAhead[key]) > 0 {
 		dh.walked = make(chan struct{})
 	}
@@ -121,9 +128,10 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 				var more []*helper.DeltaClient
 				var moreMu sync.Mutex
 				var asked atomic.Bool
+				firstUp := make(chan struct{})
 				for i := 1; pull.path != "" && i < pull.shares; i++ {
 					opening.Go(func() {
-						c, err := dh.open(ctx, l, func(c *helper.DeltaClient) {
+						c, err := dh.open(ctx, dh.apart(ctx, i, firstUp), l, func(c *helper.DeltaClient) {
 							if dh.askPull(c, pull, delta.Share{N: pull.shares, I: i}, as.send) {
 								asked.Store(true)
 							}
@@ -139,11 +147,12 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 				if pull.shares > 1 {
 					share = delta.Share{N: pull.shares}
 				}
-				first, err = dh.open(ctx, firstLine, func(c *helper.DeltaClient) {
+				first, err = dh.open(ctx, dh.c, firstLine, func(c *helper.DeltaClient) {
 					if dh.askPull(c, pull, share, as.send) {
 						asked.Store(true)
 					}
 				})
+				close(firstUp)
 				opening.Wait()
 				if !asked.Load() {
 					as.unasked()
@@ -392,7 +401,7 @@ func (s session) again(ctx context.Context, ask func(*helper.DeltaClient) error)
 	if !errors.Is(err, helper.ErrAheadUnused) {
 		return err
 	}
-	c, err := s.dh.open(ctx, s.dh.line, nil)
+	c, err := s.dh.openNext(ctx)
 	if err != nil {
 		return err
 	}
@@ -455,7 +464,7 @@ func (d deltaHosts) DeltaSession(ctx context.Context, end transfer.FS) (transfer
 			return nil, nil, errors.New("no connection to run a helper on")
 		}
 		if dh = d.h.early[f.c]; dh == nil {
-			dh = &deltaHost{c: f.c, host: f.host}
+			dh = &deltaHost{c: f.c, host: f.host, conns: f.conns}
 			line, err := d.line(f.host, "")
 			dh.line, dh.noneErr = line, err
 		}
@@ -489,7 +498,7 @@ func (d *deltaHost) take(ctx context.Context) (transfer.DeltaSession, func(), er
 		return session{c, d}, d.releaser(c), nil
 	}
 	d.mu.Unlock()
-	c, err := d.open(ctx, d.line, nil)
+	c, err := d.openNext(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.mu.Lock()
@@ -522,16 +531,72 @@ func (d *deltaHost) close() {
 	d.idle = nil
 }
 
-// open runs the delta service on a new channel, started by line; first,
-// when not nil, asks its first request before the helper's hello is in
-// (helper.StartDeltaClient).
-func (d *deltaHost) open(ctx context.Context, line string, first func(*helper.DeltaClient)) (*helper.DeltaClient, error) {
-	ch, reqs, err := d.c.OpenChannel("session", nil)
+// next is the connection the next channel opened goes on: each of the
+// destination's connections up in turn.
+func (d *deltaHost) next() *sshconn.Client {
+	if d.conns == nil {
+		return d.c
+	}
+	cs, _ := d.conns()
+	d.mu.Lock()
+	i := d.opened
+	d.opened++
+	d.mu.Unlock()
+	if len(cs) == 0 {
+		return d.c
+	}
+	return cs[i%len(cs)]
+}
+
+// openNext opens a channel on the next connection (next), or, where that
+// fails, on the first: a connection lost, which the SFTP end will have
+// dialed again, is not a reason to have no helper.
+func (d *deltaHost) openNext(ctx context.Context) (*helper.DeltaClient, error) {
+	on := d.next()
+	c, err := d.open(ctx, on, d.line, nil)
+	if err != nil && on != d.c && ctx.Err() == nil {
+		c, err = d.open(ctx, d.c, d.line, nil)
+	}
+	return c, err
+}
+
+// apart is the connection for share i of a pull asked ahead as the
+// helper starts on the first: the destination's connection i (the
+// first being 0) once it is up, or, when no other has come up by the
+// time firstUp is closed (the helper is up on the first), the one of
+// those up in turn.
+func (d *deltaHost) apart(ctx context.Context, i int, firstUp <-chan struct{}) *sshconn.Client {
+	if d.conns == nil {
+		return d.c
+	}
+	for {
+		cs, more := d.conns()
+		if len(cs) > i {
+			return cs[i]
+		}
+		select {
+		case <-more:
+			continue
+		case <-firstUp:
+		case <-ctx.Done():
+		}
+		if len(cs) == 0 {
+			return d.c
+		}
+		return cs[i%len(cs)]
+	}
+}
+
+// open runs the delta service on a new channel on c, started by line;
+// first, when not nil, asks its first request before the helper's hello
+// is in (helper.StartDeltaClient).
+func (d *deltaHost) open(ctx context.Context, on *sshconn.Client, line string, first func(*helper.DeltaClient)) (*helper.DeltaClient, error) {
+	ch, reqs, err := on.OpenChannel("session", nil)
 	if err != nil {
 		return nil, &sshconn.Error{Op: "open session on", Host: d.host, Err: err}
 	}
 	go ssh.DiscardRequests(reqs)
-	for _, kv := range d.c.Config.Environment(os.Environ()) {
+	for _, kv := range on.Config.Environment(os.Environ()) {
 		ch.SendRequest("env", false, ssh.Marshal(struct{ Name, Value string }{kv[0], kv[1]}))
 	}
 	ok, err := ch.SendRequest("exec", true, ssh.Marshal(struct{ Command string }{line}))

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/hpncp/hpncp/delta"
 	"github.com/hpncp/hpncp/helper"
 	"github.com/hpncp/hpncp/internal/sshtest"
+	"github.com/hpncp/hpncp/sshconn"
 )
 
 // deltaServer is an in-process SSH server whose exec runs the helper's
@@ -232,4 +234,71 @@ func (m *memAt) bytes() []byte {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return bytes.Clone(m.b)
+}
+
+// New delta channels go on the destination's connections in turn, and
+// the shares of a pull asked ahead on connections of their own: share i
+// on the i-th once it is up, or, once the helper is up on the first with
+// no other come, on those there are.
+func TestDeltaConnections(t *testing.T) {
+	cs := []*sshconn.Client{{}, {}, {}}
+	var mu sync.Mutex
+	up, more := 1, make(chan struct{})
+	d := &deltaHost{c: cs[0], opened: 1, conns: func() ([]*sshconn.Client, <-chan struct{}) {
+		mu.Lock()
+		defer mu.Unlock()
+		return cs[:up], more
+	}}
+	comeUp := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		up++
+		close(more)
+		more = make(chan struct{})
+	}
+	got := make(chan *sshconn.Client)
+	firstUp := make(chan struct{})
+	go func() { got <- d.apart(t.Context(), 2, firstUp) }()
+	comeUp()
+	comeUp()
+	if c := <-got; c != cs[2] {
+		t.Errorf("share 2 went on connection %d, want 2", slices.Index(cs, c))
+	}
+	up = 1
+	close(firstUp)
+	if c := d.apart(t.Context(), 1, firstUp); c != cs[0] {
+		t.Errorf("share 1, no other connection up: went on %d, want 0", slices.Index(cs, c))
+	}
+	up = 3
+	var on []int
+	for range 4 {
+		on = append(on, slices.Index(cs, d.next()))
+	}
+	if !slices.Equal(on, []int{1, 2, 0, 1}) {
+		t.Errorf("new channels went on connections %v, want 1 2 0 1", on)
+	}
+}
+
+// A channel whose turn is on a connection that is gone goes on the first.
+func TestDeltaConnectionGone(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	srv := deltaServer(t)
+	d := sshconn.NewDialer(connOptions(srv))
+	var cs []*sshconn.Client
+	for range 2 {
+		c, err := d.Dial(t.Context(), "testhost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cs = append(cs, c)
+	}
+	cs[1].Close()
+	dh := &deltaHost{c: cs[0], host: "testhost", line: helperCmd + " serve --delta", opened: 1,
+		conns: func() ([]*sshconn.Client, <-chan struct{}) { return cs, nil }}
+	c, err := dh.openNext(t.Context())
+	if err != nil {
+		t.Fatalf("with the next connection gone: %v", err)
+	}
+	c.Close()
 }

@@ -209,8 +209,9 @@ type Hosts struct {
 
 // firstConn is an SFTP end's first connection, and the host it reached.
 type firstConn struct {
-	c    *sshconn.Client
-	host string
+	c     *sshconn.Client
+	host  string
+	conns func() ([]*sshconn.Client, <-chan struct{}) // all of them up so far (deltaHost.conns)
 }
 
 // New returns an empty set of hosts that connects with o.
@@ -375,7 +376,13 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 	end, ok := h.sftp[key]
 	if !ok {
 		d := sshconn.NewDialer(o)
-		var mine []*sshconn.Client // this destination's connections, under h.mu
+		var mine []*sshconn.Client    // this destination's connections, under h.mu
+		connUp := make(chan struct{}) // closed, and made anew, as each comes up: under h.mu
+		conns := func() ([]*sshconn.Client, <-chan struct{}) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			return slices.Clone(mine), connUp
+		}
 		dial := func(ctx context.Context, hooks sshconn.DialHooks) (*sshconn.Client, error) {
 			// Close waits for the dials under way, which log: none
 			// starts once it ran.
@@ -403,6 +410,8 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 			}
 			h.clients = append(h.clients, c)
 			mine = append(mine, c)
+			close(connUp)
+			connUp = make(chan struct{})
 			return c, nil
 		}
 		var create *protocol.PreCreate
@@ -429,7 +438,7 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 		if h.opts.Warm && h.opts.WarmFirst {
 			h.bg.Go(func() { h.warm(ctx, first) })
 		}
-		h.startDelta(ctx, first, l.Host, key)
+		h.startDelta(ctx, first, l.Host, key, conns)
 		logf := func(string, ...any) {}
 		if o.Logf != nil {
 			logf = o.Logf
@@ -484,7 +493,7 @@ func (h *Hosts) endpoint(ctx context.Context, l transfer.Location, early []strin
 		}
 		h.sftp[key] = end
 		h.mu.Lock()
-		h.first[end] = firstConn{c: first, host: l.Host}
+		h.first[end] = firstConn{c: first, host: l.Host, conns: conns}
 		h.mu.Unlock()
 	}
 	return transfer.Endpoint{FS: end, Path: RemotePath(l.Path)}, nil

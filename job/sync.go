@@ -3,7 +3,6 @@ package job
 import (
 	"context"
 	"errors"
-	"io"
 	"io/fs"
 	"path"
 	"strings"
@@ -239,7 +238,7 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 		return res, err
 	}
 	if eo.Delta != nil && !mo.Checksum {
-		pullAhead(hosts, j, eo, dst)
+		defer pullAhead(hosts, j, eo, dst)()
 	}
 	start := time.Now()
 	planFiles, planBytes := 0, int64(0)
@@ -320,18 +319,21 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 // the listing without the round trips of asking for it. A source found
 // unchanged, or not a file, leaves it unused: the helper's reads and
 // this end's until the run ends (a fraction of a second) are its cost.
-// Not with --sparse, which sends a file whole.
-func pullAhead(hosts *ends.Hosts, j SyncJob, eo transfer.Options, dst transfer.Endpoint) {
+// Not with --sparse, which sends a file whole. The file is opened here,
+// as it is before the run touches it, and closed by the function
+// returned, once the run is over.
+func pullAhead(hosts *ends.Hosts, j SyncJob, eo transfer.Options, dst transfer.Endpoint) (close func()) {
+	none := func() {}
 	if len(j.Sources) != 1 || j.Dest.Location.Remote() || eo.Sparse {
-		return
+		return none
 	}
 	s := j.Sources[0]
 	if !s.Location.Remote() || s.Contents {
-		return
+		return none
 	}
 	lst, ok := dst.FS.(transfer.LinkReader)
 	if !ok {
-		return
+		return none
 	}
 	remote := ends.RemotePath(s.Location.Path)
 	target := dst.Path
@@ -342,12 +344,15 @@ func pullAhead(hosts *ends.Hosts, j SyncJob, eo transfer.Options, dst transfer.E
 	}
 	fi, err := lst.Lstat(target)
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() < transfer.DeltaMinSize {
-		return
+		return none
 	}
 	size := fi.Size()
-	hosts.PullAhead(s.Location, remote, eo.InPlace, eo.Compress, transfer.PullShares(size), func(ctx context.Context, w io.Writer) error {
-		return transfer.SignTo(ctx, transfer.Endpoint{FS: dst.FS, Path: target}, size, w)
-	})
+	sign, closeSigned, err := transfer.OpenSigner(transfer.Endpoint{FS: dst.FS, Path: target}, size)
+	if err != nil {
+		return none
+	}
+	hosts.PullAhead(s.Location, remote, eo.InPlace, eo.Compress, transfer.PullShares(size), sign)
+	return func() { closeSigned() }
 }
 
 // prepareDest decides whether the destination is a directory the

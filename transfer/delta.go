@@ -289,16 +289,19 @@ type localDeltaError struct{ err error }
 
 func (e *localDeltaError) Error() string { return e.err.Error() }
 
-// SignTo writes the signature of the regular file e, of size bytes, to w,
-// as a pull's delta is asked for against it (delta.SignTo, the block
-// length by the file's size).
-func SignTo(ctx context.Context, e Endpoint, size int64, w io.Writer) error {
+// OpenSigner opens the regular file e, of size bytes, to be signed by
+// sign as a pull's delta is asked for against it (delta.SignTo, the block
+// length by the file's size), once or not at all, and closed by close:
+// opened now, it is the file as it is now, whatever the run then does to
+// the name (an in-place copy's first write makes it longer).
+func OpenSigner(e Endpoint, size int64) (sign func(ctx context.Context, w io.Writer) error, close func() error, err error) {
 	f, closer, err := openAt(e.FS, e.Path, size)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer closer.Close()
-	return delta.SignTo(ctx, f, size, delta.BlockSize(size), w)
+	return func(ctx context.Context, w io.Writer) error {
+		return delta.SignTo(ctx, f, size, delta.BlockSize(size), w)
+	}, closer.Close, nil
 }
 
 // openAt opens name on fsys for reading at offsets, checking it is still

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/helper"
+	"github.com/hpncp/hpncp/delta"
 	"github.com/hpncp/hpncp/internal/faultnet"
 	"github.com/hpncp/hpncp/internal/hostile"
 	"github.com/hpncp/hpncp/internal/sshdtest"
@@ -495,6 +496,9 @@ func (ft *faultTrial) run(t *testing.T) {
 	case single:
 		top = "big"
 		size := 2<<20 + r.Int64N(22<<20)
+		if ft.shared() {
+			size += 64 << 20
+		}
 		if ft.c.mode == "legacy" {
 			size = 1<<20 + r.Int64N(7<<20)
 		}
@@ -679,6 +683,9 @@ func (ft *faultTrial) run(t *testing.T) {
 	if ft.c.mode == "delta" && nold > 0 && !strings.Contains(stderr, " bytes sent, ") {
 		t.Fatalf("the fault-free probe (%s) sent no delta:\n%s", shape, stderr)
 	}
+	if ft.shared() && ft.c.download && fileSize(t, filepath.Join(old, top)) >= 2*delta.DefaultRangeLen && !strings.Contains(stderr, " in 2 shares") {
+		t.Fatalf("the fault-free probe (%s) asked for no shares:\n%s", shape, stderr)
+	}
 	took := time.Since(began)
 	var counts [][2]int64
 	for _, c := range plan.snapshot() {
@@ -746,6 +753,14 @@ func (ft *faultTrial) run(t *testing.T) {
 // starts (job's pullAhead).
 func (ft *faultTrial) syncs() bool {
 	return ft.c.mode == "delta" && ft.seed%16 >= 12
+}
+
+// shared says a "delta" trial's file is large enough for a download's
+// delta to come in shares, each on a channel of its own
+// (transfer.PullShares), unless its old version is cut below two
+// ranges: a seventh of them, by seed, the draws as they were.
+func (ft *faultTrial) shared() bool {
+	return ft.c.mode == "delta" && ft.seed%7 == 0
 }
 
 // inPlace says the trial writes over its old targets where they lie
