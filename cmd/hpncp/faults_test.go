@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hpncp/hpncp/helper"
 	"github.com/hpncp/hpncp/delta"
+	"github.com/hpncp/hpncp/helper"
 	"github.com/hpncp/hpncp/internal/faultnet"
 	"github.com/hpncp/hpncp/internal/hostile"
 	"github.com/hpncp/hpncp/internal/sshdtest"
