@@ -48,7 +48,7 @@ func FuzzApply(f *testing.F) {
 	addDeltas(f, sig, false, fuzzBasis, nil,
 		append([]byte("front"), fuzzBasis[1000:]...),
 		append(bytes.Clone(fuzzBasis[:1400]), "tail"...))
-	f.Fuzz(func(t *testing.T, p []byte) { fuzzApply(t, p, false) })
+	f.Fuzz(func(t *testing.T, p []byte) { fuzzApply(t, [][]byte{p}, false) })
 }
 
 // FuzzApplyInPlace is FuzzApply over the basis itself (--inplace): the
@@ -63,7 +63,31 @@ func FuzzApplyInPlace(f *testing.F) {
 	addDeltas(f, sig, true, fuzzBasis,
 		append([]byte("front"), fuzzBasis[1000:]...),
 		append(bytes.Clone(fuzzBasis[1400:]), fuzzBasis[:1400]...))
-	f.Fuzz(func(t *testing.T, p []byte) { fuzzApply(t, p, true) })
+	f.Fuzz(func(t *testing.T, p []byte) { fuzzApply(t, [][]byte{p}, true) })
+}
+
+// FuzzApplyShares is FuzzApply of a delta in two shares, read at once:
+// whatever their bytes, the same bounds, and success only with every
+// range of the file written, by the share it is of, and hashing to its
+// sum.
+func FuzzApplyShares(f *testing.F) {
+	ctx := context.Background()
+	sig, err := Sign(ctx, bytes.NewReader(fuzzBasis), int64(len(fuzzBasis)), 700)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, next := range [][]byte{fuzzBasis, append([]byte("front"), fuzzBasis[1000:]...),
+		append(bytes.Clone(fuzzBasis[:1400]), "tail"...)} {
+		var d [2]bytes.Buffer
+		for i := range d {
+			o := DiffOptions{RangeLen: 1000, Workers: 2, Share: Share{N: 2, I: i}}
+			if _, err := Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), &d[i], o); err != nil {
+				f.Fatal(err)
+			}
+		}
+		f.Add(d[0].Bytes(), d[1].Bytes())
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) { fuzzApply(t, [][]byte{a, b}, false) })
 }
 
 // addDeltas adds to f's corpus the deltas of nexts against sig.
@@ -78,9 +102,10 @@ func addDeltas(f *testing.F, sig *Signature, inPlace bool, nexts ...[]byte) {
 	}
 }
 
-func fuzzApply(t *testing.T, p []byte, inPlace bool) {
+// fuzzApply applies the delta whose shares are ps (one: all of it).
+func fuzzApply(t *testing.T, ps [][]byte, inPlace bool) {
 	ctx := context.Background()
-	d := decoder{r: asByteReader(bytes.NewReader(p))}
+	d := decoder{r: asByteReader(bytes.NewReader(ps[0]))}
 	h, err := d.header()
 	if err != nil {
 		return
@@ -91,7 +116,11 @@ func fuzzApply(t *testing.T, p []byte, inPlace bool) {
 		out.b = bytes.Clone(fuzzBasis)
 		b.R, b.InPlace = &out.memFile, true
 	}
-	got, _, err := Apply(ctx, bytes.NewReader(p), b, out, -1)
+	rs := make([]io.Reader, len(ps))
+	for i, p := range ps {
+		rs[i] = bytes.NewReader(p)
+	}
+	got, _, err := ApplyShares(ctx, rs, b, out, -1)
 	if err != nil {
 		return
 	}
@@ -101,17 +130,23 @@ func fuzzApply(t *testing.T, p []byte, inPlace bool) {
 	if int64(len(out.b)) != got.Size {
 		t.Fatalf("applied a delta of %d bytes, wrote %d", got.Size, len(out.b))
 	}
-	// Each range hashes to its end record's sum: find them again.
+	// Each range hashes to its end record's sum, in the share it is
+	// of: find them again.
 	sums := map[int64]RangeSum{}
-	d = decoder{r: asByteReader(bytes.NewReader(p))}
-	d.header()
-	for {
-		rec, err := d.next()
-		if err != nil || rec.kind == recDone {
-			break
-		}
-		if rec.kind == recEnd {
-			sums[rec.rng] = rec.sum
+	for i, p := range ps {
+		d = decoder{r: asByteReader(bytes.NewReader(p))}
+		d.header()
+		for {
+			rec, err := d.next()
+			if err != nil || rec.kind == recDone {
+				break
+			}
+			if rec.kind == recEnd {
+				if len(ps) > 1 && rec.rng%int64(len(ps)) != int64(i) {
+					t.Fatalf("applied range %d from share %d of %d", rec.rng, i, len(ps))
+				}
+				sums[rec.rng] = rec.sum
+			}
 		}
 	}
 	for r := int64(0); r < got.Ranges(); r++ {

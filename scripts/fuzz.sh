@@ -40,6 +40,7 @@ targets=(
 	stripe:FuzzReceive
 	delta:FuzzApply
 	delta:FuzzApplyInPlace
+	delta:FuzzApplyShares
 	delta:FuzzReadSignature
 	helper:FuzzDeltaReplies
 )
