@@ -61,6 +61,29 @@ func ApplyShares(ctx context.Context, rs []io.Reader, b Basis, out io.WriterAt, 
 	if len(rs) < 1 || len(rs) > MaxShares {
 		return Header{}, Stats{}, fmt.Errorf("apply delta: %d shares", len(rs))
 	}
+	shares := make([]Share, len(rs))
+	for i := range rs {
+		if len(rs) > 1 {
+			shares[i] = Share{N: len(rs), I: i}
+		}
+	}
+	return applyStreams(ctx, rs, shares, b, out, size)
+}
+
+// ApplyShare is Apply of one share of a delta, read from r: the other
+// shares go into out by other means (another process's ApplyShare,
+// writing the same file), and r must end every range of share sh and no
+// other.
+func ApplyShare(ctx context.Context, r io.Reader, sh Share, b Basis, out io.WriterAt, size int64) (Header, Stats, error) {
+	if !sh.valid() {
+		return Header{}, Stats{}, fmt.Errorf("apply delta: share %d of %d", sh.I, sh.N)
+	}
+	return applyStreams(ctx, []io.Reader{r}, []Share{sh}, b, out, size)
+}
+
+// applyStreams applies the shares of a delta from rs, rs[i] bringing
+// shares[i].
+func applyStreams(ctx context.Context, rs []io.Reader, shares []Share, b Basis, out io.WriterAt, size int64) (Header, Stats, error) {
 	ds := make([]decoder, len(rs))
 	hs := make([]Header, len(rs))
 	errs := make([]error, len(rs))
@@ -92,12 +115,8 @@ func ApplyShares(ctx context.Context, rs []io.Reader, b Basis, out io.WriterAt, 
 		blocks: Blocks(b.Size, b.BlockLen), fail: cancel}
 	a.start(ctx, runtime.GOMAXPROCS(0))
 	for i := range rs {
-		sh := Share{}
-		if len(rs) > 1 {
-			sh = Share{N: len(rs), I: i}
-		}
 		wg.Go(func() {
-			if err := a.read(ctx, &ds[i], sh); err != nil {
+			if err := a.read(ctx, &ds[i], shares[i]); err != nil {
 				cancel(err)
 			}
 		})

@@ -33,7 +33,7 @@ type deltaHost struct {
 	// conns, when not nil, are the destination's connections up so far
 	// (c among them), and more says when another comes up: new
 	// channels go on each in turn, so that the shares of a delta
-	// (transfer.PullShares), and the files of a run, have the windows
+	// (transfer.DeltaShares), and the files of a run, have the windows
 	// and buffers of several.
 	conns func() ([]*sshconn.Client, <-chan struct{})
 
@@ -239,7 +239,7 @@ func (h *Hosts) PullAhead(l transfer.Location, path string, inPlace, compress bo
 type pullAsk struct {
 	path              string // "" for none
 	inPlace, compress bool
-	shares            int // how many shares of its delta are asked for (transfer.PullShares)
+	shares            int // how many shares of its delta are asked for (transfer.DeltaShares)
 	sign              func(ctx context.Context, w io.Writer) error
 }
 
@@ -353,15 +353,26 @@ type session struct {
 
 // SignPatch is the helper's, with the attributes as this end's copy
 // gives them.
-func (s session) SignPatch(ctx context.Context, basis string, basisSize int64, tmp, final string, size int64, a protocol.PutAttrs,
+func (s session) SignPatch(ctx context.Context, basis string, basisSize int64, tmp, final string, size int64, a protocol.PutAttrs, shares transfer.PushShares,
 	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (st delta.Stats, made fs.FileInfo, err error) {
 	err = s.again(ctx, func(c *helper.DeltaClient) error {
 		var err error
-		st, made, err = c.SignPatch(ctx, basis, basisSize, tmp, size,
-			helper.Attrs{SetMode: a.SetMode, Mode: a.Mode, SetTimes: a.SetTimes, Atime: a.Atime, Mtime: a.Mtime, RenameTo: final}, diff)
+		st, made, err = c.SignPatchShares(ctx, basis, basisSize, tmp, size,
+			helper.Attrs{SetMode: a.SetMode, Mode: a.Mode, SetTimes: a.SetTimes, Atime: a.Atime, Mtime: a.Mtime, RenameTo: final},
+			helper.Shares{N: shares.N, Others: shares.Others}, diff)
 		return err
 	})
 	return st, made, err
+}
+
+// PatchShare is the helper's.
+func (s session) PatchShare(ctx context.Context, basis string, basisSize int64, tmp string, size int64, under bool, sh delta.Share, send func(w io.Writer) error) (st delta.Stats, err error) {
+	err = s.again(ctx, func(c *helper.DeltaClient) error {
+		var err error
+		st, err = c.PatchShare(ctx, basis, basisSize, tmp, size, under, sh, send)
+		return err
+	})
+	return st, err
 }
 
 // DiffStream is the helper's, but for a pull asked ahead on s's channel

@@ -61,15 +61,19 @@ import (
 // push is one request ('A'), the signature and the delta streaming both
 // ways at once, the temporary file made by the helper; 7: a pull may
 // leave the file's size to the helper (diffAnySize); 8: a pull may ask for
-// a share of the delta's ranges (diffShare).
+// a share of the delta's ranges (diffShare), and a push may go in shares
+// (patchShares, opPatchShare).
 const deltaHello = "hpncp-delta 8\n"
 
 const (
 	opSignPatch = 'A'
-	opDiff      = 'D'
-	opSums      = 'H'
-	opSHA       = 'G' // sums as SHA-256, for --verify and scp-style --checksum
-	opWalk      = 'L'
+	// opPatchShare applies a share of a push's delta into the new file
+	// the push's own request made (patchShares).
+	opPatchShare = 'P'
+	opDiff       = 'D'
+	opSums       = 'H'
+	opSHA        = 'G' // sums as SHA-256, for --verify and scp-style --checksum
+	opWalk       = 'L'
 	// opFollow: the SHA-256 of a file others are writing, hashed as the
 	// client says how much of its start is written (--verify).
 	opFollow = 'W'
@@ -101,6 +105,22 @@ const (
 	// patchRename, in a push's flags, says a path follows its times,
 	// which the helper renames the new file to once it is whole.
 	patchRename = 8
+	// patchShares, in a push's flags, says its delta goes in shares (N
+	// follows the rename's path): the request's channel carries share
+	// 0, and the others go on channels of their own (opPatchShare). The
+	// reply begins with a byte saying what the helper made: a fresh
+	// file (shareFresh), a clone of the basis (shareClone), or nothing
+	// (shareNone: the request failed). The client's delta is followed
+	// by its verdict, statusOK once every other share was applied, and
+	// the helper finishes the file (its mode, times, name) only then.
+	patchShares = 16
+	// shareUnder, in a share's flags, says the new file is a clone of
+	// the basis, whose blocks at their own offsets are not written.
+	shareUnder = 1
+
+	shareFresh = 'F'
+	shareClone = 'C'
+	shareNone  = 'N'
 
 	maxChunk   = 1 << 20
 	maxPathLen = 64 << 10
@@ -409,6 +429,25 @@ const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 // channel is given up: a delta cut short is not applied.
 func (c *DeltaClient) SignPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a Attrs,
 	diff func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error) (delta.Stats, fs.FileInfo, error) {
+	return c.SignPatchShares(ctx, basis, basisSize, tmp, size, a, Shares{}, diff)
+}
+
+// Shares has a push's delta go in N shares (delta.Share): the push's
+// channel carries share 0, which diff writes, and Others the rest, each
+// on a channel of its own (PatchShare), once the helper has made the new
+// file, a fresh one or (under) a clone of the basis: Others is handed
+// the signature's header and blocks as diff is, and returns once every
+// other share is applied, or one failed. The helper finishes the file
+// only then, and removes it where one failed. N below 2 is one share.
+type Shares struct {
+	N      int
+	Others func(ctx context.Context, under bool, sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error)) (delta.Stats, error)
+}
+
+// SignPatchShares is SignPatch with the delta in shares (a new file
+// only, not in place); the counts returned are all the shares'.
+func (c *DeltaClient) SignPatchShares(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a Attrs, shares Shares,
+	diff func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error) (delta.Stats, fs.FileInfo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.broken {
@@ -417,7 +456,7 @@ func (c *DeltaClient) SignPatch(ctx context.Context, basis string, basisSize int
 	if err := c.unahead(); err != nil {
 		return delta.Stats{}, nil, err
 	}
-	st, made, err := c.signPatch(ctx, basis, basisSize, tmp, size, a, diff)
+	st, made, err := c.signPatch(ctx, basis, basisSize, tmp, size, a, shares, diff)
 	var de *DeltaError
 	if !errors.As(err, &de) {
 		c.breaks(err)
@@ -428,10 +467,23 @@ func (c *DeltaClient) SignPatch(ctx context.Context, basis string, basisSize int
 	return st, made, nil
 }
 
-func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a Attrs,
+func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int64, tmp string, size int64, a Attrs, shares Shares,
 	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (delta.Stats, *Made, error) {
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
+	shared := shares.N > 1 && tmp != ""
+	// The other shares' requests end before this does, whatever becomes
+	// of it: their sessions are the caller's to give back.
+	octx, ocancel := context.WithCancel(ctx)
+	othersDone := make(chan error, 1)
+	var others delta.Stats
+	othersRun := false
+	defer func() {
+		ocancel()
+		if othersRun {
+			<-othersDone
+		}
+	}()
 	req := appendString([]byte{opSignPatch}, basis)
 	req = binary.AppendUvarint(req, uint64(basisSize))
 	req = appendString(req, tmp)
@@ -449,6 +501,9 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 	if a.RenameTo != "" && tmp != "" {
 		flags |= patchRename
 	}
+	if shared {
+		flags |= patchShares
+	}
 	req = binary.AppendUvarint(req, flags)
 	if a.SetMode {
 		req = binary.AppendUvarint(req, uint64(a.Mode&modeBits))
@@ -460,11 +515,24 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 	if flags&patchRename != 0 {
 		req = appendString(req, a.RenameTo)
 	}
+	if shared {
+		req = binary.AppendUvarint(req, uint64(shares.N))
+	}
 	if _, err := c.w.Write(req); err != nil {
 		return delta.Stats{}, nil, err
 	}
 	if err := c.w.Flush(); err != nil {
 		return delta.Stats{}, nil, err
+	}
+	newFile := byte(shareNone)
+	if shared {
+		var err error
+		if newFile, err = c.r.ReadByte(); err != nil {
+			return delta.Stats{}, nil, eofIsUnexpected(err)
+		}
+		if newFile != shareNone && newFile != shareFresh && newFile != shareClone {
+			return delta.Stats{}, nil, fmt.Errorf("%w: a push made %#x", ErrDeltaProtocol, newFile)
+		}
 	}
 	// The signature is read on a goroutine of its own while the delta
 	// goes out from here.
@@ -496,14 +564,22 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 			z, derr = newFramedOut(out, &c.gov)
 			to = z
 		}
-		if derr == nil {
-			blocks := func(ctx context.Context, n int64) (*delta.Signature, error) {
-				sig, err := sr.Wait(ctx, n)
-				if err != nil {
-					waited.Store(true)
-				}
-				return sig, err
+		blocks := func(ctx context.Context, n int64) (*delta.Signature, error) {
+			sig, err := sr.Wait(ctx, n)
+			if err != nil {
+				waited.Store(true)
 			}
+			return sig, err
+		}
+		if shared && newFile != shareNone {
+			othersRun = true
+			go func() {
+				var err error
+				others, err = shares.Others(octx, newFile == shareClone, sr.Header(), blocks)
+				othersDone <- err
+			}()
+		}
+		if derr == nil {
 			derr = diff(sr.Header(), blocks, to)
 		}
 		if derr == nil && z != nil {
@@ -530,6 +606,36 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 	if err := c.w.Flush(); err != nil {
 		return delta.Stats{}, nil, err
 	}
+	if shared {
+		// The verdict: every other share applied, or not.
+		oerr := errors.New("the helper made no file")
+		if othersRun {
+			oerr, othersRun = <-othersDone, false
+		}
+		verdict := byte(statusOK)
+		if oerr != nil {
+			verdict = statusFail
+		}
+		if err := c.w.WriteByte(verdict); err != nil {
+			return delta.Stats{}, nil, err
+		}
+		if err := c.w.Flush(); err != nil {
+			return delta.Stats{}, nil, err
+		}
+		if oerr != nil {
+			st, err := c.status()
+			if err == nil {
+				err = fmt.Errorf("%w: a push finished with a share failed", ErrDeltaProtocol)
+			}
+			var de *DeltaError
+			if errors.As(err, &de) && newFile != shareNone {
+				// The helper's answer is to the verdict; the share's
+				// own error says why.
+				de.Message = "a share of the delta: " + oerr.Error()
+			}
+			return st, nil, err
+		}
+	}
 	st, err := c.status()
 	if err != nil {
 		return st, nil, err
@@ -537,6 +643,9 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 	if serr != nil {
 		return st, nil, fmt.Errorf("%w: a patch applied without its whole signature", ErrDeltaProtocol)
 	}
+	st.Literal += others.Literal
+	st.Matched += others.Matched
+	st.Ranges += others.Ranges
 	name := tmp
 	switch {
 	case flags&patchRename != 0:
@@ -546,6 +655,60 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 	}
 	made, err := readMade(c.r, name)
 	return st, made, err
+}
+
+// PatchShare applies share sh of a push's delta (one in shares,
+// SignPatchShares' Others) into tmp, the new file the push's request
+// made (under: a clone of basis, of basisSize bytes), the new file being
+// size bytes; send writes the share's delta, as it is made.
+func (c *DeltaClient) PatchShare(ctx context.Context, basis string, basisSize int64, tmp string, size int64, under bool, sh delta.Share,
+	send func(w io.Writer) error) (delta.Stats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken {
+		return delta.Stats{}, errBroken
+	}
+	if err := c.unahead(); err != nil {
+		return delta.Stats{}, err
+	}
+	st, err := c.patchShare(ctx, basis, basisSize, tmp, size, under, sh, send)
+	var de *DeltaError
+	if !errors.As(err, &de) {
+		c.breaks(err)
+	}
+	return st, err
+}
+
+func (c *DeltaClient) patchShare(ctx context.Context, basis string, basisSize int64, tmp string, size int64, under bool, sh delta.Share,
+	send func(w io.Writer) error) (delta.Stats, error) {
+	stop := context.AfterFunc(ctx, func() { c.c.Close() })
+	defer stop()
+	req := appendString([]byte{opPatchShare}, basis)
+	req = binary.AppendUvarint(req, uint64(basisSize))
+	req = appendString(req, tmp)
+	req = binary.AppendUvarint(req, uint64(size))
+	var flags uint64
+	if under {
+		flags |= shareUnder
+	}
+	req = binary.AppendUvarint(req, flags)
+	req = binary.AppendUvarint(req, uint64(sh.N))
+	req = binary.AppendUvarint(req, uint64(sh.I))
+	if _, err := c.w.Write(req); err != nil {
+		return delta.Stats{}, err
+	}
+	if err := send(flushWriter{w: c.w}); err != nil {
+		// A share cut short must not be applied: the channel goes.
+		c.c.Close()
+		return delta.Stats{}, err
+	}
+	if err := (chunkWriter{w: c.w}).end(); err != nil {
+		return delta.Stats{}, err
+	}
+	if err := c.w.Flush(); err != nil {
+		return delta.Stats{}, err
+	}
+	return c.status()
 }
 
 // Diff asks the helper for the delta that rebuilds the file at path on

@@ -630,6 +630,81 @@ func TestDeltaServiceDiffStream(t *testing.T) {
 	}
 }
 
+// A push in shares: the push's channel carries the first, PatchShare on
+// channels of their own the others, into the file the push made; the
+// file is finished, its mode and times given and renamed, only once all
+// are in. A share that fails fails the push, and leaves nothing: no
+// temporary file, nothing under the final name.
+func TestDeltaServicePushShares(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old := randomBytes(13, 3<<20)
+	next := bytes.Clone(old)
+	copy(next[1<<20:], randomBytes(14, 1<<20))
+	basis := filepath.Join(dir, "f")
+	os.WriteFile(basis, old, 0o644)
+	const n = 3
+	rl := int64(256 << 10)
+	push := func(c *DeltaClient, tmp, final string, others []*DeltaClient, fail int) (delta.Stats, error) {
+		diff := func(w io.Writer, sh delta.Share, sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error)) error {
+			_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{Blocks: blocks, Share: sh, RangeLen: rl})
+			return err
+		}
+		mtime := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+		a := Attrs{SetMode: true, Mode: 0o640, SetTimes: true, Atime: mtime, Mtime: mtime, RenameTo: final}
+		st, _, err := c.SignPatchShares(ctx, basis, int64(len(old)), tmp, int64(len(next)), a, Shares{N: n, Others: func(ctx context.Context, under bool, sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error)) (delta.Stats, error) {
+			var all delta.Stats
+			for i, o := range others {
+				sh := delta.Share{N: n, I: i + 1}
+				st, err := o.PatchShare(ctx, basis, int64(len(old)), tmp, int64(len(next)), under, sh, func(w io.Writer) error {
+					if i+1 == fail {
+						sh.I = (sh.I + 1) % n // another share's ranges
+					}
+					return diff(w, sh, sig, blocks)
+				})
+				if err != nil {
+					return all, err
+				}
+				all.Literal += st.Literal
+				all.Matched += st.Matched
+			}
+			return all, nil
+		}}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+			return diff(w, delta.Share{N: n}, sig, blocks)
+		})
+		return st, err
+	}
+	c, others := deltaPair(t), []*DeltaClient{deltaPair(t), deltaPair(t)}
+	tmp, final := filepath.Join(dir, ".f.tmp"), filepath.Join(dir, "final")
+	st, err := push(c, tmp, final, others, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(final)
+	fi, _ := os.Stat(final)
+	if !bytes.Equal(got, next) || fi.Mode().Perm() != 0o640 || st.Literal+st.Matched != int64(len(next)) {
+		t.Fatalf("a push in shares: %d bytes, mode %v, counts %+v", len(got), fi.Mode(), st)
+	}
+	if _, err := os.Lstat(tmp); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the temporary name after the push: %v", err)
+	}
+
+	// A share that sends another's ranges fails, and so does the push.
+	final2 := filepath.Join(dir, "final2")
+	if _, err := push(c, tmp, final2, others, 2); !isDeltaError(err) {
+		t.Errorf("a push with a share failed: %v, want the helper's refusal", err)
+	}
+	for _, p := range []string{tmp, final2} {
+		if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("after a push with a share failed, %s: %v", filepath.Base(p), err)
+		}
+	}
+	// The channels are in step: the push again, whole.
+	if _, err := push(c, tmp, final2, others, 0); err != nil {
+		t.Errorf("a push after one failed: %v", err)
+	}
+}
+
 // A pull's delta asked for in shares on channels of their own, the
 // signature made once and sent on each, is applied from all of them at
 // once; a request for a share past the count is out of step, and ends

@@ -92,6 +92,8 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 		switch op {
 		case opSignPatch:
 			st, made, rerr, err = serveSignPatch(ctx, r, w, files)
+		case opPatchShare:
+			st, rerr, err = servePatchShare(ctx, r, w, files)
 		case opDiff:
 			st, rerr, err = serveDiff(ctx, r, w, files, &gov)
 		case opSums, opSHA:
@@ -140,7 +142,7 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, made fs.FileInfo, rerr, err error) {
 	fr := fields{r: r}
 	basis, basisSize := fr.path(), fr.uint(delta.MaxSize)
-	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(patchZstd|patchMode|patchTimes|patchRename)
+	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(patchZstd|patchMode|patchTimes|patchRename|patchShares)
 	var a Attrs
 	if flags&patchMode != 0 {
 		a.SetMode, a.Mode = true, fs.FileMode(fr.uint(uint64(modeBits)))&modeBits
@@ -152,11 +154,33 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 	if flags&patchRename != 0 {
 		final = fr.path()
 	}
+	shares := 1
+	if flags&patchShares != 0 {
+		shares = int(fr.uint(delta.MaxShares))
+	}
 	if fr.err != nil {
 		return st, nil, nil, fr.err
 	}
 	in := &chunkReader{r: r}
-	p, rerr := openPatch(files, basis, basisSize, tmp, size)
+	var p *patch
+	switch {
+	case shares < 1 || shares > 1 && tmp == "":
+		rerr = fmt.Errorf("a push in %d shares, in place", shares)
+	default:
+		p, rerr = openPatch(files, basis, basisSize, tmp, size)
+	}
+	if shares > 1 {
+		// What the shares on other channels write into.
+		made := byte(shareNone)
+		switch {
+		case rerr != nil:
+		case p.clone != nil:
+			made = shareClone
+		default:
+			made = shareFresh
+		}
+		w.WriteByte(made)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The signature goes out on a goroutine of its own, and is ended
@@ -185,9 +209,13 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 		}
 	}
 	if rerr == nil {
-		st, rerr = p.apply(ctx, from, size)
+		sh := delta.Share{}
+		if shares > 1 {
+			sh = delta.Share{N: shares}
+		}
+		st, rerr = p.apply(ctx, from, size, sh)
 	}
-	if rerr == nil {
+	if rerr == nil && shares == 1 {
 		rerr = p.setAttrs(a)
 	}
 	if rerr != nil {
@@ -202,6 +230,18 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 		// The basis could not be signed: the delta, cut short by the
 		// client for want of its blocks, failed for that.
 		rerr = serr
+	}
+	if shares > 1 && derr == nil && ew.err == nil {
+		// The client's verdict on the other shares.
+		var verdict byte
+		if verdict, derr = r.ReadByte(); derr == nil && verdict != statusOK && rerr == nil {
+			rerr = errors.New("another share of the push failed")
+		}
+		if rerr == nil {
+			if rerr = p.finish(size); rerr == nil {
+				rerr = p.setAttrs(a)
+			}
+		}
 	}
 	if derr != nil || ew.err != nil {
 		// The channel failed: the service ends.
@@ -222,6 +262,52 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 		}
 	}
 	return st, made, rerr, nil
+}
+
+// servePatchShare answers a request for a share of a push's delta (one
+// in shares, patchShares): the share is applied into tmp, the new file
+// the push's own request made (a clone of the basis where the flags
+// say so), from the basis, as it comes. The push's request finishes the
+// file once the client says every share is in.
+func servePatchShare(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, rerr, err error) {
+	fr := fields{r: r}
+	basis, basisSize := fr.path(), fr.uint(delta.MaxSize)
+	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(shareUnder)
+	n := int(fr.uint(delta.MaxShares))
+	sh := delta.Share{N: n, I: int(fr.uint(uint64(max(n, 1) - 1)))}
+	if fr.err != nil {
+		return st, nil, fr.err
+	}
+	in := &chunkReader{r: r}
+	var (
+		b   ReadAtCloser
+		out UpdateFile
+	)
+	if sh.Whole() {
+		rerr = fmt.Errorf("share %d of %d", sh.I, sh.N)
+	}
+	if rerr == nil {
+		b, rerr = files.Open(basis, basisSize)
+	}
+	if rerr == nil {
+		// The file the push made: there, and not made here.
+		if out, rerr = files.OpenUpdate(tmp, -1); rerr != nil {
+			b.Close()
+		}
+	}
+	if rerr == nil {
+		bs := delta.Basis{R: b, Size: basisSize, BlockLen: delta.BlockSize(basisSize), Under: flags&shareUnder != 0}
+		_, st, rerr = delta.ApplyShare(ctx, in, sh, bs, out, size)
+		b.Close()
+		if cerr := out.Close(); rerr == nil {
+			rerr = cerr
+		}
+	}
+	// The share's stream is read to its end whatever became of it.
+	if err := in.drain(); err != nil {
+		return st, nil, err
+	}
+	return st, rerr, nil
 }
 
 // A patch is a push's files open on the helper: the basis, and where the
@@ -275,8 +361,10 @@ func openPatch(files DeltaFiles, basis string, basisSize int64, tmp string, size
 	return p, nil
 }
 
-// apply rebuilds the new file from the delta read from r.
-func (p *patch) apply(ctx context.Context, r io.Reader, size int64) (delta.Stats, error) {
+// apply rebuilds the new file, of size bytes, from the delta read from
+// r: the whole of it, or, sh not whole, share sh, the file to be
+// finished once the others are in too (finish).
+func (p *patch) apply(ctx context.Context, r io.Reader, size int64, sh delta.Share) (delta.Stats, error) {
 	b := delta.Basis{R: p.basis, Size: p.size, BlockLen: delta.BlockSize(p.size)}
 	if p.inPlace != nil {
 		b.InPlace = true
@@ -287,13 +375,27 @@ func (p *patch) apply(ctx context.Context, r io.Reader, size int64) (delta.Stats
 		return st, err
 	}
 	b.Under = p.clone != nil
+	if !sh.Whole() {
+		_, st, err := delta.ApplyShare(ctx, r, sh, b, p.out, size)
+		return st, err
+	}
 	h, st, err := delta.Apply(ctx, r, b, p.out, size)
-	if err == nil && p.clone != nil {
-		if err = p.clone.Finish(h.Size); err != nil {
-			err = fmt.Errorf("%s: %w", p.tmp, err)
-		}
+	if err == nil {
+		err = p.finish(h.Size)
 	}
 	return st, err
+}
+
+// finish ends a new file of size bytes made as a clone of the basis: the
+// basis checked unchanged since the clone, the clone cut to size.
+func (p *patch) finish(size int64) error {
+	if p.clone == nil {
+		return nil
+	}
+	if err := p.clone.Finish(size); err != nil {
+		return fmt.Errorf("%s: %w", p.tmp, err)
+	}
+	return nil
 }
 
 // written is the file the new one is written into, and its path.

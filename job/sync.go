@@ -351,7 +351,7 @@ func pullAhead(hosts *ends.Hosts, j SyncJob, eo transfer.Options, dst transfer.E
 	if err != nil {
 		return none
 	}
-	hosts.PullAhead(s.Location, remote, eo.InPlace, eo.Compress, transfer.PullShares(size), sign)
+	hosts.PullAhead(s.Location, remote, eo.InPlace, eo.Compress, transfer.DeltaShares(size), sign)
 	return func() { closeSigned() }
 }
 

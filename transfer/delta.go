@@ -30,9 +30,15 @@ type DeltaSession interface {
 	// blocks as they arrive, writes the delta of the file of size
 	// bytes meanwhile. Once the file is whole it is given a's mode and
 	// times (SetMode, SetTimes) and, final not "", renamed from tmp to
-	// final; its stat is returned.
-	SignPatch(ctx context.Context, basis string, basisSize int64, tmp, final string, size int64, a protocol.PutAttrs,
+	// final; its stat is returned. With shares (a new file only), diff
+	// writes share 0 and shares.Others has the rest applied
+	// (helper.Shares).
+	SignPatch(ctx context.Context, basis string, basisSize int64, tmp, final string, size int64, a protocol.PutAttrs, shares PushShares,
 		diff func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error) (delta.Stats, fs.FileInfo, error)
+	// PatchShare applies share sh of a push's delta in shares into tmp,
+	// the new file the push made (under: a clone of basis), send writing
+	// the share's delta.
+	PatchShare(ctx context.Context, basis string, basisSize int64, tmp string, size int64, under bool, sh delta.Share, send func(w io.Writer) error) (delta.Stats, error)
 	// Diff hands apply the delta that rebuilds the regular file of size
 	// bytes at path from the basis sig describes, made to be applied over
 	// the basis when inPlace.
@@ -351,14 +357,87 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	if a != nil {
 		put = protocol.PutAttrs{SetMode: true, Mode: a.mode, SetTimes: a.times, Atime: a.atime, Mtime: a.mtime}
 	}
-	st, made, err := s.SignPatch(ctx, dst.Path, existing.Size(), tmp, final, si.Size(), put, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
-		_, err := delta.Diff(ctx, sig, local, si.Size(), w, delta.DiffOptions{InPlace: tmp == "", Blocks: blocks})
+	// A new file's delta goes in shares, each on a channel of its own,
+	// as a pull's does; not in place, nor compressed.
+	var shares PushShares
+	if tmp != "" && !c.opts.Compress {
+		ss, release := c.moreSessions(ctx, dst, DeltaShares(existing.Size()))
+		defer release()
+		if len(ss) > 0 {
+			c.logf("delta: %s: sent in %d shares, on a channel each", src, len(ss)+1)
+			shares = PushShares{N: len(ss) + 1, Others: func(ctx context.Context, under bool, sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error)) (delta.Stats, error) {
+				return c.pushShares(ctx, ss, local, dst.Path, existing.Size(), tmp, si.Size(), under, sig, blocks)
+			}}
+		}
+	}
+	share := delta.Share{}
+	if shares.N > 1 {
+		share = delta.Share{N: shares.N}
+	}
+	st, made, err := s.SignPatch(ctx, dst.Path, existing.Size(), tmp, final, si.Size(), put, shares, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+		_, err := delta.Diff(ctx, sig, local, si.Size(), w, delta.DiffOptions{InPlace: tmp == "", Blocks: blocks, Share: share})
 		return err
 	})
 	if lerr := local.failed(); lerr != nil {
 		return st, nil, &localDeltaError{lerr}
 	}
 	return st, made, err
+}
+
+// moreSessions are up to n-1 sessions at far's end besides the one a
+// delta has, with release for them.
+func (c *copier) moreSessions(ctx context.Context, far Endpoint, n int) (ss []DeltaSession, release func()) {
+	var releases []func()
+	for len(ss) < n-1 {
+		s, rel, err := c.opts.Delta.DeltaSession(ctx, far.FS)
+		if err != nil {
+			c.logf("delta: %s: in %d shares, not %d: %v", far, len(ss)+1, n, err)
+			break
+		}
+		if z, ok := s.(compressor); ok {
+			z.Compress(c.opts.Compress)
+		}
+		ss = append(ss, s)
+		releases = append(releases, rel)
+	}
+	return ss, func() {
+		for _, rel := range releases {
+			rel()
+		}
+	}
+}
+
+// pushShares has the shares of a push's delta after the first applied,
+// share i+1 on ss[i], each diffed from local as the signature arrives.
+func (c *copier) pushShares(ctx context.Context, ss []DeltaSession, local io.ReaderAt, basis string, basisSize int64, tmp string, size int64, under bool,
+	sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error)) (delta.Stats, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu  sync.Mutex
+		all delta.Stats
+		wg  sync.WaitGroup
+	)
+	for i, s := range ss {
+		sh := delta.Share{N: len(ss) + 1, I: i + 1}
+		wg.Go(func() {
+			st, err := s.PatchShare(ctx, basis, basisSize, tmp, size, under, sh, func(w io.Writer) error {
+				_, err := delta.Diff(ctx, sig, local, size, w, delta.DiffOptions{Blocks: blocks, Share: sh})
+				return err
+			})
+			if err != nil {
+				cancel(fmt.Errorf("share %d of %d: %w", sh.I, sh.N, err))
+				return
+			}
+			mu.Lock()
+			all.Literal += st.Literal
+			all.Matched += st.Matched
+			all.Ranges += st.Ranges
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return all, context.Cause(ctx)
 }
 
 // readsOf reads r, a file of size bytes, keeping its first failure: an
@@ -391,17 +470,24 @@ func (l *readsOf) failed() error {
 	return l.err
 }
 
-// PullShares is how many shares (delta.Share) the delta of a pull whose
-// basis is basisSize bytes is asked for in, each on a channel of its own:
+// DeltaShares is how many shares (delta.Share) the delta of a file whose
+// basis is basisSize bytes goes in, each on a channel of its own:
 // one channel carries a window (2 MiB) a round trip, about 20 MB/s at
 // 100 ms, however much of the file changed, and a file large enough to
 // have ranges to spread takes two, which together carry what a stock
 // connection's buffers do (section 8c of docs/DESIGN.md).
-func PullShares(basisSize int64) int {
+func DeltaShares(basisSize int64) int {
 	if basisSize < 2*delta.DefaultRangeLen {
 		return 1
 	}
 	return 2
+}
+
+// PushShares has a push's delta go in N shares, Others applying all but
+// the first (helper.Shares).
+type PushShares struct {
+	N      int
+	Others func(ctx context.Context, under bool, sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error)) (delta.Stats, error)
 }
 
 // aheadShares is a delta session that may hold a pull asked ahead: the
@@ -411,24 +497,12 @@ type aheadShares interface {
 }
 
 // pullSessions is s and the sessions the shares of src's pull go on
-// besides, with release for them: as many as PullShares says and the
+// besides, with release for them: as many as DeltaShares says and the
 // far end gives, each in the place of the share of its pull asked ahead
 // where it holds one.
 func (c *copier) pullSessions(ctx context.Context, s DeltaSession, src Endpoint, basisSize int64) (ss []DeltaSession, release func()) {
-	ss = []DeltaSession{s}
-	var releases []func()
-	for len(ss) < PullShares(basisSize) {
-		more, rel, err := c.opts.Delta.DeltaSession(ctx, src.FS)
-		if err != nil {
-			c.logf("delta: %s: in %d shares, not %d: %v", src, len(ss), PullShares(basisSize), err)
-			break
-		}
-		if z, ok := more.(compressor); ok {
-			z.Compress(c.opts.Compress)
-		}
-		ss = append(ss, more)
-		releases = append(releases, rel)
-	}
+	more, release := c.moreSessions(ctx, src, DeltaShares(basisSize))
+	ss = append([]DeltaSession{s}, more...)
 	placed := make([]DeltaSession, len(ss))
 	var rest []DeltaSession
 	for _, s := range ss {
@@ -448,12 +522,7 @@ func (c *copier) pullSessions(ctx context.Context, s DeltaSession, src Endpoint,
 			placed[i], rest = rest[0], rest[1:]
 		}
 	}
-	ss = placed
-	return ss, func() {
-		for _, rel := range releases {
-			rel()
-		}
-	}
+	return placed, release
 }
 
 // pullDelta signs the local target, read through basis, has the helper
@@ -461,7 +530,7 @@ func (c *copier) pullSessions(ctx context.Context, s DeltaSession, src Endpoint,
 // file, or a clone of the target (under), which the caller then checks
 // and cuts to the new size, or with --inplace the target itself (basis
 // and out the same file), which it cuts. A large file's delta comes in
-// shares over several channels at once (PullShares), the target signed
+// shares over several channels at once (DeltaShares), the target signed
 // once for all of them.
 func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoint, si, existing fs.FileInfo, basis io.ReaderAt, out io.WriterAt, under bool) (delta.Stats, error) {
 	inPlace := c.opts.InPlace

@@ -643,11 +643,13 @@ func TestSyncDeltaOverCloneE2E(t *testing.T) {
 	}
 }
 
-// A pull of a file of several ranges asks for its delta in shares, each
-// on a channel of its own: the one-file sync asks them all ahead, a
-// tree's sync as it comes to the file; in place too. The file is
-// rebuilt, and what was sent is about what changed: a region of several
-// ranges, spread over the shares.
+// A file of several ranges goes as a delta in shares, each on a channel
+// of its own. Down: the one-file sync asks them all ahead, a tree's sync
+// as it comes to the file; in place too. Up: the push's own channel
+// carries the first, the others go into the file it made (not in
+// place). The file is rebuilt, with its mode and time, nothing is left
+// beside it, and what was sent is about what changed: a region of
+// several ranges, spread over the shares.
 func TestSyncDeltaSharesE2E(t *testing.T) {
 	srv, bin, _ := helperServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -659,40 +661,58 @@ func TestSyncDeltaSharesE2E(t *testing.T) {
 	rng.Read(next[30<<20 : 36<<20])
 	scatter(rng, next, 10, 3000)
 	const changed = 6<<20 + 10*3000
-	remote, local := t.TempDir(), t.TempDir()
-	src, dst := filepath.Join(remote, "f"), filepath.Join(local, "f")
-	os.WriteFile(src, next, 0o640)
 	mtime := time.Date(2020, 3, 4, 5, 6, 7, 0, time.UTC)
-	os.Chtimes(src, mtime, mtime)
 	for _, c := range []struct {
-		name     string
-		args     []string
-		from, to string
-		ahead    bool
+		name   string
+		args   []string
+		up     bool
+		tree   bool
+		shares bool
+		ahead  bool
 	}{
-		{"one file", nil, "e2e:" + src, dst, true},
-		{"a tree", nil, "e2e:" + remote + "/", local, false},
-		{"in place", []string{"--inplace"}, "e2e:" + src, dst, true},
+		{"down/one file", nil, false, false, true, true},
+		{"down/a tree", nil, false, true, true, false},
+		{"down/in place", []string{"--inplace"}, false, false, true, true},
+		{"up/one file", nil, true, false, true, false},
+		{"up/a tree", nil, true, true, true, false},
+		{"up/in place", []string{"--inplace"}, true, false, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			srcDir, dstDir := t.TempDir(), t.TempDir()
+			src, dst := filepath.Join(srcDir, "f"), filepath.Join(dstDir, "f")
+			os.WriteFile(src, next, 0o640)
+			os.Chtimes(src, mtime, mtime)
 			os.WriteFile(dst, old, 0o644)
+			from, to := src, dst
+			if c.tree {
+				from, to = srcDir+"/", dstDir
+			}
+			if c.up {
+				to = "e2e:" + to
+			} else {
+				from = "e2e:" + from
+			}
 			args := append([]string{"sync", "-e", "ssh -F " + srv.ConfigFile, "--helper-path", bin, "-a", "--stats", "-vv"}, c.args...)
-			stdout, stderr, err := runSSHArgs(ctx, "hpncp", append(args, c.from, c.to), nil)
+			stdout, stderr, err := runSSHArgs(ctx, "hpncp", append(args, from, to), nil)
 			if err != nil {
 				t.Fatalf("sync: %v\n%s%s", err, stdout, stderr)
 			}
 			if got, _ := os.ReadFile(dst); !bytes.Equal(got, next) {
 				t.Fatalf("the target is %d bytes and not the source's %d", len(got), len(next))
 			}
+			if fi, _ := os.Stat(dst); fi.Mode().Perm() != 0o640 || !fi.ModTime().Equal(mtime) {
+				t.Errorf("the target's mode %v, time %v; want the source's", fi.Mode().Perm(), fi.ModTime())
+			}
 			if sent := literalData(t, stdout); sent < changed || sent > changed+(4<<20) {
 				t.Errorf("sent %d literal bytes for %d changed", sent, changed)
 			}
-			if !strings.Contains(stderr, "in 2 shares") {
-				t.Errorf("-vv says no shares:\n%s", stderr)
+			if shared := strings.Contains(stderr, "in 2 shares"); shared != c.shares {
+				t.Errorf("in shares %v, want %v:\n%s", shared, c.shares, stderr)
 			}
 			if ahead := strings.Contains(stderr, "was asked for ahead"); ahead != c.ahead {
 				t.Errorf("asked ahead %v, want %v:\n%s", ahead, c.ahead, stderr)
 			}
+			local := dstDir
 			if ents, _ := os.ReadDir(local); len(ents) != 1 {
 				t.Errorf("the target's directory holds %d entries", len(ents))
 			}

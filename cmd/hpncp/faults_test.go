@@ -757,7 +757,7 @@ func (ft *faultTrial) syncs() bool {
 
 // shared says a "delta" trial's file is large enough for a download's
 // delta to come in shares, each on a channel of its own
-// (transfer.PullShares), unless its old version is cut below two
+// (transfer.DeltaShares), unless its old version is cut below two
 // ranges: a seventh of them, by seed, the draws as they were.
 func (ft *faultTrial) shared() bool {
 	return ft.c.mode == "delta" && ft.seed%7 == 0
