@@ -177,8 +177,13 @@ func InPlaceOK(off, n, at, rangeEnd, size int64) bool {
 	return off == at || off >= size || off >= at && min(off+n, size) <= rangeEnd
 }
 
-// DefaultRangeLen is the length of a range when DiffOptions does not say.
-const DefaultRangeLen = 32 << 20
+// DefaultRangeLen is the length of a range when DiffOptions does not say;
+// SharedRangeLen of a delta in shares, cut finer so that a change a few
+// ranges long spreads over them.
+const (
+	DefaultRangeLen = 32 << 20
+	SharedRangeLen  = 8 << 20
+)
 
 // litChunk is how many unmatched bytes a matcher holds before it sends
 // them.
@@ -197,7 +202,11 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 	}
 	bl := int64(sig.BlockLen)
 	rl := o.RangeLen
-	if rl <= 0 {
+	switch {
+	case rl > 0:
+	case !o.Share.Whole():
+		rl = SharedRangeLen
+	default:
 		rl = DefaultRangeLen
 	}
 	rl = max((rl+bl-1)/bl*bl, bl)

@@ -471,16 +471,16 @@ func (l *readsOf) failed() error {
 }
 
 // DeltaShares is how many shares (delta.Share) the delta of a file whose
-// basis is basisSize bytes goes in, each on a channel of its own:
-// one channel carries a window (2 MiB) a round trip, about 20 MB/s at
-// 100 ms, however much of the file changed, and a file large enough to
-// have ranges to spread takes two, which together carry what a stock
-// connection's buffers do (section 8c of docs/DESIGN.md).
+// basis is basisSize bytes goes in, each on a channel of its own, on
+// connections of their own where the end has several: one channel
+// carries a window (2 MiB) a round trip, about 20 MB/s at 100 ms,
+// however much of the file changed, and a file large enough to have
+// ranges to spread takes two (section 8c of docs/DESIGN.md).
 func DeltaShares(basisSize int64) int {
 	if basisSize < 2*delta.DefaultRangeLen {
 		return 1
 	}
-	return 2
+	return 4
 }
 
 // PushShares has a push's delta go in N shares, Others applying all but

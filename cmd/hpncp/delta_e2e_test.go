@@ -706,7 +706,7 @@ func TestSyncDeltaSharesE2E(t *testing.T) {
 			if sent := literalData(t, stdout); sent < changed || sent > changed+(4<<20) {
 				t.Errorf("sent %d literal bytes for %d changed", sent, changed)
 			}
-			if shared := strings.Contains(stderr, "in 2 shares"); shared != c.shares {
+			if shared := strings.Contains(stderr, " shares, on a channel each"); shared != c.shares {
 				t.Errorf("in shares %v, want %v:\n%s", shared, c.shares, stderr)
 			}
 			if ahead := strings.Contains(stderr, "was asked for ahead"); ahead != c.ahead {

@@ -683,8 +683,10 @@ func (ft *faultTrial) run(t *testing.T) {
 	if ft.c.mode == "delta" && nold > 0 && !strings.Contains(stderr, " bytes sent, ") {
 		t.Fatalf("the fault-free probe (%s) sent no delta:\n%s", shape, stderr)
 	}
-	if ft.shared() && ft.c.download && fileSize(t, filepath.Join(old, top)) >= 2*delta.DefaultRangeLen && !strings.Contains(stderr, " in 2 shares") {
-		t.Fatalf("the fault-free probe (%s) asked for no shares:\n%s", shape, stderr)
+	// A file of several ranges goes in shares: down, always; up, a new
+	// file's uncompressed delta.
+	if ft.shared() && (ft.c.download || !ft.inPlace() && ft.seed%4 < 2) && fileSize(t, filepath.Join(old, top)) >= 2*delta.DefaultRangeLen && !strings.Contains(stderr, " shares, on a channel each") {
+		t.Fatalf("the fault-free probe (%s) went in no shares:\n%s", shape, stderr)
 	}
 	took := time.Since(began)
 	var counts [][2]int64
@@ -755,10 +757,10 @@ func (ft *faultTrial) syncs() bool {
 	return ft.c.mode == "delta" && ft.seed%16 >= 12
 }
 
-// shared says a "delta" trial's file is large enough for a download's
-// delta to come in shares, each on a channel of its own
-// (transfer.DeltaShares), unless its old version is cut below two
-// ranges: a seventh of them, by seed, the draws as they were.
+// shared says a "delta" trial's file is large enough for its delta to
+// go in shares, each on a channel of its own (transfer.DeltaShares),
+// unless its old version is cut below two ranges: a seventh of them, by
+// seed, the draws as they were.
 func (ft *faultTrial) shared() bool {
 	return ft.c.mode == "delta" && ft.seed%7 == 0
 }
