@@ -358,17 +358,25 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 		put = protocol.PutAttrs{SetMode: true, Mode: a.mode, SetTimes: a.times, Atime: a.atime, Mtime: a.mtime}
 	}
 	// A new file's delta goes in shares, each on a channel of its own,
-	// as a pull's does; not in place, nor compressed.
+	// as a pull's does; not in place, nor compressed. The other shares'
+	// sessions are asked for while the push begins, and taken once the
+	// helper has made the file.
 	var shares PushShares
-	if tmp != "" && !c.opts.Compress {
-		ss, release := c.moreSessions(ctx, dst, DeltaShares(existing.Size()))
-		defer release()
-		if len(ss) > 0 {
-			c.logf("delta: %s: sent in %d shares, on a channel each", src, len(ss)+1)
-			shares = PushShares{N: len(ss) + 1, Others: func(ctx context.Context, under bool, sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error)) (delta.Stats, error) {
-				return c.pushShares(ctx, ss, local, dst.Path, existing.Size(), tmp, si.Size(), under, sig, blocks)
-			}}
-		}
+	if n := DeltaShares(existing.Size()); n > 1 && tmp != "" && !c.opts.Compress {
+		var (
+			ss      []DeltaSession
+			release = func() {}
+			got     = make(chan struct{})
+		)
+		go func() {
+			defer close(got)
+			ss, release = c.moreSessions(ctx, dst, n)
+		}()
+		defer func() { <-got; release() }()
+		c.logf("delta: %s: sent in %d shares, on a channel each", src, n)
+		shares = PushShares{N: n, Others: func(ctx context.Context, under bool, sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error)) (delta.Stats, error) {
+			return c.pushShares(ctx, n, func() []DeltaSession { <-got; return ss }, local, dst.Path, existing.Size(), tmp, si.Size(), under, sig, blocks)
+		}}
 	}
 	share := delta.Share{}
 	if shares.N > 1 {
@@ -385,32 +393,53 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 }
 
 // moreSessions are up to n-1 sessions at far's end besides the one a
-// delta has, with release for them.
+// delta has, with release for them: asked for at once, each a channel
+// opened where none is idle.
 func (c *copier) moreSessions(ctx context.Context, far Endpoint, n int) (ss []DeltaSession, release func()) {
-	var releases []func()
-	for len(ss) < n-1 {
-		s, rel, err := c.opts.Delta.DeltaSession(ctx, far.FS)
-		if err != nil {
-			c.logf("delta: %s: in %d shares, not %d: %v", far, len(ss)+1, n, err)
-			break
+	got := make([]DeltaSession, max(n-1, 0))
+	releases := make([]func(), len(got))
+	errs := make([]error, len(got))
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			s, rel, err := c.opts.Delta.DeltaSession(ctx, far.FS)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			if z, ok := s.(compressor); ok {
+				z.Compress(c.opts.Compress)
+			}
+			got[i], releases[i] = s, rel
+		})
+	}
+	wg.Wait()
+	for i, s := range got {
+		if s != nil {
+			ss = append(ss, s)
+		} else if len(ss) == i {
+			c.logf("delta: %s: a session for a share: %v", far, errs[i])
 		}
-		if z, ok := s.(compressor); ok {
-			z.Compress(c.opts.Compress)
-		}
-		ss = append(ss, s)
-		releases = append(releases, rel)
 	}
 	return ss, func() {
 		for _, rel := range releases {
-			rel()
+			if rel != nil {
+				rel()
+			}
 		}
 	}
 }
 
-// pushShares has the shares of a push's delta after the first applied,
-// share i+1 on ss[i], each diffed from local as the signature arrives.
-func (c *copier) pushShares(ctx context.Context, ss []DeltaSession, local io.ReaderAt, basis string, basisSize int64, tmp string, size int64, under bool,
+// pushShares has the shares of a push's delta in n after the first
+// applied, on the sessions sessions gives (each share i on the (i-1)th
+// in turn, one after another where there are fewer), each diffed from
+// local as the signature arrives.
+func (c *copier) pushShares(ctx context.Context, n int, sessions func() []DeltaSession, local io.ReaderAt, basis string, basisSize int64, tmp string, size int64, under bool,
 	sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error)) (delta.Stats, error) {
+	ss := sessions()
+	if len(ss) == 0 {
+		return delta.Stats{}, errors.New("no session for the other shares")
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -418,22 +447,24 @@ func (c *copier) pushShares(ctx context.Context, ss []DeltaSession, local io.Rea
 		all delta.Stats
 		wg  sync.WaitGroup
 	)
-	for i, s := range ss {
-		sh := delta.Share{N: len(ss) + 1, I: i + 1}
+	for k, s := range ss {
 		wg.Go(func() {
-			st, err := s.PatchShare(ctx, basis, basisSize, tmp, size, under, sh, func(w io.Writer) error {
-				_, err := delta.Diff(ctx, sig, local, size, w, delta.DiffOptions{Blocks: blocks, Share: sh})
-				return err
-			})
-			if err != nil {
-				cancel(fmt.Errorf("share %d of %d: %w", sh.I, sh.N, err))
-				return
+			for i := 1 + k; i < n && ctx.Err() == nil; i += len(ss) {
+				sh := delta.Share{N: n, I: i}
+				st, err := s.PatchShare(ctx, basis, basisSize, tmp, size, under, sh, func(w io.Writer) error {
+					_, err := delta.Diff(ctx, sig, local, size, w, delta.DiffOptions{Blocks: blocks, Share: sh})
+					return err
+				})
+				if err != nil {
+					cancel(fmt.Errorf("share %d of %d: %w", sh.I, sh.N, err))
+					return
+				}
+				mu.Lock()
+				all.Literal += st.Literal
+				all.Matched += st.Matched
+				all.Ranges += st.Ranges
+				mu.Unlock()
 			}
-			mu.Lock()
-			all.Literal += st.Literal
-			all.Matched += st.Matched
-			all.Ranges += st.Ranges
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
