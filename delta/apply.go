@@ -406,3 +406,55 @@ func (a *applier) write(s *rangeState, p []byte, at int64) error {
 	}
 	return nil
 }
+
+// Gathered is a delta whose shares come on streams of their own, each
+// handed over by the goroutine of its own request (as DiffStream's apply
+// is called), applied by ApplyShares once all have come.
+type Gathered struct {
+	mu        sync.Mutex
+	rs        []io.Reader
+	in        int
+	all, done chan struct{}
+	st        Stats
+	err       error
+}
+
+// Gather waits for the n shares of a delta to come (Gathered.Apply) and
+// applies them as ApplyShares would; where ctx ends first, none is.
+func Gather(ctx context.Context, n int, b Basis, out io.WriterAt, size int64) *Gathered {
+	g := &Gathered{rs: make([]io.Reader, n), all: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(g.done)
+		select {
+		case <-g.all:
+		case <-ctx.Done():
+			g.err = context.Cause(ctx)
+			return
+		}
+		_, g.st, g.err = ApplyShares(ctx, g.rs, b, out, size)
+	}()
+	return g
+}
+
+// Apply is share i's: it hands the share's stream over and returns once
+// the delta is applied, or failed, with the error; the stream is read
+// until then. Each share's is called once.
+func (g *Gathered) Apply(i int) func(io.Reader) error {
+	return func(r io.Reader) error {
+		g.mu.Lock()
+		g.rs[i] = r
+		if g.in++; g.in == len(g.rs) {
+			close(g.all)
+		}
+		g.mu.Unlock()
+		<-g.done
+		return g.err
+	}
+}
+
+// Wait returns what was applied, and the error, once the delta is
+// applied or failed.
+func (g *Gathered) Wait() (Stats, error) {
+	<-g.done
+	return g.st, g.err
+}

@@ -845,3 +845,47 @@ func (f failAfter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// A delta gathered from its shares is applied once all have come; where
+// the context ends first, none is, and each share that came is told.
+func TestGather(t *testing.T) {
+	ctx := context.Background()
+	basis := random(rand.New(rand.NewPCG(15, 16)), 100_000)
+	next := append(bytes.Clone(basis[:40_000]), basis[41_000:]...)
+	sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := Basis{R: bytes.NewReader(basis), Size: int64(len(basis)), BlockLen: 1000}
+	out := &memFile{}
+	g := Gather(ctx, 2, b, out, int64(len(next)))
+	var wg sync.WaitGroup
+	for i := range 2 {
+		var d bytes.Buffer
+		if _, err := Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), &d, DiffOptions{RangeLen: 30_000, Share: Share{N: 2, I: i}}); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			if err := g.Apply(i)(&d); err != nil {
+				t.Errorf("share %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	if st, err := g.Wait(); err != nil || !bytes.Equal(out.b, next) || st.Literal+st.Matched != int64(len(next)) {
+		t.Fatalf("gathered: %v, %+v", err, st)
+	}
+
+	cctx, cancel := context.WithCancelCause(ctx)
+	stop := errors.New("a share's request failed")
+	g = Gather(cctx, 2, b, &memFile{}, int64(len(next)))
+	came := make(chan error)
+	go func() { came <- g.Apply(0)(bytes.NewReader(nil)) }()
+	cancel(stop)
+	if err := <-came; !errors.Is(err, stop) {
+		t.Errorf("the share that came: %v, want %v", err, stop)
+	}
+	if _, err := g.Wait(); !errors.Is(err, stop) {
+		t.Errorf("gathered after the context ended: %v", err)
+	}
+}

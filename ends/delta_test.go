@@ -160,20 +160,8 @@ func TestPullAheadShares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := make([]io.Reader, n)
-	var (
-		mu      sync.Mutex
-		in      int
-		all     = make(chan struct{})
-		applied = make(chan struct{})
-		aerr    error
-	)
 	out := &memAt{}
-	go func() {
-		defer close(applied)
-		<-all
-		_, _, aerr = delta.ApplyShares(t.Context(), rs, delta.Basis{R: bytes.NewReader(old), Size: int64(len(old)), BlockLen: bl}, out, int64(len(next)))
-	}()
+	g := delta.Gather(t.Context(), n, delta.Basis{R: bytes.NewReader(old), Size: int64(len(old)), BlockLen: bl}, out, int64(len(next)))
 	var wg sync.WaitGroup
 	seen := map[int]bool{}
 	for range n {
@@ -191,16 +179,7 @@ func TestPullAheadShares(t *testing.T) {
 			_, err := s.DiffStream(t.Context(), src, int64(len(next)), func(io.Writer) error {
 				t.Error("a share asked ahead signed again")
 				return nil
-			}, false, sh, func(r io.Reader) error {
-				mu.Lock()
-				rs[sh.I] = r
-				if in++; in == n {
-					close(all)
-				}
-				mu.Unlock()
-				<-applied
-				return aerr
-			})
+			}, false, sh, g.Apply(sh.I))
 			if err != nil {
 				t.Errorf("share %d: %v", sh.I, err)
 			}

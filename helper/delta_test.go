@@ -728,31 +728,12 @@ func TestDeltaServiceShares(t *testing.T) {
 			b.R, b.InPlace = out, true
 		}
 		const n = 3
-		type share struct {
-			i int
-			r io.Reader
-		}
-		rs := make(chan share, n)
-		applied := make(chan error)
-		go func() {
-			all := make([]io.Reader, n)
-			for range n {
-				s := <-rs
-				all[s.i] = s.r
-			}
-			_, _, err := delta.ApplyShares(ctx, all, b, out, int64(len(next)))
-			for range n {
-				applied <- err
-			}
-		}()
+		g := delta.Gather(ctx, n, b, out, int64(len(next)))
 		errs := make(chan error, n)
 		for i := range n {
 			c := deltaPair(t)
 			go func() {
-				_, err := c.DiffStream(ctx, src, int64(len(next)), log.CopyTo, inPlace, delta.Share{N: n, I: i}, func(r io.Reader) error {
-					rs <- share{i, r}
-					return <-applied
-				})
+				_, err := c.DiffStream(ctx, src, int64(len(next)), log.CopyTo, inPlace, delta.Share{N: n, I: i}, g.Apply(i))
 				errs <- err
 			}()
 		}

@@ -603,26 +603,8 @@ func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	}
 	// Each share's request hands its delta over as it comes; the
 	// shares are applied together once all have come.
-	var (
-		mu      sync.Mutex
-		rs      = make([]io.Reader, n)
-		in      int
-		all     = make(chan struct{})
-		applied = make(chan struct{})
-		got     delta.Stats
-		aerr    error
-	)
-	go func() {
-		defer close(applied)
-		select {
-		case <-all:
-		case <-ctx.Done():
-			aerr = context.Cause(ctx)
-			return
-		}
-		b := delta.Basis{R: basis, Size: existing.Size(), BlockLen: bl, InPlace: inPlace, Under: under}
-		_, got, aerr = delta.ApplyShares(ctx, rs, b, out, si.Size())
-	}()
+	b := delta.Basis{R: basis, Size: existing.Size(), BlockLen: bl, InPlace: inPlace, Under: under}
+	g := delta.Gather(ctx, n, b, out, si.Size())
 	var wg sync.WaitGroup
 	for i, s := range ss {
 		share := delta.Share{}
@@ -630,23 +612,13 @@ func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 			share = delta.Share{N: n, I: i}
 		}
 		wg.Go(func() {
-			_, err := s.DiffStream(ctx, src.Path, si.Size(), sign, inPlace, share, func(r io.Reader) error {
-				mu.Lock()
-				rs[i] = r
-				if in++; in == n {
-					close(all)
-				}
-				mu.Unlock()
-				<-applied
-				return aerr
-			})
-			if err != nil {
+			if _, err := s.DiffStream(ctx, src.Path, si.Size(), sign, inPlace, share, g.Apply(i)); err != nil {
 				cancel(err)
 			}
 		})
 	}
 	wg.Wait()
-	<-applied
+	got, _ := g.Wait()
 	err := context.Cause(ctx)
 	cancel(nil)
 	signOnce.Do(func() { close(signed) })
