@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -792,29 +793,37 @@ func TestSignatureLog(t *testing.T) {
 	if err := SignTo(ctx, bytes.NewReader(basis), int64(len(basis)), 700, &want); err != nil {
 		t.Fatal(err)
 	}
-	l := NewSignatureLog()
-	signed := make(chan error, 1)
-	go func() {
-		err := SignTo(ctx, bytes.NewReader(basis), int64(len(basis)), 700, l)
-		l.Close(err)
-		signed <- err
-	}()
+	var signs atomic.Int32
+	l := SignLog(func(w io.Writer) error {
+		signs.Add(1)
+		return SignTo(ctx, bytes.NewReader(basis), int64(len(basis)), 700, w)
+	})
+	if signs.Load() != 0 {
+		t.Fatal("signed before a copy began")
+	}
 	var early bytes.Buffer
-	if err := l.CopyTo(&early); err != nil || <-signed != nil {
-		t.Fatal(err)
+	if err := l.CopyTo(&early); err != nil || l.Err() != nil {
+		t.Fatal(err, l.Err())
 	}
 	var late bytes.Buffer
 	if err := l.CopyTo(&late); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(early.Bytes(), want.Bytes()) || !bytes.Equal(late.Bytes(), want.Bytes()) {
-		t.Error("a copy is not the signature")
+	if !bytes.Equal(early.Bytes(), want.Bytes()) || !bytes.Equal(late.Bytes(), want.Bytes()) || signs.Load() != 1 {
+		t.Errorf("a copy is not the signature, or it was signed %d times", signs.Load())
+	}
+
+	// Unused, nothing is signed, and the log ends.
+	unused := SignLog(func(io.Writer) error { t.Error("an unused log signed"); return nil })
+	unused.Unused()
+	if err := unused.Err(); err != nil {
+		t.Errorf("an unused log's signing: %v", err)
 	}
 
 	// Every copy fails: the signing stops rather than read the rest.
 	big := NewSignatureLog()
 	gone := errors.New("channel gone")
-	go func() { big.CopyTo(failAfter{n: 1 << 20, err: gone}) }()
+	go func() { big.CopyTo(&failAfter{n: 1 << 20, err: gone}) }()
 	for begun := false; !begun; time.Sleep(time.Millisecond) {
 		big.mu.Lock()
 		begun = big.begun
@@ -832,17 +841,18 @@ func TestSignatureLog(t *testing.T) {
 	}
 }
 
-// failAfter takes writes of up to n bytes, and fails a longer one with
+// failAfter takes n bytes in all, and fails the write past them with
 // err.
 type failAfter struct {
 	n   int
 	err error
 }
 
-func (f failAfter) Write(p []byte) (int, error) {
+func (f *failAfter) Write(p []byte) (int, error) {
 	if len(p) > f.n {
 		return 0, f.err
 	}
+	f.n -= len(p)
 	return len(p), nil
 }
 

@@ -24,6 +24,14 @@ type SignatureLog struct {
 	copies   int // copies begun and still going
 	begun    bool
 	furthest int // the most any copy has sent
+
+	// sign, where SignLog made the log, fills it, begun by the first
+	// copy; ended is closed once it has returned signErr, or the log was
+	// Unused.
+	sign    func(w io.Writer) error
+	once    sync.Once
+	ended   chan struct{}
+	signErr error
 }
 
 // logAhead is how far the signing may run ahead of its copies.
@@ -37,6 +45,34 @@ func NewSignatureLog() *SignatureLog {
 	l := &SignatureLog{}
 	l.cond = sync.NewCond(&l.mu)
 	return l
+}
+
+// SignLog returns a log that sign fills, on a goroutine of its own begun
+// by the first copy (CopyTo): the basis is read only where a request
+// sends its signature. Err says how the signing ended.
+func SignLog(sign func(w io.Writer) error) *SignatureLog {
+	l := NewSignatureLog()
+	l.sign, l.ended = sign, make(chan struct{})
+	return l
+}
+
+// Unused ends a log SignLog made where no copy began and none will:
+// nothing is signed. A log whose signing began is left to end.
+func (l *SignatureLog) Unused() {
+	if l.sign == nil {
+		return
+	}
+	l.once.Do(func() {
+		l.Close(errors.New("delta: the signature was not asked for"))
+		close(l.ended)
+	})
+}
+
+// Err waits for the signing of a log SignLog made to end, and returns
+// its error: nil where it was Unused.
+func (l *SignatureLog) Err() error {
+	<-l.ended
+	return l.signErr
 }
 
 // Write adds p to the log.
@@ -71,6 +107,16 @@ func (l *SignatureLog) Close(err error) {
 // CopyTo writes the log to w from its start, following it as it is made,
 // until it is closed: it returns the signing's error, or w's.
 func (l *SignatureLog) CopyTo(w io.Writer) (err error) {
+	if l.sign != nil {
+		l.once.Do(func() {
+			go func() {
+				err := l.sign(l)
+				l.Close(err)
+				l.signErr = err
+				close(l.ended)
+			}()
+		})
+	}
 	l.mu.Lock()
 	l.begun = true
 	l.copies++

@@ -123,7 +123,10 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 				// helper is up.
 				sctx, cancel := context.WithCancel(ctx) // its signing ends with the run
 				stop := context.AfterFunc(h.aborted, cancel)
-				as := newAheadSigner(sctx, pull, func() { stop(); cancel() })
+				log := delta.SignLog(func(w io.Writer) error {
+					defer func() { stop(); cancel() }()
+					return pull.sign(sctx, w)
+				})
 				var opening sync.WaitGroup
 				var more []*helper.DeltaClient
 				var moreMu sync.Mutex
@@ -132,7 +135,7 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 				for i := 1; pull.path != "" && i < pull.shares; i++ {
 					opening.Go(func() {
 						c, err := dh.open(ctx, dh.apart(ctx, i, firstUp), l, func(c *helper.DeltaClient) {
-							if dh.askPull(c, pull, delta.Share{N: pull.shares, I: i}, as.send) {
+							if dh.askPull(c, pull, delta.Share{N: pull.shares, I: i}, log.CopyTo) {
 								asked.Store(true)
 							}
 						})
@@ -148,14 +151,16 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 					share = delta.Share{N: pull.shares}
 				}
 				first, err = dh.open(ctx, dh.c, firstLine, func(c *helper.DeltaClient) {
-					if dh.askPull(c, pull, share, as.send) {
+					if dh.askPull(c, pull, share, log.CopyTo) {
 						asked.Store(true)
 					}
 				})
 				close(firstUp)
 				opening.Wait()
 				if !asked.Load() {
-					as.unasked()
+					log.Unused()
+					stop()
+					cancel()
 				}
 				for _, c := range more {
 					dh.releaser(c)()
@@ -258,41 +263,6 @@ func (d *deltaHost) askPull(c *helper.DeltaClient, p pullAsk, share delta.Share,
 		d.logf("%s: asked the helper for the delta of %s as the SFTP start goes on", d.host, vis.String(p.path))
 	}
 	return true
-}
-
-// An aheadSigner signs the basis of a pull asked ahead once, as the
-// first of its shares' requests sends the signature, into a log the
-// others send it from too (delta.SignatureLog); done follows the
-// signing's end, or unasked where no request came.
-type aheadSigner struct {
-	once sync.Once
-	log  *delta.SignatureLog
-	sign func(ctx context.Context, w io.Writer) error // nil: no pull asked
-	ctx  context.Context
-	done func()
-}
-
-func newAheadSigner(ctx context.Context, p pullAsk, done func()) *aheadSigner {
-	return &aheadSigner{log: delta.NewSignatureLog(), sign: p.sign, ctx: ctx, done: done}
-}
-
-// send writes the signature to w, its signing begun by the first send.
-func (a *aheadSigner) send(w io.Writer) error {
-	a.once.Do(func() {
-		go func() {
-			defer a.done()
-			a.log.Close(a.sign(a.ctx, a.log))
-		}()
-	})
-	return a.log.CopyTo(w)
-}
-
-// unasked ends the signer where no request asked for the signature.
-func (a *aheadSigner) unasked() {
-	a.once.Do(func() {
-		a.log.Close(errors.New("not asked for"))
-		a.done()
-	})
 }
 
 // A walkAsk is a walk asked for ahead; a walkAhead its answer, once done

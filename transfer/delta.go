@@ -585,22 +585,7 @@ func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	// It is signed once, into a log each share's request sends from; a
 	// share asked ahead sent its own.
 	bl := delta.BlockSize(existing.Size())
-	log := delta.NewSignatureLog()
-	var (
-		signOnce sync.Once
-		signed   = make(chan struct{})
-		serr     error
-	)
-	sign := func(w io.Writer) error {
-		signOnce.Do(func() {
-			go func() {
-				defer close(signed)
-				serr = delta.SignTo(ctx, basis, existing.Size(), bl, log)
-				log.Close(serr)
-			}()
-		})
-		return log.CopyTo(w)
-	}
+	log := delta.SignLog(func(w io.Writer) error { return delta.SignTo(ctx, basis, existing.Size(), bl, w) })
 	// Each share's request hands its delta over as it comes; the
 	// shares are applied together once all have come.
 	b := delta.Basis{R: basis, Size: existing.Size(), BlockLen: bl, InPlace: inPlace, Under: under}
@@ -612,7 +597,7 @@ func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 			share = delta.Share{N: n, I: i}
 		}
 		wg.Go(func() {
-			if _, err := s.DiffStream(ctx, src.Path, si.Size(), sign, inPlace, share, g.Apply(i)); err != nil {
+			if _, err := s.DiffStream(ctx, src.Path, si.Size(), log.CopyTo, inPlace, share, g.Apply(i)); err != nil {
 				cancel(err)
 			}
 		})
@@ -621,8 +606,8 @@ func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	got, _ := g.Wait()
 	err := context.Cause(ctx)
 	cancel(nil)
-	signOnce.Do(func() { close(signed) })
-	<-signed
+	log.Unused()
+	serr := log.Err()
 	var pe *fs.PathError
 	if serr != nil && (errors.As(serr, &pe) || errors.Is(serr, io.ErrUnexpectedEOF)) {
 		return got, &localDeltaError{serr}
