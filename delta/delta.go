@@ -303,7 +303,8 @@ type Stats struct {
 	Ranges  int
 }
 
-func (s *Stats) add(o Stats) {
+// Add adds o's counts to s's.
+func (s *Stats) Add(o Stats) {
 	s.Literal += o.Literal
 	s.Matched += o.Matched
 	s.Ranges += o.Ranges

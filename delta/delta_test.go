@@ -744,7 +744,7 @@ func TestShares(t *testing.T) {
 				for i := range n {
 					d, st := diff(DiffOptions{RangeLen: 50_000, InPlace: inPlace, Share: Share{N: n, I: i}})
 					ds[i] = d
-					sent.add(st)
+					sent.Add(st)
 				}
 				out, got, err := apply(ds, inPlace)
 				if err != nil {

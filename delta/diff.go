@@ -330,7 +330,7 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 					continue
 				}
 				mu.Lock()
-				total.add(st)
+				total.Add(st)
 				mu.Unlock()
 			}
 		}()

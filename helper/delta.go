@@ -241,6 +241,13 @@ func appendString(p []byte, s string) []byte {
 	return append(p, s...)
 }
 
+// appendShare appends a share of a delta's ranges (a request's
+// diffShare, or a share of a push's): its N, then its I.
+func appendShare(p []byte, sh delta.Share) []byte {
+	p = binary.AppendUvarint(p, uint64(sh.N))
+	return binary.AppendUvarint(p, uint64(sh.I))
+}
+
 func readString(r *bufio.Reader, limit int) (string, error) {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
@@ -643,9 +650,7 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 	if serr != nil {
 		return st, nil, fmt.Errorf("%w: a patch applied without its whole signature", ErrDeltaProtocol)
 	}
-	st.Literal += others.Literal
-	st.Matched += others.Matched
-	st.Ranges += others.Ranges
+	st.Add(others)
 	name := tmp
 	switch {
 	case flags&patchRename != 0:
@@ -692,8 +697,7 @@ func (c *DeltaClient) patchShare(ctx context.Context, basis string, basisSize in
 		flags |= shareUnder
 	}
 	req = binary.AppendUvarint(req, flags)
-	req = binary.AppendUvarint(req, uint64(sh.N))
-	req = binary.AppendUvarint(req, uint64(sh.I))
+	req = appendShare(req, sh)
 	if _, err := c.w.Write(req); err != nil {
 		return delta.Stats{}, err
 	}
@@ -840,8 +844,7 @@ func (c *DeltaClient) diffStart(path string, size int64, sign func(io.Writer) er
 	}
 	req = binary.AppendUvarint(req, flags)
 	if !share.Whole() {
-		req = binary.AppendUvarint(req, uint64(share.N))
-		req = binary.AppendUvarint(req, uint64(share.I))
+		req = appendShare(req, share)
 	}
 	if _, err := c.w.Write(req); err != nil {
 		return nil, err

@@ -665,8 +665,7 @@ func TestDeltaServicePushShares(t *testing.T) {
 				if err != nil {
 					return all, err
 				}
-				all.Literal += st.Literal
-				all.Matched += st.Matched
+				all.Add(st)
 			}
 			return all, nil
 		}}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {

@@ -273,8 +273,7 @@ func servePatchShare(ctx context.Context, r *bufio.Reader, w *bufio.Writer, file
 	fr := fields{r: r}
 	basis, basisSize := fr.path(), fr.uint(delta.MaxSize)
 	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(shareUnder)
-	n := int(fr.uint(delta.MaxShares))
-	sh := delta.Share{N: n, I: int(fr.uint(uint64(max(n, 1) - 1)))}
+	sh := fr.share()
 	if fr.err != nil {
 		return st, nil, fr.err
 	}
@@ -460,8 +459,7 @@ func serveDiff(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files Delt
 	path, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(diffInPlace|diffZstd|diffAnySize|diffShare)
 	var share delta.Share
 	if flags&diffShare != 0 {
-		share.N = int(fr.uint(delta.MaxShares))
-		share.I = int(fr.uint(max(uint64(share.N), 1) - 1))
+		share = fr.share()
 	}
 	if fr.err != nil {
 		return st, nil, fr.err
@@ -754,6 +752,13 @@ func (f *fields) path() string {
 	var s string
 	s, f.err = readString(f.r, maxPathLen)
 	return s
+}
+
+// share reads a share of a delta's ranges (appendShare): N at most
+// delta.MaxShares, I below N.
+func (f *fields) share() delta.Share {
+	n := int(f.uint(delta.MaxShares))
+	return delta.Share{N: n, I: int(f.uint(uint64(max(n, 1) - 1)))}
 }
 
 func (f *fields) int() int64 {

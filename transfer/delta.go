@@ -460,9 +460,7 @@ func (c *copier) pushShares(ctx context.Context, n int, sessions func() []DeltaS
 					return
 				}
 				mu.Lock()
-				all.Literal += st.Literal
-				all.Matched += st.Matched
-				all.Ranges += st.Ranges
+				all.Add(st)
 				mu.Unlock()
 			}
 		})
