@@ -62,11 +62,23 @@ func isqrt(n int64) int64 {
 }
 
 // weak is rsync's rolling checksum of a window: the sum of its bytes and
-// the sum of those sums, each modulo 2^16. It takes eight words of eight
-// bytes at a time, their bytes spread in 16-bit lanes (even bytes in one
-// word, odd in another) and added lane by lane, so that a few
-// multiplications by a word of weights do the rest, their top lane
-// holding the total:
+// the sum of those sums, each modulo 2^16. Where the CPU has them, vector
+// instructions take the window's first multiple of 32 bytes
+// (weakVector); weakMore takes the rest, or all of it elsewhere.
+func weak(p []byte) (a, b uint32) {
+	if n := len(p) &^ 31; n > 0 && haveWeakVector {
+		a, b = weakVector(p[:n])
+		p = p[n:]
+	}
+	a, b = weakMore(a, b, p)
+	return a & 0xffff, b & 0xffff
+}
+
+// weakMore is weak's sums a and b, not yet taken modulo 2^16, grown by
+// the bytes of p. It takes eight words of eight bytes at a time, their
+// bytes spread in 16-bit lanes (even bytes in one word, odd in another)
+// and added lane by lane, so that a few multiplications by a word of
+// weights do the rest, their top lane holding the total:
 //   - a grows by the sum of the 64 bytes;
 //   - b grows by 64 a, by each byte weighted by its place in its word
 //     (8 down to 1), and by 8 times each word's sum weighted by the
@@ -75,7 +87,7 @@ func isqrt(n int64) int64 {
 // No lane carries into the next: the largest, the words' sums weighted
 // by the words after them, holds at most 28 × 2 × 255 before the
 // multiplication and its running total 4 times that after.
-func weak(p []byte) (a, b uint32) {
+func weakMore(a, b uint32, p []byte) (uint32, uint32) {
 	const (
 		lanes = 0x00ff00ff00ff00ff
 		ones  = 0x0001000100010001
@@ -107,7 +119,7 @@ func weak(p []byte) (a, b uint32) {
 		a += uint32(p[i])
 		b += a
 	}
-	return a & 0xffff, b & 0xffff
+	return a, b
 }
 
 // roll moves a window of n bytes one byte on: out leaves it, in joins.

@@ -78,6 +78,9 @@ func TestWeak(t *testing.T) {
 			if a, b := weak(p); a != wa&0xffff || b != wb&0xffff {
 				t.Fatalf("weak of %d bytes from %d: %d,%d, want %d,%d", n, from, a, b, wa&0xffff, wb&0xffff)
 			}
+			if a, b := weakMore(0, 0, p); a&0xffff != wa&0xffff || b&0xffff != wb&0xffff {
+				t.Fatalf("weakMore of %d bytes from %d: %d,%d, want %d,%d", n, from, a&0xffff, b&0xffff, wa&0xffff, wb&0xffff)
+			}
 		}
 	}
 	all := bytes.Repeat([]byte{255}, 100_000)
@@ -88,6 +91,27 @@ func TestWeak(t *testing.T) {
 	}
 	if a, b := weak(all); a != wa&0xffff || b != wb&0xffff {
 		t.Fatalf("weak of 100,000 bytes of 255: %d,%d, want %d,%d", a, b, wa&0xffff, wb&0xffff)
+	}
+}
+
+// TestWeakVector checks the vector sums against weakMore's, all 32 bits
+// of them, over runs of random bytes and of 255s long enough for every
+// running total to wrap.
+func TestWeakVector(t *testing.T) {
+	if !haveWeakVector {
+		t.Skip("no vector weak sum on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(23, 24))
+	data := random(rng, 1<<20)
+	ff := bytes.Repeat([]byte{255}, 1<<20)
+	for _, n := range []int{32, 64, 96, 1024, 32 << 10, 1<<20 - 32, 1 << 20} {
+		for _, p := range [][]byte{data[:n], data[len(data)-n:], ff[:n]} {
+			a, b := weakVector(p)
+			wa, wb := weakMore(0, 0, p)
+			if a != wa || b != wb {
+				t.Fatalf("%d bytes: vector %#x,%#x, words %#x,%#x", n, a, b, wa, wb)
+			}
+		}
 	}
 }
 

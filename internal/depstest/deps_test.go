@@ -50,7 +50,7 @@ var layers = []row{
 	{"internal/depstest", nil},
 	// rsync's delta transfer: sums, diff and rebuild over io.ReaderAt and
 	// io.WriterAt, no SSH.
-	{"delta", []string{"github.com/zeebo/xxh3"}},
+	{"delta", []string{"github.com/zeebo/xxh3", "golang.org/x/sys"}},
 
 	// One byte stream over several connections: frames over any
 	// io.Reader and io.Writer, no SSH.
