@@ -112,7 +112,7 @@ func applyStreams(ctx context.Context, rs []io.Reader, shares []Share, b Basis, 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	a := &applier{h: h, b: b, out: out, open: map[int64]*rangeState{}, done: make([]uint64, (h.Ranges()+63)/64),
-		blocks: Blocks(b.Size, b.BlockLen), fail: cancel}
+		blocks: Blocks(b.Size, b.BlockLen), fail: cancel, ahead: map[int64]*aheadRange{}, aheadMax: MaxAhead * int64(len(rs))}
 	a.start(ctx, runtime.GOMAXPROCS(0))
 	for i := range rs {
 		wg.Go(func() {
@@ -159,7 +159,7 @@ func (a *applier) read(ctx context.Context, d *decoder, sh Share) error {
 		if err != nil {
 			return err
 		}
-		if !a.send(ctx, j) {
+		if j.s != nil && !a.send(ctx, j) {
 			return nil
 		}
 	}
@@ -176,13 +176,31 @@ type rangeState struct {
 // A job is one record's work: write data, or count bytes of the basis
 // from off, at at; or, when sum is set, check the range's hash.
 type job struct {
-	s      *rangeState
-	rng    int64
-	at     int64
-	data   []byte // a literal's bytes, the worker's to give back
+	s    *rangeState
+	rng  int64
+	at   int64
+	data []byte // a literal's bytes, the worker's to give back
+	// kept says data is bytes sent ahead, held by the applier (not a
+	// literal's buffer).
+	kept   bool
 	off, n int64
 	sum    *RangeSum
 }
+
+// aheadRange is what a range's 'A' records brought, held until its 'S'
+// records write it: spans in order, each past the last, cur the first
+// one an 'S' may still take from.
+type aheadRange struct {
+	spans []aheadSpan
+	cur   int
+}
+
+type aheadSpan struct {
+	at   int64 // in the range
+	data []byte
+}
+
+func (s aheadSpan) end() int64 { return s.at + int64(len(s.data)) }
 
 type applier struct {
 	h      Header
@@ -197,17 +215,22 @@ type applier struct {
 	open map[int64]*rangeState
 	done []uint64
 	st   Stats
+	// ahead holds the bytes sent ahead for ranges not yet ended, held
+	// bytes in all, up to aheadMax (MaxAhead a stream).
+	ahead    map[int64]*aheadRange
+	held     int64
+	aheadMax int64
 
 	jobs []chan job
 	free chan []byte // literal buffers, back from the workers
 	wg   sync.WaitGroup
-	// held counts the literal bytes handed to the workers and not yet
+	// inFlight counts the literal bytes handed to the workers and not yet
 	// written, up to applyBudget: the reader takes the stream off the
 	// network as fast as it comes rather than at the pace of the writes,
 	// so that a channel's window stays open and its connection's
 	// congestion window busy (a stream paced by the writes went idle
 	// between bursts, and each burst began from a small window again).
-	held     int64
+	inFlight int64
 	heldCond *sync.Cond
 	heldMu   sync.Mutex
 	// wmu has the workers write one at a time: a file's writes hold its
@@ -255,12 +278,12 @@ func (a *applier) stop() {
 
 // send hands j to its range's worker; false once the apply has failed.
 func (a *applier) send(ctx context.Context, j job) bool {
-	if n := int64(len(j.data)); n > 0 {
+	if n := int64(len(j.data)); n > 0 && !j.kept {
 		a.heldMu.Lock()
-		for a.held > 0 && a.held+n > applyBudget && ctx.Err() == nil {
+		for a.inFlight > 0 && a.inFlight+n > applyBudget && ctx.Err() == nil {
 			a.heldCond.Wait()
 		}
-		a.held += n
+		a.inFlight += n
 		a.heldMu.Unlock()
 		if ctx.Err() != nil {
 			return false
@@ -312,12 +335,26 @@ func (a *applier) state(r int64) (*rangeState, error) {
 // check checks rec against the header, the basis and its range's bytes
 // so far, and makes its job.
 func (a *applier) check(rec record) (job, error) {
+	if rec.kind == recAhead {
+		return job{}, a.hold(rec)
+	}
 	s, err := a.state(rec.rng)
 	if err != nil {
 		return job{}, err
 	}
 	j := job{s: s, rng: rec.rng, at: s.at}
 	switch rec.kind {
+	case recSent:
+		span, err := a.sentSpan(rec.rng, s.at-rec.rng*a.h.RangeLen, rec.a)
+		if err != nil {
+			return job{}, err
+		}
+		if rec.a > s.end-s.at {
+			return job{}, formatErr("range %d: %d bytes sent ahead past its end", rec.rng, rec.a)
+		}
+		from := s.at - rec.rng*a.h.RangeLen - span.at
+		j.data, j.kept = span.data[from:from+rec.a], true
+		s.at += rec.a
 	case recLiteral:
 		if int64(len(rec.data)) > s.end-s.at {
 			return job{}, formatErr("range %d: %d literal bytes past its end", rec.rng, len(rec.data))
@@ -346,12 +383,73 @@ func (a *applier) check(rec record) (job, error) {
 		}
 		sum := rec.sum
 		j.sum = &sum
+		if ar := a.ahead[rec.rng]; ar != nil {
+			for _, sp := range ar.spans {
+				a.held -= int64(len(sp.data))
+			}
+			delete(a.ahead, rec.rng)
+		}
 		delete(a.open, rec.rng)
 		a.done[rec.rng/64] |= 1 << (rec.rng % 64)
 	default:
 		return job{}, formatErr("record kind %#x", rec.kind)
 	}
 	return j, nil
+}
+
+// hold keeps an 'A' record's bytes for its range, which must not have
+// begun: they are written only where an 'S' record says.
+func (a *applier) hold(rec record) error {
+	r, n := rec.rng, int64(len(rec.data))
+	switch {
+	case r >= a.h.Ranges():
+		return formatErr("range %d of %d", r, a.h.Ranges())
+	case a.b.InPlace:
+		return formatErr("range %d: bytes sent ahead of a delta in place", r)
+	case a.open[r] != nil || a.done[r/64]&(1<<(r%64)) != 0:
+		return formatErr("range %d: bytes sent ahead after its start", r)
+	case n == 0:
+		return formatErr("range %d: an empty record of bytes sent ahead", r)
+	case a.held+n > a.aheadMax:
+		return formatErr("more than %d bytes sent ahead", a.aheadMax)
+	}
+	ar := a.ahead[r]
+	if ar == nil {
+		if len(a.ahead) >= MaxOpen {
+			return formatErr("more than %d ranges sent ahead", MaxOpen)
+		}
+		ar = &aheadRange{}
+		a.ahead[r] = ar
+	}
+	length := min(a.h.RangeLen, a.h.Size-r*a.h.RangeLen)
+	if k := len(ar.spans); k > 0 && rec.a < ar.spans[k-1].end() || rec.a > length-n {
+		return formatErr("range %d: %d bytes sent ahead at %d, out of order or past its end", r, n, rec.a)
+	}
+	if k := len(ar.spans); k > 0 && ar.spans[k-1].end() == rec.a {
+		ar.spans[k-1].data = append(ar.spans[k-1].data, rec.data...)
+	} else {
+		ar.spans = append(ar.spans, aheadSpan{at: rec.a, data: append([]byte(nil), rec.data...)})
+	}
+	a.held += n
+	a.st.Literal += n
+	return nil
+}
+
+// sentSpan is the span sent ahead for range r that holds its n bytes
+// from at (both in the range).
+func (a *applier) sentSpan(r, at, n int64) (aheadSpan, error) {
+	ar := a.ahead[r]
+	if ar != nil {
+		for ar.cur < len(ar.spans) && ar.spans[ar.cur].end() <= at {
+			ar.cur++
+		}
+		if ar.cur < len(ar.spans) && n > 0 {
+			if sp := ar.spans[ar.cur]; sp.at <= at && at+n <= sp.end() {
+				return sp, nil
+			}
+		}
+	}
+	return aheadSpan{}, formatErr("range %d: %d bytes at %d were not sent ahead", r, n, at)
 }
 
 // work does j on a worker, with buf for the basis's bytes.
@@ -361,10 +459,12 @@ func (a *applier) work(j job, buf []byte) error {
 		if j.s.h.Sum128().Bytes() != *j.sum {
 			return fmt.Errorf("range %d (bytes %d to %d): %w", j.rng, j.rng*a.h.RangeLen, j.s.end, ErrMismatch)
 		}
+	case j.kept:
+		return a.write(j.s, j.data, j.at)
 	case j.data != nil:
 		err := a.write(j.s, j.data, j.at)
 		a.heldMu.Lock()
-		a.held -= int64(len(j.data))
+		a.inFlight -= int64(len(j.data))
 		a.heldCond.Broadcast()
 		a.heldMu.Unlock()
 		select {

@@ -721,6 +721,154 @@ func TestPutOffRangeHoldsNoWorker(t *testing.T) {
 	}
 }
 
+// kindsWriter closes seen once a record of kind has been written to it,
+// and counts the bytes of each kind's records.
+type kindsWriter struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	kind  byte
+	seen  chan struct{}
+	once  sync.Once
+	bytes map[byte]int64
+}
+
+func (w *kindsWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	d := decoder{r: asByteReader(bytes.NewReader(w.b.Bytes()))}
+	if _, err := d.header(); err != nil {
+		return len(p), nil
+	}
+	w.bytes = map[byte]int64{}
+	for {
+		rec, err := d.next()
+		if err != nil || rec.kind == recDone {
+			return len(p), nil
+		}
+		w.bytes[rec.kind] += int64(len(rec.data))
+		if rec.kind == recSent {
+			w.bytes[rec.kind] += rec.a
+		}
+		if rec.kind == w.kind {
+			w.once.Do(func() { close(w.seen) })
+		}
+	}
+}
+
+// A range put off sends its new bytes ahead (DiffOptions.Ahead) while the
+// signature is still on its way: they are out before its second half is
+// sent, the range's records then take them ('S') rather than send them
+// again, and the file is rebuilt. What it matched farther away is still
+// found, and the bytes sent ahead for it are then not written.
+func TestSentAhead(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(19, 20))
+	basis := random(rng, 4<<20)
+	next := bytes.Clone(basis)
+	copy(next[256<<10:], random(rng, 200<<10)) // range 1 mostly new
+	moved := append(bytes.Clone(basis[3<<20:]), basis[:3<<20]...)
+	region := bytes.Clone(basis)
+	copy(region[5000:], random(rng, 450<<10)) // more than a record's
+	for _, tc := range []struct {
+		name         string
+		next         []byte
+		rangeLen     int64
+		maxLit, maxL int64 // literal bytes in all, and in 'L' records
+		wantSent     bool
+	}{
+		{"new", next, 256 << 10, 200<<10 + 2*32<<10, 2 * 32 << 10, true},
+		{"region", region, 512 << 10, 450<<10 + 2*32<<10, 2 * 32 << 10, true},
+		{"moved", moved, 256 << 10, MaxAhead, 4 * 32 << 10, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := &kindsWriter{kind: recAhead, seen: make(chan struct{})}
+			sr, held, read := halfSent(t, sig, out.seen, 30*time.Second, "nothing sent ahead with half the signature there")
+			_, err = Diff(ctx, sr.Header(), bytes.NewReader(tc.next), int64(len(tc.next)), out,
+				DiffOptions{RangeLen: tc.rangeLen, Workers: 1, Blocks: sr.Wait, Ahead: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-read; err != nil {
+				t.Fatal(err)
+			}
+			if err := <-held; err != nil {
+				t.Fatal(err)
+			}
+			f := &memFile{}
+			h, st, err := Apply(ctx, &out.b, Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, f, int64(len(tc.next)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(f.b[:h.Size], tc.next) {
+				t.Fatal("rebuilt with bytes sent ahead: not the new file")
+			}
+			if st.Literal > tc.maxLit || out.bytes[recLiteral] > tc.maxL {
+				t.Errorf("%d literal bytes, %d of them in 'L' records", st.Literal, out.bytes[recLiteral])
+			}
+			if st.Literal != out.bytes[recLiteral]+out.bytes[recAhead] {
+				t.Errorf("literal %d, sent %d in 'L' and %d ahead", st.Literal, out.bytes[recLiteral], out.bytes[recAhead])
+			}
+			if got := out.bytes[recSent] > 0; got != tc.wantSent {
+				t.Errorf("%d bytes taken from those sent ahead", out.bytes[recSent])
+			}
+		})
+	}
+}
+
+// Bytes sent ahead are refused where they could write what no range
+// says: in place, after their range began, out of order, past the
+// range, more than MaxAhead; so is an 'S' for bytes not sent ahead.
+func TestAheadRefused(t *testing.T) {
+	ctx := context.Background()
+	basis := random(rand.New(rand.NewPCG(25, 26)), 700)
+	h := Header{Size: 64 << 20, BlockLen: 700, BasisSize: 700, RangeLen: 8 << 20}
+	apply := func(inPlace bool, recs ...[]byte) error {
+		p := appendHeader(nil, h)
+		for _, r := range recs {
+			p = append(p, r...)
+		}
+		p = append(p, recDone)
+		f := &memFile{b: bytes.Clone(basis)}
+		_, _, err := Apply(ctx, bytes.NewReader(p), Basis{R: f, Size: 700, BlockLen: 700, InPlace: inPlace}, f, -1)
+		return err
+	}
+	mib := make([]byte, 1<<20)
+	var tooMuch [][]byte
+	for i := range MaxAhead/len(mib) + 1 {
+		tooMuch = append(tooMuch, appendAhead(nil, int64(i/8), int64(i%8)<<20, mib))
+	}
+	for name, err := range map[string]error{
+		"in place":               apply(true, appendAhead(nil, 0, 0, mib[:10])),
+		"after its start":        apply(false, copyRecord(0, 0, 1), appendAhead(nil, 0, 700, mib[:10])),
+		"after its end":          apply(false, copyRecord(7, 0, 1), appendAhead(nil, 7, 0, mib[:10])),
+		"out of order":           apply(false, appendAhead(nil, 0, 100, mib[:10]), appendAhead(nil, 0, 50, mib[:10])),
+		"overlapping":            apply(false, appendAhead(nil, 0, 100, mib[:10]), appendAhead(nil, 0, 105, mib[:10])),
+		"past the range":         apply(false, appendAhead(nil, 0, 8<<20-5, mib[:10])),
+		"empty":                  apply(false, appendAhead(nil, 0, 0, nil)),
+		"past the file":          apply(false, appendAhead(nil, 8, 0, mib[:10])),
+		"more than allowed":      apply(false, tooMuch...),
+		"sent, none ahead":       apply(false, sentRecord(0, 10)),
+		"sent, more than ahead":  apply(false, appendAhead(nil, 0, 0, mib[:10]), sentRecord(0, 11)),
+		"sent, over a gap":       apply(false, appendAhead(nil, 0, 0, mib[:10]), appendAhead(nil, 0, 11, mib[:10]), sentRecord(0, 21)),
+		"sent, not at its place": apply(false, appendAhead(nil, 0, 10, mib[:10]), sentRecord(0, 10)),
+	} {
+		if !errors.Is(err, ErrFormat) {
+			t.Errorf("%s: got %v, want %v", name, err, ErrFormat)
+		}
+	}
+}
+
+func sentRecord(rng, n int64) []byte {
+	w := recordWriter{flush: func([]byte) error { return nil }}
+	w.sent(rng, n)
+	return w.p
+}
+
 // A delta diffed in shares, each apart, rebuilds the file from all of
 // them read at once, in place or not; a share that brings another's
 // range, leaves one of its own out, or whose header differs, is refused.

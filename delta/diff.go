@@ -117,6 +117,15 @@ type DiffOptions struct {
 	// moved farther is still found. A range taken once the signature is
 	// all there is diffed against all of it at once.
 	Blocks func(ctx context.Context, n int64) (*Signature, error)
+	// Ahead, with Blocks and not InPlace, says the far end takes bytes
+	// sent ahead ('A' and 'S' records): the literal bytes a range put
+	// off found against the blocks near it are sent at once, while the
+	// signature is still on its way and the stream has little else to
+	// carry, rather than once the whole signature is there; the range's
+	// records then say which of them to write. Only while the signature
+	// is not all there, and at most MaxAhead bytes, so that what a
+	// range matched farther away wastes little.
+	Ahead bool
 	// Share, when its N is more than 1, has Diff send only the ranges
 	// of that share, the delta's header still the whole file's: a
 	// delta striped over several streams, each diffed apart
@@ -267,7 +276,17 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 	// soon as the signature is all there, which the ranges put off are
 	// then taken first for.
 	var waitWhole sync.Once
-	putOff := func(r int64) {
+	// sentAhead is what each range put off sent ahead, aheadLeft what a
+	// range may send still.
+	var (
+		amu       sync.Mutex
+		sentAhead = map[int64][]span{}
+		aheadLeft = int64(MaxAhead)
+	)
+	if !o.Ahead || o.InPlace {
+		aheadLeft = 0
+	}
+	putOff := func(r int64, lits []aheadSpan) error {
 		waitWhole.Do(func() {
 			wg.Add(1)
 			go func() {
@@ -276,7 +295,23 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 				close(q.whole)
 			}()
 		})
+		var sent []span
+		var n int64
+		err := sendAhead(ctx, r, lits, q.whole, &amu, &aheadLeft, write, func(sp span) {
+			sent = addSpan(sent, sp)
+			n += sp.n
+		})
+		amu.Lock()
+		sentAhead[r] = sent
+		total.Literal += n
+		amu.Unlock()
 		q.putOff(r)
+		return err
+	}
+	aheadBudget := func() int64 {
+		amu.Lock()
+		defer amu.Unlock()
+		return aheadLeft
 	}
 	for range workers {
 		wg.Add(1)
@@ -312,14 +347,24 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 				)
 				switch {
 				case again:
+					amu.Lock()
+					m.ahead = sentAhead[r]
+					delete(sentAhead, r)
+					amu.Unlock()
 					if m.x, err = wholeIndex(); err == nil {
 						st, err = m.diffRange(ctx, r, start, length)
 					}
+					m.ahead = nil
 				case !o.InPlace && o.Blocks != nil:
-					var later bool
-					st, later, err = m.diffNear(ctx, sig, r, start, length, h.RangeLen, wholeIndex, o.Blocks, write)
+					var (
+						later bool
+						lits  []aheadSpan
+					)
+					st, later, lits, err = m.diffNear(ctx, sig, r, start, length, h.RangeLen, wholeIndex, o.Blocks, write, aheadBudget())
 					if later && err == nil {
-						putOff(r)
+						if err := putOff(r, lits); err != nil {
+							cancel(err)
+						}
 						continue
 					}
 				default:
@@ -329,9 +374,9 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 					cancel(err)
 					continue
 				}
-				mu.Lock()
+				amu.Lock()
 				total.Add(st)
-				mu.Unlock()
+				amu.Unlock()
 			}
 		}()
 	}
@@ -353,15 +398,19 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 // that is there, and nothing of it is sent. Where the signature is all
 // there already, it is diffed against all of it, its records sent as
 // they come.
-func (m *matcher) diffNear(ctx context.Context, sig *Signature, r, start, length, rangeLen int64, wholeIndex func() (*index, error), blocks func(context.Context, int64) (*Signature, error), write func([]byte) error) (st Stats, later bool, err error) {
+//
+// A range put off gives, with budget more than 0, its literal bytes as
+// they were against the blocks near it, up to budget bytes: what may be
+// sent ahead (DiffOptions.Ahead).
+func (m *matcher) diffNear(ctx context.Context, sig *Signature, r, start, length, rangeLen int64, wholeIndex func() (*index, error), blocks func(context.Context, int64) (*Signature, error), write func([]byte) error, budget int64) (st Stats, later bool, lits []aheadSpan, err error) {
 	bl := int64(sig.BlockLen)
 	nb := Blocks(sig.Size, sig.BlockLen)
-	span := rangeLen / bl
-	lo, hi := max(start/bl-span, 0), min((start+length+bl-1)/bl+span, nb)
+	near := rangeLen / bl
+	lo, hi := max(start/bl-near, 0), min((start+length+bl-1)/bl+near, nb)
 	lo = min(lo, hi)
 	view, err := blocks(ctx, hi)
 	if err != nil {
-		return Stats{}, false, err
+		return Stats{}, false, nil, err
 	}
 	if int64(len(view.Weak)) < nb {
 		var held []byte
@@ -370,21 +419,75 @@ func (m *matcher) diffNear(ctx context.Context, sig *Signature, r, start, length
 			held = append(held, p...)
 			return nil
 		}
+		if budget > 0 {
+			m.lits = func(at int64, p []byte) {
+				if n := min(int64(len(p)), budget); n > 0 {
+					lits = append(lits, aheadSpan{at: at, data: append([]byte(nil), p[:n]...)})
+					budget -= n
+				}
+			}
+		}
 		st, err := m.diffRange(ctx, r, start, length)
-		m.out.flush = write
+		m.out.flush, m.lits = write, nil
 		if err != nil {
-			return st, false, err
+			return st, false, nil, err
 		}
 		if st.Literal*8 <= length {
-			return st, false, write(held)
+			return st, false, nil, write(held)
 		}
-		return Stats{}, true, nil
+		return Stats{}, true, lits, nil
 	}
 	if m.x, err = wholeIndex(); err != nil {
-		return Stats{}, false, err
+		return Stats{}, false, nil, err
 	}
 	st, err = m.diffRange(ctx, r, start, length)
-	return st, false, err
+	return st, false, nil, err
+}
+
+// A span is n bytes of a range from at.
+type span struct{ at, n int64 }
+
+// addSpan adds sp to spans, in order and each past the last, joining it
+// to the last where it follows on.
+func addSpan(spans []span, sp span) []span {
+	if k := len(spans); k > 0 && spans[k-1].at+spans[k-1].n == sp.at {
+		spans[k-1].n += sp.n
+		return spans
+	}
+	return append(spans, sp)
+}
+
+// sendAhead sends lits, range r's literal bytes as a diff against the
+// blocks near it found them, in 'A' records, until whole is closed (the
+// signature is all there: the range is then diffed again at once) or
+// *left bytes were sent, amu guarding *left; sent is told of each.
+func sendAhead(ctx context.Context, r int64, lits []aheadSpan, whole <-chan struct{}, amu *sync.Mutex, left *int64, write func([]byte) error, sent func(span)) error {
+	var rec []byte
+	for _, l := range lits {
+		for at, p := l.at, l.data; len(p) > 0; {
+			select {
+			case <-whole:
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			default:
+			}
+			amu.Lock()
+			n := min(int64(len(p)), aheadRecord, *left)
+			*left -= n
+			amu.Unlock()
+			if n == 0 {
+				return nil
+			}
+			rec = appendAhead(rec[:0], r, at, p[:n])
+			if err := write(rec); err != nil {
+				return err
+			}
+			sent(span{at, n})
+			at, p = at+n, p[n:]
+		}
+	}
+	return nil
 }
 
 // A rangeQueue hands a delta's ranges to its workers: each in order, and
@@ -438,6 +541,44 @@ type matcher struct {
 	inPlace bool  // DiffOptions.InPlace
 	buf     []byte
 	out     recordWriter
+	// ahead is what the far end holds of the range, sent ahead: literal
+	// bytes there go as 'S' records. lits, where set, is given the
+	// range's literal bytes and where they are in it.
+	ahead []span
+	lits  func(at int64, p []byte)
+}
+
+// literal writes p, range r's bytes from at, as 'S' records where the
+// far end holds them (ahead) and as literal records elsewhere, and
+// returns how many went as literal records.
+func (m *matcher) literal(r, at int64, p []byte) (int64, error) {
+	var lit int64
+	for len(p) > 0 {
+		n, held := int64(len(p)), false
+		for _, sp := range m.ahead {
+			switch {
+			case sp.at+sp.n <= at:
+				continue
+			case sp.at <= at:
+				n, held = min(n, sp.at+sp.n-at), true
+			default:
+				n = min(n, sp.at-at)
+			}
+			break
+		}
+		var err error
+		if held {
+			err = m.out.sent(r, n)
+		} else {
+			err = m.out.literal(r, p[:n])
+			lit += n
+		}
+		if err != nil {
+			return lit, err
+		}
+		at, p = at+n, p[n:]
+	}
+	return lit, nil
 }
 
 // diffRange writes the records of range r, which is the new file's
@@ -481,8 +622,11 @@ func (m *matcher) diffRange(ctx context.Context, r, start, length int64) (Stats,
 		if err := sendRun(); err != nil {
 			return err
 		}
-		st.Literal += int64(end - lit)
-		err := m.out.literal(r, data[lit:end])
+		if m.lits != nil {
+			m.lits(base+int64(lit), data[lit:end])
+		}
+		n, err := m.literal(r, base+int64(lit), data[lit:end])
+		st.Literal += n
 		lit = end
 		return err
 	}

@@ -48,6 +48,7 @@ func FuzzApply(f *testing.F) {
 	addDeltas(f, sig, false, fuzzBasis, nil,
 		append([]byte("front"), fuzzBasis[1000:]...),
 		append(bytes.Clone(fuzzBasis[:1400]), "tail"...))
+	f.Add(aheadDelta(append([]byte("front"), fuzzBasis[1000:]...), 700))
 	f.Fuzz(func(t *testing.T, p []byte) { fuzzApply(t, [][]byte{p}, false) })
 }
 
@@ -88,6 +89,30 @@ func FuzzApplyShares(f *testing.F) {
 		f.Add(d[0].Bytes(), d[1].Bytes())
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) { fuzzApply(t, [][]byte{a, b}, false) })
+}
+
+// aheadDelta is a delta of next, in ranges of 1000 bytes, against a
+// basis in blocks of blockLen, that sends every range's bytes ahead
+// ('A', in two records where there are two or more bytes) and then
+// takes them ('S').
+func aheadDelta(next []byte, blockLen int) []byte {
+	h := Header{Size: int64(len(next)), BlockLen: blockLen, BasisSize: int64(len(fuzzBasis)), RangeLen: 1000}
+	p := appendHeader(nil, h)
+	for r := int64(0); r < h.Ranges(); r++ {
+		b := next[r*1000 : min(r*1000+1000, int64(len(next)))]
+		half := len(b) / 2
+		if half > 0 {
+			p = appendAhead(p, r, 0, b[:half])
+		}
+		p = appendAhead(p, r, int64(half), b[half:])
+	}
+	w := recordWriter{flush: func(b []byte) error { p = append(p, b...); return nil }}
+	for r := int64(0); r < h.Ranges(); r++ {
+		b := next[r*1000 : min(r*1000+1000, int64(len(next)))]
+		w.sent(r, int64(len(b)))
+		w.end(r, xxh3.Hash128(b).Bytes())
+	}
+	return append(p, recDone)
 }
 
 // addDeltas adds to f's corpus the deltas of nexts against sig.

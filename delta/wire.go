@@ -20,11 +20,18 @@ import (
 //	             'C' range, block, count    count blocks from block on
 //	             'L' range, n, n bytes      bytes to write
 //	             'E' range, 16 bytes        the range's hash; it ends
+//	             'A' range, at, n, n bytes  bytes sent ahead: the range's
+//	                                        from at on, held, not written
+//	             'S' range, n               n of the bytes sent ahead, to
+//	                                        write at the range's place
 //	             'Z'                        the delta ends
 //
 // Range r is the new file's bytes from r times the range length on. A
 // range's records come in its order; the records of different ranges may
-// interleave, which lets several goroutines write one stream.
+// interleave, which lets several goroutines write one stream. A range's
+// 'A' records come before its other records, in the order of their
+// bytes, each past the last (DiffOptions.Ahead); an 'S' takes the bytes
+// at the range's place from the one 'A' that holds them all.
 
 var (
 	sigMagic   = [4]byte{'H', 'D', 'S', '1'}
@@ -35,6 +42,8 @@ const (
 	recCopy    = 'C'
 	recLiteral = 'L'
 	recEnd     = 'E'
+	recAhead   = 'A'
+	recSent    = 'S'
 	recDone    = 'Z'
 
 	// MaxLiteral bounds one literal record, and so what one record read
@@ -44,6 +53,10 @@ const (
 	// ended, and MaxRanges how many it may have in all.
 	MaxOpen   = 1024
 	MaxRanges = 1 << 24
+	// MaxAhead bounds the bytes one stream of a delta sends ahead
+	// (DiffOptions.Ahead), and so what the far end makes this end hold
+	// for each.
+	MaxAhead = 16 << 20
 )
 
 // ErrFormat is wrapped by every error about bytes that are not a
@@ -246,8 +259,8 @@ func appendHeader(p []byte, h Header) []byte {
 type record struct {
 	kind byte
 	rng  int64
-	a, b int64  // copy: block, count
-	data []byte // literal: valid until the next call
+	a, b int64  // copy: block, count; ahead: at; sent: n
+	data []byte // literal, ahead: valid until the next call
 	sum  RangeSum
 }
 
@@ -303,7 +316,9 @@ func (d *decoder) next() (record, error) {
 	if kind == recDone {
 		return rec, nil
 	}
-	if kind != recCopy && kind != recLiteral && kind != recEnd {
+	switch kind {
+	case recCopy, recLiteral, recEnd, recAhead, recSent:
+	default:
 		return record{}, formatErr("record kind %#x", kind)
 	}
 	if rec.rng, err = d.uvarint(MaxRanges, "range"); err != nil {
@@ -317,7 +332,16 @@ func (d *decoder) next() (record, error) {
 		if rec.b, err = d.uvarint(MaxSize, "length"); err != nil {
 			return record{}, err
 		}
-	case recLiteral:
+	case recSent:
+		if rec.a, err = d.uvarint(MaxSize, "length"); err != nil {
+			return record{}, err
+		}
+	case recLiteral, recAhead:
+		if kind == recAhead {
+			if rec.a, err = d.uvarint(MaxSize, "offset"); err != nil {
+				return record{}, err
+			}
+		}
 		n, err := d.uvarint(MaxLiteral, "literal length")
 		if err != nil {
 			return record{}, err
@@ -374,6 +398,26 @@ func (w *recordWriter) literal(rng int64, data []byte) error {
 		}
 	}
 	return nil
+}
+
+// aheadRecord is the most an 'A' record carries: between records, the
+// sender looks whether to go on sending ahead.
+const aheadRecord = 256 << 10
+
+// appendAhead appends an 'A' record: data, range rng's bytes from at.
+func appendAhead(p []byte, rng, at int64, data []byte) []byte {
+	p = append(p, recAhead)
+	p = binary.AppendUvarint(p, uint64(rng))
+	p = binary.AppendUvarint(p, uint64(at))
+	p = binary.AppendUvarint(p, uint64(len(data)))
+	return append(p, data...)
+}
+
+func (w *recordWriter) sent(rng, n int64) error {
+	w.p = append(w.p, recSent)
+	w.p = binary.AppendUvarint(w.p, uint64(rng))
+	w.p = binary.AppendUvarint(w.p, uint64(n))
+	return w.maybeFlush(false)
 }
 
 func (w *recordWriter) end(rng int64, sum RangeSum) error {

@@ -62,8 +62,9 @@ import (
 // ways at once, the temporary file made by the helper; 7: a pull may
 // leave the file's size to the helper (diffAnySize); 8: a pull may ask for
 // a share of the delta's ranges (diffShare), and a push may go in shares
-// (patchShares, opPatchShare).
-const deltaHello = "hpncp-delta 8\n"
+// (patchShares, opPatchShare); 9: a delta not in place may send bytes
+// ahead (delta.DiffOptions.Ahead), both ways.
+const deltaHello = "hpncp-delta 9\n"
 
 const (
 	opSignPatch = 'A'

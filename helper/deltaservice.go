@@ -529,7 +529,7 @@ func diffStream(ctx context.Context, in *chunkReader, w *bufio.Writer, files Del
 		}
 	}
 	if rerr == nil {
-		st, rerr = delta.Diff(ctx, sr.Header(), f, size, out, delta.DiffOptions{InPlace: inPlace, Blocks: sr.Wait, Share: share})
+		st, rerr = delta.Diff(ctx, sr.Header(), f, size, out, delta.DiffOptions{InPlace: inPlace, Ahead: !inPlace, Blocks: sr.Wait, Share: share})
 		f.Close()
 	}
 	if done != nil {

@@ -383,7 +383,7 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 		share = delta.Share{N: shares.N}
 	}
 	st, made, err := s.SignPatch(ctx, dst.Path, existing.Size(), tmp, final, si.Size(), put, shares, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
-		_, err := delta.Diff(ctx, sig, local, si.Size(), w, delta.DiffOptions{InPlace: tmp == "", Blocks: blocks, Share: share})
+		_, err := delta.Diff(ctx, sig, local, si.Size(), w, delta.DiffOptions{InPlace: tmp == "", Ahead: tmp != "", Blocks: blocks, Share: share})
 		return err
 	})
 	if lerr := local.failed(); lerr != nil {
@@ -452,7 +452,7 @@ func (c *copier) pushShares(ctx context.Context, n int, sessions func() []DeltaS
 			for i := 1 + k; i < n && ctx.Err() == nil; i += len(ss) {
 				sh := delta.Share{N: n, I: i}
 				st, err := s.PatchShare(ctx, basis, basisSize, tmp, size, under, sh, func(w io.Writer) error {
-					_, err := delta.Diff(ctx, sig, local, size, w, delta.DiffOptions{Blocks: blocks, Share: sh})
+					_, err := delta.Diff(ctx, sig, local, size, w, delta.DiffOptions{Blocks: blocks, Ahead: true, Share: sh})
 					return err
 				})
 				if err != nil {

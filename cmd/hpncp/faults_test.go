@@ -607,6 +607,9 @@ func (ft *faultTrial) run(t *testing.T) {
 		if ft.c.mode == "delta" {
 			// An old version the new one shares most blocks with.
 			writeEdited(t, r, filepath.Join(src, f.rel), o)
+			if ft.newRegion() {
+				rewriteRegion(t, ft.seed, o)
+			}
 		} else {
 			writeRandom(t, r, o, size)
 		}
@@ -763,6 +766,35 @@ func (ft *faultTrial) syncs() bool {
 // seed, the draws as they were.
 func (ft *faultTrial) shared() bool {
 	return ft.c.mode == "delta" && ft.seed%7 == 0
+}
+
+// newRegion says a "delta" trial's old version has a region of other
+// bytes, a quarter to a half of it: the new file's ranges there match
+// little near them, are put off, and send their bytes ahead while the
+// signature comes (delta.DiffOptions.Ahead). The trials whose file goes
+// in shares and not in place (a file of one range is diffed against the
+// whole signature at once), by seed, the draws as they were.
+func (ft *faultTrial) newRegion() bool {
+	return ft.shared() && !ft.inPlace()
+}
+
+// rewriteRegion writes random bytes, drawn from seed, over a quarter to
+// a half of the file at path.
+func rewriteRegion(t *testing.T, seed uint64, path string) {
+	t.Helper()
+	p, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(seed, 0x5e9d))
+	n := len(p)/4 + r.IntN(len(p)/4+1)
+	off := r.IntN(len(p) - n + 1)
+	for i := off; i < off+n; i++ {
+		p[i] = byte(r.Uint32())
+	}
+	if err := os.WriteFile(path, p, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // inPlace says the trial writes over its old targets where they lie
