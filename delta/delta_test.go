@@ -652,87 +652,23 @@ func TestFreshStreamedSignature(t *testing.T) {
 	}
 }
 
-// endsWriter closes past once the records written to it end a range
-// after the one named.
-type endsWriter struct {
+// recordsWriter keeps the delta written to it, closes seen once a
+// record when says yes to has been written, and counts the bytes of each
+// kind of record (an 'S' record's those it takes).
+type recordsWriter struct {
 	mu    sync.Mutex
 	b     bytes.Buffer
-	after int64
-	past  chan struct{}
-	once  sync.Once
-}
-
-func (w *endsWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.b.Write(p)
-	d := decoder{r: asByteReader(bytes.NewReader(w.b.Bytes()))}
-	if _, err := d.header(); err != nil {
-		return len(p), nil
-	}
-	for {
-		rec, err := d.next()
-		if err != nil || rec.kind == recDone {
-			return len(p), nil
-		}
-		if rec.kind == recEnd && rec.rng > w.after {
-			w.once.Do(func() { close(w.past) })
-		}
-	}
-}
-
-// A range that must wait for the whole signature (most of it new) is put
-// off, and holds no worker meanwhile: with one worker, the ranges after
-// it are diffed and sent while the signature's second half is held back,
-// which it is until they are.
-func TestPutOffRangeHoldsNoWorker(t *testing.T) {
-	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(17, 18))
-	basis := random(rng, 4<<20)
-	next := bytes.Clone(basis)
-	copy(next[256<<10:], random(rng, 200<<10)) // range 1 mostly new
-	sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &endsWriter{after: 2, past: make(chan struct{})}
-	sr, held, read := halfSent(t, sig, out.past, 30*time.Second, "no range after the one put off was sent with half the signature there")
-	_, err = Diff(ctx, sr.Header(), bytes.NewReader(next), int64(len(next)), out,
-		DiffOptions{RangeLen: 256 << 10, Workers: 1, Blocks: sr.Wait})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := <-read; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
-	f := &memFile{}
-	h, st, err := Apply(ctx, &out.b, Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, f, int64(len(next)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(f.b[:h.Size], next) {
-		t.Fatal("rebuilt with a range put off: not the new file")
-	}
-	if st.Literal > 200<<10+2*int64(sig.BlockLen) {
-		t.Errorf("sent %d literal bytes for 200 KiB changed", st.Literal)
-	}
-}
-
-// kindsWriter closes seen once a record of kind has been written to it,
-// and counts the bytes of each kind's records.
-type kindsWriter struct {
-	mu    sync.Mutex
-	b     bytes.Buffer
-	kind  byte
+	when  func(record) bool
 	seen  chan struct{}
 	once  sync.Once
 	bytes map[byte]int64
 }
 
-func (w *kindsWriter) Write(p []byte) (int, error) {
+func watch(when func(record) bool) *recordsWriter {
+	return &recordsWriter{when: when, seen: make(chan struct{})}
+}
+
+func (w *recordsWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.b.Write(p)
@@ -750,9 +686,59 @@ func (w *kindsWriter) Write(p []byte) (int, error) {
 		if rec.kind == recSent {
 			w.bytes[rec.kind] += rec.a
 		}
-		if rec.kind == w.kind {
+		if w.when(rec) {
 			w.once.Do(func() { close(w.seen) })
 		}
+	}
+}
+
+// rebuildHalfSent diffs next against basis's signature as it streams in,
+// its second half held back until a record when says yes to is written
+// (missing says what failed where none is), applies the delta, fails
+// unless it rebuilt next, and returns the apply's counts and the delta.
+func rebuildHalfSent(t *testing.T, basis, next []byte, when func(record) bool, missing string, o DiffOptions) (Stats, *recordsWriter) {
+	t.Helper()
+	ctx := context.Background()
+	sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := watch(when)
+	sr, held, read := halfSent(t, sig, out.seen, 30*time.Second, missing)
+	o.Blocks = sr.Wait
+	if _, err := Diff(ctx, sr.Header(), bytes.NewReader(next), int64(len(next)), out, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	f := &memFile{}
+	h, st, err := Apply(ctx, &out.b, Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, f, int64(len(next)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(f.b[:h.Size], next) {
+		t.Fatal("rebuilt from a streamed signature: not the new file")
+	}
+	return st, out
+}
+
+// A range that must wait for the whole signature (most of it new) is put
+// off, and holds no worker meanwhile: with one worker, the ranges after
+// it are diffed and sent while the signature's second half is held back,
+// which it is until they are.
+func TestPutOffRangeHoldsNoWorker(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	basis := random(rng, 4<<20)
+	next := bytes.Clone(basis)
+	copy(next[256<<10:], random(rng, 200<<10)) // range 1 mostly new
+	st, _ := rebuildHalfSent(t, basis, next, func(r record) bool { return r.kind == recEnd && r.rng > 2 },
+		"no range after the one put off was sent with half the signature there", DiffOptions{RangeLen: 256 << 10, Workers: 1})
+	if st.Literal > 200<<10+2*32<<10 {
+		t.Errorf("sent %d literal bytes for 200 KiB changed", st.Literal)
 	}
 }
 
@@ -762,7 +748,6 @@ func (w *kindsWriter) Write(p []byte) (int, error) {
 // again, and the file is rebuilt. What it matched farther away is still
 // found, and the bytes sent ahead for it are then not written.
 func TestSentAhead(t *testing.T) {
-	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(19, 20))
 	basis := random(rng, 4<<20)
 	next := bytes.Clone(basis)
@@ -782,31 +767,8 @@ func TestSentAhead(t *testing.T) {
 		{"moved", moved, 256 << 10, MaxAhead, 4 * 32 << 10, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sig, err := Sign(ctx, bytes.NewReader(basis), int64(len(basis)), 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := &kindsWriter{kind: recAhead, seen: make(chan struct{})}
-			sr, held, read := halfSent(t, sig, out.seen, 30*time.Second, "nothing sent ahead with half the signature there")
-			_, err = Diff(ctx, sr.Header(), bytes.NewReader(tc.next), int64(len(tc.next)), out,
-				DiffOptions{RangeLen: tc.rangeLen, Workers: 1, Blocks: sr.Wait, Ahead: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := <-read; err != nil {
-				t.Fatal(err)
-			}
-			if err := <-held; err != nil {
-				t.Fatal(err)
-			}
-			f := &memFile{}
-			h, st, err := Apply(ctx, &out.b, Basis{R: bytes.NewReader(basis), Size: sig.Size, BlockLen: sig.BlockLen}, f, int64(len(tc.next)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(f.b[:h.Size], tc.next) {
-				t.Fatal("rebuilt with bytes sent ahead: not the new file")
-			}
+			st, out := rebuildHalfSent(t, basis, tc.next, func(r record) bool { return r.kind == recAhead },
+				"nothing sent ahead with half the signature there", DiffOptions{RangeLen: tc.rangeLen, Workers: 1, Ahead: true})
 			if st.Literal > tc.maxLit || out.bytes[recLiteral] > tc.maxL {
 				t.Errorf("%d literal bytes, %d of them in 'L' records", st.Literal, out.bytes[recLiteral])
 			}
