@@ -759,15 +759,19 @@ func TestSentAhead(t *testing.T) {
 		name         string
 		next         []byte
 		rangeLen     int64
+		aheadTo      int64 // the signature's second half waits for bytes sent ahead up to here (in range 0 or 1)
 		maxLit, maxL int64 // literal bytes in all, and in 'L' records
 		wantSent     bool
 	}{
-		{"new", next, 256 << 10, 200<<10 + 2*32<<10, 2 * 32 << 10, true},
-		{"region", region, 512 << 10, 450<<10 + 2*32<<10, 2 * 32 << 10, true},
-		{"moved", moved, 256 << 10, MaxAhead, 4 * 32 << 10, false},
+		{"new", next, 256 << 10, 200 << 10, 200<<10 + 2*32<<10, 2 * 32 << 10, true},
+		{"region", region, 512 << 10, 5000 + 450<<10 - 32<<10, 450<<10 + 2*32<<10, 2 * 32 << 10, true},
+		{"moved", moved, 256 << 10, 1, MaxAhead, 4 * 32 << 10, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st, out := rebuildHalfSent(t, basis, tc.next, func(r record) bool { return r.kind == recAhead },
+			// The sending ahead stops once the signature is whole: its
+			// second half waits for the bytes sent ahead.
+			sentTo := func(r record) bool { return r.kind == recAhead && r.a+int64(len(r.data)) >= tc.aheadTo }
+			st, out := rebuildHalfSent(t, basis, tc.next, sentTo,
 				"nothing sent ahead with half the signature there", DiffOptions{RangeLen: tc.rangeLen, Workers: 1, Ahead: true})
 			if st.Literal > tc.maxLit || out.bytes[recLiteral] > tc.maxL {
 				t.Errorf("%d literal bytes, %d of them in 'L' records", st.Literal, out.bytes[recLiteral])
