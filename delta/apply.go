@@ -63,9 +63,7 @@ func ApplyShares(ctx context.Context, rs []io.Reader, b Basis, out io.WriterAt, 
 	}
 	shares := make([]Share, len(rs))
 	for i := range rs {
-		if len(rs) > 1 {
-			shares[i] = Share{N: len(rs), I: i}
-		}
+		shares[i] = ShareOf(len(rs), i)
 	}
 	return applyStreams(ctx, rs, shares, b, out, size)
 }
@@ -159,6 +157,7 @@ func (a *applier) read(ctx context.Context, d *decoder, sh Share) error {
 		if err != nil {
 			return err
 		}
+		// An 'A' record makes no job: its bytes are held (hold).
 		if j.s != nil && !a.send(ctx, j) {
 			return nil
 		}
@@ -215,11 +214,11 @@ type applier struct {
 	open map[int64]*rangeState
 	done []uint64
 	st   Stats
-	// ahead holds the bytes sent ahead for ranges not yet ended, held
-	// bytes in all, up to aheadMax (MaxAhead a stream).
-	ahead    map[int64]*aheadRange
-	held     int64
-	aheadMax int64
+	// ahead holds the bytes sent ahead for ranges not yet ended,
+	// aheadHeld bytes in all, up to aheadMax (MaxAhead a stream).
+	ahead     map[int64]*aheadRange
+	aheadHeld int64
+	aheadMax  int64
 
 	jobs []chan job
 	free chan []byte // literal buffers, back from the workers
@@ -230,9 +229,9 @@ type applier struct {
 	// so that a channel's window stays open and its connection's
 	// congestion window busy (a stream paced by the writes went idle
 	// between bursts, and each burst began from a small window again).
-	inFlight int64
-	heldCond *sync.Cond
-	heldMu   sync.Mutex
+	inFlight   int64
+	flightCond *sync.Cond
+	flightMu   sync.Mutex
 	// wmu has the workers write one at a time: a file's writes hold its
 	// inode lock in the kernel, and a second writer spun on it, at twice
 	// the CPU of the writes themselves (tmpfs, 1 GiB).
@@ -244,11 +243,11 @@ const applyBudget = 64 << 20
 
 func (a *applier) start(ctx context.Context, n int) {
 	a.free = make(chan []byte, 4*n)
-	a.heldCond = sync.NewCond(&a.heldMu)
+	a.flightCond = sync.NewCond(&a.flightMu)
 	context.AfterFunc(ctx, func() {
-		a.heldMu.Lock()
-		a.heldCond.Broadcast()
-		a.heldMu.Unlock()
+		a.flightMu.Lock()
+		a.flightCond.Broadcast()
+		a.flightMu.Unlock()
 	})
 	for range n {
 		ch := make(chan job, 1024)
@@ -279,12 +278,12 @@ func (a *applier) stop() {
 // send hands j to its range's worker; false once the apply has failed.
 func (a *applier) send(ctx context.Context, j job) bool {
 	if n := int64(len(j.data)); n > 0 && !j.kept {
-		a.heldMu.Lock()
+		a.flightMu.Lock()
 		for a.inFlight > 0 && a.inFlight+n > applyBudget && ctx.Err() == nil {
-			a.heldCond.Wait()
+			a.flightCond.Wait()
 		}
 		a.inFlight += n
-		a.heldMu.Unlock()
+		a.flightMu.Unlock()
 		if ctx.Err() != nil {
 			return false
 		}
@@ -385,7 +384,7 @@ func (a *applier) check(rec record) (job, error) {
 		j.sum = &sum
 		if ar := a.ahead[rec.rng]; ar != nil {
 			for _, sp := range ar.spans {
-				a.held -= int64(len(sp.data))
+				a.aheadHeld -= int64(len(sp.data))
 			}
 			delete(a.ahead, rec.rng)
 		}
@@ -410,7 +409,7 @@ func (a *applier) hold(rec record) error {
 		return formatErr("range %d: bytes sent ahead after its start", r)
 	case n == 0:
 		return formatErr("range %d: an empty record of bytes sent ahead", r)
-	case a.held+n > a.aheadMax:
+	case a.aheadHeld+n > a.aheadMax:
 		return formatErr("more than %d bytes sent ahead", a.aheadMax)
 	}
 	ar := a.ahead[r]
@@ -430,7 +429,7 @@ func (a *applier) hold(rec record) error {
 	} else {
 		ar.spans = append(ar.spans, aheadSpan{at: rec.a, data: append([]byte(nil), rec.data...)})
 	}
-	a.held += n
+	a.aheadHeld += n
 	a.st.Literal += n
 	return nil
 }
@@ -463,10 +462,10 @@ func (a *applier) work(j job, buf []byte) error {
 		return a.write(j.s, j.data, j.at)
 	case j.data != nil:
 		err := a.write(j.s, j.data, j.at)
-		a.heldMu.Lock()
+		a.flightMu.Lock()
 		a.inFlight -= int64(len(j.data))
-		a.heldCond.Broadcast()
-		a.heldMu.Unlock()
+		a.flightCond.Broadcast()
+		a.flightMu.Unlock()
 		select {
 		case a.free <- j.data:
 		default:

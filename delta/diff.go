@@ -140,6 +140,16 @@ type DiffOptions struct {
 // of N 1, is every range.
 type Share struct{ N, I int }
 
+// ShareOf is share i of a delta in n shares: the zero Share, every
+// range, where n is 1 or less, so that the same delta's share is always
+// the same value.
+func ShareOf(n, i int) Share {
+	if n <= 1 {
+		return Share{}
+	}
+	return Share{N: n, I: i}
+}
+
 // Whole says the share is every range.
 func (s Share) Whole() bool { return s.N <= 1 }
 
@@ -286,6 +296,19 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 	if !o.Ahead || o.InPlace {
 		aheadLeft = 0
 	}
+	aheadBudget := func() int64 {
+		amu.Lock()
+		defer amu.Unlock()
+		return aheadLeft
+	}
+	// takeAhead takes up to n bytes of what may still be sent ahead.
+	takeAhead := func(n int64) int64 {
+		amu.Lock()
+		defer amu.Unlock()
+		n = min(n, aheadLeft)
+		aheadLeft -= n
+		return n
+	}
 	putOff := func(r int64, lits []aheadSpan) error {
 		waitWhole.Do(func() {
 			wg.Add(1)
@@ -295,23 +318,15 @@ func Diff(ctx context.Context, sig *Signature, src io.ReaderAt, size int64, w io
 				close(q.whole)
 			}()
 		})
-		var sent []span
-		var n int64
-		err := sendAhead(ctx, r, lits, q.whole, &amu, &aheadLeft, write, func(sp span) {
-			sent = addSpan(sent, sp)
-			n += sp.n
-		})
+		sent, err := sendAhead(ctx, r, lits, q.whole, takeAhead, write)
 		amu.Lock()
 		sentAhead[r] = sent
-		total.Literal += n
+		for _, sp := range sent {
+			total.Literal += sp.n
+		}
 		amu.Unlock()
 		q.putOff(r)
 		return err
-	}
-	aheadBudget := func() int64 {
-		amu.Lock()
-		defer amu.Unlock()
-		return aheadLeft
 	}
 	for range workers {
 		wg.Add(1)
@@ -460,34 +475,31 @@ func addSpan(spans []span, sp span) []span {
 // sendAhead sends lits, range r's literal bytes as a diff against the
 // blocks near it found them, in 'A' records, until whole is closed (the
 // signature is all there: the range is then diffed again at once) or
-// *left bytes were sent, amu guarding *left; sent is told of each.
-func sendAhead(ctx context.Context, r int64, lits []aheadSpan, whole <-chan struct{}, amu *sync.Mutex, left *int64, write func([]byte) error, sent func(span)) error {
+// take gives no more bytes to send; it returns the spans it sent.
+func sendAhead(ctx context.Context, r int64, lits []aheadSpan, whole <-chan struct{}, take func(int64) int64, write func([]byte) error) (sent []span, err error) {
 	var rec []byte
 	for _, l := range lits {
 		for at, p := l.at, l.data; len(p) > 0; {
 			select {
 			case <-whole:
-				return nil
+				return sent, nil
 			case <-ctx.Done():
-				return context.Cause(ctx)
+				return sent, context.Cause(ctx)
 			default:
 			}
-			amu.Lock()
-			n := min(int64(len(p)), aheadRecord, *left)
-			*left -= n
-			amu.Unlock()
+			n := take(min(int64(len(p)), aheadRecord))
 			if n == 0 {
-				return nil
+				return sent, nil
 			}
 			rec = appendAhead(rec[:0], r, at, p[:n])
 			if err := write(rec); err != nil {
-				return err
+				return sent, err
 			}
-			sent(span{at, n})
+			sent = addSpan(sent, span{at, n})
 			at, p = at+n, p[n:]
 		}
 	}
-	return nil
+	return sent, nil
 }
 
 // A rangeQueue hands a delta's ranges to its workers: each in order, and

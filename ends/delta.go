@@ -146,10 +146,7 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 						}
 					})
 				}
-				share := delta.Share{}
-				if pull.shares > 1 {
-					share = delta.Share{N: pull.shares}
-				}
+				share := delta.ShareOf(pull.shares, 0)
 				first, err = dh.open(ctx, dh.c, firstLine, func(c *helper.DeltaClient) {
 					if dh.askPull(c, pull, share, log.CopyTo) {
 						asked.Store(true)

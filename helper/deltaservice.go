@@ -209,11 +209,7 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 		}
 	}
 	if rerr == nil {
-		sh := delta.Share{}
-		if shares > 1 {
-			sh = delta.Share{N: shares}
-		}
-		st, rerr = p.apply(ctx, from, size, sh)
+		st, rerr = p.apply(ctx, from, size, delta.ShareOf(shares, 0))
 	}
 	if rerr == nil && shares == 1 {
 		rerr = p.setAttrs(a)

@@ -378,10 +378,7 @@ func (c *copier) pushDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 			return c.pushShares(ctx, n, func() []DeltaSession { <-got; return ss }, local, dst.Path, existing.Size(), tmp, si.Size(), under, sig, blocks)
 		}}
 	}
-	share := delta.Share{}
-	if shares.N > 1 {
-		share = delta.Share{N: shares.N}
-	}
+	share := delta.ShareOf(shares.N, 0)
 	st, made, err := s.SignPatch(ctx, dst.Path, existing.Size(), tmp, final, si.Size(), put, shares, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 		_, err := delta.Diff(ctx, sig, local, si.Size(), w, delta.DiffOptions{InPlace: tmp == "", Ahead: tmp != "", Blocks: blocks, Share: share})
 		return err
@@ -590,10 +587,7 @@ func (c *copier) pullDelta(ctx context.Context, s DeltaSession, src, dst Endpoin
 	g := delta.Gather(ctx, n, b, out, si.Size())
 	var wg sync.WaitGroup
 	for i, s := range ss {
-		share := delta.Share{}
-		if n > 1 {
-			share = delta.Share{N: n, I: i}
-		}
+		share := delta.ShareOf(n, i)
 		wg.Go(func() {
 			if _, err := s.DiffStream(ctx, src.Path, si.Size(), log.CopyTo, inPlace, share, g.Apply(i)); err != nil {
 				cancel(err)
