@@ -37,8 +37,16 @@ func TCPInfo(c net.Conn) (TCPStats, bool) {
 	}); err != nil {
 		return TCPStats{}, false
 	}
+	st := statsOf(info)
+	st.SndBuf, _ = granted(c, sendBuffer)
+	st.RcvBuf, _ = granted(c, receiveBuffer)
+	return st, true
+}
+
+// statsOf is the TCPStats of a kernel's TCP_INFO.
+func statsOf(info *unix.TCPInfo) TCPStats {
 	us := func(v uint32) time.Duration { return time.Duration(v) * time.Microsecond }
-	st := TCPStats{
+	return TCPStats{
 		SRTT:          us(info.Rtt),
 		MinRTT:        us(info.Min_rtt),
 		RTTVar:        us(info.Rttvar),
@@ -63,9 +71,6 @@ func TCPInfo(c net.Conn) (TCPStats, bool) {
 		PeerWindow: int(info.Snd_wnd),
 		RcvWindow:  int(info.Rcv_wnd),
 	}
-	st.SndBuf, _ = granted(c, sendBuffer)
-	st.RcvBuf, _ = granted(c, receiveBuffer)
-	return st, true
 }
 
 // granted returns the usable size of c's buffer: Linux reports twice what

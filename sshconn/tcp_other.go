@@ -5,6 +5,7 @@ package sshconn
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"time"
 )
 
@@ -15,6 +16,9 @@ func TCPRTT(c net.Conn) (rtt time.Duration, ok bool) { return 0, false }
 
 // TCPInfo reads nothing: only Linux's TCP_INFO is read.
 func TCPInfo(c net.Conn) (TCPStats, bool) { return TCPStats{}, false }
+
+// SocketTCPInfo finds nothing: only Linux's sock_diag is read.
+func SocketTCPInfo(local, remote netip.AddrPort) (TCPStats, bool) { return TCPStats{}, false }
 
 // granted reports nothing: BSD and macOS fail a setsockopt above their
 // limit (kern.ipc.maxsockbuf), so SetBuffers reports that as an error.

@@ -90,16 +90,25 @@ func (c *Client) warm(ctx context.Context, most, shortest time.Duration) (WarmRe
 		}
 	}()
 	pad := make([]byte, warmRequest)
-	w := warmer{
-		read: func() (TCPStats, bool) { return TCPInfo(c.Transport) },
-		send: func(n int) error {
+	return warmWith(ctx, most, shortest,
+		func() (TCPStats, bool) { return TCPInfo(c.Transport) },
+		func(n int) error {
 			_, _, err := c.SendRequest(warmRequestName, false, pad[:n])
 			return err
-		},
-		sleep:    sleep.For,
-		now:      time.Now,
-		shortest: shortest,
-	}
+		})
+}
+
+// WarmWith is Warm for a connection this process sends on but does not
+// hold: read looks at its TCP state, send puts n bytes of padding on it
+// (at most 16 KiB; the other end drops them). The helper warms its SSH
+// connection's window toward the client so, through the server's
+// socket, with padding on its channel's stderr.
+func WarmWith(ctx context.Context, most time.Duration, read func() (TCPStats, bool), send func(n int) error) (WarmResult, bool) {
+	return warmWith(ctx, most, warmMinRTT, read, send)
+}
+
+func warmWith(ctx context.Context, most, shortest time.Duration, read func() (TCPStats, bool), send func(n int) error) (WarmResult, bool) {
+	w := warmer{read: read, send: send, sleep: sleep.For, now: time.Now, shortest: shortest}
 	_, enough := autotuneLimits()
 	if enough <= 0 {
 		enough = 4 << 20 // Debian's, and most distributions'
