@@ -1106,3 +1106,53 @@ func TestDiffAhead(t *testing.T) {
 		}
 	}
 }
+
+// The service's warming starts once the hello is out, and stops at a
+// request whose answer is small (sums, a share of a push) or at the
+// service's end: not at a pull, a push or a walk, whose answers it is
+// for.
+func TestServeDeltaWarm(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	os.WriteFile(p, randomBytes(3, 100_000), 0o644)
+	for _, sums := range []bool{false, true} {
+		a, b := net.Pipe()
+		out := &countingConn{ReadWriteCloser: b}
+		var started, stopped atomic.Int32
+		var wroteFirst int64
+		done := make(chan error, 1)
+		go func() {
+			done <- serveDelta(ctx, b, out, osFiles{}, func() func() {
+				_, wroteFirst = out.counts()
+				started.Add(1)
+				return func() { stopped.Add(1) }
+			})
+			b.Close()
+		}()
+		c, err := NewDeltaClient(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sums {
+			if err := inStep(ctx, c, p, 100_000); err != nil {
+				t.Fatal(err)
+			}
+			if stopped.Load() != 1 {
+				t.Error("sums asked for: the warming goes on")
+			}
+		} else {
+			if _, _, err := c.Walk(ctx, dir, 100, 1<<20, filter.Prune{}); err != nil {
+				t.Fatal(err)
+			}
+			if stopped.Load() != 0 {
+				t.Error("a walk asked for: the warming stopped")
+			}
+		}
+		c.Close()
+		<-done
+		if started.Load() != 1 || stopped.Load() != 1 || wroteFirst != int64(len(deltaHello)) {
+			t.Errorf("sums %v: warming started %d times (%d bytes out before), stopped %d times", sums, started.Load(), wroteFirst, stopped.Load())
+		}
+	}
+}

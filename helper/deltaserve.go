@@ -20,6 +20,16 @@ func ServeDelta(ctx context.Context, in io.Reader, out io.Writer) error {
 	return ServeDeltaFiles(ctx, in, out, osFiles{})
 }
 
+// ServeDeltaWarmed is ServeDelta with warm started once the hello is out
+// and stopped (the function it returns) when the service ends or reads a
+// request whose answer is small: a share of a push, sums. warm grows the
+// window of the connection toward the client, so that a pull's delta, a
+// push's signature or a walk, which come some round trips after the
+// helper's start, do not start from the window TCP starts with.
+func ServeDeltaWarmed(ctx context.Context, in io.Reader, out io.Writer, warm func() (stop func())) error {
+	return serveDelta(ctx, in, out, osFiles{}, warm)
+}
+
 // osFiles are this host's files, as the logged-in user may open them.
 type osFiles struct{}
 

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/hpncp/hpncp/delta"
@@ -69,6 +70,16 @@ type DeltaFiles interface {
 // in ends. A request it cannot do is answered with why, and the service
 // goes on; a stream that is not the protocol's ends it.
 func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files DeltaFiles) error {
+	return serveDelta(ctx, in, out, files, nil)
+}
+
+// serveDelta is ServeDeltaFiles, with warm, when not nil, started once
+// the hello is out: it grows the connection's window toward the client
+// (ServeDeltaWarmed) until the function it returns is called, which is
+// done as the service ends, or as it reads a request whose answer is
+// small (a share of a push, sums): padding would then be all that went
+// that way.
+func serveDelta(ctx context.Context, in io.Reader, out io.Writer, files DeltaFiles, warm func() (stop func())) error {
 	r := bufio.NewReaderSize(in, 256<<10)
 	w := bufio.NewWriterSize(out, 256<<10)
 	if _, err := w.WriteString(deltaHello); err != nil {
@@ -76,6 +87,13 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 	}
 	if err := w.Flush(); err != nil {
 		return err
+	}
+	cool := func() {}
+	if warm != nil {
+		var once sync.Once
+		stop := warm()
+		cool = func() { once.Do(stop) }
+		defer cool()
 	}
 	var gov zgov // how compressed deltas' frames go, learnt request by request
 	for {
@@ -85,6 +103,10 @@ func ServeDeltaFiles(ctx context.Context, in io.Reader, out io.Writer, files Del
 		}
 		if err != nil {
 			return err
+		}
+		switch op {
+		case opPatchShare, opSums, opSHA, opFollow:
+			cool()
 		}
 		var st delta.Stats
 		var made fs.FileInfo // the file a push rebuilt

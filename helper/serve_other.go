@@ -40,4 +40,6 @@ func Join(context.Context, string, *os.File, *os.File) error { return errUnix }
 // (ServeDeltaFiles serves other files anywhere).
 func ServeDelta(context.Context, io.Reader, io.Writer) error { return errUnix }
 
+func ServeDeltaWarmed(context.Context, io.Reader, io.Writer, func() func()) error { return errUnix }
+
 func fileOwner(fi fs.FileInfo) (uid, gid int, atime int64) { return 0, 0, fi.ModTime().Unix() }

@@ -392,28 +392,6 @@ func warmChannel(ctx context.Context, conn string, stderr io.Writer) (stop func(
 	return func() { cancel(); <-done }
 }
 
-// firstWrite is w, then called once its first write is through.
-type firstWrite struct {
-	w    io.Writer
-	once sync.Once
-	then func()
-	stop func()
-}
-
-func (f *firstWrite) Write(p []byte) (int, error) {
-	n, err := f.w.Write(p)
-	f.once.Do(f.then)
-	return n, err
-}
-
-// stopped stops what then started, if it did.
-func (f *firstWrite) stopped() {
-	f.once.Do(func() {})
-	if f.stop != nil {
-		f.stop()
-	}
-}
-
 // helperWarmMost bounds the helper's padding: a service asked nothing
 // for that long has no delta coming.
 const helperWarmMost = 3 * time.Second
@@ -452,10 +430,9 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		}
 		// The padding follows the hello, so that what the client keeps
 		// of stderr until then is what a shell said.
-		out := &firstWrite{w: o.Stdout}
-		out.then = func() { out.stop = warmChannel(ctx, os.Getenv("SSH_CONNECTION"), os.Stderr) }
-		defer out.stopped()
-		return helper.ServeDelta(ctx, in, out)
+		return helper.ServeDeltaWarmed(ctx, in, o.Stdout, func() func() {
+			return warmChannel(ctx, os.Getenv("SSH_CONNECTION"), os.Stderr)
+		})
 	}
 	// The helper runs on someone's server beside their work: what it
 	// holds is stdin's reorder budget and a frame per channel, and the
