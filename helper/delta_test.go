@@ -637,6 +637,7 @@ func TestDeltaServiceDiffStream(t *testing.T) {
 // temporary file, nothing under the final name.
 func TestDeltaServicePushShares(t *testing.T) {
 	ctx := context.Background()
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
 	dir := t.TempDir()
 	old := randomBytes(13, 3<<20)
 	next := bytes.Clone(old)
@@ -645,7 +646,9 @@ func TestDeltaServicePushShares(t *testing.T) {
 	os.WriteFile(basis, old, 0o644)
 	const n = 3
 	rl := int64(256 << 10)
-	push := func(c *DeltaClient, tmp, final string, others []*DeltaClient, fail int) (delta.Stats, error) {
+	// early has the client withhold its verdict until the file is at
+	// its final name: the other shares' helpers said they were applied.
+	push := func(c *DeltaClient, tmp, final string, others []*DeltaClient, fail int, early bool) (delta.Stats, error) {
 		diff := func(w io.Writer, sh delta.Share, sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error)) error {
 			_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{Blocks: blocks, Share: sh, RangeLen: rl})
 			return err
@@ -667,6 +670,16 @@ func TestDeltaServicePushShares(t *testing.T) {
 				}
 				all.Add(st)
 			}
+			for early {
+				if _, err := os.Lstat(final); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return all, ctx.Err()
+				case <-time.After(time.Millisecond):
+				}
+			}
 			return all, nil
 		}}, func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
 			return diff(w, delta.Share{N: n}, sig, blocks)
@@ -675,7 +688,7 @@ func TestDeltaServicePushShares(t *testing.T) {
 	}
 	c, others := deltaPair(t), []*DeltaClient{deltaPair(t), deltaPair(t)}
 	tmp, final := filepath.Join(dir, ".f.tmp"), filepath.Join(dir, "final")
-	st, err := push(c, tmp, final, others, 0)
+	st, err := push(c, tmp, final, others, 0, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,7 +703,7 @@ func TestDeltaServicePushShares(t *testing.T) {
 
 	// A share that sends another's ranges fails, and so does the push.
 	final2 := filepath.Join(dir, "final2")
-	if _, err := push(c, tmp, final2, others, 2); !isDeltaError(err) {
+	if _, err := push(c, tmp, final2, others, 2, false); !isDeltaError(err) {
 		t.Errorf("a push with a share failed: %v, want the helper's refusal", err)
 	}
 	for _, p := range []string{tmp, final2} {
@@ -699,7 +712,7 @@ func TestDeltaServicePushShares(t *testing.T) {
 		}
 	}
 	// The channels are in step: the push again, whole.
-	if _, err := push(c, tmp, final2, others, 0); err != nil {
+	if _, err := push(c, tmp, final2, others, 0, false); err != nil {
 		t.Errorf("a push after one failed: %v", err)
 	}
 }

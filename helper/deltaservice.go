@@ -111,9 +111,10 @@ func serveDelta(ctx context.Context, in io.Reader, out io.Writer, files DeltaFil
 		var st delta.Stats
 		var made fs.FileInfo // the file a push rebuilt
 		var rerr error
+		var after func() error // what a request still reads once answered
 		switch op {
 		case opSignPatch:
-			st, made, rerr, err = serveSignPatch(ctx, r, w, files)
+			st, made, after, rerr, err = serveSignPatch(ctx, r, w, files)
 		case opPatchShare:
 			st, rerr, err = servePatchShare(ctx, r, w, files)
 		case opDiff:
@@ -149,6 +150,11 @@ func serveDelta(ctx context.Context, in io.Reader, out io.Writer, files DeltaFil
 		if err := w.Flush(); err != nil {
 			return err
 		}
+		if after != nil {
+			if err := after(); err != nil {
+				return err
+			}
+		}
 	}
 }
 
@@ -161,7 +167,13 @@ func serveDelta(ctx context.Context, in io.Reader, out io.Writer, files DeltaFil
 // it is matched against have arrived, so that the delta flows while the
 // rest of the basis is signed; in place, a range's blocks are read here
 // before its delta, made of them, can come back and write over them.
-func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, made fs.FileInfo, rerr, err error) {
+//
+// A push in shares is finished once the client's verdict says the other
+// shares are applied, or, sooner, once each of their helpers has said so
+// itself (listenShares): the verdict is then read after the answer
+// (after), and the file, every range of it checked, stands whatever it
+// says.
+func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, made fs.FileInfo, after func() error, rerr, err error) {
 	fr := fields{r: r}
 	basis, basisSize := fr.path(), fr.uint(delta.MaxSize)
 	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(patchZstd|patchMode|patchTimes|patchRename|patchShares)
@@ -181,7 +193,7 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 		shares = int(fr.uint(delta.MaxShares))
 	}
 	if fr.err != nil {
-		return st, nil, nil, fr.err
+		return st, nil, nil, nil, fr.err
 	}
 	in := &chunkReader{r: r}
 	var p *patch
@@ -190,6 +202,12 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 		rerr = fmt.Errorf("a push in %d shares, in place", shares)
 	default:
 		p, rerr = openPatch(files, basis, basisSize, tmp, size)
+	}
+	var reported <-chan struct{} // every other share applied, as their helpers say
+	if shares > 1 && rerr == nil {
+		var stop func()
+		reported, stop = listenShares(tmp, shares)
+		defer stop()
 	}
 	if shares > 1 {
 		// What the shares on other channels write into.
@@ -250,9 +268,26 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 		rerr = serr
 	}
 	if shares > 1 && derr == nil && ew.err == nil {
-		// The client's verdict on the other shares.
-		var verdict byte
-		if verdict, derr = r.ReadByte(); derr == nil && verdict != statusOK && rerr == nil {
+		// The client's verdict on the other shares, unless their
+		// helpers say first that they are applied.
+		verdict, early := byte(statusOK), false
+		if rerr == nil && reported != nil {
+			got := make(chan error, 1)
+			go func() {
+				var err error
+				verdict, err = r.ReadByte()
+				got <- err
+			}()
+			select {
+			case <-reported:
+				early = true
+				after = func() error { return <-got }
+			case derr = <-got:
+			}
+		} else {
+			verdict, derr = r.ReadByte()
+		}
+		if !early && derr == nil && verdict != statusOK && rerr == nil {
 			rerr = errors.New("another share of the push failed")
 		}
 		if rerr == nil {
@@ -264,7 +299,7 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 	if derr != nil || ew.err != nil {
 		// The channel failed: the service ends.
 		p.close(false)
-		return st, nil, nil, cmp.Or(derr, ew.err)
+		return st, nil, nil, nil, cmp.Or(derr, ew.err)
 	}
 	if rerr == nil {
 		made, rerr = p.stat()
@@ -279,7 +314,7 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 			files.Remove(tmp)
 		}
 	}
-	return st, made, rerr, nil
+	return st, made, after, rerr, nil
 }
 
 // servePatchShare answers a request for a share of a push's delta (one
@@ -318,6 +353,11 @@ func servePatchShare(ctx context.Context, r *bufio.Reader, w *bufio.Writer, file
 		b.Close()
 		if cerr := out.Close(); rerr == nil {
 			rerr = cerr
+		}
+		if rerr == nil {
+			// Every range of the share written and checked: the push's
+			// helper may finish the file without the client's verdict.
+			reportShare(tmp, sh.I)
 		}
 	}
 	// The share's stream is read to its end whatever became of it.
