@@ -5,6 +5,7 @@ package helper
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -80,7 +81,7 @@ func readReport(uc *net.UnixConn) (share int, ok bool) {
 	}
 	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var b [2]byte
-	if _, err := uc.Read(b[:]); err != nil || b[0] != statusOK {
+	if _, err := io.ReadFull(uc, b[:]); err != nil || b[0] != statusOK {
 		return 0, false
 	}
 	return int(b[1]), true
