@@ -399,19 +399,29 @@ func (j *job) accept(ln *net.UnixListener, name string) {
 	}
 }
 
+// thisUsers says whether the process at the other end of uc runs as
+// this process's user (peerUID); one whose user cannot be told is not.
+func thisUsers(uc *net.UnixConn) (bool, error) {
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	uid, cerr := -1, error(nil)
+	raw.Control(func(fd uintptr) { uid, cerr = peerUID(int(fd)) })
+	return cerr == nil && uid == os.Getuid(), nil
+}
+
 // joinHello is what a joining process sends beside its descriptors.
 func joinHello(name string) []byte { return []byte("hpncp-join " + name) }
 
 // receiveJoin takes a joining process's stdin and stdout from uc, after
 // checking that it runs as this user and names this job.
 func receiveJoin(uc *net.UnixConn, name string) (*conn, error) {
-	raw, err := uc.SyscallConn()
+	ours, err := thisUsers(uc)
 	if err != nil {
 		return nil, err
 	}
-	uid, cerr := -1, error(nil)
-	raw.Control(func(fd uintptr) { uid, cerr = peerUID(int(fd)) })
-	if cerr != nil || uid != os.Getuid() {
+	if !ours {
 		return nil, errors.New("helper: a process of another user tried to join")
 	}
 	uc.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -70,13 +69,7 @@ func listenShares(tmp string, n int) (all <-chan struct{}, stop func()) {
 
 // readReport reads a share's report from uc, a process of this user's.
 func readReport(uc *net.UnixConn) (share int, ok bool) {
-	raw, err := uc.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
-	uid, cerr := -1, error(nil)
-	raw.Control(func(fd uintptr) { uid, cerr = peerUID(int(fd)) })
-	if cerr != nil || uid != os.Getuid() {
+	if ours, err := thisUsers(uc); err != nil || !ours {
 		return 0, false
 	}
 	uc.SetReadDeadline(time.Now().Add(10 * time.Second))
