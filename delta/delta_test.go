@@ -233,6 +233,30 @@ func TestRoundTrip(t *testing.T) {
 	})
 }
 
+// A run of blocks goes on without the weak sum only where the window
+// is right after its last block: here the bytes of the block after it
+// come again after literal bytes, where the window stops rolling at the
+// end of the buffer, and the literal bytes before them are sent.
+func TestRunGoesOnRightAfterItsLastBlock(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	const bl = 1000
+	basis := random(rng, 6_000_000)
+	// The window stops a block short of the buffer's end, then moves
+	// one byte on (diffRange's roll); the buffer holds litChunk, two
+	// blocks and 4 MiB.
+	q := litChunk + 2*bl + 4<<20 - bl + 1
+	p := q - 157_449 // a block boundary, less than litChunk before
+	if p%bl != 0 || q-p >= litChunk {
+		t.Fatalf("the case's offsets %d and %d are not as meant", p, q)
+	}
+	next := append(bytes.Clone(basis[:p]), random(rng, q-p)...)
+	next = append(next, basis[p:]...)
+	st := roundTrip(t, basis, next, bl, DiffOptions{RangeLen: 16 << 20})
+	if st.Literal < int64(q-p) {
+		t.Errorf("sent %d literal bytes for %d new ones", st.Literal, q-p)
+	}
+}
+
 // A few scattered changes cost about the changed bytes and a block around
 // each, as rsync's do.
 func TestScatteredChangesSendLittle(t *testing.T) {

@@ -19,35 +19,29 @@ type index struct {
 	sig    *Signature
 	filter []uint64
 	shift  uint
-	blocks []entry
-}
-
-type entry struct {
-	weak  uint32
-	block int32
+	lo, hi int64 // the blocks indexed
+	// keys are the blocks' weak sums above their numbers, sorted: by
+	// weak sum, then by block.
+	keys []uint64
 }
 
 func newIndex(s *Signature) *index { return newRangeIndex(s, 0, len(s.Weak)) }
 
 // newRangeIndex indexes blocks lo to hi of s only: a range's own blocks,
-// the only ones a delta written in place copies from (InPlaceOK).
+// the only ones a delta written in place copies from (InPlaceOK), or the
+// blocks near a range, those of the signature that has arrived.
 func newRangeIndex(s *Signature, lo, hi int) *index {
 	n := hi - lo
 	// 64 filter bits a block or more: a window that no block has passes
 	// the filter about once in sixty-four.
 	logBits := max(10, bits.Len(uint(n*64)))
-	x := &index{sig: s, filter: make([]uint64, 1<<logBits/64), shift: uint(32 - logBits), blocks: make([]entry, n)}
+	x := &index{sig: s, filter: make([]uint64, 1<<logBits/64), shift: uint(32 - logBits), lo: int64(lo), hi: int64(hi), keys: make([]uint64, n)}
 	for i, w := range s.Weak[lo:hi] {
-		x.blocks[i] = entry{weak: w, block: int32(lo + i)}
+		x.keys[i] = uint64(w)<<32 | uint64(lo+i)
 		h := x.slot(w)
 		x.filter[h/64] |= 1 << (h % 64)
 	}
-	slices.SortFunc(x.blocks, func(a, b entry) int {
-		if a.weak != b.weak {
-			return int(int64(a.weak) - int64(b.weak))
-		}
-		return int(a.block - b.block)
-	})
+	slices.Sort(x.keys)
 	return x
 }
 
@@ -58,20 +52,21 @@ func (x *index) maybe(w uint32) bool {
 	return x.filter[h/64]&(1<<(h%64)) != 0
 }
 
+// has says whether block b is among those indexed.
+func (x *index) has(b int64) bool { return b >= x.lo && b < x.hi }
+
 // find returns a block whose sums are window's, preferring block prefer
 // (the one after the last match, so that runs of blocks stay runs), and
 // taking only a block usable says may be used, when usable is not nil.
 func (x *index) find(w uint32, window []byte, prefer int64, usable func(block int64) bool) (int64, bool) {
-	i, _ := slices.BinarySearchFunc(x.blocks, w, func(e entry, w uint32) int {
-		return int(int64(e.weak) - int64(w))
-	})
+	i, _ := slices.BinarySearch(x.keys, uint64(w)<<32)
 	var (
 		sum   uint64
 		have  bool
 		found int64 = -1
 	)
-	for ; i < len(x.blocks) && x.blocks[i].weak == w; i++ {
-		b := int(x.blocks[i].block)
+	for ; i < len(x.keys) && uint32(x.keys[i]>>32) == w; i++ {
+		b := int(uint32(x.keys[i]))
 		if x.sig.blockLenAt(b) != len(window) {
 			continue
 		}
@@ -684,6 +679,21 @@ func (m *matcher) diffRange(ctx context.Context, r, start, length int64) (Stats,
 			continue
 		}
 		window := data[pos : pos+bl]
+		if !valid && run.count > 0 && lit == pos {
+			// A run of blocks goes on where the window is the block
+			// after the last one matched, which is checked on its strong
+			// sum alone: the weak sum and the index are for finding a
+			// block, and the range's hash checks every byte whatever
+			// matched.
+			if next := run.block + run.count; m.x.has(next) && sig.blockLenAt(int(next)) == bl &&
+				(usable == nil || usable(next)) && sig.Strong[next] == strong(window) {
+				run.count++
+				st.Matched += int64(bl)
+				pos += bl
+				lit = pos
+				continue
+			}
+		}
 		if !valid {
 			a, b = weak(window)
 			valid = true
