@@ -981,6 +981,85 @@ type heldFiles struct {
 
 func (h heldFiles) Open(string, int64) (ReadAtCloser, error) { return h.f, nil }
 
+// closeHeld opens files as osFiles does, each one's Close saying it was
+// called (called) and then waiting for release.
+type closeHeld struct {
+	osFiles
+	called, release chan struct{}
+	once            *sync.Once
+}
+
+func (h closeHeld) Open(path string, size int64) (ReadAtCloser, error) {
+	f, err := h.osFiles.Open(path, size)
+	if err != nil {
+		return nil, err
+	}
+	return heldCloser{f, h}, nil
+}
+
+type heldCloser struct {
+	ReadAtCloser
+	h closeHeld
+}
+
+func (c heldCloser) Close() error {
+	c.h.once.Do(func() { close(c.h.called) })
+	<-c.h.release
+	return c.ReadAtCloser.Close()
+}
+
+// TestPushClosesTheReplacedFileOnceAnswered: a push that renames the
+// new file over its basis answers before it closes the basis, whose last
+// close frees the replaced file's blocks; it closes it before the next
+// request.
+func TestPushClosesTheReplacedFileOnceAnswered(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	old := randomBytes(3, 300_000)
+	next := append(bytes.Clone(old[:100_000]), append([]byte("a change"), old[100_100:]...)...)
+	basis := filepath.Join(dir, "f")
+	os.WriteFile(basis, old, 0o644)
+	files := closeHeld{called: make(chan struct{}), release: make(chan struct{}), once: new(sync.Once)}
+	a, b := net.Pipe()
+	go func() { ServeDeltaFiles(ctx, b, b, files); b.Close() }()
+	c, err := NewDeltaClient(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	answered := make(chan error, 1)
+	go func() {
+		_, _, err := c.SignPatch(ctx, basis, int64(len(old)), filepath.Join(dir, ".f.tmp"), int64(len(next)), Attrs{RenameTo: basis},
+			func(sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error), w io.Writer) error {
+				_, err := delta.Diff(ctx, sig, bytes.NewReader(next), int64(len(next)), w, delta.DiffOptions{Blocks: blocks})
+				return err
+			})
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		close(files.release)
+		t.Fatal("no answer while the basis's close was held")
+	}
+	select {
+	case <-files.called:
+	case <-time.After(time.Minute):
+		t.Fatal("the replaced file was never closed")
+	}
+	close(files.release)
+	if got, _ := os.ReadFile(basis); !bytes.Equal(got, next) {
+		t.Errorf("the file renamed into place has %d bytes, not the new file's %d", len(got), len(next))
+	}
+	// The service goes on.
+	if _, _, err := c.Sums(ctx, []string{basis}, []int64{int64(len(next))}); err != nil {
+		t.Errorf("a request after the push: %v", err)
+	}
+}
+
 // TestSignatureStreams: the helper sends the signature run by run as it
 // is made: the client has the first run's blocks while the rest of the
 // file is still being read, and diffs against them meanwhile.

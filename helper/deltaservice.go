@@ -111,7 +111,7 @@ func serveDelta(ctx context.Context, in io.Reader, out io.Writer, files DeltaFil
 		var st delta.Stats
 		var made fs.FileInfo // the file a push rebuilt
 		var rerr error
-		var after func() error // what a request still reads once answered
+		var after func() error // what a request still does once answered
 		switch op {
 		case opSignPatch:
 			st, made, after, rerr, err = serveSignPatch(ctx, r, w, files)
@@ -298,20 +298,35 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 	}
 	if derr != nil || ew.err != nil {
 		// The channel failed: the service ends.
-		p.close(false)
+		p.close(false, false)
 		return st, nil, nil, nil, cmp.Or(derr, ew.err)
 	}
 	if rerr == nil {
 		made, rerr = p.stat()
 	}
-	if cerr := p.close(rerr == nil); rerr == nil {
+	// Where the new file is to take the target's name, the basis (the
+	// target) is closed once the answer is out: its last close frees
+	// the blocks of the file replaced (16 ms for a GiB on XFS, traced),
+	// which the client need not wait for.
+	replaces := rerr == nil && final != "" && tmp != ""
+	if cerr := p.close(rerr == nil, replaces); rerr == nil {
 		rerr = cerr
 	}
-	if rerr == nil && final != "" && tmp != "" {
+	if rerr == nil && replaces {
 		// Whole, its mode and times given: it takes the target's name,
 		// as the client's finish would have given it.
 		if rerr = files.Rename(tmp, final); rerr != nil {
 			files.Remove(tmp)
+		}
+	}
+	if replaces {
+		verdict := after
+		after = func() error {
+			p.basis.Close()
+			if verdict != nil {
+				return verdict()
+			}
+			return nil
 		}
 	}
 	return st, made, after, rerr, nil
@@ -491,13 +506,17 @@ func (p *patch) stat() (fs.FileInfo, error) {
 	return st.Stat()
 }
 
-// close closes the files, and, unless the new file was made (ok),
-// removes the temporary file this end made.
-func (p *patch) close(ok bool) error {
+// close closes the files but the basis where keepBasis says so, and,
+// unless the new file was made (ok), removes the temporary file this end
+// made.
+func (p *patch) close(ok, keepBasis bool) error {
 	if p == nil {
 		return nil
 	}
-	err := p.basis.Close()
+	var err error
+	if !keepBasis {
+		err = p.basis.Close()
+	}
 	if p.out != nil {
 		if cerr := p.out.Close(); err == nil {
 			err = cerr
