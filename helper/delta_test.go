@@ -49,6 +49,19 @@ func deltaPair(t *testing.T) *DeltaClient {
 	return c
 }
 
+// deltaPairFiles is deltaPair over files.
+func deltaPairFiles(t *testing.T, files DeltaFiles) *DeltaClient {
+	t.Helper()
+	a, b := net.Pipe()
+	go func() { ServeDeltaFiles(context.Background(), b, b, files); b.Close() }()
+	c, err := NewDeltaClient(context.Background(), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func randomBytes(seed uint64, n int) []byte {
 	rng := rand.New(rand.NewPCG(seed, seed))
 	p := make([]byte, n)
@@ -426,13 +439,7 @@ func TestDeltaServiceWalkPrunes(t *testing.T) {
 		os.WriteFile(filepath.Join(root, f), []byte(f), 0o644)
 	}
 	files := &readDirs{}
-	a, b := net.Pipe()
-	go func() { ServeDeltaFiles(ctx, b, b, files); b.Close() }()
-	c, err := NewDeltaClient(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := deltaPairFiles(t, files)
 	var rules filter.Rules
 	for _, r := range []string{"- *.o", "- /top/skip/", "-! */", "+ *"} {
 		if err := rules.Add(r); err != nil {
@@ -1020,13 +1027,7 @@ func TestPushClosesTheReplacedFileOnceAnswered(t *testing.T) {
 	basis := filepath.Join(dir, "f")
 	os.WriteFile(basis, old, 0o644)
 	files := closeHeld{called: make(chan struct{}), release: make(chan struct{}), once: new(sync.Once)}
-	a, b := net.Pipe()
-	go func() { ServeDeltaFiles(ctx, b, b, files); b.Close() }()
-	c, err := NewDeltaClient(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := deltaPairFiles(t, files)
 	answered := make(chan error, 1)
 	go func() {
 		_, _, err := c.SignPatch(ctx, basis, int64(len(old)), filepath.Join(dir, ".f.tmp"), int64(len(next)), Attrs{RenameTo: basis},
@@ -1071,13 +1072,7 @@ func TestSignatureStreams(t *testing.T) {
 	// other run, wait.
 	first := int64(8<<20) / int64(bl)
 	f := &heldReads{held: 8 << 20, release: make(chan struct{})}
-	a, b := net.Pipe()
-	go func() { ServeDeltaFiles(ctx, b, b, heldFiles{f: f}); b.Close() }()
-	c, err := NewDeltaClient(ctx, a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := deltaPairFiles(t, heldFiles{f: f})
 	timeout := time.AfterFunc(time.Minute, func() { close(f.release) })
 	next := make([]byte, 1<<20)
 	tmp := filepath.Join(t.TempDir(), "t")
