@@ -233,10 +233,10 @@ func TestRoundTrip(t *testing.T) {
 	})
 }
 
-// A run of blocks goes on without the weak sum only where the window
-// is right after its last block: here the bytes of the block after it
-// come again after literal bytes, where the window stops rolling at the
-// end of the buffer, and the literal bytes before them are sent.
+// The block after a run's last one, which a window right after the run
+// is checked against first, comes again after literal bytes, where the
+// window stops rolling at the end of the buffer and a block is looked
+// for anew: the literal bytes before it are sent.
 func TestRunGoesOnRightAfterItsLastBlock(t *testing.T) {
 	rng := rand.New(rand.NewPCG(17, 18))
 	const bl = 1000

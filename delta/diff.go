@@ -679,48 +679,46 @@ func (m *matcher) diffRange(ctx context.Context, r, start, length int64) (Stats,
 			continue
 		}
 		window := data[pos : pos+bl]
-		if !valid && run.count > 0 && lit == pos {
+		prefer := run.block + run.count
+		blk, found := int64(-1), false
+		if !valid && run.count > 0 && lit == pos && m.x.has(prefer) && sig.blockLenAt(int(prefer)) == bl &&
+			(usable == nil || usable(prefer)) && sig.Strong[prefer] == strong(window) {
 			// A run of blocks goes on where the window is the block
 			// after the last one matched, which is checked on its strong
 			// sum alone: the weak sum and the index are for finding a
 			// block, and the range's hash checks every byte whatever
 			// matched.
-			if next := run.block + run.count; m.x.has(next) && sig.blockLenAt(int(next)) == bl &&
-				(usable == nil || usable(next)) && sig.Strong[next] == strong(window) {
+			blk, found = prefer, true
+		}
+		if !found {
+			if !valid {
+				a, b = weak(window)
+				valid = true
+			}
+			if w := pack(a, b); m.x.maybe(w) {
+				if at := start + base + int64(pos); m.inPlace && run.count == 0 && at%int64(bl) == 0 {
+					prefer = at / int64(bl) // the block already in place
+				}
+				blk, found = m.x.find(w, window, prefer, usable)
+			}
+		}
+		if found {
+			if err := sendLiteral(pos); err != nil {
+				return Stats{}, err
+			}
+			if run.count > 0 && blk == prefer {
 				run.count++
-				st.Matched += int64(bl)
-				pos += bl
-				lit = pos
-				continue
-			}
-		}
-		if !valid {
-			a, b = weak(window)
-			valid = true
-		}
-		if w := pack(a, b); m.x.maybe(w) {
-			prefer := run.block + run.count
-			if at := start + base + int64(pos); m.inPlace && run.count == 0 && at%int64(bl) == 0 {
-				prefer = at / int64(bl) // the block already in place
-			}
-			if blk, ok := m.x.find(w, window, prefer, usable); ok {
-				if err := sendLiteral(pos); err != nil {
+			} else {
+				if err := sendRun(); err != nil {
 					return Stats{}, err
 				}
-				if run.count > 0 && blk == prefer {
-					run.count++
-				} else {
-					if err := sendRun(); err != nil {
-						return Stats{}, err
-					}
-					run.block, run.count = blk, 1
-				}
-				st.Matched += int64(bl)
-				pos += bl
-				lit = pos
-				valid = false
-				continue
+				run.block, run.count = blk, 1
 			}
+			st.Matched += int64(bl)
+			pos += bl
+			lit = pos
+			valid = false
+			continue
 		}
 		// No block here: roll on, byte by byte, to the next window the
 		// filter lets through, the buffer's end or a chunk's worth of
