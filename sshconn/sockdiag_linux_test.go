@@ -14,24 +14,12 @@ import (
 func TestSocketTCPInfo(t *testing.T) {
 	for _, network := range []string{"tcp4", "tcp6"} {
 		addr := map[string]string{"tcp4": "127.0.0.1:0", "tcp6": "[::1]:0"}[network]
-		l, err := net.Listen(network, addr)
+		c, s, err := tcpPairOn(t, network, addr)
 		if err != nil {
 			t.Logf("%s: %v", network, err)
 			continue
 		}
-		defer l.Close()
-		accepted := make(chan net.Conn, 1)
-		go func() {
-			c, err := l.Accept()
-			if err == nil {
-				io.Copy(io.Discard, c)
-			}
-			accepted <- c
-		}()
-		c, err := net.Dial(network, l.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
+		go io.Copy(io.Discard, s)
 		if _, err := c.Write(make([]byte, 100_000)); err != nil {
 			t.Fatal(err)
 		}
@@ -48,30 +36,14 @@ func TestSocketTCPInfo(t *testing.T) {
 		if back, ok := SocketTCPInfo(remote, local); !ok || back.BytesReceived < 100_000 || back.BytesSent != 0 {
 			t.Errorf("%s: the accepted end: %+v (%v)", network, back, ok)
 		}
-		c.Close()
-		<-accepted
 	}
 }
 
 // The warmer runs on a socket it finds by its ends, as the helper's on
 // sshd's: the padding goes out, and sock_diag's window grows with it.
 func TestWarmWithSocketTCPInfo(t *testing.T) {
-	l, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		if c, err := l.Accept(); err == nil {
-			io.Copy(io.Discard, c)
-			c.Close()
-		}
-	}()
-	c, err := net.Dial("tcp4", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, s := tcpPair(t)
+	go io.Copy(io.Discard, s)
 	local := c.LocalAddr().(*net.TCPAddr).AddrPort()
 	remote := c.RemoteAddr().(*net.TCPAddr).AddrPort()
 	pad := make([]byte, warmRequest)

@@ -37,9 +37,20 @@ func TestSetBuffersRange(t *testing.T) {
 // test ends.
 func tcpPair(t *testing.T) (client, server *net.TCPConn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	c, s, err := tcpPairOn(t, "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	return c, s
+}
+
+// tcpPairOn is tcpPair over network, listening on addr; err says why it
+// could not listen (a host without IPv6).
+func tcpPairOn(t *testing.T, network, addr string) (client, server *net.TCPConn, err error) {
+	t.Helper()
+	ln, err := net.Listen(network, addr)
+	if err != nil {
+		return nil, nil, err
 	}
 	defer ln.Close()
 	accepted := make(chan net.Conn, 1)
@@ -51,7 +62,7 @@ func tcpPair(t *testing.T) (client, server *net.TCPConn) {
 		}
 		accepted <- c
 	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial(network, ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,5 +72,5 @@ func tcpPair(t *testing.T) (client, server *net.TCPConn) {
 		t.Fatal("accept failed")
 	}
 	t.Cleanup(func() { s.Close() })
-	return c.(*net.TCPConn), s.(*net.TCPConn)
+	return c.(*net.TCPConn), s.(*net.TCPConn), nil
 }
