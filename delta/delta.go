@@ -226,6 +226,9 @@ type signer struct {
 	s    *Signature
 	per  int // blocks a run
 	done []chan struct{}
+	// part, when not whole, is the runs summed: part.I of every
+	// part.N (SignPartTo); the others' done stay open.
+	part Share
 }
 
 func newSigner(r io.ReaderAt, size int64, blockLen int) (*signer, error) {
@@ -239,7 +242,7 @@ func newSigner(r io.ReaderAt, size int64, blockLen int) (*signer, error) {
 	sg := &signer{r: r, s: &Signature{BlockLen: blockLen, Size: size, Weak: make([]uint32, n), Strong: make([]uint64, n)},
 		// A run of blocks per read: big reads, and a few runs per CPU
 		// so that a slow one does not hold the rest.
-		per: max(1, (8<<20)/blockLen)}
+		per: runBlocks(blockLen)}
 	sg.done = make([]chan struct{}, (n+sg.per-1)/sg.per)
 	for i := range sg.done {
 		sg.done[i] = make(chan struct{})
@@ -250,6 +253,9 @@ func newSigner(r io.ReaderAt, size int64, blockLen int) (*signer, error) {
 func (sg *signer) run(ctx context.Context) error {
 	s, n, bl := sg.s, len(sg.s.Weak), sg.s.BlockLen
 	workers := min(runtime.GOMAXPROCS(0), len(sg.done))
+	if !sg.part.Whole() {
+		workers = min(workers, max(len(sg.done)/sg.part.N, 1))
+	}
 	var (
 		next  = make(chan int)
 		wg    sync.WaitGroup
@@ -288,6 +294,9 @@ func (sg *signer) run(ctx context.Context) error {
 		}()
 	}
 	for run := range sg.done {
+		if !sg.part.has(int64(run)) {
+			continue
+		}
 		if ctx.Err() != nil {
 			break
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 
@@ -53,6 +54,16 @@ type deltaHost struct {
 	idle    []*helper.DeltaClient
 	opened  int   // channels opened: the next goes on the connection after
 	noneErr error // why no helper answered: every file goes whole then
+	// coming are the channels opened ahead for a push's shares still
+	// coming up (opening); arrived is closed, and made anew, as each
+	// has come up or failed.
+	coming  int
+	arrived chan struct{}
+	// ahead, when not nil, is the signature of the push asked ahead
+	// (PushAhead), coming in parts on those channels; the push of its
+	// file takes it (signedFor).
+	ahead  *signedAhead
+	closed bool // the run is over: a channel coming up is closed
 }
 
 // DeltaHosts are the hosts' delta services for a copy (transfer.Options.
@@ -95,6 +106,25 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 		// pull up: it is asked for when the copy comes to it.
 		pull = pullAsk{}
 	}
+	push := h.pushAhead[key] // none: path ""
+	if len(asks) > 0 || push.shares < 2 {
+		// The command line carries the walk; or no other share's
+		// channel is there to sign.
+		push = pushAsk{}
+	}
+	if push.path != "" {
+		if dh.ahead = newSignedAhead(min(push.shares-1, signAheadParts)); dh.ahead == nil {
+			push = pushAsk{}
+		}
+	}
+	// The channels a delta's other shares go on, opened with the first.
+	shares := 0
+	switch {
+	case pull.path != "":
+		shares = pull.shares
+	case push.path != "":
+		shares = push.shares
+	}
 	answers := make([]*walkAhead, len(asks))
 	for i, a := range asks {
 		answers[i] = &walkAhead{done: make(chan struct{})}
@@ -110,17 +140,25 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 		if err == nil && len(asks) > 0 {
 			asked = helper.WalkArg(asks[0].root, asks[0].maxEntries, asks[0].prune)
 		}
+		if err != nil {
+			dh.ahead.failAll(err)
+		}
 		if err == nil {
 			firstLine := l
 			if asked != "" {
 				firstLine, err = line(host, asked)
+			}
+			if push.path != "" && dh.logf != nil {
+				dh.logf("%s: asked the helpers to sign %s in %d parts as the SFTP start goes on", host, vis.String(push.path), len(dh.ahead.paths))
 			}
 			if err == nil {
 				// A pull asked ahead goes out behind the command
 				// that starts the helper, and its other shares'
 				// behind the commands of channels of their own,
 				// opened at once: they are idle with it once the
-				// helper is up.
+				// helper is up. A push's basis signed ahead has its
+				// other shares' channels opened so too, idle until
+				// the push has the helper make its file.
 				sctx, cancel := context.WithCancel(ctx) // its signing ends with the run
 				stop := context.AfterFunc(h.aborted, cancel)
 				log := delta.SignLog(func(w io.Writer) error {
@@ -132,13 +170,37 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 				var moreMu sync.Mutex
 				var asked atomic.Bool
 				firstUp := make(chan struct{})
-				for i := 1; pull.path != "" && i < pull.shares; i++ {
+				if push.path != "" {
+					dh.mu.Lock()
+					dh.coming, dh.arrived = shares-1, make(chan struct{})
+					dh.mu.Unlock()
+				}
+				for i := 1; i < shares; i++ {
 					opening.Go(func() {
-						c, err := dh.open(ctx, dh.apart(ctx, i, firstUp), l, func(c *helper.DeltaClient) {
+						li := l
+						if push.path != "" && i-1 < len(dh.ahead.paths) {
+							// Its part of the signature is asked
+							// for in its command line.
+							li = dh.ahead.line(i-1, line, host, l, push)
+						}
+						c, err := dh.open(ctx, dh.apart(ctx, i, firstUp), li, func(c *helper.DeltaClient) {
 							if dh.askPull(c, pull, delta.Share{N: pull.shares, I: i}, log.CopyTo) {
 								asked.Store(true)
 							}
 						})
+						if push.path != "" {
+							switch {
+							case i-1 >= len(dh.ahead.paths): // not one that signs
+							case err != nil:
+								dh.ahead.fail(i-1, err)
+							case li != l:
+								c.ReadSignedAhead(dh.ahead.parts, func(p string) { dh.ahead.signed(i-1, p) })
+							}
+							// Idle as soon as it is up, under the
+							// first, which the push takes.
+							dh.opening(c)
+							return
+						}
 						if err == nil {
 							moreMu.Lock()
 							more = append(more, c)
@@ -153,7 +215,9 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 					}
 				})
 				close(firstUp)
-				opening.Wait()
+				if push.path == "" {
+					opening.Wait()
+				}
 				if !asked.Load() {
 					log.Unused()
 					stop()
@@ -235,6 +299,147 @@ func (h *Hosts) PullAhead(l transfer.Location, path string, inPlace, compress bo
 		h.pullAhead = map[string]pullAsk{}
 	}
 	h.pullAhead[key] = pullAsk{path, inPlace, compress, shares, sign}
+}
+
+// PushAhead has l's host's helpers sign, as they start, the file at path
+// (the destination its end will give the copy), or the file named name
+// in it where that is a directory: the basis of the push of one local
+// file of size bytes, modified at mtime, as the sync of one local file
+// into a remote one makes, before the copy has listed it. The channels
+// the push's other shares go on (shares in all, transfer.DeltaShares of
+// size, the target most likely of about the source's) are opened with
+// the first helper's, and the helper of each signs a part of the
+// signature and sends it at once (helper.SignAheadArg): the push of that
+// file, once the copy has looked and found it changed, diffs against
+// the parts as they come, and asks its own helper for none (signedFor).
+// A copy that pushes nothing, or something else, leaves them: the
+// helpers' reads of the file are their cost; a file with the source's
+// size and time, which the copy's quick check passes, is not read. Call
+// it before the host's end is opened; it does nothing unless DeltaHosts
+// was asked for.
+func (h *Hosts) PushAhead(l transfer.Location, path, name string, size int64, mtime time.Time, shares int) {
+	key, _ := h.destination(l)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pushAhead == nil {
+		h.pushAhead = map[string]pushAsk{}
+	}
+	h.pushAhead[key] = pushAsk{path, name, size, mtime, shares}
+}
+
+// signAheadParts is the most parts a push's signature asked for ahead
+// comes in, each signed by a helper of its own (on a channel of the
+// push's other shares) and sent over its connection.
+const signAheadParts = 3
+
+// signedAhead is a push's basis's signature asked for ahead (PushAhead),
+// in parts, each on a channel of the push's other shares, and the paths
+// of the files their helpers signed.
+type signedAhead struct {
+	parts *delta.SignatureParts
+	mu    sync.Mutex
+	paths []string
+	told  []bool
+	left  int           // parts whose path is not told yet
+	all   chan struct{} // closed once every part's is
+	taken bool          // a push has looked at it
+}
+
+func newSignedAhead(n int) *signedAhead {
+	parts, err := delta.NewSignatureParts(n)
+	if err != nil {
+		return nil
+	}
+	return &signedAhead{parts: parts, paths: make([]string, n), told: make([]bool, n), left: n, all: make(chan struct{})}
+}
+
+// line is the command of the channel that signs part i of the push p:
+// the helper's line with the request, or l, the part failed, where it
+// cannot carry it.
+func (a *signedAhead) line(i int, line func(host, extra string) (string, error), host, l string, p pushAsk) string {
+	arg := helper.SignAheadArg(p.path, p.name, p.size, p.mtime, delta.Share{N: len(a.paths), I: i})
+	if arg == "" {
+		a.fail(i, errors.New("the sign-ahead's request is too long for a command line"))
+		return l
+	}
+	li, err := line(host, arg)
+	if err != nil {
+		a.fail(i, err)
+		return l
+	}
+	return li
+}
+
+// signed is told the path part i was signed from ("" for none).
+func (a *signedAhead) signed(i int, p string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.told[i] {
+		return
+	}
+	a.told[i], a.paths[i] = true, p
+	if a.left--; a.left == 0 {
+		close(a.all)
+	}
+}
+
+// fail fails part i, which will not come.
+func (a *signedAhead) fail(i int, err error) {
+	a.parts.Fail(err)
+	a.signed(i, "")
+}
+
+// failAll fails every part: no helper is there to sign them.
+func (a *signedAhead) failAll(err error) {
+	if a == nil {
+		return
+	}
+	for i := range a.paths {
+		a.fail(i, err)
+	}
+}
+
+// signedFor is the signature asked ahead, for the push of basis, of
+// basisSize bytes: the first push only, and only where every part was
+// signed from that file, of that size. It waits for the parts' paths,
+// which come as their channels come up.
+func (d *deltaHost) signedFor(ctx context.Context, basis string, basisSize int64) *delta.SignatureParts {
+	a := d.ahead
+	if a == nil {
+		return nil
+	}
+	a.mu.Lock()
+	taken := a.taken
+	a.taken = true
+	a.mu.Unlock()
+	if taken {
+		return nil
+	}
+	select {
+	case <-a.all:
+	case <-ctx.Done():
+		return nil
+	}
+	for _, p := range a.paths {
+		if p == "" || path.Clean(p) != path.Clean(basis) {
+			return nil
+		}
+	}
+	if size, err := a.parts.Size(ctx); err != nil || size != basisSize {
+		return nil
+	}
+	if d.logf != nil {
+		d.logf("%s: the signature of %s came ahead, in %d parts", d.host, vis.String(basis), len(a.paths))
+	}
+	return a.parts
+}
+
+// A pushAsk is a push's basis asked to be signed ahead (PushAhead).
+type pushAsk struct {
+	path, name string // path "" for none
+	size       int64
+	mtime      time.Time
+	shares     int
 }
 
 // A pullAsk is a pull asked for ahead (PullAhead).
@@ -324,9 +529,13 @@ func (s session) SignPatch(ctx context.Context, basis string, basisSize int64, t
 	diff func(*delta.Signature, func(context.Context, int64) (*delta.Signature, error), io.Writer) error) (st delta.Stats, made fs.FileInfo, err error) {
 	err = s.again(ctx, func(c *helper.DeltaClient) error {
 		var err error
+		var signed *delta.SignatureParts
+		if shares.N > 1 && tmp != "" {
+			signed = s.dh.signedFor(ctx, basis, basisSize)
+		}
 		st, made, err = c.SignPatchShares(ctx, basis, basisSize, tmp, size,
 			helper.Attrs{SetMode: a.SetMode, Mode: a.Mode, SetTimes: a.SetTimes, Atime: a.Atime, Mtime: a.Mtime, RenameTo: final},
-			helper.Shares{N: shares.N, Others: shares.Others}, diff)
+			helper.Shares{N: shares.N, Others: shares.Others, Signed: signed}, diff)
 		return err
 	})
 	return st, made, err
@@ -462,18 +671,32 @@ func (d deltaHosts) DeltaSession(ctx context.Context, end transfer.FS) (transfer
 	return dh.take(ctx)
 }
 
-// take returns an idle client, or one on a new channel.
+// take returns an idle client, or, while channels opened ahead are
+// coming up, the first of them up, or one on a new channel.
 func (d *deltaHost) take(ctx context.Context) (transfer.DeltaSession, func(), error) {
 	d.mu.Lock()
-	if err := d.noneErr; err != nil {
+	for {
+		if err := d.noneErr; err != nil {
+			d.mu.Unlock()
+			return nil, nil, err
+		}
+		if n := len(d.idle); n > 0 {
+			c := d.idle[n-1]
+			d.idle = d.idle[:n-1]
+			d.mu.Unlock()
+			return session{c, d}, d.releaser(c), nil
+		}
+		if d.coming == 0 {
+			break
+		}
+		arrived := d.arrived
 		d.mu.Unlock()
-		return nil, nil, err
-	}
-	if n := len(d.idle); n > 0 {
-		c := d.idle[n-1]
-		d.idle = d.idle[:n-1]
-		d.mu.Unlock()
-		return session{c, d}, d.releaser(c), nil
+		select {
+		case <-arrived:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		d.mu.Lock()
 	}
 	d.mu.Unlock()
 	c, err := d.openNext(ctx)
@@ -500,6 +723,25 @@ func (d *deltaHost) releaser(c *helper.DeltaClient) func() {
 	}
 }
 
+// opening takes a channel opened ahead for a push's shares (coming) as
+// it has come up (c), or failed (nil): idle under the others, so that
+// the first channel, whose helper signs the push's basis, is taken
+// first.
+func (d *deltaHost) opening(c *helper.DeltaClient) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.coming--
+	close(d.arrived)
+	d.arrived = make(chan struct{})
+	switch {
+	case c == nil:
+	case d.closed:
+		c.Close()
+	default:
+		d.idle = append([]*helper.DeltaClient{c}, d.idle...)
+	}
+}
+
 func (d *deltaHost) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -507,6 +749,7 @@ func (d *deltaHost) close() {
 		c.Close()
 	}
 	d.idle = nil
+	d.closed = true
 }
 
 // next is the connection the next channel opened goes on: each of the

@@ -25,24 +25,29 @@ import (
 // helperCmd.
 func deltaServer(t *testing.T) *sshtest.Server {
 	return sshtest.Start(t, sshtest.Options{Exec: func(cmd string, stdin io.Reader, stdout, stderr io.Writer) int {
-		words := strings.Fields(cmd)
-		if len(words) < 3 || words[0] != helperCmd {
-			return 127
-		}
-		in := stdin
-		for i, w := range words {
-			if w == "--"+helper.RequestFlag && i+1 < len(words) {
-				var err error
-				if in, err = helper.RequestInput(words[i+1], stdin); err != nil {
-					return 2
-				}
+		return deltaExec(cmd, stdin, stdout)
+	}})
+}
+
+// deltaExec runs cmd, helperCmd's, as hpncp serve --delta would.
+func deltaExec(cmd string, stdin io.Reader, stdout io.Writer) int {
+	words := strings.Fields(cmd)
+	if len(words) < 3 || words[0] != helperCmd {
+		return 127
+	}
+	in := stdin
+	for i, w := range words {
+		if w == "--"+helper.RequestFlag && i+1 < len(words) {
+			var err error
+			if in, err = helper.RequestInput(words[i+1], stdin); err != nil {
+				return 2
 			}
 		}
-		if err := helper.ServeDelta(context.Background(), in, stdout); err != nil {
-			return 1
-		}
-		return 0
-	}})
+	}
+	if err := helper.ServeDelta(context.Background(), in, stdout); err != nil {
+		return 1
+	}
+	return 0
 }
 
 const helperCmd = "hpncp-test-helper"

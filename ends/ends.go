@@ -192,6 +192,9 @@ type Hosts struct {
 	// pullAhead is the pull each destination's helper is asked for as
 	// soon as it is up (PullAhead).
 	pullAhead map[string]pullAsk
+	// pushAhead is the basis each destination's helper is asked to sign
+	// as it starts (PushAhead).
+	pushAhead map[string]pushAsk
 	closed    bool
 	// bg are the run's goroutines that dial, warm or start a helper in
 	// the background: Close waits for them, so that none logs, or holds

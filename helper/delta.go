@@ -47,6 +47,12 @@ import (
 // the temporary one: the client's finish then has nothing left to ask
 // for.
 //
+// An 'S' (sign ahead), asked in the command line, names the basis of a
+// push to come and a part of its signature, which the helper signs and
+// sends at once: the reply is the path signed, the part as a chunked
+// stream, then the status (signahead.go). A push flagged patchSigned
+// then gets no signature in its reply.
+//
 // A 'W' (follow) names a file and its size, then streams uvarints, each
 // how many of the file's first bytes are written by now; the reply is
 // the SHA-256 of them all, once the stream has said the whole file.
@@ -63,8 +69,10 @@ import (
 // leave the file's size to the helper (diffAnySize); 8: a pull may ask for
 // a share of the delta's ranges (diffShare), and a push may go in shares
 // (patchShares, opPatchShare); 9: a delta not in place may send bytes
-// ahead (delta.DiffOptions.Ahead), both ways.
-const deltaHello = "hpncp-delta 9\n"
+// ahead (delta.DiffOptions.Ahead), both ways; 10: a push's signature may
+// come ahead, in parts, from the helpers of its other shares
+// (opSignAhead, patchSigned).
+const deltaHello = "hpncp-delta 10\n"
 
 const (
 	opSignPatch = 'A'
@@ -78,6 +86,9 @@ const (
 	// opFollow: the SHA-256 of a file others are writing, hashed as the
 	// client says how much of its start is written (--verify).
 	opFollow = 'W'
+	// opSignAhead: a part of the signature of the basis of a push to
+	// come, signed and sent before the push asks (SignAheadArg).
+	opSignAhead = 'S'
 
 	statusOK   = 'K'
 	statusFail = 'X'
@@ -115,6 +126,10 @@ const (
 	// by its verdict, statusOK once every other share was applied, and
 	// the helper finishes the file (its mode, times, name) only then.
 	patchShares = 16
+	// patchSigned, in a push's flags (one in shares), says the helper
+	// sends no signature: it came ahead, in parts, on the channels of
+	// the other shares (opSignAhead, Shares.Signed).
+	patchSigned = 32
 	// shareUnder, in a share's flags, says the new file is a clone of
 	// the basis, whose blocks at their own offsets are not written.
 	shareUnder = 1
@@ -340,6 +355,12 @@ type DeltaClient struct {
 	compress bool       // deltas go zstd-compressed both ways (-z)
 	ahead    *pullAhead // a pull asked ahead, its delta not read yet
 	gov      zgov       // how the pushed deltas' frames go
+	// signing, when not nil, is closed once the answer to the
+	// sign-ahead the helper's command line asked for is read
+	// (ReadSignedAhead), signErr then saying whether the channel is
+	// still in step: every other answer comes after it.
+	signing chan struct{}
+	signErr error
 }
 
 // Compress has the deltas of the requests after it go compressed with
@@ -450,6 +471,11 @@ func (c *DeltaClient) SignPatch(ctx context.Context, basis string, basisSize int
 type Shares struct {
 	N      int
 	Others func(ctx context.Context, under bool, sig *delta.Signature, blocks func(context.Context, int64) (*delta.Signature, error)) (delta.Stats, error)
+	// Signed, when not nil, is the basis's signature, signed ahead in
+	// parts by the helpers of the other shares' channels (SignAheadArg,
+	// ReadSignedAhead): the push asks for none (patchSigned), and its
+	// delta is diffed against this one as it comes.
+	Signed *delta.SignatureParts
 }
 
 // SignPatchShares is SignPatch with the delta in shares (a new file
@@ -462,6 +488,9 @@ func (c *DeltaClient) SignPatchShares(ctx context.Context, basis string, basisSi
 		return delta.Stats{}, nil, errBroken
 	}
 	if err := c.unahead(); err != nil {
+		return delta.Stats{}, nil, err
+	}
+	if err := c.settled(ctx); err != nil {
 		return delta.Stats{}, nil, err
 	}
 	st, made, err := c.signPatch(ctx, basis, basisSize, tmp, size, a, shares, diff)
@@ -512,6 +541,10 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 	if shared {
 		flags |= patchShares
 	}
+	signedAhead := shared && shares.Signed != nil
+	if signedAhead {
+		flags |= patchSigned
+	}
 	req = binary.AppendUvarint(req, flags)
 	if a.SetMode {
 		req = binary.AppendUvarint(req, uint64(a.Mode&modeBits))
@@ -543,25 +576,34 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 		}
 	}
 	// The signature is read on a goroutine of its own while the delta
-	// goes out from here.
+	// goes out from here; one signed ahead comes on other channels.
 	in := &chunkReader{r: c.r}
-	header := make(chan *delta.SignatureReader, 1)
+	header := make(chan signatureSource, 1)
 	read := make(chan error, 1)
-	go func() {
-		sr, err := delta.NewSignatureReader(in, basisSize)
-		header <- sr
-		if err == nil {
-			_, err = sr.Read()
-		}
-		if err == nil {
-			// A signature read whole is one the stream ends right
-			// after.
-			if n, rerr := in.Read(make([]byte, 1)); n != 0 || rerr != io.EOF {
-				err = fmt.Errorf("%w: bytes after the signature", ErrDeltaProtocol)
+	if signedAhead {
+		header <- shares.Signed
+		read <- nil
+	} else {
+		go func() {
+			sr, err := delta.NewSignatureReader(in, basisSize)
+			if sr != nil {
+				header <- sr
+			} else {
+				header <- nil
 			}
-		}
-		read <- err
-	}()
+			if err == nil {
+				_, err = sr.Read()
+			}
+			if err == nil {
+				// A signature read whole is one the stream ends right
+				// after.
+				if n, rerr := in.Read(make([]byte, 1)); n != 0 || rerr != io.EOF {
+					err = fmt.Errorf("%w: bytes after the signature", ErrDeltaProtocol)
+				}
+			}
+			read <- err
+		}()
+	}
 	out := chunkWriter{w: c.w}
 	var derr error
 	var waited atomic.Bool // a wait for blocks failed: the signature ended
@@ -663,6 +705,14 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 	return st, made, err
 }
 
+// A signatureSource is a signature as it arrives: on the push's channel
+// (delta.SignatureReader), or ahead, in parts, on others
+// (delta.SignatureParts).
+type signatureSource interface {
+	Header() *delta.Signature
+	Wait(ctx context.Context, n int64) (*delta.Signature, error)
+}
+
 // PatchShare applies share sh of a push's delta (one in shares,
 // SignPatchShares' Others) into tmp, the new file the push's request
 // made (under: a clone of basis, of basisSize bytes), the new file being
@@ -713,6 +763,11 @@ func (c *DeltaClient) patchShare(ctx context.Context, basis string, basisSize in
 	if err := c.w.Flush(); err != nil {
 		return delta.Stats{}, err
 	}
+	// Its answer follows the sign-ahead's, which its command line may
+	// have asked for.
+	if err := c.settled(ctx); err != nil {
+		return delta.Stats{}, err
+	}
 	return c.status()
 }
 
@@ -738,6 +793,9 @@ func (c *DeltaClient) DiffStream(ctx context.Context, path string, size int64, s
 	defer c.mu.Unlock()
 	if c.broken {
 		return delta.Stats{}, errBroken
+	}
+	if err := c.settled(ctx); err != nil {
+		return delta.Stats{}, err
 	}
 	var st delta.Stats
 	var err error
@@ -962,6 +1020,9 @@ func (c *DeltaClient) sumsOf(ctx context.Context, op byte, size int, paths []str
 	if err := c.unahead(); err != nil {
 		return nil, nil, err
 	}
+	if err := c.settled(ctx); err != nil {
+		return nil, nil, err
+	}
 	sums, errs, err = c.sums(ctx, op, size, paths, sizes)
 	var de *DeltaError
 	if !errors.As(err, &de) {
@@ -1072,6 +1133,9 @@ func (c *DeltaClient) FollowSHA256(ctx context.Context, path string, size int64,
 		return nil, errBroken
 	}
 	if err := c.unahead(); err != nil {
+		return nil, err
+	}
+	if err := c.settled(ctx); err != nil {
 		return nil, err
 	}
 	sum, err := c.follow(ctx, path, size, written)

@@ -52,12 +52,26 @@ func FuzzDeltaReplies(f *testing.F) {
 	f.Add(uint8(6), chunked(zenc.EncodeAll(deltaWire.Bytes(), nil), "K\x07\x80\x17\x01"))
 	// A pull asked ahead: the same reply as a pull's.
 	f.Add(uint8(7), chunked(deltaWire.Bytes(), "K\x07\x80\x17\x01"))
+	// A sign-ahead's answer (the path signed, the part, the status),
+	// then sums'.
+	var part bytes.Buffer
+	delta.SignPartTo(ctx, bytes.NewReader(basis), int64(len(basis)), delta.Share{N: 1}, &part)
+	sumsReply := "\x00" + string(make([]byte, 16)) + "K\x00\x00\x00"
+	f.Add(uint8(8), append(appendString(nil, "f"), chunked(part.Bytes(), "K\x00\x00\x00"+sumsReply)...))
+	f.Add(uint8(8), append(appendString(nil, ""), chunked(nil, "X\x04none"+sumsReply)...))
 	f.Fuzz(func(t *testing.T, op uint8, reply []byte) {
 		c, err := NewDeltaClient(ctx, replyConn{io.MultiReader(bytes.NewReader([]byte(deltaHello)), bytes.NewReader(reply))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		switch op % 8 {
+		switch op % 9 {
+		case 8:
+			parts, _ := delta.NewSignatureParts(1)
+			c.ReadSignedAhead(parts, func(string) {})
+			c.Sums(ctx, []string{"a"}, []int64{1})
+			if s, err := parts.Wait(ctx, delta.MaxSize); err == nil && int64(len(s.Weak)) != delta.Blocks(s.Size, s.BlockLen) {
+				t.Fatalf("a signature of %d bytes in blocks of %d, whole with %d", s.Size, s.BlockLen, len(s.Weak))
+			}
 		case 7:
 			sign := func(w io.Writer) error { return delta.WriteSignature(w, sig) }
 			if err := c.DiffAhead("f", sign, false, delta.Share{}); err != nil {

@@ -105,7 +105,8 @@ func serveDelta(ctx context.Context, in io.Reader, out io.Writer, files DeltaFil
 			return err
 		}
 		switch op {
-		case opPatchShare, opSums, opSHA, opFollow:
+		case opPatchShare, opSums, opSHA, opFollow, opSignAhead:
+			// A sign-ahead's part flows at once, as it is made.
 			cool()
 		}
 		var st delta.Stats
@@ -125,6 +126,8 @@ func serveDelta(ctx context.Context, in io.Reader, out io.Writer, files DeltaFil
 			rerr, err = serveWalk(ctx, r, w, files)
 		case opFollow:
 			rerr, err = serveFollow(ctx, r, w, files)
+		case opSignAhead:
+			rerr, err = serveSignAhead(ctx, r, w, files)
 		default:
 			return fmt.Errorf("%w: request %#x", ErrDeltaProtocol, op)
 		}
@@ -176,7 +179,7 @@ func serveDelta(ctx context.Context, in io.Reader, out io.Writer, files DeltaFil
 func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files DeltaFiles) (st delta.Stats, made fs.FileInfo, after func() error, rerr, err error) {
 	fr := fields{r: r}
 	basis, basisSize := fr.path(), fr.uint(delta.MaxSize)
-	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(patchZstd|patchMode|patchTimes|patchRename|patchShares)
+	tmp, size, flags := fr.path(), fr.uint(delta.MaxSize), fr.uint(patchZstd|patchMode|patchTimes|patchRename|patchShares|patchSigned)
 	var a Attrs
 	if flags&patchMode != 0 {
 		a.SetMode, a.Mode = true, fs.FileMode(fr.uint(uint64(modeBits)))&modeBits
@@ -220,26 +223,39 @@ func serveSignPatch(ctx context.Context, r *bufio.Reader, w *bufio.Writer, files
 			made = shareFresh
 		}
 		w.WriteByte(made)
+		if flags&patchSigned != 0 {
+			// No signature follows to take it out: the other
+			// shares wait for it.
+			if err := w.Flush(); err != nil {
+				p.close(false, false)
+				return st, nil, nil, nil, err
+			}
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The signature goes out on a goroutine of its own, and is ended
 	// whatever becomes of it (short where it failed: the status says
-	// why); the status waits for it.
+	// why); the status waits for it. A push whose signature came ahead
+	// in parts on other channels (patchSigned) has none.
 	signed := make(chan error, 1)
 	ew := &errWriter{w: flushWriter{w: w}}
 	opened := rerr == nil
-	go func() {
-		var serr error
-		if opened {
-			serr = delta.SignTo(ctx, p.basis, basisSize, delta.BlockSize(basisSize), ew)
-		}
-		if ew.err == nil {
-			chunkWriter{w: w}.end()
-			w.Flush()
-		}
-		signed <- serr
-	}()
+	if flags&patchSigned != 0 {
+		signed <- nil
+	} else {
+		go func() {
+			var serr error
+			if opened {
+				serr = delta.SignTo(ctx, p.basis, basisSize, delta.BlockSize(basisSize), ew)
+			}
+			if ew.err == nil {
+				chunkWriter{w: w}.end()
+				w.Flush()
+			}
+			signed <- serr
+		}()
+	}
 	var from io.Reader = in
 	if rerr == nil && flags&patchZstd != 0 {
 		z, zerr := zstdIn(in)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -233,6 +235,9 @@ func Sync(ctx context.Context, j SyncJob) (*SyncResult, error) {
 			hosts.WalkAhead(j.Dest.Location, ends.RemotePath(j.Dest.Location.Path), entries, nameBytes, mo.WalkPrune(".", false))
 		}
 	}
+	if eo.Delta != nil && !mo.Checksum {
+		pushAhead(hosts, j, eo)
+	}
 	dst, err := open(j.Dest.Location)
 	if err != nil {
 		return res, err
@@ -353,6 +358,35 @@ func pullAhead(hosts *ends.Hosts, j SyncJob, eo transfer.Options, dst transfer.E
 	}
 	hosts.PullAhead(s.Location, remote, eo.InPlace, eo.Compress, transfer.DeltaShares(size), sign)
 	return func() { closeSigned() }
+}
+
+// pushAhead has the helpers of a sync's remote destination, as they
+// start, sign the file the sync's one local source would go over
+// (ends.Hosts.PushAhead): the destination, or the file of the source's
+// name in it where that is a directory, as the helpers find it. Where
+// the source is a regular file large enough for a delta, a re-run
+// most likely finds a file there that changed, whose push then has its
+// signature signed beside the SFTP start and the look at the
+// destination, and sent in parts over several connections. Not in
+// place (whose basis the push cuts as it begins), with -z (a push in
+// one share), nor with --sparse, which sends a file whole.
+func pushAhead(hosts *ends.Hosts, j SyncJob, eo transfer.Options) {
+	if len(j.Sources) != 1 || !j.Dest.Location.Remote() || eo.Sparse || eo.InPlace {
+		return
+	}
+	s := j.Sources[0]
+	if s.Location.Remote() || s.Contents {
+		return
+	}
+	fi, err := os.Lstat(s.Location.Path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() < transfer.DeltaMinSize {
+		return
+	}
+	shares := 1
+	if !eo.Compress {
+		shares = transfer.DeltaShares(fi.Size())
+	}
+	hosts.PushAhead(j.Dest.Location, ends.RemotePath(j.Dest.Location.Path), filepath.Base(s.Location.Path), fi.Size(), fi.ModTime(), shares)
 }
 
 // prepareDest decides whether the destination is a directory the

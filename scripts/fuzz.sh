@@ -42,6 +42,7 @@ targets=(
 	delta:FuzzApplyInPlace
 	delta:FuzzApplyShares
 	delta:FuzzReadSignature
+	delta:FuzzSignaturePart
 	helper:FuzzDeltaReplies
 )
 

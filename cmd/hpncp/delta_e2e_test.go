@@ -669,13 +669,15 @@ func TestSyncDeltaSharesE2E(t *testing.T) {
 		tree   bool
 		shares bool
 		ahead  bool
+		into   bool // into the target's directory
 	}{
-		{"down/one file", nil, false, false, true, true},
-		{"down/a tree", nil, false, true, true, false},
-		{"down/in place", []string{"--inplace"}, false, false, true, true},
-		{"up/one file", nil, true, false, true, false},
-		{"up/a tree", nil, true, true, true, false},
-		{"up/in place", []string{"--inplace"}, true, false, false, false},
+		{"down/one file", nil, false, false, true, true, false},
+		{"down/a tree", nil, false, true, true, false, false},
+		{"down/in place", []string{"--inplace"}, false, false, true, true, false},
+		{"up/one file", nil, true, false, true, true, false},
+		{"up/one file into its directory", nil, true, false, true, true, true},
+		{"up/a tree", nil, true, true, true, false, false},
+		{"up/in place", []string{"--inplace"}, true, false, false, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srcDir, dstDir := t.TempDir(), t.TempDir()
@@ -686,6 +688,9 @@ func TestSyncDeltaSharesE2E(t *testing.T) {
 			from, to := src, dst
 			if c.tree {
 				from, to = srcDir+"/", dstDir
+			}
+			if c.into {
+				to = dstDir + "/"
 			}
 			if c.up {
 				to = "e2e:" + to
@@ -709,7 +714,10 @@ func TestSyncDeltaSharesE2E(t *testing.T) {
 			if shared := strings.Contains(stderr, " shares, on a channel each"); shared != c.shares {
 				t.Errorf("in shares %v, want %v:\n%s", shared, c.shares, stderr)
 			}
-			if ahead := strings.Contains(stderr, "was asked for ahead"); ahead != c.ahead {
+			// A pull's delta, or a push's basis signed, asked for as the
+			// helper came up.
+			ahead := strings.Contains(stderr, "was asked for ahead") || strings.Contains(stderr, "came ahead, in")
+			if ahead != c.ahead {
 				t.Errorf("asked ahead %v, want %v:\n%s", ahead, c.ahead, stderr)
 			}
 			local := dstDir
