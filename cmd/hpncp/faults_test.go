@@ -578,7 +578,7 @@ func (ft *faultTrial) run(t *testing.T) {
 		}
 		// Half, by seed again, compressed (-C, sync's -z: zstd through
 		// the helper).
-		if ft.seed%4 >= 2 {
+		if ft.compressed() {
 			args = append(args, map[bool]string{false: "-C", true: "-z"}[ft.syncs()])
 			shape += " -C"
 		}
@@ -688,8 +688,12 @@ func (ft *faultTrial) run(t *testing.T) {
 	}
 	// A file of several ranges goes in shares: down, always; up, a new
 	// file's uncompressed delta.
-	if ft.shared() && (ft.c.download || !ft.inPlace() && ft.seed%4 < 2) && fileSize(t, filepath.Join(old, top)) >= 2*delta.DefaultRangeLen && !strings.Contains(stderr, " shares, on a channel each") {
+	if ft.shared() && (ft.c.download || !ft.inPlace() && !ft.compressed()) && fileSize(t, filepath.Join(old, top)) >= 2*delta.DefaultRangeLen && !strings.Contains(stderr, " shares, on a channel each") {
 		t.Fatalf("the fault-free probe (%s) went in no shares:\n%s", shape, stderr)
+	}
+	// Up, such a sync's target was signed ahead, in parts.
+	if ft.signsAhead() && !ft.c.download && fileSize(t, filepath.Join(old, top)) >= 2*delta.DefaultRangeLen && !strings.Contains(stderr, "came ahead, in") {
+		t.Fatalf("the fault-free probe (%s) had no signature signed ahead:\n%s", shape, stderr)
 	}
 	took := time.Since(began)
 	var counts [][2]int64
@@ -763,9 +767,23 @@ func (ft *faultTrial) syncs() bool {
 // shared says a "delta" trial's file is large enough for its delta to
 // go in shares, each on a channel of its own (transfer.DeltaShares),
 // unless its old version is cut below two ranges: a seventh of them, by
-// seed, the draws as they were.
+// seed, the draws as they were, and another seventh of the syncs.
 func (ft *faultTrial) shared() bool {
-	return ft.c.mode == "delta" && ft.seed%7 == 0
+	return ft.c.mode == "delta" && (ft.seed%7 == 0 || ft.syncs() && ft.seed%7 == 1)
+}
+
+// signsAhead says a "delta" trial is a sync of a file in shares, neither
+// in place nor compressed: up, its target is signed ahead in parts by
+// the helpers of the other shares (job's pushAhead); down, its delta is
+// asked for in shares as the helpers start (pullAhead).
+func (ft *faultTrial) signsAhead() bool {
+	return ft.syncs() && ft.shared()
+}
+
+// compressed says a "delta" trial's delta goes compressed (-C, sync's
+// -z): half of them, by seed, but those that sign ahead.
+func (ft *faultTrial) compressed() bool {
+	return ft.c.mode == "delta" && ft.seed%4 >= 2 && !ft.signsAhead()
 }
 
 // newRegion says a "delta" trial's old version has a region of other
@@ -801,7 +819,7 @@ func rewriteRegion(t *testing.T, seed uint64, path string) {
 // (--inplace): every "inplace" trial, and half the "delta" ones (by
 // seed, leaving the draws of the others as they were).
 func (ft *faultTrial) inPlace() bool {
-	return ft.c.mode == "inplace" || ft.c.mode == "delta" && ft.seed%2 == 1
+	return ft.c.mode == "inplace" || ft.c.mode == "delta" && ft.seed%2 == 1 && !ft.signsAhead()
 }
 
 // verifies says the trial copies with --verify through the helper: a
