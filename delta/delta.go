@@ -186,23 +186,34 @@ func SignTo(ctx context.Context, r io.ReaderAt, size int64, blockLen int, w io.W
 	if err != nil {
 		return err
 	}
+	return sg.writeTo(ctx, sigHeader(sg.s), w)
+}
+
+// writeTo sums the basis, writing header and then the records of the
+// runs summed (sg.part's), each run as soon as it and those before it
+// are summed.
+func (sg *signer) writeTo(ctx context.Context, header []byte, w io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	result := make(chan error, 1)
 	go func() { result <- sg.run(ctx) }()
 	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.Write(sigHeader(sg.s))
+	bw.Write(header)
 	var rec [sigRecordLen]byte
 	ran := (<-chan error)(result)
-	for k, done := range sg.done {
+	first, step := 0, 1
+	if !sg.part.Whole() {
+		first, step = sg.part.I, sg.part.N
+	}
+	for k := first; k < len(sg.done); k += step {
 		select {
-		case <-done:
+		case <-sg.done[k]:
 		case err := <-ran:
 			if err != nil {
 				return err
 			}
 			ran = nil // every run is summed: done is closed
-			<-done
+			<-sg.done[k]
 		}
 		lo, hi := k*sg.per, min((k+1)*sg.per, len(sg.s.Weak))
 		for i := lo; i < hi; i++ {
@@ -212,6 +223,9 @@ func SignTo(ctx context.Context, r io.ReaderAt, size int64, blockLen int, w io.W
 		if err := bw.Flush(); err != nil {
 			return err
 		}
+	}
+	if err := bw.Flush(); err != nil {
+		return err
 	}
 	if ran != nil {
 		return <-ran

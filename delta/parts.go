@@ -1,7 +1,6 @@
 package delta
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -41,45 +40,12 @@ func SignPartTo(ctx context.Context, r io.ReaderAt, size int64, p Share, w io.Wr
 		return err
 	}
 	sg.part = p
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	result := make(chan error, 1)
-	go func() { result <- sg.run(ctx) }()
-	bw := bufio.NewWriterSize(w, 64<<10)
 	hdr := append([]byte(nil), partMagic[:]...)
 	hdr = binary.AppendUvarint(hdr, uint64(sg.s.BlockLen))
 	hdr = binary.AppendUvarint(hdr, uint64(size))
 	hdr = binary.AppendUvarint(hdr, uint64(p.N))
 	hdr = binary.AppendUvarint(hdr, uint64(p.I))
-	bw.Write(hdr)
-	var rec [sigRecordLen]byte
-	ran := (<-chan error)(result)
-	for run := p.I; run < len(sg.done); run += p.N {
-		select {
-		case <-sg.done[run]:
-		case err := <-ran:
-			if err != nil {
-				return err
-			}
-			ran = nil // every run of the part is summed
-			<-sg.done[run]
-		}
-		lo, hi := run*sg.per, min((run+1)*sg.per, len(sg.s.Weak))
-		for i := lo; i < hi; i++ {
-			putSigRecord(rec[:], sg.s, i)
-			bw.Write(rec[:])
-		}
-		if err := bw.Flush(); err != nil {
-			return err
-		}
-	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	if ran != nil {
-		return <-ran
-	}
-	return nil
+	return sg.writeTo(ctx, hdr, w)
 }
 
 // SignatureParts is a signature read from its parts as they arrive, one
