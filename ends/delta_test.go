@@ -18,6 +18,7 @@ import (
 	"github.com/hpncp/hpncp/helper"
 	"github.com/hpncp/hpncp/internal/sshtest"
 	"github.com/hpncp/hpncp/sshconn"
+	"github.com/hpncp/hpncp/transfer"
 )
 
 // deltaServer is an in-process SSH server whose exec runs the helper's
@@ -52,6 +53,28 @@ func deltaExec(cmd string, stdin io.Reader, stdout io.Writer) int {
 
 const helperCmd = "hpncp-test-helper"
 
+// loggedDeltaHosts are hosts connecting to srv, closed with the test, and
+// their delta services started by helperCmd; logged is what they said
+// with -vv so far.
+func loggedDeltaHosts(t *testing.T, srv *sshtest.Server) (h *Hosts, hosts transfer.DeltaHosts, logged func() string) {
+	var b strings.Builder
+	var mu sync.Mutex
+	o := connOptions(srv)
+	o.Logf = func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		b.WriteString(strings.TrimSpace(fmt.Sprintf(format, args...)) + "\n")
+	}
+	h = New(Options{SSH: o})
+	t.Cleanup(func() { h.Close() })
+	hosts = h.DeltaHosts(func(host, extra string) (string, error) { return helperCmd + " serve --delta " + extra, nil })
+	return h, hosts, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return b.String()
+	}
+}
+
 // A pull asked ahead is taken by the same file's pull; a session asked
 // for anything else first (another file's pull, a sum) asks on a new
 // channel and gets its answer, the channel of the pull asked ahead given
@@ -83,18 +106,7 @@ func TestPullAhead(t *testing.T) {
 	}
 	for _, first := range []string{"the same file's pull", "another file's pull", "a sum"} {
 		t.Run(first, func(t *testing.T) {
-			srv := deltaServer(t)
-			var logged strings.Builder
-			var mu sync.Mutex
-			o := connOptions(srv)
-			o.Logf = func(format string, args ...any) {
-				mu.Lock()
-				defer mu.Unlock()
-				logged.WriteString(strings.TrimSpace(fmt.Sprintf(format, args...)) + "\n")
-			}
-			h := New(Options{SSH: o})
-			defer h.Close()
-			hosts := h.DeltaHosts(func(host, extra string) (string, error) { return helperCmd + " serve --delta " + extra, nil })
+			h, hosts, logged := loggedDeltaHosts(t, deltaServer(t))
 			var signs atomic.Int32
 			h.PullAhead(remote(src), src, false, false, 1, func(ctx context.Context, w io.Writer) error {
 				signs.Add(1)
@@ -125,13 +137,11 @@ func TestPullAhead(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s after a pull asked ahead: %v", first, err)
 			}
-			mu.Lock()
-			took := strings.Contains(logged.String(), "was asked for ahead")
-			mu.Unlock()
+			took := strings.Contains(logged(), "was asked for ahead")
 			// Given up, the pull asked ahead may have begun its
 			// signing, never more than once.
 			if took != (first == "the same file's pull") || signs.Load() > 1 || took && signs.Load() != 1 {
-				t.Errorf("%s: the pull asked ahead taken %v, signed %d times; log:\n%s", first, took, signs.Load(), logged.String())
+				t.Errorf("%s: the pull asked ahead taken %v, signed %d times; log:\n%s", first, took, signs.Load(), logged())
 			}
 		})
 	}

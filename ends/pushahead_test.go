@@ -3,7 +3,6 @@ package ends
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -51,17 +50,7 @@ func TestPushAhead(t *testing.T) {
 				execs.Add(1)
 				return deltaExec(cmd, stdin, stdout)
 			}})
-			var logged strings.Builder
-			var mu sync.Mutex
-			o := connOptions(srv)
-			o.Logf = func(format string, args ...any) {
-				mu.Lock()
-				defer mu.Unlock()
-				logged.WriteString(strings.TrimSpace(fmt.Sprintf(format, args...)) + "\n")
-			}
-			h := New(Options{SSH: o})
-			defer h.Close()
-			hosts := h.DeltaHosts(func(host, extra string) (string, error) { return helperCmd + " serve --delta " + extra, nil })
+			h, hosts, logged := loggedDeltaHosts(t, srv)
 			const n = 4
 			h.PushAhead(remote(dir), dir, "f", int64(len(next)), mtime, n)
 			e, err := h.Endpoint(t.Context(), remote(dir))
@@ -114,9 +103,7 @@ func TestPushAhead(t *testing.T) {
 			if got, _ := os.ReadFile(basis); !bytes.Equal(got, next) {
 				t.Fatalf("the push rebuilt %d bytes, not the new file's %d", len(got), len(next))
 			}
-			mu.Lock()
-			log := logged.String()
-			mu.Unlock()
+			log := logged()
 			if took := strings.Contains(log, "came ahead, in 3 parts"); took != c.ahead {
 				t.Errorf("the signature asked ahead taken %v, want %v; log:\n%s", took, c.ahead, log)
 			}
