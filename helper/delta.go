@@ -487,10 +487,7 @@ func (c *DeltaClient) SignPatchShares(ctx context.Context, basis string, basisSi
 	if c.broken {
 		return delta.Stats{}, nil, errBroken
 	}
-	if err := c.unahead(); err != nil {
-		return delta.Stats{}, nil, err
-	}
-	if err := c.settled(ctx); err != nil {
+	if err := c.ready(ctx); err != nil {
 		return delta.Stats{}, nil, err
 	}
 	st, made, err := c.signPatch(ctx, basis, basisSize, tmp, size, a, shares, diff)
@@ -863,6 +860,17 @@ func (c *DeltaClient) Ahead() (path string, share delta.Share, ok bool) {
 	return c.ahead.path, c.ahead.share, true
 }
 
+// ready readies the channel for a request: a pull asked ahead on it is
+// given up (unahead), and the answer to the sign-ahead its command line
+// asked for is read (settled), so that the request's answer is the next
+// thing on it.
+func (c *DeltaClient) ready(ctx context.Context) error {
+	if err := c.unahead(); err != nil {
+		return err
+	}
+	return c.settled(ctx)
+}
+
 // unahead gives the channel up where a pull asked ahead is on its way,
 // before a request of another kind.
 func (c *DeltaClient) unahead() error {
@@ -1017,10 +1025,7 @@ func (c *DeltaClient) sumsOf(ctx context.Context, op byte, size int, paths []str
 	if c.broken {
 		return nil, nil, errBroken
 	}
-	if err := c.unahead(); err != nil {
-		return nil, nil, err
-	}
-	if err := c.settled(ctx); err != nil {
+	if err := c.ready(ctx); err != nil {
 		return nil, nil, err
 	}
 	sums, errs, err = c.sums(ctx, op, size, paths, sizes)
@@ -1132,10 +1137,7 @@ func (c *DeltaClient) FollowSHA256(ctx context.Context, path string, size int64,
 	if c.broken {
 		return nil, errBroken
 	}
-	if err := c.unahead(); err != nil {
-		return nil, err
-	}
-	if err := c.settled(ctx); err != nil {
+	if err := c.ready(ctx); err != nil {
 		return nil, err
 	}
 	sum, err := c.follow(ctx, path, size, written)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hpncp/hpncp/delta"
+	"github.com/hpncp/hpncp/internal/filter"
 )
 
 // signAheadPair is deltaPair with arg, SignAheadArg's, in the command
@@ -111,6 +112,30 @@ func TestPushSignedAhead(t *testing.T) {
 	for i, o := range append(others, c) {
 		if err := inStep(ctx, o, final, int64(len(next))); err != nil {
 			t.Errorf("channel %d after the push: %v", i, err)
+		}
+	}
+
+	// Any request on a channel that signs ahead gets its own answer,
+	// read after the part's: a walk, a sum, a follow.
+	asks := []func(c *DeltaClient) error{
+		func(c *DeltaClient) error { _, _, err := c.Walk(ctx, dir, 100, 1<<20, filter.Prune{}); return err },
+		func(c *DeltaClient) error { return inStep(ctx, c, final, int64(len(next))) },
+		func(c *DeltaClient) error {
+			written := make(chan int64, 1)
+			written <- int64(len(next))
+			close(written)
+			_, err := c.FollowSHA256(ctx, final, int64(len(next)), written)
+			return err
+		},
+	}
+	for i, ask := range asks {
+		parts, _ := delta.NewSignatureParts(1)
+		c, _ := signAheadPair(t, SignAheadArg(basis, "", int64(len(next)), srcTime, delta.Share{N: 1}), parts)
+		if err := ask(c); err != nil {
+			t.Errorf("request %d on a channel that signs ahead: %v", i, err)
+		}
+		if _, err := parts.Wait(ctx, delta.MaxSize); err != nil {
+			t.Errorf("request %d: the part signed ahead: %v", i, err)
 		}
 	}
 }

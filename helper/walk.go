@@ -86,8 +86,9 @@ func (c *DeltaClient) walkOnce(ctx context.Context, root string, maxEntries, max
 	}
 	if ask {
 		// A walk asked in the command line is answered before a pull
-		// asked ahead on the channel since.
-		if err := c.unahead(); err != nil {
+		// asked ahead on the channel since, or a sign-ahead (which a
+		// command line with a walk does not carry).
+		if err := c.ready(ctx); err != nil {
 			return nil, nil, err
 		}
 	}
