@@ -177,11 +177,11 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 				}
 				for i := 1; i < shares; i++ {
 					opening.Go(func() {
-						li := l
+						li, signs := l, false
 						if push.path != "" && i-1 < len(dh.ahead.paths) {
 							// Its part of the signature is asked
 							// for in its command line.
-							li = dh.ahead.line(i-1, line, host, l, push)
+							li, signs = dh.ahead.line(i-1, line, host, l, push)
 						}
 						c, err := dh.open(ctx, dh.apart(ctx, i, firstUp), li, func(c *helper.DeltaClient) {
 							if dh.askPull(c, pull, delta.Share{N: pull.shares, I: i}, log.CopyTo) {
@@ -190,10 +190,10 @@ func (h *Hosts) startDelta(ctx context.Context, c *sshconn.Client, host, key str
 						})
 						if push.path != "" {
 							switch {
-							case i-1 >= len(dh.ahead.paths): // not one that signs
+							case !signs: // not one that signs, or its part failed already
 							case err != nil:
 								dh.ahead.fail(i-1, err)
-							case li != l:
+							default:
 								c.ReadSignedAhead(dh.ahead.parts, func(p string) { dh.ahead.signed(i-1, p) })
 							}
 							// Idle as soon as it is up, under the
@@ -354,20 +354,20 @@ func newSignedAhead(n int) *signedAhead {
 }
 
 // line is the command of the channel that signs part i of the push p:
-// the helper's line with the request, or l, the part failed, where it
-// cannot carry it.
-func (a *signedAhead) line(i int, line func(host, extra string) (string, error), host, l string, p pushAsk) string {
+// the helper's line with the request (signs), or l, the part failed,
+// where it cannot carry it.
+func (a *signedAhead) line(i int, line func(host, extra string) (string, error), host, l string, p pushAsk) (li string, signs bool) {
 	arg := helper.SignAheadArg(p.path, p.name, p.size, p.mtime, delta.Share{N: len(a.paths), I: i})
 	if arg == "" {
 		a.fail(i, errors.New("the sign-ahead's request is too long for a command line"))
-		return l
+		return l, false
 	}
 	li, err := line(host, arg)
 	if err != nil {
 		a.fail(i, err)
-		return l
+		return l, false
 	}
-	return li
+	return li, true
 }
 
 // signed is told the path part i was signed from ("" for none).

@@ -239,6 +239,16 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
+// ended checks that the stream ends here, as one whose records are all
+// read must: what comes after what (the signature, the delta) is not
+// the protocol's.
+func (c *chunkReader) ended(what string) error {
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		return fmt.Errorf("%w: bytes after %s", ErrDeltaProtocol, what)
+	}
+	return nil
+}
+
 // drain reads the rest of the stream, so that what follows it can be.
 func (c *chunkReader) drain() error {
 	_, err := io.Copy(io.Discard, c)
@@ -594,9 +604,7 @@ func (c *DeltaClient) signPatch(ctx context.Context, basis string, basisSize int
 			if err == nil {
 				// A signature read whole is one the stream ends right
 				// after.
-				if n, rerr := in.Read(make([]byte, 1)); n != 0 || rerr != io.EOF {
-					err = fmt.Errorf("%w: bytes after the signature", ErrDeltaProtocol)
-				}
+				err = in.ended("the signature")
 			}
 			read <- err
 		}()
@@ -984,8 +992,8 @@ func (c *DeltaClient) diffEnd(ctx context.Context, signed chan error, apply func
 	if aerr != nil {
 		return delta.Stats{}, aerr
 	}
-	if n, err := in.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-		return delta.Stats{}, fmt.Errorf("%w: bytes after the delta", ErrDeltaProtocol)
+	if err := in.ended("the delta"); err != nil {
+		return delta.Stats{}, err
 	}
 	return c.status()
 }

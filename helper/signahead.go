@@ -157,10 +157,7 @@ func (c *DeltaClient) readSignedAhead(parts *delta.SignatureParts, signed func(p
 		}
 	}
 	// The part's stream ends right after its last block.
-	if n, err := in.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-		if err == nil || err == io.EOF {
-			err = fmt.Errorf("%w: bytes after a signature's part", ErrDeltaProtocol)
-		}
+	if err := in.ended("a signature's part"); err != nil {
 		parts.Fail(err)
 		return err
 	}

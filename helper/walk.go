@@ -222,8 +222,8 @@ func (c *DeltaClient) walk(ctx context.Context, root string, maxEntries, maxByte
 			mtime: time.Unix(v[2], 0), atime: time.Unix(v[3], 0), uid: int(v[4]), gid: int(v[5]), target: target})
 	}
 	// The records end where the stream does.
-	if n, err := in.Read(make([]byte, 1)); n != 0 || err != io.EOF {
-		return nil, fmt.Errorf("%w: bytes after the walk", ErrDeltaProtocol)
+	if err := in.ended("the walk"); err != nil {
+		return nil, err
 	}
 	if _, err := c.status(); err != nil {
 		return nil, err
